@@ -1,0 +1,94 @@
+# llaisys Makefile: objects under $(BUILD)/, programs at the top level.
+#
+#   make            build the programs and the default model
+#   make test       set up, build, run every test (plain, then under ASan+UBSan)
+#   make run        set up, build, run the main program on the default model
+#   make bench      run the benchmarks (see README)
+#   make SANITIZE=address|undefined|address,undefined ...   sanitizer build (in its own $(BUILD))
+
+CC       ?= gcc
+SANITIZE ?=
+BUILD    ?= build$(if $(SANITIZE),/san-$(subst $(comma),-,$(SANITIZE)))
+comma    := ,
+TP       := build/third_party
+
+# Base flags target plain x86-64 (with SSE4.2/AVX2-free code); SIMD kernels live in files named
+# *_avx2.c / *_avx512.c that get their own flags and are chosen at run time by CPU features.
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -MMD -MP \
+            -Iinclude -I$(TP)/cjson/include
+LDLIBS   := $(TP)/cjson/libcjson.a -lutf8proc -lopenblas -lm -pthread
+STATIC_LDLIBS := $(TP)/cjson/libcjson.a -lutf8proc -lopenblas -lgfortran -lquadmath -lm -pthread
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+
+ifneq ($(SANITIZE),)
+CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c src/model/*.c))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+LIB      := $(BUILD)/libllaisys.a
+SETUP    := build/.setup-done
+
+# The programs: statically linked in a normal build, dynamically in a sanitizer build.
+CLI      := $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
+
+.PHONY: all setup test unit run bench clean
+all: $(CLI)
+
+setup: $(SETUP)
+$(SETUP): third_party/setup.sh third_party/cjson.sh third_party/debsrc.sh
+	@./third_party/setup.sh
+	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/%.o: %.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%_avx2.o: %_avx2.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
+
+$(BUILD)/%_avx512.o: %_avx512.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+ifeq ($(SANITIZE),)
+$(CLI): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -static -o $@ $^ $(STATIC_LDLIBS)
+else
+$(CLI): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
+
+# Unit tests: one cmocka binary per module, linked dynamically.
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+# `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
+unit: $(TESTS) $(CLI)
+	@LLAISYS_CLI=$(CLI) ./tests/run.sh $(TESTS)
+
+test: $(SETUP)
+	@$(MAKE) --no-print-directory unit
+	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer =="
+	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
+
+run: all
+	./$(CLI) --help
+
+clean:
+	rm -rf build llaisys-cli llaisys-server
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d)

@@ -1,0 +1,34 @@
+/*
+ * util.h: small helpers every layer uses: internal assertions, whole-file reads, checked
+ * allocation sizes.
+ */
+#ifndef LLAISYS_UTIL_H
+#define LLAISYS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+
+/* Internal invariant check: prints expression, file and line, then aborts. Never for bad input. */
+#define LL_ASSERT(cond)                                                                  \
+    do {                                                                                 \
+        if (!(cond))                                                                     \
+            ll_assert_fail(#cond, __FILE__, __LINE__);                                   \
+    } while (0)
+
+_Noreturn void ll_assert_fail(const char *expr, const char *file, int line);
+
+#define LL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Read a whole file into a NUL-terminated malloc'd buffer (caller frees). *len excludes the NUL.
+ * Returns LL_OK, LL_EIO (names the path and errno text) or LL_ENOMEM. */
+enum ll_status ll_read_file(const char *path, char **data, size_t *len, struct ll_err *err);
+
+/* Join a directory and a file name into a malloc'd path (caller frees); NULL on no memory. */
+char *ll_path_join(const char *dir, const char *name);
+
+/* Monotonic time in seconds. */
+double ll_now(void);
+
+#endif

@@ -1,0 +1,27 @@
+#!/bin/sh
+# run.sh TEST_BINARY...: runs each cmocka test binary from the repository root, then the
+# black-box CLI scripts tests/cli_*.sh (each prints "ok NAME" / "not ok NAME" lines), and prints
+# one closing line "tests: N passed, N failed". Exit status is non-zero if anything failed.
+# The CLI under test is $LLAISYS_CLI (default ./llaisys-cli).
+cd "$(dirname "$0")/.." || exit 1
+passed=0; failed=0; broken=""
+log=$(mktemp); trap 'rm -f "$log"' EXIT
+for t in "$@"; do
+    "$t" >"$log" 2>&1; rc=$?
+    cat "$log"
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+    if [ "$rc" -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); broken="$broken $t"; fi
+done
+for s in tests/cli_*.sh; do
+    [ -f "$s" ] || continue
+    sh "$s" >"$log" 2>&1; rc=$?
+    cat "$log"
+    p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log")
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); broken="$broken $s"; fi
+done
+[ -z "$broken" ] || echo "crashed or exited non-zero without a report:$broken"
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,39 @@
+#!/bin/sh
+# setup.sh: installs what the build needs on Debian 12, only what is missing, then builds the
+# static libraries Debian does not ship (cJSON) from Debian's source packages.
+# Idempotent; run by `make` before anything is compiled. Needs root only when something is missing.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(dirname "$here")
+
+# Debian packages the build and the tests need.
+#  - gcc/make/libc6-dev: the toolchain; dpkg-dev + xz-utils: `apt-get source` unpacking.
+#  - libutf8proc-dev, libopenblas-dev (static libopenblas.a), libgfortran-12-dev (OpenBLAS's
+#    static archive needs libgfortran.a), libcmocka-dev: libraries.
+#  - file: lets tests check that the programs are statically linked.
+packages="gcc make libc6-dev dpkg-dev xz-utils file libutf8proc-dev libopenblas-dev libgfortran-12-dev libcmocka-dev"
+
+missing=""
+for p in $packages; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        echo "setup: need root to run: $*" >&2; exit 1; fi
+}
+
+if [ -n "$missing" ]; then
+    echo "setup: installing Debian packages:$missing"
+    as_root apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends $missing
+    echo "setup: installed:"
+    # shellcheck disable=SC2086
+    dpkg-query -W -f='  ${Package} ${Version}\n' $missing
+fi
+
+"$here/cjson.sh" "$top/build/third_party"
