@@ -38,7 +38,7 @@ LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
 
 # The programs: statically linked in a normal build, dynamically in a sanitizer build.
-CLI      := $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
+CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
 
 .PHONY: all setup test unit run bench clean
 all: $(CLI)
