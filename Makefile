@@ -41,7 +41,22 @@ SETUP    := build/.setup-done
 CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
 
 .PHONY: all setup test unit run bench clean
-all: $(CLI)
+all: $(CLI) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
+
+# The default model: a small random Qwen2 with the real DeepSeek-R1-Distill-Qwen tokenizer, so
+# every feature runs without downloading weights. The benchmark model has the exact shapes of
+# DeepSeek-R1-Distill-Qwen-1.5B (3.5 GB, generated on first `make bench`).
+TOKENIZER     := models/deepseek-r1-distill-qwen-tokenizer
+DEFAULT_MODEL := models/qwen2-small-random
+BENCH_MODEL   ?= build/models/r1-1.5b-random
+THREADS       ?= 2
+
+$(DEFAULT_MODEL)/config.json: | $(CLI)
+	./$(CLI) mkmodel --preset small --seed 0 --force --tokenizer $(TOKENIZER) $(DEFAULT_MODEL)
+
+$(BENCH_MODEL)/config.json: | $(CLI)
+	@mkdir -p $(dir $(BENCH_MODEL))
+	./$(CLI) mkmodel --preset r1-1.5b --seed 0 --force --tokenizer $(TOKENIZER) $(BENCH_MODEL)
 
 setup: $(SETUP)
 $(SETUP): third_party/setup.sh third_party/cjson.sh third_party/debsrc.sh
@@ -86,7 +101,14 @@ test: $(SETUP)
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
 
 run: all
-	./$(CLI) --help
+	./$(CLI) generate --model $(DEFAULT_MODEL) --chat "Hello! What can you do?" -n 64
+
+# Benchmarks on the r1-1.5b-shaped model, $(THREADS) threads: model (load, RSS, pp128, pp512,
+# tg128), GEMM kernels, tokenizer.
+bench: all $(BENCH_MODEL)/config.json
+	./$(CLI) bench --model $(BENCH_MODEL) --threads $(THREADS)
+	./$(CLI) bench-matmul --threads $(THREADS)
+	./$(CLI) bench-tokenizer --model $(TOKENIZER)
 
 clean:
 	rm -rf build llaisys-cli llaisys-server

@@ -3,23 +3,39 @@
  *
  *   out  (M, N) f32, caller-owned
  *   x    (M, K) f32 activations, row-major
- *   w    (N, K) weights in `wtype` (bf16, f16 or f32), row-major (the Hugging Face Linear layout)
+ *   w    (N, K) weights in `wtype` (bf16, f16 or f32), row-major (the Hugging Face Linear layout,
+ *        used as is: weights may be a read-only mmap; no packing, no alignment needed)
  *   bias (N) f32 or NULL
  *
  * Math modes:
- *   LL_MATH_EXACT: activations stay f32, weights widened to f32, f32 accumulation.
- *   LL_MATH_FAST:  activations rounded to bf16 (round-to-nearest-even); for bf16 weights the
- *                  products are bf16×bf16 accumulated in f32 (AVX-512 BF16 `vdpbf16ps` where the
- *                  CPU has it, an exactly equivalent scalar/AVX2 path elsewhere).
+ *   LL_MATH_EXACT: activations stay f32, weights widened to f32 (exactly), f32 fused multiply-add.
+ *   LL_MATH_FAST:  for bf16 weights, activations rounded to bf16 (round-to-nearest-even) once per
+ *                  call and the products are bf16×bf16 accumulated in f32 with the semantics of
+ *                  AVX-512 BF16 `vdpbf16ps` (per lane: odd pair then even pair, each one fused
+ *                  multiply-add; denormal inputs read as zero, denormal results flushed to zero).
+ *                  f16 and f32 weights take the exact path in this mode.
  *
- * Determinism contract: out[m][n] depends only on x[m], w[n], bias[n] and the math mode; it is
- * bit-identical whatever M is, where row m sits in the batch, and how many threads run. (Fixed
- * reduction order over K for every row; no split-K that depends on M.)
+ * Reduction order (identical in every variant, which is what the guarantees below rest on):
+ * out[m][n] is a sum over 16 f32 lanes, each zero-initialised and accumulating its own slice of K
+ * in increasing k: the exact path in chunks of 16 (lane i takes k ≡ i mod 16), the fast path in
+ * chunks of 32 (lane i takes the pair 2i, 2i+1), the last chunk zero-padded; then the lanes are
+ * added as the tree ((l[i] + l[i+8]) → + [i+4] → + [i+2] → + [i+1]), then bias[n] is added.
  *
- * Work is split over threads by the pool; pool may be NULL (single thread).
+ * Determinism: out[m][n] depends only on x[m], w[n], bias[n] and the math mode; it is
+ * bit-identical whatever M is, where row m sits in the batch, and how many threads run (threads
+ * split over N, or over M when N is small, never over K). On the exact path the scalar, AVX2 and
+ * AVX-512 variants agree bit for bit; on the fast path too, except that the AVX2 variant does not
+ * flush denormal products and sums (so it can differ where such tiny values arise).
+ *
+ * Scratch: the fast path keeps a bf16 copy of x in a buffer owned by the calling thread; it grows
+ * to the largest M·K seen (the only allocation, so after warm-up ll_matmul does not allocate) and
+ * is freed when the thread exits. Work is split over the pool's threads; pool may be NULL
+ * (single thread). Not reentrant on one pool (see pool.h).
  */
 #ifndef LLAISYS_MATMUL_H
 #define LLAISYS_MATMUL_H
+
+#include <stdbool.h>
 
 #include "dtype.h"
 #include "pool.h"
@@ -29,14 +45,25 @@ enum ll_math {
     LL_MATH_FAST,
 };
 
+/* out = x · Wᵀ + bias (shapes above); M, N, K >= 0. Cannot fail (aborts only if the one-time
+ * scratch growth finds no memory). */
 void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
                int M, int N, int K, enum ll_math math, struct ll_pool *pool);
 
-/* The plain scalar reference for the same contract (used by tests; slow). */
+/* The plain scalar reference for the same contract and the same reduction order, single thread
+ * (used by tests; slow). Its results equal the exact path of every variant bit for bit, and the
+ * fast path of the AVX-512 variant bit for bit. */
 void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,
                    const float *bias, int M, int N, int K, enum ll_math math);
 
-/* Name of the variant ll_matmul uses on this CPU ("avx512bf16", "avx2", "scalar"). */
+/* Name of the variant ll_matmul uses ("avx512bf16", "avx2", "scalar"): the best this CPU runs,
+ * unless the environment variable LLAISYS_KERNEL=scalar|avx2|avx512 asks for another (a variant
+ * the CPU lacks falls back to the best one it has, with a warning on stderr). Chosen once. */
 const char *ll_matmul_variant(void);
+
+/* Switch variant by name ("scalar", "avx2", "avx512" or "avx512bf16"), for tests and benchmarks;
+ * not safe while another thread is inside ll_matmul. Returns false, changing nothing, for an
+ * unknown name or a variant this CPU cannot run. */
+bool ll_matmul_set_variant(const char *name);
 
 #endif

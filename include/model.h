@@ -19,7 +19,9 @@
 
 /* config.json, the fields a decoder-only transformer of the Qwen2 family needs. */
 struct model_config {
-    char model_type[32];   /* e.g. "qwen2" */
+    char model_type[32];   /* e.g. "qwen2" (the family's name when config.json gives only
+                              architectures) */
+    char architecture[64]; /* architectures[0], e.g. "Qwen2ForCausalLM"; "" if absent */
     int hidden_size;       /* 1536 for R1-Distill-Qwen-1.5B */
     int intermediate_size; /* 8960 */
     int n_layers;          /* num_hidden_layers */

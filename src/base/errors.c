@@ -52,12 +52,15 @@ enum ll_status ll_err_prefix(struct ll_err *err, const char *fmt, ...)
 {
     if (!err)
         return LL_OK;
-    char head[256], old[sizeof err->msg];
+    char head[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
-    memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s%s", head, old);
+    /* shift the old message right by the prefix length, truncating at the end */
+    size_t hl = strnlen(head, sizeof err->msg - 1);
+    memmove(err->msg + hl, err->msg, sizeof err->msg - 1 - hl);
+    memcpy(err->msg, head, hl);
+    err->msg[sizeof err->msg - 1] = '\0';
     return err->code;
 }

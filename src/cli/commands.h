@@ -5,6 +5,13 @@
 
 int cmd_tokenize(int argc, char **argv);   /* cmd_tokenize.c */
 int cmd_detokenize(int argc, char **argv); /* cmd_tokenize.c */
+int cmd_bench_tokenizer(int argc, char **argv); /* cmd_bench_tokenizer.c */
 int cmd_template(int argc, char **argv);   /* cmd_template.c */
+int cmd_mkmodel(int argc, char **argv);    /* cmd_mkmodel.c */
+int cmd_bench_matmul(int argc, char **argv); /* cmd_bench_matmul.c */
+
+int cmd_generate(int argc, char **argv);   /* cmd_generate.c */
+int cmd_score(int argc, char **argv);      /* cmd_score.c */
+int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
 
 #endif

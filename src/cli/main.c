@@ -13,7 +13,13 @@ struct command {
 static const struct command commands[] = {
     {"tokenize", cmd_tokenize, "encode UTF-8 text from stdin to token ids"},
     {"detokenize", cmd_detokenize, "decode token ids to text"},
+    {"bench-tokenizer", cmd_bench_tokenizer, "time tokenizer loading and encoding"},
     {"template", cmd_template, "render a chat template for messages read from stdin"},
+    {"generate", cmd_generate, "generate text from a prompt, a chat message or token ids"},
+    {"score", cmd_score, "print the top next-token logits at every prompt position (JSON lines)"},
+    {"bench", cmd_bench, "measure load time, memory, prompt and decode tokens/s"},
+    {"mkmodel", cmd_mkmodel, "write a random Qwen2 model directory (Hugging Face layout)"},
+    {"bench-matmul", cmd_bench_matmul, "time the matmul kernels on the R1-1.5B shapes"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,85 @@
+/*
+ * attention.h: the K/V storage and causal grouped-query attention over it.
+ *
+ * KV addressing: a sequence's key/value for position j lives in physical slot
+ *   block_table[j / block_size] · block_size + j % block_size
+ * of the layer's storage. A single sequence with a contiguous cache is the special case
+ * block_size = n_slots, block_table = {0}; a paged cache only changes the tables.
+ *
+ * Determinism: the result for a token depends only on its query, its position and the K/V in
+ * its sequence's slots 0..pos: keys are always visited in position order with the same
+ * arithmetic, whatever the batch. Callers write the batch's K/V first (ll_kv_cache_write), then
+ * attend, so a token sees the same cache contents in a prefill batch as in a decode step.
+ * Threads: ll_attention splits (token, KV head) pairs over the pool; each pair, with its group of
+ * query heads, is computed by one thread from start to end.
+ */
+#ifndef LLAISYS_ATTENTION_H
+#define LLAISYS_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "errors.h"
+#include "pool.h"
+
+/* Per-layer K and V storage. Owned by its creator (ll_kv_cache_init/free). */
+struct ll_kv_cache {
+    enum ll_dtype dtype; /* LL_F32 (exact path) or LL_BF16 (fast path) */
+    int n_layers;
+    int n_slots;
+    int n_kv_heads;
+    int head_dim;
+    void *k; /* (n_layers, n_slots, n_kv_heads, head_dim) */
+    void *v; /* (n_layers, n_slots, n_kv_heads, head_dim) */
+};
+
+/* Allocate the storage (contents undefined until written). Returns LL_OK, LL_EINVAL (bad
+ * dtype or size) or LL_ENOMEM (the message gives the bytes asked for). */
+enum ll_status ll_kv_cache_init(struct ll_kv_cache *kv, enum ll_dtype dtype, int n_layers,
+                                int n_slots, int n_kv_heads, int head_dim, struct ll_err *err);
+/* Free the storage (safe on a zeroed struct). */
+void ll_kv_cache_free(struct ll_kv_cache *kv);
+
+/* Store n tokens' k and v rows (n, n_kv_heads·head_dim) f32 into slots slot[i] of a layer,
+ * rounding to bf16 when the cache is bf16. */
+void ll_kv_cache_write(struct ll_kv_cache *kv, int layer, const int32_t *slot, const float *k,
+                       const float *v, int n);
+
+/* Where one sequence's slots are. */
+struct ll_kv_seq {
+    const int32_t *block_table; /* (n_blocks) physical block of each logical block */
+    int n_blocks;
+};
+
+/* The attention view of a batch. */
+struct ll_attn_batch {
+    int n_tokens;
+    const int32_t *pos;           /* (n_tokens) position of each token in its sequence */
+    const int32_t *seq;           /* (n_tokens) index into seqs */
+    const struct ll_kv_seq *seqs; /* the sequences of the batch */
+    int block_size;               /* slots per block */
+};
+
+/* Most query heads per KV head (n_heads / n_kv_heads) that ll_attention accepts. */
+#define LL_ATTN_MAX_GROUP 64
+
+/* Floats of scratch ll_attention needs: n_threads · (n_heads / n_kv_heads) · max_keys. */
+size_t ll_attention_scratch_floats(int n_threads, int n_heads, int n_kv_heads, int max_keys);
+
+/* out (n_tokens, n_heads·hd) = softmax(q·Kᵀ/√hd) · V over the token's sequence, positions
+ * 0..pos[i], query head h reading KV head h / (n_heads / n_kv_heads).
+ * q (n_tokens, n_heads·hd) after RoPE. scratch: ll_attention_scratch_floats(ll_pool_size(pool),
+ * n_heads, kv->n_kv_heads, max_keys) floats, where max_keys > every pos[i]. */
+void ll_attention(float *out, const float *q, const struct ll_kv_cache *kv, int layer,
+                  const struct ll_attn_batch *b, int n_heads, float *scratch, int max_keys,
+                  struct ll_pool *pool);
+
+/* The same with the scalar inner loops, single-threaded (reference for tests). */
+void ll_attention_ref(float *out, const float *q, const struct ll_kv_cache *kv, int layer,
+                      const struct ll_attn_batch *b, int n_heads, float *scratch, int max_keys);
+
+/* Name of the inner-loop variant in use for this head_dim ("avx512" or "scalar"). */
+const char *ll_attention_variant(int head_dim);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2
+ * model of any shape: config.json, generation_config.json, model.safetensors (bf16), and the
+ * tokenizer files copied from a tokenizer directory.
+ *
+ * Weights are a pure function of (seed, tensor name, element index) through a counter-based
+ * generator, so output is byte-identical for a seed whatever the thread count, and any element
+ * can be recomputed on its own (mkmodel_weight) to check a loader.
+ * Distributions keep activations sane at any width: projection matrices ~ N(0, 1/fan_in) (each
+ * sub-layer adds O(1) to the residual stream; for R1-1.5B that is std 0.0255 / 0.0106, close to
+ * Hugging Face's 0.02), embeddings, lm_head and biases ~ N(0, 0.02^2), norm weights
+ * ~ 1 + N(0, 0.02^2). The normal is approximated by a sum of four uniforms (bounded by 3.5 std).
+ */
+#ifndef LLAISYS_MKMODEL_H
+#define LLAISYS_MKMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "errors.h"
+
+struct mkmodel_spec {
+    int hidden_size;
+    int intermediate_size;
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;          /* 0: hidden_size / n_heads (then not written to config.json) */
+    int vocab_size;
+    int max_position;
+    int max_window_layers; /* 0: n_layers */
+    double rope_theta;
+    double rms_eps;
+    bool tied;
+    uint64_t seed;
+    int bos_token_id, eos_token_id; /* -1: taken from the tokenizer (or left out without one) */
+};
+
+/* Fill *s with preset `name`: "tiny", "small" or "r1-1.5b" (seed 0, bos/eos from tokenizer).
+ * Returns LL_OK or LL_EINVAL (message lists the presets). */
+enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
+
+/* Check a spec: sizes positive and within limits, heads a multiple of KV heads, hidden a
+ * multiple of heads (unless head_dim is set), even head dim. Returns LL_OK or LL_EINVAL naming
+ * the field. */
+enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err);
+
+/* Bytes of model.safetensors for this spec (header included). */
+uint64_t mkmodel_file_size(const struct mkmodel_spec *s);
+
+/* Write the model directory out_dir. Everything is written into a temporary sibling directory
+ * which is renamed to out_dir at the end, so a half-written out_dir never exists. out_dir must
+ * not exist unless `force` (then an existing model directory holding only the files mkmodel
+ * writes is replaced). tokenizer_dir: where tokenizer.json and tokenizer_config.json are copied
+ * from (their bos/eos tokens give the ids when the spec leaves them -1, and the spec's vocab must
+ * cover the tokenizer's); NULL writes no tokenizer files. n_threads >= 1 generate in parallel.
+ * Returns LL_OK, LL_EINVAL (bad spec, out_dir exists), LL_EIO (names the path), LL_EJSON /
+ * LL_ETOKENIZER (bad tokenizer files) or LL_ENOMEM; on failure the temporary directory is
+ * removed. */
+enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer_dir,
+                             const char *out_dir, int n_threads, bool force, struct ll_err *err);
+
+/* The value mkmodel stores (after bf16 rounding) for element i (row-major) of tensor `name` of
+ * the model of spec s (its seed and shapes); NaN when the model has no such tensor. */
+float mkmodel_weight(const struct mkmodel_spec *s, const char *name, uint64_t i);
+
+#endif

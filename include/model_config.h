@@ -1,0 +1,50 @@
+/*
+ * model_config.h: readers of a model directory's JSON files into the structs of model.h:
+ * config.json -> struct model_config, generation_config.json -> struct generation_defaults.
+ *
+ * Every message names the file (the path or name given) and the field. Missing required fields,
+ * wrong JSON types and values out of range give LL_EMODEL; unparseable JSON gives LL_EJSON with a
+ * line and column; features the model code does not implement (rope_scaling, sliding-window
+ * attention, an activation other than silu) give LL_EUNSUPPORTED. The caller owns the structs.
+ */
+#ifndef LLAISYS_MODEL_CONFIG_H
+#define LLAISYS_MODEL_CONFIG_H
+
+#include <stddef.h>
+
+#include "errors.h"
+#include "model.h"
+
+/* Parse config.json text (len bytes; `name` is used in messages). Required: hidden_size,
+ * intermediate_size, num_hidden_layers, num_attention_heads, vocab_size, and model_type unless
+ * architectures is given. Defaults: num_key_value_heads = num_attention_heads, head_dim =
+ * hidden_size / num_attention_heads, max_position_embeddings 32768, rope_theta 10000,
+ * rms_norm_eps 1e-6, tie_word_embeddings false, no bos, no eos.
+ * Returns LL_OK, LL_EJSON, LL_EMODEL, LL_EUNSUPPORTED or LL_ENOMEM. */
+enum ll_status model_config_parse(struct model_config *cfg, const char *text, size_t len,
+                                  const char *name, struct ll_err *err);
+
+/* Read and parse the file at path. Returns as model_config_parse(), or LL_EIO (message names the
+ * path) when it cannot be read. */
+enum ll_status model_config_read(struct model_config *cfg, const char *path, struct ll_err *err);
+
+/* Parse generation_config.json text. Fields read: temperature, top_p, top_k, do_sample,
+ * bos_token_id, eos_token_id (int or list); others are ignored.
+ * Returns LL_OK, LL_EJSON, LL_EMODEL or LL_ENOMEM. */
+enum ll_status generation_defaults_parse(struct generation_defaults *g, const char *text,
+                                         size_t len, const char *name, struct ll_err *err);
+
+/* Read generation_config.json at path. A missing file is not an error: *g gets no values
+ * (has_* false, no bos, no eos) and LL_OK is returned. Otherwise as generation_defaults_parse(),
+ * or LL_EIO when the file exists but cannot be read. */
+enum ll_status generation_defaults_read(struct generation_defaults *g, const char *path,
+                                        struct ll_err *err);
+
+/* Add the generation defaults' eos ids to the model's eos set (no duplicates) and check every
+ * eos/bos id is inside the vocabulary. cfg_name / gen_name name the two files in messages.
+ * Returns LL_OK or LL_EMODEL (id out of range, or more than LL_MAX_EOS ids in all). */
+enum ll_status model_config_merge_eos(struct model_config *cfg, const struct generation_defaults *g,
+                                      const char *cfg_name, const char *gen_name,
+                                      struct ll_err *err);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * model_registry.h: model families, keyed by config.json `model_type`.
+ *
+ * A family is a table of entry points: how to bind its weights from the safetensors set (bind /
+ * unbind) and, added by the model code, how to run its forward pass. model_open() looks the
+ * family up once; everything after calls through m->family.
+ *
+ * Adding a model family = adding its file(s) under src/model/ (e.g. llama_bind.c with its bind
+ * function, its forward pass) plus one entry in the table of model_registry.c; nothing else
+ * branches on the model type.
+ *
+ * Thread use: the table is constant; any thread may read it.
+ */
+#ifndef LLAISYS_MODEL_REGISTRY_H
+#define LLAISYS_MODEL_REGISTRY_H
+
+#include <stddef.h>
+
+#include "errors.h"
+#include "model.h"
+
+struct model_runtime; /* runtime.h */
+struct runtime_opts;
+struct ll_batch;
+
+struct model_family {
+    const char *model_type;           /* config.json model_type, e.g. "qwen2" */
+    const char *const *architectures; /* config.json architectures it also answers to, NULL-ended */
+    /* Point m->weights at the tensors of m->st, checking every name, shape and dtype against
+     * m->config. Returns LL_OK, LL_EMODEL (missing tensor, wrong shape), LL_EUNSUPPORTED (dtype
+     * other than BF16/F16/F32) or LL_ENOMEM; on failure leaves nothing to free but what unbind
+     * frees. */
+    enum ll_status (*bind)(struct model *m, struct ll_err *err);
+    /* Free what bind allocated (safe after a failed or partial bind). */
+    void (*unbind)(struct model *m);
+    /* Forward-pass entry points of the family go below (added by the model code). */
+    /* runtime.h: create/free the forward state, run one step (NULL: the family cannot run). */
+    enum ll_status (*runtime_create)(struct model_runtime **out, const struct model *m,
+                                     const struct runtime_opts *opts, struct ll_err *err);
+    void (*runtime_free)(struct model_runtime *rt);
+    enum ll_status (*forward)(struct model_runtime *rt, const struct ll_batch *b, float *logits,
+                              struct ll_err *err);
+};
+
+/* The family whose model_type is `model_type`, or NULL. */
+const struct model_family *model_registry_find(const char *model_type);
+/* The family that lists `architecture` (e.g. "Qwen2ForCausalLM"), or NULL. */
+const struct model_family *model_registry_find_arch(const char *architecture);
+/* Write the known model_type names, comma-separated, into buf (always NUL-terminated). */
+void model_registry_names(char *buf, size_t size);
+
+/* Family entry points (one block per family; defined in src/model/<family>_*.c). */
+enum ll_status qwen2_bind(struct model *m, struct ll_err *err); /* qwen2_bind.c */
+void qwen2_unbind(struct model *m);                               /* qwen2_bind.c */
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * runtime.h: running a loaded model: the forward-pass state of one model (KV cache, scratch,
+ * thread pool, math mode) and one forward step over a flat batch of tokens.
+ *
+ * The implementation is the model family's (m->family, see model_registry.h); these functions
+ * only dispatch, so callers never branch on the model type.
+ *
+ * Batch layout (ARCHITECTURE.md): token-major arrays of n_tokens entries, any mix of prefill
+ * chunks and decode tokens of several sequences. Token i sits at position pos[i] of sequence
+ * seq[i], its K/V go to slot[i], and its attention reads the slots of that sequence for positions
+ * 0..pos[i] (written by this or earlier steps). Rows with want_logits get a logits row.
+ *
+ * Determinism: a token's logits depend only on the token, its position and its sequence's KV
+ * contents, in the runtime's math mode: bit-identical whether it is computed in a prefill batch,
+ * in a chunk, or as a decode step, and whatever the thread count.
+ *
+ * Ownership and threads: a runtime is owned by one thread (the scheduler or the CLI); it owns
+ * its pool, whose workers run the kernels during runtime_forward(). Scratch is allocated in
+ * runtime_create(); runtime_forward() does not allocate.
+ */
+#ifndef LLAISYS_RUNTIME_H
+#define LLAISYS_RUNTIME_H
+
+#include <stdint.h>
+
+#include "attention.h"
+#include "errors.h"
+#include "matmul.h"
+#include "model.h"
+#include "pool.h"
+
+/* Sizes and modes of a runtime; zero size fields take the defaults given (math is taken as is). */
+struct runtime_opts {
+    int n_ctx;          /* positions per sequence (default min(4096, max_position)) */
+    int n_slots;        /* KV slots in the cache (default n_ctx: one contiguous sequence) */
+    int block_size;     /* slots per KV block (default n_slots) */
+    int max_batch;      /* tokens per forward step (default 512) */
+    int n_threads;      /* compute threads, the caller's included (default 2) */
+    enum ll_math math;  /* LL_MATH_FAST (bf16 activations in matmul, bf16 KV; the usual choice)
+                           or LL_MATH_EXACT (f32 activations, f32 KV) */
+};
+
+/* The family-independent part of a runtime; a family's runtime struct starts with it. */
+struct model_runtime {
+    const struct model *model;   /* not owned; must outlive the runtime */
+    struct runtime_opts opts;    /* with every default resolved */
+    struct ll_pool *pool;        /* owned */
+    struct ll_kv_cache kv;       /* owned: (n_layers, n_slots, n_kv_heads, head_dim), bf16 or f32 */
+};
+
+/* One forward step. */
+struct ll_batch {
+    int n_tokens;
+    const int32_t *token;         /* (n_tokens) ids < vocab_size */
+    const int32_t *pos;           /* (n_tokens) positions < n_ctx */
+    const int32_t *seq;           /* (n_tokens) index into seqs; NULL: all 0 */
+    const int32_t *slot;          /* (n_tokens) KV slot; NULL: found through the block table */
+    const uint8_t *want_logits;   /* (n_tokens) nonzero: produce this row's logits; NULL: last row */
+    const struct ll_kv_seq *seqs; /* block tables; NULL: one sequence in slots 0..n_slots-1 */
+    int n_seqs;
+};
+
+/* Create the runtime of m (m->family's implementation). Returns LL_OK, LL_EINVAL (an option out
+ * of range: the message names it), LL_EUNSUPPORTED (the family has no forward pass) or
+ * LL_ENOMEM (names what could not be allocated). */
+enum ll_status runtime_create(struct model_runtime **out, const struct model *m,
+                              const struct runtime_opts *opts, struct ll_err *err);
+/* Free the runtime (NULL is a no-op). */
+void runtime_free(struct model_runtime *rt);
+
+/* Run one step: writes the batch's K/V into the cache and, for each row with want_logits, in row
+ * order, one row of vocab_size f32 logits into logits (n_want, vocab), caller-owned.
+ * Returns LL_OK, LL_EINVAL (n_tokens outside 1..max_batch, token id out of range, bad seq or
+ * slot: names the row) or LL_ETOOLONG (position >= n_ctx or past the sequence's blocks). On
+ * error nothing was computed. */
+enum ll_status runtime_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
+                               struct ll_err *err);
+
+/* Fill defaults of opts for model m (used by runtime_create; exposed for the CLI's messages). */
+void runtime_opts_resolve(struct runtime_opts *opts, const struct model *m);
+
+#endif

@@ -1,0 +1,194 @@
+/*
+ * cmd_bench.c: `llaisys-cli bench`: model load time, memory, prompt processing (ppN: an N-token
+ * prompt in max-batch chunks, logits for the last token only) and single-stream decode (tgN: N
+ * greedy decode steps after a 4-token prompt), in the shape of llama-bench's table.
+ * Prompts are pseudo-random ids (a fixed hash), so runs are comparable.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "matmul.h"
+#include "model.h"
+#include "ops.h"
+#include "run_common.h"
+#include "runtime.h"
+#include "sampler.h"
+#include "util.h"
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f, "usage: llaisys-cli bench --model DIR [options]\n"
+               "Measures load time, resident memory, prompt processing (pp) and decode (tg) "
+               "tokens/s.\n\n"
+               "  --threads N    compute threads (default 2)\n"
+               "  --pp LIST      prompt lengths, comma-separated (default 128,512; 0 skips)\n"
+               "  --tg N         decode steps (default 128; 0 skips)\n"
+               "  --reps N       repetitions of each test (default 3)\n"
+               "  --exact        f32 activations and KV cache (default: bf16 fast path)\n");
+}
+
+static void fill_ids(int32_t *ids, int n, int vocab, uint64_t salt)
+{
+    int range = vocab < 150000 ? vocab : 150000; /* stay among real (non-padding) tokens */
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)(sampler_uniform(salt, (uint64_t)i) * range);
+}
+
+static void stats(const double *v, int n, double *mean, double *sd, double *best)
+{
+    double s = 0, q = 0;
+    *best = 0;
+    for (int i = 0; i < n; i++) {
+        s += v[i];
+        *best = v[i] > *best ? v[i] : *best;
+    }
+    *mean = s / n;
+    for (int i = 0; i < n; i++)
+        q += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *dir = NULL, *pp_s = "128,512";
+    long long threads = 2, tg = 128, reps = 3;
+    bool exact = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--model") && v) {
+            dir = argv[++i];
+        } else if (!strcmp(a, "--pp") && v) {
+            pp_s = argv[++i];
+        } else if (!strcmp(a, "--tg") && v) {
+            if (run_parse_int("bench", a, argv[++i], 0, 100000, &tg))
+                return 2;
+        } else if (!strcmp(a, "--reps") && v) {
+            if (run_parse_int("bench", a, argv[++i], 1, 1000, &reps))
+                return 2;
+        } else if (!strcmp(a, "--threads") && v) {
+            if (run_parse_int("bench", a, argv[++i], 1, 256, &threads))
+                return 2;
+        } else if (!strcmp(a, "--exact")) {
+            exact = true;
+        } else {
+            fprintf(stderr, "llaisys-cli bench: unknown or incomplete option '%s'\n", a);
+            bench_usage(stderr);
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "llaisys-cli bench: --model is required\n");
+        bench_usage(stderr);
+        return 2;
+    }
+    int32_t *pp = NULL;
+    int n_pp = 0;
+    if (run_parse_ids("bench", "--pp", pp_s, &pp, &n_pp))
+        return 2;
+    int max_pp = 0;
+    for (int i = 0; i < n_pp; i++)
+        max_pp = pp[i] > max_pp ? pp[i] : max_pp;
+
+    struct ll_err err = {0};
+    struct model *m = NULL;
+    struct model_runtime *rt = NULL;
+    float *logits = NULL;
+    int32_t *ids = NULL;
+    double *t = calloc((size_t)reps, sizeof(double));
+    int rc = 1;
+    double t0 = ll_now();
+    if (model_open(&m, dir, &err) != LL_OK)
+        goto fail;
+    int n_ctx = max_pp > 4 + tg ? max_pp : 4 + (int)tg;
+    struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 512, .n_threads = (int)threads,
+                             .math = exact ? LL_MATH_EXACT : LL_MATH_FAST};
+    if (runtime_create(&rt, m, &o, &err) != LL_OK)
+        goto fail;
+    double load_s = ll_now() - t0;
+    int V = m->config.vocab_size;
+    logits = malloc(sizeof(float) * V);
+    ids = malloc(sizeof(int32_t) * (size_t)(n_ctx > 4 ? n_ctx : 4));
+    if (!logits || !ids || !t) {
+        ll_err_set(&err, LL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* Warm-up: pages the weights in and starts the pool's threads; not timed. */
+    t0 = ll_now();
+    fill_ids(ids, 8, V, 99);
+    if (run_prompt(rt, ids, 8, 0, logits, &err) != LL_OK)
+        goto fail;
+    double warm_s = ll_now() - t0;
+    double rss, hwm;
+    run_memory_mib(&rss, &hwm);
+
+    const struct model_config *c = &m->config;
+    printf("model: %s (%d layers, hidden %d, vocab %d, %s weights)\n", dir, c->n_layers,
+           c->hidden_size, V, ll_dtype_name(m->weights.layers[0].wq.dtype));
+    printf("kernels: matmul %s, ops %s, attention %s; math %s; threads %lld; max batch %d\n",
+           ll_matmul_variant(), ll_ops_variant(), ll_attention_variant(c->head_dim),
+           exact ? "exact" : "fast", threads, o.max_batch);
+    printf("load: %.3f s (open + runtime), first pass %.3f s; memory after load: VmRSS %.0f MiB, "
+           "VmHWM %.0f MiB\n\n", load_s, warm_s, rss, hwm);
+    printf("| %-6s | %7s | %18s | %9s | %9s |\n", "test", "tokens", "t/s (mean ± sd)", "best t/s",
+           "s/rep");
+    printf("|--------|---------|-------------------|-----------|-----------|\n");
+    fflush(stdout);
+
+    for (int k = 0; k < n_pp; k++) {
+        int n = pp[k];
+        if (n <= 0)
+            continue;
+        fill_ids(ids, n, V, 1000 + (uint64_t)n);
+        for (int r = 0; r < reps; r++) {
+            double s = ll_now();
+            if (run_prompt(rt, ids, n, 0, logits, &err) != LL_OK)
+                goto fail;
+            t[r] = n / (ll_now() - s);
+        }
+        double mean, sd, best;
+        stats(t, (int)reps, &mean, &sd, &best);
+        printf("| pp%-4d | %7d | %9.2f ± %5.2f | %9.2f | %9.3f |\n", n, n, mean, sd, best,
+               n / mean);
+        fflush(stdout);
+    }
+    if (tg > 0) {
+        fill_ids(ids, 4, V, 7);
+        for (int r = 0; r < reps; r++) {
+            if (run_prompt(rt, ids, 4, 0, logits, &err) != LL_OK)
+                goto fail;
+            double s = ll_now();
+            for (int i = 0; i < tg; i++) {
+                int32_t tok = ll_argmax(logits, V), pos = 4 + i;
+                struct ll_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos};
+                if (runtime_forward(rt, &b, logits, &err) != LL_OK)
+                    goto fail;
+            }
+            t[r] = tg / (ll_now() - s);
+        }
+        double mean, sd, best;
+        stats(t, (int)reps, &mean, &sd, &best);
+        printf("| tg%-4lld | %7lld | %9.2f ± %5.2f | %9.2f | %9.3f |\n", tg, tg, mean, sd, best,
+               tg / mean);
+    }
+    run_memory_mib(&rss, &hwm);
+    printf("\nmemory at end: VmRSS %.0f MiB, VmHWM %.0f MiB\n", rss, hwm);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "llaisys-cli bench: %s\n", err.msg);
+done:
+    free(t);
+    free(ids);
+    free(logits);
+    runtime_free(rt);
+    model_close(m);
+    free(pp);
+    return rc;
+}

@@ -1,0 +1,301 @@
+/*
+ * cmd_bench_matmul.c: `llaisys-cli bench-matmul`, the kernel micro-benchmark.
+ *
+ * Times ll_matmul on the linear layers of DeepSeek-R1-Distill-Qwen-1.5B for a list of batch sizes
+ * M, with random weights, on the project's thread pool, and prints GFLOP/s (2·M·N·K per call)
+ * and the weight bytes streamed per second. For comparison it times OpenBLAS sgemm on f32 copies
+ * of the same weights, run on the same pool with OpenBLAS single-threaded in each thread (each
+ * thread multiplies its share of the columns), so exactly one component owns the cores.
+ * Weights are streamed from memory as in a real forward pass (3 GB per decode step): the benchmark
+ * keeps enough copies of each weight matrix to exceed the caches (WEIGHT_SET_BYTES) and uses the
+ * next copy on every call. Timings are medians of repeated calls after one warm-up call.
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "matmul.h"
+#include "pool.h"
+#include "util.h"
+
+struct shape {
+    const char *name;
+    int n, k;
+};
+
+static const struct shape shapes[] = {
+    {"q/o", 1536, 1536}, {"k/v", 256, 1536}, {"gate/up", 8960, 1536},
+    {"down", 1536, 8960}, {"lm_head", 151936, 1536},
+};
+
+static const int default_ms[] = {1, 4, 16, 64, 128, 512};
+
+#define WEIGHT_SET_BYTES ((size_t)256 << 20) /* well past the 32 MiB L3 */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: llaisys-cli bench-matmul [options]\n"
+            "  -t, --threads N     threads in the pool (default 2)\n"
+            "  --math fast|exact   math mode (default fast)\n"
+            "  --wtype bf16|f16|f32  weight type (default bf16)\n"
+            "  --m LIST            batch sizes, comma-separated (default 1,4,16,64,128,512)\n"
+            "  --shape LIST        shapes among q/o,k/v,gate/up,down,lm_head (default all)\n"
+            "  --time S            seconds to spend per measurement (default 0.3)\n"
+            "  --no-blas           skip the OpenBLAS sgemm comparison\n"
+            "  --variant NAME      scalar|avx2|avx512 (default: the best this CPU runs)\n");
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float rand_unit(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+struct blas_call {
+    const float *x, *w;
+    float *out;
+    int m, n, k;
+};
+
+/* Each thread: sgemm on its share of columns (OpenBLAS itself single-threaded). */
+static void blas_part(void *ctx, int ith, int nth)
+{
+    const struct blas_call *c = ctx;
+    int lo, hi;
+    ll_split((c->n + 15) / 16, ith, nth, &lo, &hi);
+    lo *= 16;
+    hi = hi * 16 < c->n ? hi * 16 : c->n;
+    if (lo < hi)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, hi - lo, c->k, 1.0f, c->x, c->k,
+                    c->w + (size_t)lo * c->k, c->k, 0.0f, c->out + lo, c->n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median seconds per call of fn over about `budget` seconds (at least 3 calls after a warm-up). */
+#define MAX_REPS 1000
+static double time_calls(void (*fn)(void *), void *arg, double budget)
+{
+    static double t[MAX_REPS];
+    fn(arg);
+    int n = 0;
+    double start = ll_now();
+    while (n < MAX_REPS && (n < 3 || ll_now() - start < budget)) {
+        double a = ll_now();
+        fn(arg);
+        t[n++] = ll_now() - a;
+    }
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return t[n / 2];
+}
+
+struct ours_call {
+    float *out;
+    const float *x;
+    const char *w; /* n_copies copies of (N, K), copy_bytes apart */
+    size_t copy_bytes;
+    int n_copies, next;
+    enum ll_dtype wtype;
+    int m, n, k;
+    enum ll_math math;
+    struct ll_pool *pool;
+};
+
+static void run_ours(void *arg)
+{
+    struct ours_call *c = arg;
+    const char *w = c->w + (size_t)c->next * c->copy_bytes;
+    c->next = (c->next + 1) % c->n_copies;
+    ll_matmul(c->out, c->x, w, c->wtype, NULL, c->m, c->n, c->k, c->math, c->pool);
+}
+
+struct blas_run {
+    struct blas_call call;
+    const float *w; /* n_copies copies of (N, K) */
+    int n_copies, next;
+    struct ll_pool *pool;
+};
+
+static void run_blas(void *arg)
+{
+    struct blas_run *r = arg;
+    r->call.w = r->w + (size_t)r->next * r->call.n * r->call.k;
+    r->next = (r->next + 1) % r->n_copies;
+    ll_pool_run(r->pool, blas_part, &r->call);
+}
+
+static int parse_list(const char *s, int *out, int cap)
+{
+    int n = 0;
+    while (*s && n < cap) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1 << 16)
+            return -1;
+        out[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return n;
+}
+
+int cmd_bench_matmul(int argc, char **argv)
+{
+    int threads = 2, ms[16], n_ms = 0, use_blas = 1;
+    double budget = 0.3;
+    enum ll_math math = LL_MATH_FAST;
+    enum ll_dtype wtype = LL_BF16;
+    const char *shape_list = NULL, *variant = NULL;
+    memcpy(ms, default_ms, sizeof default_ms);
+    n_ms = (int)(sizeof default_ms / sizeof default_ms[0]);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--no-blas")) {
+            use_blas = 0;
+            continue;
+        } else if (!v) {
+            fprintf(stderr, "bench-matmul: %s needs a value\n", a);
+            return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            threads = atoi(v);
+            if (threads < 1 || threads > 256) {
+                fprintf(stderr, "bench-matmul: bad thread count '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--math")) {
+            if (strcmp(v, "fast") && strcmp(v, "exact")) {
+                fprintf(stderr, "bench-matmul: --math fast|exact, not '%s'\n", v);
+                return 2;
+            }
+            math = !strcmp(v, "fast") ? LL_MATH_FAST : LL_MATH_EXACT;
+        } else if (!strcmp(a, "--wtype")) {
+            if (!strcmp(v, "bf16"))
+                wtype = LL_BF16;
+            else if (!strcmp(v, "f16"))
+                wtype = LL_F16;
+            else if (!strcmp(v, "f32"))
+                wtype = LL_F32;
+            else {
+                fprintf(stderr, "bench-matmul: --wtype bf16|f16|f32, not '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--m")) {
+            n_ms = parse_list(v, ms, 16);
+            if (n_ms <= 0) {
+                fprintf(stderr, "bench-matmul: bad --m list '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--shape")) {
+            shape_list = v;
+        } else if (!strcmp(a, "--time")) {
+            budget = atof(v);
+        } else if (!strcmp(a, "--variant")) {
+            variant = v;
+        } else {
+            fprintf(stderr, "bench-matmul: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (variant && !ll_matmul_set_variant(variant)) {
+        fprintf(stderr, "bench-matmul: variant '%s' unknown or not supported by this CPU\n", variant);
+        return 2;
+    }
+
+    struct ll_pool *pool;
+    struct ll_err err;
+    if (ll_pool_create(&pool, threads, &err) != LL_OK) {
+        fprintf(stderr, "bench-matmul: %s\n", err.msg);
+        return 1;
+    }
+    openblas_set_num_threads(1);
+    int max_m = 1;
+    for (int i = 0; i < n_ms; i++)
+        max_m = ms[i] > max_m ? ms[i] : max_m;
+
+    printf("bench-matmul: variant %s, %d threads, math %s, weights %s%s\n", ll_matmul_variant(),
+           threads, math == LL_MATH_FAST ? "fast" : "exact", ll_dtype_name(wtype),
+           use_blas ? "; sgemm = OpenBLAS f32, single-threaded in each pool thread" : "");
+    printf("%-8s %6s %5s %4s %9s %8s %8s %s\n", "shape", "N", "K", "M", "ms", "GFLOP/s",
+           "W GB/s", use_blas ? " sgemm GFLOP/s" : "");
+
+    int rc = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const struct shape *sh = &shapes[s];
+        if (shape_list) { /* exact names in a comma-separated list */
+            const char *p = strstr(shape_list, sh->name);
+            size_t len = strlen(sh->name);
+            if (!p || (p != shape_list && p[-1] != ',') || (p[len] && p[len] != ','))
+                continue;
+        }
+        size_t nw = (size_t)sh->n * sh->k, copy_bytes = nw * ll_dtype_size(wtype);
+        int copies = (int)((WEIGHT_SET_BYTES + copy_bytes - 1) / copy_bytes);
+        int copies32 = (int)((WEIGHT_SET_BYTES + nw * 4 - 1) / (nw * 4));
+        char *w = malloc(copy_bytes * (size_t)copies);
+        float *w32 = use_blas ? malloc(nw * sizeof *w32 * (size_t)copies32) : NULL;
+        float *x = malloc((size_t)max_m * sh->k * sizeof *x);
+        float *out = malloc((size_t)max_m * sh->n * sizeof *out);
+        if (!w || !x || !out || (use_blas && !w32)) {
+            fprintf(stderr, "bench-matmul: out of memory for shape %s\n", sh->name);
+            free(w), free(w32), free(x), free(out);
+            rc = 1;
+            break;
+        }
+        for (size_t i = 0; i < nw; i++) {
+            float f = rand_unit() * 0.05f;
+            if (wtype == LL_BF16)
+                ((uint16_t *)w)[i] = ll_f32_to_bf16(f);
+            else if (wtype == LL_F16)
+                ((uint16_t *)w)[i] = ll_f32_to_f16(f);
+            else
+                ((float *)w)[i] = f;
+            if (w32)
+                w32[i] = f;
+        }
+        for (int c = 1; c < copies; c++)
+            memcpy(w + (size_t)c * copy_bytes, w, copy_bytes);
+        for (int c = 1; w32 && c < copies32; c++)
+            memcpy(w32 + (size_t)c * nw, w32, nw * sizeof *w32);
+        for (size_t i = 0; i < (size_t)max_m * sh->k; i++)
+            x[i] = rand_unit();
+        for (int i = 0; i < n_ms; i++) {
+            int m = ms[i];
+            double flop = 2.0 * m * sh->n * sh->k;
+            double wbytes = (double)nw * ll_dtype_size(wtype);
+            struct ours_call oc = {out, x, w, copy_bytes, copies, 0, wtype, m, sh->n, sh->k, math, pool};
+            double t = time_calls(run_ours, &oc, budget);
+            printf("%-8s %6d %5d %4d %9.3f %8.1f %8.1f", sh->name, sh->n, sh->k, m, t * 1e3,
+                   flop / t * 1e-9, wbytes / t * 1e-9);
+            if (use_blas) {
+                struct blas_run br = {{x, w32, out, m, sh->n, sh->k}, w32, copies32, 0, pool};
+                double tb = time_calls(run_blas, &br, budget);
+                printf("  %8.1f", flop / tb * 1e-9);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+        free(w);
+        free(w32);
+        free(x);
+        free(out);
+    }
+    ll_pool_free(pool);
+    return rc;
+}

@@ -1,0 +1,136 @@
+/*
+ * cmd_score.c: `llaisys-cli score`: runs token ids through the model and prints, for every
+ * position, the top-K next-token candidates with their logits as one JSON line
+ * `[[id, logit], ...]`, best first (ties: lower id first). Used to compare with reference
+ * implementations.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "model.h"
+#include "run_common.h"
+#include "runtime.h"
+
+#define SCORE_CHUNK 32 /* positions per forward step (each wants a full logits row) */
+
+static void score_usage(FILE *f)
+{
+    fprintf(f, "usage: llaisys-cli score --model DIR --ids \"ID ID ...\" [options]\n"
+               "Prints one JSON line per position: the top-K [id, logit] pairs of the next "
+               "token.\n\n"
+               "  --top K        candidates per position (default 8)\n"
+               "  --exact        f32 activations and KV cache (default: bf16 fast path)\n"
+               "  --threads N    compute threads (default 2)\n");
+}
+
+/* The k best (logit desc, id asc) of row (n) into best[0..k), sorted. Returns how many. */
+static int top_k(const float *row, int n, int k, int32_t *best)
+{
+    int cnt = 0;
+    for (int i = 0; i < n; i++) {
+        float v = row[i];
+        if (v != v)
+            continue;
+        if (cnt == k && !(v > row[best[k - 1]]))
+            continue;
+        int j = cnt < k ? cnt++ : k - 1;
+        while (j > 0 && v > row[best[j - 1]]) {
+            best[j] = best[j - 1];
+            j--;
+        }
+        best[j] = i;
+    }
+    return cnt;
+}
+
+int cmd_score(int argc, char **argv)
+{
+    const char *dir = NULL, *ids_s = NULL;
+    long long top = 8, threads = 2;
+    bool exact = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            score_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--model") && v) {
+            dir = argv[++i];
+        } else if (!strcmp(a, "--ids") && v) {
+            ids_s = argv[++i];
+        } else if (!strcmp(a, "--top") && v) {
+            if (run_parse_int("score", a, argv[++i], 1, 1000, &top))
+                return 2;
+        } else if (!strcmp(a, "--threads") && v) {
+            if (run_parse_int("score", a, argv[++i], 1, 256, &threads))
+                return 2;
+        } else if (!strcmp(a, "--exact")) {
+            exact = true;
+        } else {
+            fprintf(stderr, "llaisys-cli score: unknown or incomplete option '%s'\n", a);
+            score_usage(stderr);
+            return 2;
+        }
+    }
+    if (!dir || !ids_s) {
+        fprintf(stderr, "llaisys-cli score: --model and --ids are required\n");
+        score_usage(stderr);
+        return 2;
+    }
+    int32_t *ids;
+    int n;
+    if (run_parse_ids("score", "--ids", ids_s, &ids, &n))
+        return 2;
+
+    struct ll_err err = {0};
+    struct model *m = NULL;
+    struct model_runtime *rt = NULL;
+    float *logits = NULL;
+    int32_t *best = NULL;
+    int rc = 1;
+    if (model_open(&m, dir, &err) != LL_OK)
+        goto fail;
+    struct runtime_opts o = {.n_ctx = n, .max_batch = n < SCORE_CHUNK ? n : SCORE_CHUNK,
+                             .n_threads = (int)threads,
+                             .math = exact ? LL_MATH_EXACT : LL_MATH_FAST};
+    if (runtime_create(&rt, m, &o, &err) != LL_OK)
+        goto fail;
+    int V = m->config.vocab_size;
+    logits = malloc(sizeof(float) * (size_t)o.max_batch * V);
+    best = malloc(sizeof(int32_t) * (size_t)top);
+    if (!logits || !best) {
+        ll_err_set(&err, LL_ENOMEM, "out of memory for logits");
+        goto fail;
+    }
+    int32_t pos[SCORE_CHUNK];
+    uint8_t want[SCORE_CHUNK];
+    memset(want, 1, sizeof want);
+    for (int i0 = 0; i0 < n; i0 += o.max_batch) {
+        int cnt = n - i0 < o.max_batch ? n - i0 : o.max_batch;
+        for (int j = 0; j < cnt; j++)
+            pos[j] = i0 + j;
+        struct ll_batch b = {.n_tokens = cnt, .token = ids + i0, .pos = pos, .want_logits = want};
+        if (runtime_forward(rt, &b, logits, &err) != LL_OK)
+            goto fail;
+        for (int j = 0; j < cnt; j++) {
+            int k = top_k(logits + (size_t)j * V, V, (int)top, best);
+            putchar('[');
+            for (int t = 0; t < k; t++)
+                printf("%s[%d,%.5f]", t ? "," : "", best[t], logits[(size_t)j * V + best[t]]);
+            puts("]");
+        }
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "llaisys-cli score: %s\n", err.msg);
+done:
+    free(best);
+    free(logits);
+    runtime_free(rt);
+    model_close(m);
+    free(ids);
+    return rc;
+}

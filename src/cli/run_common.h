@@ -1,0 +1,33 @@
+/*
+ * run_common.h: helpers shared by the commands that run the model (generate, score, bench):
+ * option values, id lists, and prompt processing in max_batch chunks.
+ * Messages go to stderr prefixed with "llaisys-cli CMD: ".
+ */
+#ifndef LLAISYS_CLI_RUN_COMMON_H
+#define LLAISYS_CLI_RUN_COMMON_H
+
+#include <stdint.h>
+
+#include "errors.h"
+#include "runtime.h"
+
+/* Parse an integer in [min, max] / a finite number for `flag`. 0 on success; -1 after
+ * printing what was wrong. */
+int run_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max,
+                  long long *out);
+int run_parse_float(const char *cmd, const char *flag, const char *s, double *out);
+
+/* Parse "1 2 3" (spaces, commas or tabs between non-negative integers) given with `flag` into a
+ * malloc'd array (caller frees). 0 on success (at least one value); -1 after printing the bad
+ * item. */
+int run_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, int *n);
+
+/* Run ids[0..n) at positions start.. through the runtime in chunks of max_batch tokens,
+ * logits of the last token into last (vocab). Returns runtime_forward's status. */
+enum ll_status run_prompt(struct model_runtime *rt, const int32_t *ids, int n, int start,
+                          float *last, struct ll_err *err);
+
+/* VmRSS and VmHWM of this process in MiB (from /proc/self/status; -1 when unknown). */
+void run_memory_mib(double *rss, double *hwm);
+
+#endif

@@ -1,0 +1,328 @@
+/*
+ * matmul.c: ll_matmul's dispatch (variant chosen once by CPU features or LLAISYS_KERNEL), its
+ * split over the thread pool, the per-thread bf16 scratch for activations, and the scalar variant,
+ * which is also the reference ll_matmul_ref (see matmul.h for the contract and reduction order).
+ *
+ * Called from the thread that owns the pool (scheduler / CLI / tests); the kernels run on the
+ * pool's threads on disjoint output ranges. The scalar code below spells out the reduction order
+ * one lane at a time; the SIMD files do the same with vectors.
+ */
+#include "matmul.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul_kernels.h"
+#include "util.h"
+
+/* ---- the scalar variant: one output element at a time, lane by lane ---- */
+
+/* The fixed tree over 16 lanes, shared by every variant. */
+static float lanes_sum(const float l[16])
+{
+    float a[8], b[4];
+    for (int i = 0; i < 8; i++)
+        a[i] = l[i] + l[i + 8];
+    for (int i = 0; i < 4; i++)
+        b[i] = a[i] + a[i + 4];
+    float c0 = b[0] + b[2], c1 = b[1] + b[3];
+    return c0 + c1;
+}
+
+static float w_at(const void *w, enum ll_dtype t, size_t i)
+{
+    switch (t) {
+    case LL_BF16:
+        return ll_bf16_to_f32(((const uint16_t *)w)[i]);
+    case LL_F16:
+        return ll_f16_to_f32(((const uint16_t *)w)[i]);
+    case LL_F32:
+        break;
+    }
+    return ((const float *)w)[i];
+}
+
+/* vdpbf16ps reads denormal inputs as zero and flushes denormal results to zero (sign kept). */
+static float flush_denormal(float f)
+{
+    return fabsf(f) < FLT_MIN ? copysignf(0.0f, f) : f;
+}
+
+/* Exact path: lane i accumulates x[k]·w[k] for k ≡ i (mod 16), zero past K. */
+static float dot_exact(const float *x, const void *w, enum ll_dtype wt, size_t w_off, int K)
+{
+    float lane[16] = {0};
+    for (int k0 = 0; k0 < K; k0 += LL_MM_CHUNK_EXACT)
+        for (int i = 0; i < 16; i++) {
+            int k = k0 + i;
+            float xv = k < K ? x[k] : 0.0f, wv = k < K ? w_at(w, wt, w_off + (size_t)k) : 0.0f;
+            lane[i] = fmaf(xv, wv, lane[i]);
+        }
+    return lanes_sum(lane);
+}
+
+/* Fast path: lane i takes the pair (2i, 2i+1) of each chunk of 32, odd element first, as
+ * vdpbf16ps does; xb is zero-padded to a whole chunk, w is read as zero past K. */
+static float dot_fast(const uint16_t *xb, const uint16_t *w, int K)
+{
+    float lane[16] = {0};
+    for (int k0 = 0; k0 < K; k0 += LL_MM_CHUNK_FAST)
+        for (int i = 0; i < 16; i++) {
+            int k = k0 + 2 * i;
+            float x0 = flush_denormal(ll_bf16_to_f32(xb[k]));
+            float x1 = flush_denormal(ll_bf16_to_f32(xb[k + 1]));
+            float w0 = k < K ? flush_denormal(ll_bf16_to_f32(w[k])) : 0.0f;
+            float w1 = k + 1 < K ? flush_denormal(ll_bf16_to_f32(w[k + 1])) : 0.0f;
+            float t = flush_denormal(fmaf(x1, w1, lane[i]));
+            lane[i] = flush_denormal(fmaf(x0, w0, t));
+        }
+    return lanes_sum(lane);
+}
+
+static void kernel_scalar(const struct ll_mm_job *j, int m0, int m1, int n0, int n1)
+{
+    for (int m = m0; m < m1; m++)
+        for (int n = n0; n < n1; n++) {
+            size_t w_off = (size_t)n * (size_t)j->K;
+            float s = j->fast ? dot_fast(j->xb + (size_t)m * j->xb_stride,
+                                         (const uint16_t *)j->w + w_off, j->K)
+                              : dot_exact(j->x + (size_t)m * (size_t)j->K, j->w, j->wtype, w_off,
+                                          j->K);
+            j->out[(size_t)m * (size_t)j->N + (size_t)n] = j->bias ? s + j->bias[n] : s;
+        }
+}
+
+static void round_scalar(const struct ll_mm_job *j, int m0, int m1)
+{
+    for (int m = m0; m < m1; m++) {
+        const float *xr = j->x + (size_t)m * (size_t)j->K;
+        uint16_t *d = (uint16_t *)j->xb + (size_t)m * j->xb_stride;
+        for (int k = 0; k < j->K; k++)
+            d[k] = ll_f32_to_bf16(xr[k]);
+        for (size_t k = (size_t)j->K; k < j->xb_stride; k++)
+            d[k] = 0;
+    }
+}
+
+/* ---- variants and dispatch ---- */
+
+struct variant {
+    const char *name;
+    ll_mm_kernel_fn kernel;
+    ll_mm_round_fn round;
+};
+
+enum { V_SCALAR, V_AVX2, V_AVX512, V_COUNT };
+
+static const struct variant variants[V_COUNT] = {
+    [V_SCALAR] = {"scalar", kernel_scalar, round_scalar},
+    [V_AVX2] = {"avx2", ll_mm_kernel_avx2, ll_mm_round_avx2},
+    [V_AVX512] = {"avx512bf16", ll_mm_kernel_avx512, ll_mm_round_avx512},
+};
+
+static pthread_once_t variant_once = PTHREAD_ONCE_INIT;
+static const struct variant *variant_cur;
+
+static bool cpu_runs(int v)
+{
+    __builtin_cpu_init();
+    switch (v) {
+    case V_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case V_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    default:
+        return true;
+    }
+}
+
+static int variant_by_name(const char *name)
+{
+    if (!strcmp(name, "scalar"))
+        return V_SCALAR;
+    if (!strcmp(name, "avx2"))
+        return V_AVX2;
+    if (!strcmp(name, "avx512") || !strcmp(name, "avx512bf16"))
+        return V_AVX512;
+    return -1;
+}
+
+static void variant_init(void)
+{
+    int best = V_SCALAR;
+    for (int v = V_COUNT - 1; v > V_SCALAR; v--)
+        if (cpu_runs(v)) {
+            best = v;
+            break;
+        }
+    const char *env = getenv("LLAISYS_KERNEL");
+    if (env && *env) {
+        int v = variant_by_name(env);
+        if (v < 0)
+            fprintf(stderr, "llaisys: LLAISYS_KERNEL=%s unknown (scalar|avx2|avx512); using %s\n",
+                    env, variants[best].name);
+        else if (!cpu_runs(v))
+            fprintf(stderr, "llaisys: LLAISYS_KERNEL=%s: this CPU cannot run it; using %s\n", env,
+                    variants[best].name);
+        else
+            best = v;
+    }
+    variant_cur = &variants[best];
+}
+
+static const struct variant *variant_get(void)
+{
+    pthread_once(&variant_once, variant_init);
+    return variant_cur;
+}
+
+const char *ll_matmul_variant(void)
+{
+    return variant_get()->name;
+}
+
+bool ll_matmul_set_variant(const char *name)
+{
+    int v = variant_by_name(name);
+    if (v < 0 || !cpu_runs(v))
+        return false;
+    pthread_once(&variant_once, variant_init);
+    variant_cur = &variants[v];
+    return true;
+}
+
+/* ---- per-thread scratch for the bf16 copy of x ---- */
+
+struct scratch {
+    void *buf; /* 64-byte aligned */
+    size_t cap;
+};
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+    struct scratch *s = p;
+    free(s->buf);
+    free(s);
+}
+
+static void scratch_key_init(void)
+{
+    LL_ASSERT(pthread_key_create(&scratch_key, scratch_free) == 0);
+}
+
+/* A buffer of at least `bytes` owned by the calling thread; grows only past its largest size. */
+static void *scratch_get(size_t bytes)
+{
+    pthread_once(&scratch_once, scratch_key_init);
+    struct scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        LL_ASSERT(s != NULL);
+        LL_ASSERT(pthread_setspecific(scratch_key, s) == 0);
+    }
+    if (s->cap < bytes) {
+        size_t cap = (bytes + 4095) & ~(size_t)4095;
+        free(s->buf);
+        s->buf = aligned_alloc(64, cap);
+        LL_ASSERT(s->buf != NULL);
+        s->cap = cap;
+    }
+    return s->buf;
+}
+
+/* ---- splitting one call over the pool ---- */
+
+#define SPLIT_COLS 16 /* threads split N in units of 16 columns (whole 64-byte lines of out) */
+#define ROUND_PARALLEL_MIN (1 << 15) /* M·K from which rounding x to bf16 is split over threads */
+
+struct mm_call {
+    const struct ll_mm_job *job;
+    const struct variant *v;
+};
+
+static void mm_call_round(void *ctx, int ith, int nth)
+{
+    const struct mm_call *c = ctx;
+    int lo, hi;
+    ll_split(c->job->M, ith, nth, &lo, &hi);
+    if (lo < hi)
+        c->v->round(c->job, lo, hi);
+}
+
+static void mm_call_kernel(void *ctx, int ith, int nth)
+{
+    const struct mm_call *c = ctx;
+    const struct ll_mm_job *j = c->job;
+    int units = (j->N + SPLIT_COLS - 1) / SPLIT_COLS, lo, hi;
+    if (units >= nth || j->M < nth) {
+        ll_split(units, ith, nth, &lo, &hi);
+        lo *= SPLIT_COLS;
+        hi = hi * SPLIT_COLS < j->N ? hi * SPLIT_COLS : j->N;
+        if (lo < hi)
+            c->v->kernel(j, 0, j->M, lo, hi);
+    } else {
+        ll_split(j->M, ith, nth, &lo, &hi);
+        if (lo < hi)
+            c->v->kernel(j, lo, hi, 0, j->N);
+    }
+}
+
+static size_t xb_stride_for(int K)
+{
+    return ((size_t)K + LL_MM_CHUNK_FAST - 1) / LL_MM_CHUNK_FAST * LL_MM_CHUNK_FAST;
+}
+
+void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
+               int M, int N, int K, enum ll_math math, struct ll_pool *pool)
+{
+    LL_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0 || N == 0)
+        return;
+    struct ll_mm_job job = {
+        .out = out, .x = x, .w = w, .wtype = wtype, .bias = bias, .M = M, .N = N, .K = K,
+        .fast = math == LL_MATH_FAST && wtype == LL_BF16,
+    };
+    struct mm_call call = {.job = &job, .v = variant_get()};
+    if (job.fast) {
+        job.xb_stride = xb_stride_for(K);
+        job.xb = scratch_get((size_t)M * job.xb_stride * sizeof(uint16_t));
+        if ((size_t)M * (size_t)K >= ROUND_PARALLEL_MIN && ll_pool_size(pool) > 1 && M > 1)
+            ll_pool_run(pool, mm_call_round, &call);
+        else
+            call.v->round(&job, 0, M);
+    }
+    ll_pool_run(pool, mm_call_kernel, &call);
+}
+
+void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,
+                   const float *bias, int M, int N, int K, enum ll_math math)
+{
+    LL_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0 || N == 0)
+        return;
+    struct ll_mm_job job = {
+        .out = out, .x = x, .w = w, .wtype = wtype, .bias = bias, .M = M, .N = N, .K = K,
+        .fast = math == LL_MATH_FAST && wtype == LL_BF16,
+    };
+    uint16_t *xb = NULL;
+    if (job.fast) {
+        job.xb_stride = xb_stride_for(K);
+        xb = malloc(((size_t)M * job.xb_stride + 1) * sizeof *xb);
+        LL_ASSERT(xb != NULL);
+        job.xb = xb;
+        round_scalar(&job, 0, M);
+    }
+    kernel_scalar(&job, 0, M, 0, N);
+    free(xb);
+}

@@ -1,0 +1,276 @@
+/*
+ * matmul_avx2.c: the AVX2 + FMA + F16C variant of ll_matmul, for CPUs without AVX-512; run by
+ * the pool's threads on disjoint (m, n) ranges (see matmul_kernels.h).
+ *
+ * The 16 lanes of the reduction order (matmul.h) live in two ymm accumulators per output element
+ * (lanes 0-7 and 8-15), so the exact path performs the very same FMAs as the AVX-512 and scalar
+ * variants and agrees with them bit for bit. The fast path emulates vdpbf16ps: a bf16 pair read
+ * as one 32-bit lane gives the odd element by masking the low half and the even one by shifting
+ * left 16, and each lane does the odd FMA then the even FMA. Unlike vdpbf16ps it does not flush
+ * denormal products or sums (activations are flushed when rounded to bf16).
+ *
+ * Tiles of TILE_M rows of x × TILE_N rows of W (16 ymm registers limit them); K tails are copied
+ * into zero-padded stack buffers, so no load reaches past K.
+ */
+#include <float.h>
+#include <immintrin.h>
+#include <string.h>
+
+#include "matmul_kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+#define TILE_M 2
+#define TILE_N 2
+#define GEMV_N 4
+#define MAX_ACC 4
+
+static const size_t x_block_bytes = 256 * 1024;
+
+/* Tree sum of lanes lo[0..8) ++ hi[0..8): the order of lanes_sum() in matmul.c. */
+INLINE float lanes_sum2(__m256 lo, __m256 hi)
+{
+    __m256 a = _mm256_add_ps(lo, hi);                                             /* i + i+8 */
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)); /* + i+4 */
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));                                 /* + i+2 */
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));                       /* + i+1 */
+}
+
+INLINE void tile_store(const __m256 *lo, const __m256 *hi, const int mr, const int nr, float *out,
+                       size_t ldo, const float *bias)
+{
+    for (int m = 0; m < mr; m++)
+        for (int n = 0; n < nr; n++) {
+            float s = lanes_sum2(lo[m * nr + n], hi[m * nr + n]);
+            out[(size_t)m * ldo + (size_t)n] = bias ? s + bias[n] : s;
+        }
+}
+
+/* ---- fast path: emulated bf16 dot products ---- */
+
+/* One chunk of 32 bf16 (16 pairs) for every accumulator of the tile. */
+INLINE void step_fast(__m256 *lo, __m256 *hi, const int mr, const int nr, const uint16_t *xb,
+                      size_t ldx, const uint16_t *w, size_t ldw, size_t k)
+{
+    const __m256i odd_mask = _mm256_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256 wo[GEMV_N], we[GEMV_N];
+        __m256 *acc = h ? hi : lo;
+#pragma GCC unroll 4
+        for (int n = 0; n < nr; n++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(w + (size_t)n * ldw + k + 16 * h));
+            wo[n] = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
+            we[n] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        }
+#pragma GCC unroll 2
+        for (int m = 0; m < mr; m++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(xb + (size_t)m * ldx + k + 16 * h));
+            __m256 xo = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
+            __m256 xe = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+#pragma GCC unroll 4
+            for (int n = 0; n < nr; n++) {
+                __m256 t = _mm256_fmadd_ps(xo, wo[n], acc[m * nr + n]);
+                acc[m * nr + n] = _mm256_fmadd_ps(xe, we[n], t);
+            }
+        }
+    }
+}
+
+INLINE void tile_fast(const int mr, const int nr, const uint16_t *xb, size_t ldx,
+                      const uint16_t *w, size_t ldw, int nfull, int rem, float *out, size_t ldo,
+                      const float *bias)
+{
+    __m256 lo[MAX_ACC], hi[MAX_ACC];
+    for (int i = 0; i < mr * nr; i++)
+        lo[i] = hi[i] = _mm256_setzero_ps();
+    for (int c = 0; c < nfull; c++)
+        step_fast(lo, hi, mr, nr, xb, ldx, w, ldw, (size_t)c * LL_MM_CHUNK_FAST);
+    if (rem) {
+        uint16_t wt[GEMV_N][LL_MM_CHUNK_FAST] = {{0}};
+        size_t k = (size_t)nfull * LL_MM_CHUNK_FAST;
+        for (int n = 0; n < nr; n++)
+            memcpy(wt[n], w + (size_t)n * ldw + k, (size_t)rem * 2);
+        step_fast(lo, hi, mr, nr, xb + k, ldx, wt[0], LL_MM_CHUNK_FAST, 0);
+    }
+    tile_store(lo, hi, mr, nr, out, ldo, bias);
+}
+
+static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const uint16_t *w,
+                          size_t ldw, int nfull, int rem, float *out, size_t ldo,
+                          const float *bias)
+{
+#define FAST_CASE(MR, NR)                                                                      \
+    case (MR) * 16 + (NR):                                                                     \
+        tile_fast(MR, NR, xb, ldx, w, ldw, nfull, rem, out, ldo, bias);                        \
+        break;
+    switch (mr * 16 + nr) {
+        FAST_CASE(1, 1) FAST_CASE(1, 2) FAST_CASE(1, 3) FAST_CASE(1, 4)
+        FAST_CASE(2, 1) FAST_CASE(2, 2)
+    default:
+        __builtin_unreachable();
+    }
+#undef FAST_CASE
+}
+
+/* ---- exact path: f32 × widened weights ---- */
+
+/* Eight weights widened to f32 (exactly). */
+INLINE __m256 load_w8(const void *w, size_t i, const enum ll_dtype wt)
+{
+    if (wt == LL_F32)
+        return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (wt == LL_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* One chunk of 16 for every accumulator of the tile. */
+INLINE void step_exact(__m256 *lo, __m256 *hi, const int mr, const int nr, const enum ll_dtype wt,
+                       const float *x, size_t ldx, const void *w, size_t ldw, size_t k)
+{
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256 wv[GEMV_N];
+        __m256 *acc = h ? hi : lo;
+#pragma GCC unroll 4
+        for (int n = 0; n < nr; n++)
+            wv[n] = load_w8(w, (size_t)n * ldw + k + 8 * h, wt);
+#pragma GCC unroll 2
+        for (int m = 0; m < mr; m++) {
+            __m256 xv = _mm256_loadu_ps(x + (size_t)m * ldx + k + 8 * h);
+#pragma GCC unroll 4
+            for (int n = 0; n < nr; n++)
+                acc[m * nr + n] = _mm256_fmadd_ps(xv, wv[n], acc[m * nr + n]);
+        }
+    }
+}
+
+INLINE void tile_exact(const int mr, const int nr, const enum ll_dtype wt, const float *x,
+                       size_t ldx, const void *w, size_t ldw, int nfull, int rem, float *out,
+                       size_t ldo, const float *bias)
+{
+    __m256 lo[MAX_ACC], hi[MAX_ACC];
+    for (int i = 0; i < mr * nr; i++)
+        lo[i] = hi[i] = _mm256_setzero_ps();
+    for (int c = 0; c < nfull; c++)
+        step_exact(lo, hi, mr, nr, wt, x, ldx, w, ldw, (size_t)c * LL_MM_CHUNK_EXACT);
+    if (rem) {
+        const size_t es = ll_dtype_size(wt), k = (size_t)nfull * LL_MM_CHUNK_EXACT;
+        float xt[TILE_M][LL_MM_CHUNK_EXACT] = {{0}};
+        _Alignas(32) unsigned char wt_buf[GEMV_N][LL_MM_CHUNK_EXACT * 4] = {{0}};
+        for (int m = 0; m < mr; m++)
+            memcpy(xt[m], x + (size_t)m * ldx + k, (size_t)rem * 4);
+        for (int n = 0; n < nr; n++)
+            memcpy(wt_buf[n], (const char *)w + ((size_t)n * ldw + k) * es, (size_t)rem * es);
+        step_exact(lo, hi, mr, nr, wt, xt[0], LL_MM_CHUNK_EXACT, wt_buf[0],
+                   LL_MM_CHUNK_EXACT * 4 / es, 0);
+    }
+    tile_store(lo, hi, mr, nr, out, ldo, bias);
+}
+
+#define EXACT_ANY(NAME, WT_)                                                                   \
+    static void NAME(int mr, int nr, const float *x, size_t ldx, const void *w, size_t ldw,    \
+                     int nfull, int rem, float *out, size_t ldo, const float *bias)            \
+    {                                                                                          \
+        switch (mr * 16 + nr) {                                                                \
+        case 0x11: tile_exact(1, 1, WT_, x, ldx, w, ldw, nfull, rem, out, ldo, bias); break;   \
+        case 0x12: tile_exact(1, 2, WT_, x, ldx, w, ldw, nfull, rem, out, ldo, bias); break;   \
+        case 0x13: tile_exact(1, 3, WT_, x, ldx, w, ldw, nfull, rem, out, ldo, bias); break;   \
+        case 0x14: tile_exact(1, 4, WT_, x, ldx, w, ldw, nfull, rem, out, ldo, bias); break;   \
+        case 0x21: tile_exact(2, 1, WT_, x, ldx, w, ldw, nfull, rem, out, ldo, bias); break;   \
+        case 0x22: tile_exact(2, 2, WT_, x, ldx, w, ldw, nfull, rem, out, ldo, bias); break;   \
+        default: __builtin_unreachable();                                                      \
+        }                                                                                      \
+    }
+
+EXACT_ANY(tile_exact_bf16, LL_BF16)
+EXACT_ANY(tile_exact_f16, LL_F16)
+EXACT_ANY(tile_exact_f32, LL_F32)
+
+/* ---- the blocked loops (same walk as the AVX-512 variant) ---- */
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+void ll_mm_kernel_avx2(const struct ll_mm_job *j, int m0, int m1, int n0, int n1)
+{
+    const size_t K = (size_t)j->K, ldo = (size_t)j->N;
+    const size_t esize = ll_dtype_size(j->wtype);
+    const int chunk = j->fast ? LL_MM_CHUNK_FAST : LL_MM_CHUNK_EXACT;
+    const int nfull = j->K / chunk, rem = j->K % chunk;
+    const size_t x_row_bytes = j->fast ? j->xb_stride * 2 : K * 4;
+    int block = (int)(x_block_bytes / (x_row_bytes ? x_row_bytes : 1));
+    block = block < TILE_M ? TILE_M : block / TILE_M * TILE_M;
+
+    for (int mb = m0; mb < m1; mb += block) {
+        const int mb_end = min_int(m1, mb + block);
+        const int panel = mb_end - mb == 1 ? GEMV_N : TILE_N;
+        for (int n = n0; n < n1; n += panel) {
+            const int nr = min_int(panel, n1 - n);
+            const char *wp = (const char *)j->w + (size_t)n * K * esize;
+            for (int m = mb; m < mb_end; m += TILE_M) {
+                const int mr = min_int(TILE_M, mb_end - m);
+                float *out = j->out + (size_t)m * ldo + (size_t)n;
+                const float *bias = j->bias ? j->bias + n : NULL;
+                if (j->fast) {
+                    tile_fast_any(mr, nr, j->xb + (size_t)m * j->xb_stride, j->xb_stride,
+                                  (const uint16_t *)wp, K, nfull, rem, out, ldo, bias);
+                    continue;
+                }
+                const float *x = j->x + (size_t)m * K;
+                switch (j->wtype) {
+                case LL_BF16:
+                    tile_exact_bf16(mr, nr, x, K, wp, K, nfull, rem, out, ldo, bias);
+                    break;
+                case LL_F16:
+                    tile_exact_f16(mr, nr, x, K, wp, K, nfull, rem, out, ldo, bias);
+                    break;
+                case LL_F32:
+                    tile_exact_f32(mr, nr, x, K, wp, K, nfull, rem, out, ldo, bias);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* bf16 of eight floats, round to nearest even, denormals read as zero, NaN kept quiet. */
+INLINE __m256i round8(__m256 x)
+{
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+    __m256i u = _mm256_castps_si256(x);
+    __m256 ax = _mm256_andnot_ps(_mm256_castsi256_ps(sign), x);
+    __m256 tiny = _mm256_cmp_ps(ax, _mm256_set1_ps(FLT_MIN), _CMP_LT_OQ);
+    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    u = _mm256_blendv_epi8(u, _mm256_and_si256(u, sign), _mm256_castps_si256(tiny));
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+    __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, q, _mm256_castps_si256(nan));
+}
+
+void ll_mm_round_avx2(const struct ll_mm_job *j, int m0, int m1)
+{
+    const int K = j->K;
+    for (int m = m0; m < m1; m++) {
+        const float *xr = j->x + (size_t)m * (size_t)K;
+        uint16_t *d = (uint16_t *)j->xb + (size_t)m * j->xb_stride;
+        int k = 0;
+        for (; k + 16 <= K; k += 16) {
+            __m256i p = _mm256_packus_epi32(round8(_mm256_loadu_ps(xr + k)),
+                                            round8(_mm256_loadu_ps(xr + k + 8)));
+            _mm256_storeu_si256((__m256i *)(d + k), _mm256_permute4x64_epi64(p, 0xd8));
+        }
+        for (; k < K; k++) {
+            float f = xr[k];
+            d[k] = ll_f32_to_bf16(__builtin_fabsf(f) < FLT_MIN ? __builtin_copysignf(0.0f, f) : f);
+        }
+        for (; (size_t)k < j->xb_stride; k++)
+            d[k] = 0;
+    }
+}

@@ -1,0 +1,334 @@
+/*
+ * matmul_avx512.c: the AVX-512 variant of ll_matmul (F, BW, VL, DQ, BF16), run by the pool's
+ * threads on disjoint (m, n) ranges (see matmul_kernels.h).
+ *
+ * Each output element owns one zmm accumulator: 16 f32 lanes over K, the reduction order of
+ * matmul.h. The fast path issues one vdpbf16ps per chunk of 32 bf16, the exact path one FMA per
+ * chunk of 16 widened weights. Tiles of up to TILE_M rows of x × TILE_N rows of W keep
+ * TILE_M·TILE_N accumulators in registers, so each weight vector loaded is used TILE_M times and
+ * each x vector TILE_N times. At the end of a tile the accumulators are reduced sixteen at a time
+ * by a transposing tree that performs, per element, exactly the additions of the scalar tree.
+ *
+ * Cache blocking: rows of x are taken in blocks that fit in L2 (x_block_bytes); for each block the
+ * thread walks its columns panel by panel (TILE_N weight rows, from memory into L1/L2 once per
+ * block) and runs every tile of the block against that panel. Weights are read in place
+ * (row-major, any alignment); K tails use masked loads, which never touch memory past K.
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+
+#include "matmul_kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+#define TILE_M 4   /* rows of x per tile */
+#define TILE_N 6   /* rows of W per tile */
+#define GEMV_N 8   /* rows of W per tile when a block has a single row of x */
+#define MAX_ACC 32 /* TILE_M·TILE_N and GEMV_N fit */
+
+/* Bytes of x kept in L2 per block (the weight panel also lives there for large K). */
+static size_t x_block_bytes = 512 * 1024;
+static int pf_on = 1;
+
+/* Software prefetch of the next weight panel, spread over the k steps of the current tiles:
+ * `per_step` lines from p each step until end. */
+struct prefetch {
+    const char *p, *end;
+    int per_step;
+};
+
+INLINE void prefetch_step(struct prefetch *pf)
+{
+    if (pf->p < pf->end) {
+        for (int q = 0; q < pf->per_step; q++)
+            _mm_prefetch(pf->p + 64 * q, _MM_HINT_T0);
+        pf->p += 64 * pf->per_step;
+    }
+}
+
+/*
+ * Reduce sixteen accumulators at once. Slot s = 4j + k must hold accumulator 4k + j; lane L of
+ * the result is then the tree sum of accumulator L. Stage by stage, every lane adds the same
+ * pairs as lanes_sum() in matmul.c: halves of 8, then of 4, of 2, of 1.
+ */
+INLINE __m512 reduce16(const __m512 v[16])
+{
+    __m512 t[8], u[4], w[2];
+    for (int p = 0; p < 8; p++) /* lanes i + i+8 of two accumulators per vector */
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xee));
+    for (int r = 0; r < 4; r++) /* + i+4: four accumulators per vector, one per 128-bit block */
+        u[r] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * r], t[2 * r + 1], 0x88),
+                             _mm512_shuffle_f32x4(t[2 * r], t[2 * r + 1], 0xdd));
+    for (int q = 0; q < 2; q++) { /* + i+2 */
+        __m512d a = _mm512_castps_pd(u[2 * q]), b = _mm512_castps_pd(u[2 * q + 1]);
+        w[q] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    /* + i+1 */
+    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
+}
+
+/* Tree sums of accumulators 16g .. 16g+15 of a tile of cnt (zero past cnt), in lane order. */
+INLINE __m512 reduce_group(const __m512 *acc, const int cnt, const int g)
+{
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int s = 0; s < 16; s++) {
+        int i = 16 * g + (((s & 3) << 2) | (s >> 2));
+        v[s] = i < cnt ? acc[i] : _mm512_setzero_ps();
+    }
+    return reduce16(v);
+}
+
+/* Reduce the mr×nr accumulators of a tile (acc[m·nr + n]), add bias, store to out. */
+INLINE void tile_store(const __m512 *acc, const int mr, const int nr, float *out, size_t ldo,
+                       const float *bias)
+{
+    const int cnt = mr * nr;
+    union {
+        __m512 v[MAX_ACC / 16];
+        float f[MAX_ACC];
+    } res;
+    res.v[0] = reduce_group(acc, cnt, 0);
+    if (cnt > 16)
+        res.v[1] = reduce_group(acc, cnt, 1);
+    for (int m = 0; m < mr; m++)
+        for (int n = 0; n < nr; n++)
+            out[(size_t)m * ldo + (size_t)n] =
+                bias ? res.f[m * nr + n] + bias[n] : res.f[m * nr + n];
+}
+
+/* ---- fast path: bf16 × bf16 ---- */
+
+/* One chunk of 32 bf16 for every accumulator of the tile; `masked` only for the K tail. */
+INLINE void step_fast(__m512 *acc, const int mr, const int nr, const uint16_t *xb, size_t ldx,
+                      const uint16_t *w, size_t ldw, size_t k, const int masked, __mmask32 tail)
+{
+    __m512i wv[GEMV_N > TILE_N ? GEMV_N : TILE_N];
+#pragma GCC unroll 8
+    for (int n = 0; n < nr; n++)
+        wv[n] = masked ? _mm512_maskz_loadu_epi16(tail, w + (size_t)n * ldw + k)
+                       : _mm512_loadu_si512(w + (size_t)n * ldw + k);
+#pragma GCC unroll 4
+    for (int m = 0; m < mr; m++) {
+        __m512i xv = _mm512_load_si512(xb + (size_t)m * ldx + k); /* zero-padded past K */
+#pragma GCC unroll 8
+        for (int n = 0; n < nr; n++)
+            acc[m * nr + n] = _mm512_dpbf16_ps(acc[m * nr + n], (__m512bh)xv, (__m512bh)wv[n]);
+    }
+}
+
+INLINE void tile_fast(const int mr, const int nr, const uint16_t *xb, size_t ldx,
+                      const uint16_t *w, size_t ldw, int nfull, __mmask32 tail, float *out,
+                      size_t ldo, const float *bias, struct prefetch pf)
+{
+    __m512 acc[MAX_ACC];
+#pragma GCC unroll 32
+    for (int i = 0; i < mr * nr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int c = 0; c < nfull; c++) {
+        step_fast(acc, mr, nr, xb, ldx, w, ldw, (size_t)c * LL_MM_CHUNK_FAST, 0, 0);
+        prefetch_step(&pf);
+    }
+    if (tail)
+        step_fast(acc, mr, nr, xb, ldx, w, ldw, (size_t)nfull * LL_MM_CHUNK_FAST, 1, tail);
+    tile_store(acc, mr, nr, out, ldo, bias);
+}
+
+#define FAST_CASE(MR, NR)                                                                      \
+    case (MR) * 16 + (NR):                                                                     \
+        tile_fast(MR, NR, xb, ldx, w, ldw, nfull, tail, out, ldo, bias, pf);                   \
+        break;
+
+static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const uint16_t *w,
+                          size_t ldw, int nfull, __mmask32 tail, float *out, size_t ldo,
+                          const float *bias, struct prefetch pf)
+{
+    switch (mr * 16 + nr) {
+        FAST_CASE(1, 1) FAST_CASE(1, 2) FAST_CASE(1, 3) FAST_CASE(1, 4)
+        FAST_CASE(1, 5) FAST_CASE(1, 6) FAST_CASE(1, 7) FAST_CASE(1, 8)
+        FAST_CASE(2, 1) FAST_CASE(2, 2) FAST_CASE(2, 3) FAST_CASE(2, 4) FAST_CASE(2, 5) FAST_CASE(2, 6)
+        FAST_CASE(3, 1) FAST_CASE(3, 2) FAST_CASE(3, 3) FAST_CASE(3, 4) FAST_CASE(3, 5) FAST_CASE(3, 6)
+        FAST_CASE(4, 1) FAST_CASE(4, 2) FAST_CASE(4, 3) FAST_CASE(4, 4) FAST_CASE(4, 5) FAST_CASE(4, 6)
+    default:
+        __builtin_unreachable();
+    }
+}
+
+/* ---- exact path: f32 × widened weights ---- */
+
+/* Sixteen weights widened to f32 (exactly); `mask` selects the ones inside K. */
+INLINE __m512 load_w16(const void *w, size_t i, const enum ll_dtype wt, const int masked,
+                       __mmask16 mask)
+{
+    if (wt == LL_F32)
+        return masked ? _mm512_maskz_loadu_ps(mask, (const float *)w + i)
+                      : _mm512_loadu_ps((const float *)w + i);
+    __m256i h = masked ? _mm256_maskz_loadu_epi16(mask, (const uint16_t *)w + i)
+                       : _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (wt == LL_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* One chunk of 16 for every accumulator of the tile; `masked` only for the K tail. */
+INLINE void step_exact(__m512 *acc, const int mr, const int nr, const enum ll_dtype wt,
+                       const float *x, size_t ldx, const void *w, size_t ldw, size_t k,
+                       const int masked, __mmask16 tail)
+{
+    __m512 wv[GEMV_N > TILE_N ? GEMV_N : TILE_N];
+#pragma GCC unroll 8
+    for (int n = 0; n < nr; n++)
+        wv[n] = load_w16(w, (size_t)n * ldw + k, wt, masked, tail);
+#pragma GCC unroll 4
+    for (int m = 0; m < mr; m++) {
+        __m512 xv = masked ? _mm512_maskz_loadu_ps(tail, x + (size_t)m * ldx + k)
+                           : _mm512_loadu_ps(x + (size_t)m * ldx + k);
+#pragma GCC unroll 8
+        for (int n = 0; n < nr; n++)
+            acc[m * nr + n] = _mm512_fmadd_ps(xv, wv[n], acc[m * nr + n]);
+    }
+}
+
+INLINE void tile_exact(const int mr, const int nr, const enum ll_dtype wt, const float *x,
+                       size_t ldx, const void *w, size_t ldw, int nfull, __mmask16 tail,
+                       float *out, size_t ldo, const float *bias, struct prefetch pf)
+{
+    __m512 acc[MAX_ACC];
+#pragma GCC unroll 32
+    for (int i = 0; i < mr * nr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int c = 0; c < nfull; c++) {
+        step_exact(acc, mr, nr, wt, x, ldx, w, ldw, (size_t)c * LL_MM_CHUNK_EXACT, 0, 0);
+        prefetch_step(&pf);
+    }
+    if (tail)
+        step_exact(acc, mr, nr, wt, x, ldx, w, ldw, (size_t)nfull * LL_MM_CHUNK_EXACT, 1, tail);
+    tile_store(acc, mr, nr, out, ldo, bias);
+}
+
+#define EXACT_CASE(MR, NR)                                                                     \
+    case (MR) * 16 + (NR):                                                                     \
+        tile_exact(MR, NR, WT, x, ldx, w, ldw, nfull, tail, out, ldo, bias, pf);               \
+        break;
+
+#define EXACT_ANY(NAME, WT_)                                                                   \
+    static void NAME(int mr, int nr, const float *x, size_t ldx, const void *w, size_t ldw,    \
+                     int nfull, __mmask16 tail, float *out, size_t ldo, const float *bias,     \
+                     struct prefetch pf)                                                       \
+    {                                                                                          \
+        const enum ll_dtype WT = WT_;                                                          \
+        switch (mr * 16 + nr) {                                                                \
+            EXACT_CASE(1, 1) EXACT_CASE(1, 2) EXACT_CASE(1, 3) EXACT_CASE(1, 4)                \
+            EXACT_CASE(1, 5) EXACT_CASE(1, 6) EXACT_CASE(1, 7) EXACT_CASE(1, 8)                \
+            EXACT_CASE(2, 1) EXACT_CASE(2, 2) EXACT_CASE(2, 3) EXACT_CASE(2, 4)                \
+            EXACT_CASE(2, 5) EXACT_CASE(2, 6)                                                  \
+            EXACT_CASE(3, 1) EXACT_CASE(3, 2) EXACT_CASE(3, 3) EXACT_CASE(3, 4)                \
+            EXACT_CASE(3, 5) EXACT_CASE(3, 6)                                                  \
+            EXACT_CASE(4, 1) EXACT_CASE(4, 2) EXACT_CASE(4, 3) EXACT_CASE(4, 4)                \
+            EXACT_CASE(4, 5) EXACT_CASE(4, 6)                                                  \
+        default:                                                                               \
+            __builtin_unreachable();                                                           \
+        }                                                                                      \
+    }
+
+EXACT_ANY(tile_exact_bf16, LL_BF16)
+EXACT_ANY(tile_exact_f16, LL_F16)
+EXACT_ANY(tile_exact_f32, LL_F32)
+
+/* ---- the blocked loops ---- */
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int n1)
+{
+    const size_t K = (size_t)j->K, ldo = (size_t)j->N;
+    const size_t esize = ll_dtype_size(j->wtype);
+    const int chunk = j->fast ? LL_MM_CHUNK_FAST : LL_MM_CHUNK_EXACT;
+    const int nfull = j->K / chunk, rem = j->K % chunk;
+    const size_t x_row_bytes = j->fast ? j->xb_stride * 2 : K * 4;
+    const size_t w_row_bytes = K * esize;
+    static int env_done;
+    if (!env_done) {
+        const char *e = getenv("LLAISYS_MM_XBLOCK");
+        if (e)
+            x_block_bytes = (size_t)atol(e) * 1024;
+        e = getenv("LLAISYS_MM_PF");
+        if (e)
+            pf_on = atoi(e);
+        env_done = 1;
+    }
+    int block = (int)(x_block_bytes / (x_row_bytes ? x_row_bytes : 1));
+    block = block < TILE_M ? TILE_M : block / TILE_M * TILE_M;
+
+    for (int mb = m0; mb < m1; mb += block) {
+        const int mb_end = min_int(m1, mb + block);
+        const int panel = mb_end - mb == 1 ? GEMV_N : TILE_N;
+        const int tiles = (mb_end - mb + TILE_M - 1) / TILE_M;
+        for (int n = n0; n < n1; n += panel) {
+            const int nr = min_int(panel, n1 - n);
+            const char *wp = (const char *)j->w + (size_t)n * w_row_bytes;
+            /* the next panel of this thread, prefetched a share per tile */
+            const int next_nr = pf_on ? min_int(panel, n1 - n - nr) : 0;
+            const size_t next_lines = ((size_t)next_nr * w_row_bytes + 63) / 64;
+            const size_t share = (next_lines + (size_t)tiles - 1) / (size_t)tiles;
+            const int steps = nfull > 0 ? nfull : 1;
+            const int per_step = (int)((share + (size_t)steps - 1) / (size_t)steps);
+            const char *next = wp + (size_t)nr * w_row_bytes;
+            for (int m = mb, t = 0; m < mb_end; m += TILE_M, t++) {
+                const int mr = min_int(TILE_M, mb_end - m);
+                float *out = j->out + (size_t)m * ldo + (size_t)n;
+                const float *bias = j->bias ? j->bias + n : NULL;
+                size_t first = share * (size_t)t, last = first + share;
+                first = first < next_lines ? first : next_lines;
+                last = last < next_lines ? last : next_lines;
+                struct prefetch pf = {next + 64 * first, next + 64 * last, per_step};
+                if (j->fast) {
+                    tile_fast_any(mr, nr, j->xb + (size_t)m * j->xb_stride, j->xb_stride,
+                                  (const uint16_t *)wp, K, nfull,
+                                  rem ? (__mmask32)((1u << rem) - 1) : 0, out, ldo, bias, pf);
+                    continue;
+                }
+                const float *x = j->x + (size_t)m * K;
+                __mmask16 tail = rem ? (__mmask16)((1u << rem) - 1) : 0;
+                switch (j->wtype) {
+                case LL_BF16:
+                    tile_exact_bf16(mr, nr, x, K, wp, K, nfull, tail, out, ldo, bias, pf);
+                    break;
+                case LL_F16:
+                    tile_exact_f16(mr, nr, x, K, wp, K, nfull, tail, out, ldo, bias, pf);
+                    break;
+                case LL_F32:
+                    tile_exact_f32(mr, nr, x, K, wp, K, nfull, tail, out, ldo, bias, pf);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+void ll_mm_round_avx512(const struct ll_mm_job *j, int m0, int m1)
+{
+    const int K = j->K;
+    for (int m = m0; m < m1; m++) {
+        const float *xr = j->x + (size_t)m * (size_t)K;
+        uint16_t *d = (uint16_t *)j->xb + (size_t)m * j->xb_stride;
+        int k = 0;
+        for (; k + 32 <= K; k += 32) {
+            __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k));
+            _mm512_store_si512(d + k, (__m512i)h);
+        }
+        for (; (size_t)k < j->xb_stride; k += 32) { /* tail and zero padding */
+            int r = K - k;
+            __mmask16 lo = r >= 16 ? 0xffff : r > 0 ? (__mmask16)((1u << r) - 1) : 0;
+            __mmask16 hi = r >= 32 ? 0xffff : r > 16 ? (__mmask16)((1u << (r - 16)) - 1) : 0;
+            __m512bh h = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16),
+                                              _mm512_maskz_loadu_ps(lo, xr + k));
+            _mm512_store_si512(d + k, (__m512i)h);
+        }
+    }
+}

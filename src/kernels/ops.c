@@ -1,0 +1,223 @@
+/*
+ * ops.c: scalar references of the row-wise ops (embedding, RMSNorm, RoPE, SwiGLU, add, softmax,
+ * argmax) and the one-time choice of their SIMD variants (ops_avx512.c).
+ *
+ * Called from any thread (the forward pass calls them from pool workers on disjoint rows).
+ * The variant is chosen once under pthread_once and never changes afterwards, so a value is
+ * computed by the same instructions for the whole life of the process.
+ * Compiled for plain x86-64 with ISO C semantics (no FMA contraction), so the scalar code gives
+ * the same bits for an element wherever it sits.
+ */
+#include "ops.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_simd.h"
+#include "util.h"
+
+static int ops_use_avx512;
+static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+static void ops_pick_variant(void)
+{
+    __builtin_cpu_init();
+    ops_use_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                     !getenv("LLAISYS_NO_SIMD");
+}
+
+int ll_simd_avx512(void)
+{
+    pthread_once(&ops_once, ops_pick_variant);
+    return ops_use_avx512;
+}
+
+static int use_avx512(void) { return ll_simd_avx512(); }
+
+const char *ll_ops_variant(void) { return use_avx512() ? "avx512" : "scalar"; }
+
+static inline float load_elem(const void *p, enum ll_dtype t, size_t i)
+{
+    switch (t) {
+    case LL_F32:
+        return ((const float *)p)[i];
+    case LL_BF16:
+        return ll_bf16_to_f32(((const uint16_t *)p)[i]);
+    case LL_F16:
+        return ll_f16_to_f32(((const uint16_t *)p)[i]);
+    }
+    return 0.0f;
+}
+
+void ll_embedding(float *out, const void *table, enum ll_dtype ttype, const int32_t *ids, int n,
+                  int dim)
+{
+    size_t esz = ll_dtype_size(ttype);
+    for (int i = 0; i < n; i++) {
+        const char *row = (const char *)table + (size_t)ids[i] * (size_t)dim * esz;
+        float *o = out + (size_t)i * dim;
+        if (ttype == LL_F32) {
+            memcpy(o, row, (size_t)dim * sizeof(float));
+        } else {
+            for (int d = 0; d < dim; d++)
+                o[d] = load_elem(row, ttype, (size_t)d);
+        }
+    }
+}
+
+void ll_rms_norm(float *out, const float *x, const void *w, enum ll_dtype wtype, int n, int dim,
+                 float eps)
+{
+    if (use_avx512())
+        ll_rms_norm_avx512(out, x, w, wtype, n, dim, eps);
+    else
+        ll_rms_norm_ref(out, x, w, wtype, n, dim, eps);
+}
+
+void ll_rms_norm_ref(float *out, const float *x, const void *w, enum ll_dtype wtype, int n,
+                     int dim, float eps)
+{
+    for (int i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * dim;
+        float *o = out + (size_t)i * dim;
+        /* Sum of squares in double: a 1536-wide row costs nothing next to the matmuls, and the
+         * normaliser is then exact to f32 rounding. */
+        double ss = 0.0;
+        for (int d = 0; d < dim; d++)
+            ss += (double)xr[d] * (double)xr[d];
+        float inv = (float)(1.0 / sqrt(ss / dim + (double)eps));
+        for (int d = 0; d < dim; d++)
+            o[d] = (xr[d] * inv) * load_elem(w, wtype, (size_t)d);
+    }
+}
+
+enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, double theta,
+                            struct ll_err *err)
+{
+    memset(r, 0, sizeof *r);
+    if (head_dim < 2 || head_dim % 2 || n_pos < 1)
+        return ll_err_set(err, LL_EINVAL, "rope: head_dim %d must be even and n_pos %d >= 1",
+                          head_dim, n_pos);
+    int half = head_dim / 2;
+    size_t cnt = (size_t)n_pos * half;
+    r->cos = malloc(cnt * sizeof(float));
+    r->sin = malloc(cnt * sizeof(float));
+    if (!r->cos || !r->sin) {
+        ll_rope_free(r);
+        return ll_err_set(err, LL_ENOMEM, "rope: out of memory for %d positions", n_pos);
+    }
+    r->head_dim = head_dim;
+    r->n_pos = n_pos;
+    for (int i = 0; i < half; i++) {
+        double inv_freq = pow(theta, -2.0 * i / head_dim);
+        for (int p = 0; p < n_pos; p++) {
+            double a = (double)p * inv_freq;
+            r->cos[(size_t)p * half + i] = (float)cos(a);
+            r->sin[(size_t)p * half + i] = (float)sin(a);
+        }
+    }
+    return LL_OK;
+}
+
+void ll_rope_free(struct ll_rope *r)
+{
+    free(r->cos);
+    free(r->sin);
+    r->cos = r->sin = NULL;
+    r->n_pos = 0;
+}
+
+void ll_rope_apply(float *x, const struct ll_rope *r, const int32_t *pos, int n, int n_heads)
+{
+    int hd = r->head_dim, half = hd / 2;
+    for (int i = 0; i < n; i++) {
+        LL_ASSERT(pos[i] >= 0 && pos[i] < r->n_pos);
+        const float *c = r->cos + (size_t)pos[i] * half;
+        const float *s = r->sin + (size_t)pos[i] * half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((size_t)i * n_heads + h) * hd;
+            for (int j = 0; j < half; j++) {
+                float a = v[j], b = v[j + half];
+                v[j] = a * c[j] - b * s[j];
+                v[j + half] = b * c[j] + a * s[j];
+            }
+        }
+    }
+}
+
+void ll_swiglu_ref(float *out, const float *gate, const float *up, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void ll_swiglu(float *out, const float *gate, const float *up, int n)
+{
+    if (use_avx512())
+        ll_swiglu_avx512(out, gate, up, n);
+    else
+        ll_swiglu_ref(out, gate, up, n);
+}
+
+void ll_add(float *out, const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void ll_softmax_ref(float *x, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (x[i] > mx)
+            mx = x[i];
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void ll_softmax(float *x, int n)
+{
+    if (use_avx512())
+        ll_softmax_avx512(x, n);
+    else
+        ll_softmax_ref(x, n);
+}
+
+int ll_argmax(const float *x, int n)
+{
+    int best = 0;
+    float bv = -INFINITY;
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(x[i]))
+            continue;
+        if (!found || x[i] > bv) {
+            bv = x[i];
+            best = i;
+            found = 1;
+        }
+    }
+    return best;
+}
+
+void ll_exp(float *out, const float *x, int n)
+{
+    if (use_avx512()) {
+        ll_exp_avx512(out, x, n);
+    } else {
+        /* Same clamp as the vector exp: finite for large x, 0 far below. */
+        for (int i = 0; i < n; i++)
+            out[i] = expf(fminf(fmaxf(x[i], -104.0f), 88.7f));
+    }
+}

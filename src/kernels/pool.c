@@ -1,0 +1,202 @@
+/*
+ * pool.c: the compute thread pool (see pool.h).
+ *
+ * Owns n_threads - 1 persistent workers; the thread calling ll_pool_run() is thread 0 and does
+ * its share too. One op at a time: the caller publishes (fn, ctx), bumps the generation counter
+ * and runs its own part; each worker notices the new generation, runs its part and decrements
+ * `pending`; the caller returns once `pending` is zero. That is the one barrier per op.
+ *
+ * Waiting: both sides first spin on the shared word for SPIN_SECONDS (a decode step issues a few
+ * hundred short ops back to back, and a futex round trip would cost more than many of them),
+ * then sleep in futex_wait on the same word, so an idle pool costs no CPU. A side that is about
+ * to sleep announces it (`sleepers`, `caller_sleeping`) before re-checking the word; the other
+ * side changes the word before reading the announcement, and both use sequentially consistent
+ * atomics, so a wake-up is never lost (and futex_wait itself refuses to sleep on a stale value).
+ *
+ * Invariants: ll_pool_run is called by one thread at a time and never from inside fn (asserted);
+ * fn/ctx are written only while no worker is running them.
+ */
+#include "pool.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define SPIN_SECONDS 200e-6
+
+struct worker {
+    struct ll_pool *pool;
+    int ith;
+};
+
+struct ll_pool {
+    int n_threads;
+    pthread_t *threads;     /* (n_threads - 1) */
+    struct worker *workers; /* (n_threads - 1) */
+    int n_started;          /* workers actually started (for cleanup after a failed create) */
+
+    ll_pool_fn fn; /* the op being run, published before `gen` is bumped */
+    void *ctx;
+    bool stop;    /* set (then `gen` bumped) by ll_pool_free */
+    bool running; /* inside ll_pool_run (reentrancy check) */
+
+    _Alignas(64) _Atomic uint32_t gen; /* futex word of the workers: one increment per op */
+    _Atomic int sleepers;              /* workers asleep on `gen`, or about to be */
+    _Alignas(64) _Atomic uint32_t pending; /* futex word of the caller: workers still running */
+    _Atomic int caller_sleeping;
+};
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
+{
+    /* Returns at once if *word != expected; spurious returns are fine, callers re-check. */
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word, int n)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* Spin while *word == value (worker: no new op yet) or, with until_zero, while *word != 0
+ * (caller: workers still busy), for at most SPIN_SECONDS. Returns the last value seen. */
+static uint32_t spin_on(_Atomic uint32_t *word, uint32_t value, bool until_zero)
+{
+    double until = 0;
+    for (unsigned i = 1;; i++) {
+        uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+        if (until_zero ? v == 0 : v != value)
+            return v;
+        __builtin_ia32_pause();
+        if ((i & 255) == 0) {
+            double now = ll_now();
+            if (until == 0)
+                until = now + SPIN_SECONDS;
+            else if (now > until)
+                return v;
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *self = arg;
+    struct ll_pool *pool = self->pool;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t g = spin_on(&pool->gen, seen, false);
+        while (g == seen) {
+            atomic_fetch_add(&pool->sleepers, 1);
+            g = atomic_load(&pool->gen);
+            if (g == seen)
+                futex_wait(&pool->gen, seen);
+            atomic_fetch_sub(&pool->sleepers, 1);
+            g = atomic_load(&pool->gen);
+        }
+        seen = g;
+        if (pool->stop)
+            return NULL;
+        pool->fn(pool->ctx, self->ith, pool->n_threads);
+        if (atomic_fetch_sub(&pool->pending, 1) == 1 && atomic_load(&pool->caller_sleeping))
+            futex_wake(&pool->pending, 1);
+    }
+}
+
+/* Publish a new generation and wake sleeping workers. */
+static void pool_kick(struct ll_pool *pool)
+{
+    atomic_fetch_add(&pool->gen, 1);
+    if (atomic_load(&pool->sleepers) > 0)
+        futex_wake(&pool->gen, INT_MAX);
+}
+
+static void pool_stop(struct ll_pool *pool)
+{
+    pool->stop = true;
+    pool_kick(pool);
+    for (int i = 0; i < pool->n_started; i++)
+        pthread_join(pool->threads[i], NULL);
+}
+
+enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err *err)
+{
+    *out = NULL;
+    if (n_threads < 1)
+        return ll_err_set(err, LL_EINVAL, "thread pool: %d threads requested (need at least 1)",
+                          n_threads);
+    struct ll_pool *pool = aligned_alloc(64, sizeof *pool);
+    if (!pool)
+        return ll_err_set(err, LL_ENOMEM, "thread pool: out of memory");
+    *pool = (struct ll_pool){.n_threads = n_threads};
+    int nw = n_threads - 1;
+    if (nw > 0) {
+        pool->threads = calloc((size_t)nw, sizeof *pool->threads);
+        pool->workers = calloc((size_t)nw, sizeof *pool->workers);
+        if (!pool->threads || !pool->workers) {
+            ll_pool_free(pool);
+            return ll_err_set(err, LL_ENOMEM, "thread pool: out of memory");
+        }
+    }
+    for (int i = 0; i < nw; i++) {
+        pool->workers[i] = (struct worker){.pool = pool, .ith = i + 1};
+        int rc = pthread_create(&pool->threads[i], NULL, worker_main, &pool->workers[i]);
+        if (rc) {
+            ll_pool_free(pool);
+            return ll_err_set(err, LL_ENOMEM, "thread pool: cannot start thread %d of %d (error %d)",
+                              i + 1, n_threads, rc);
+        }
+        pool->n_started++;
+    }
+    *out = pool;
+    return LL_OK;
+}
+
+void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx)
+{
+    if (!pool || pool->n_threads == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    LL_ASSERT(!pool->running);
+    pool->running = true;
+    pool->fn = fn;
+    pool->ctx = ctx;
+    atomic_store(&pool->pending, (uint32_t)(pool->n_threads - 1));
+    pool_kick(pool);
+
+    fn(ctx, 0, pool->n_threads);
+
+    uint32_t p = spin_on(&pool->pending, 0, true);
+    while (p != 0) {
+        atomic_store(&pool->caller_sleeping, 1);
+        p = atomic_load(&pool->pending);
+        if (p != 0)
+            futex_wait(&pool->pending, p);
+        atomic_store(&pool->caller_sleeping, 0);
+        p = atomic_load(&pool->pending);
+    }
+    pool->running = false;
+}
+
+int ll_pool_size(const struct ll_pool *pool)
+{
+    return pool ? pool->n_threads : 1;
+}
+
+void ll_pool_free(struct ll_pool *pool)
+{
+    if (!pool)
+        return;
+    if (pool->n_started > 0)
+        pool_stop(pool);
+    free(pool->threads);
+    free(pool->workers);
+    free(pool);
+}

@@ -1,0 +1,379 @@
+/*
+ * config.c: config.json and generation_config.json readers (see model_config.h).
+ *
+ * Called once by model_open() on the start-up thread. Hugging Face writes JSON null for unset
+ * optional fields (rope_scaling, sliding_window, bos_token_id), so null reads as absent for
+ * optional fields. Bounds on sizes are generous but keep every product of two of them inside
+ * int64, so later shape arithmetic cannot overflow.
+ */
+#include "model_config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+static const char *json_type_name(const cJSON *v)
+{
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "invalid";
+}
+
+/* Parse text as a JSON object; on failure report line and column. */
+static enum ll_status json_parse_object(cJSON **out, const char *text, size_t len,
+                                        const char *name, struct ll_err *err)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (root) {
+        const char *p = end;
+        while (p < text + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+            p++;
+        if (p < text + len) {
+            end = p;
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    }
+    if (!root) {
+        size_t at = end ? (size_t)(end - text) : 0, line = 1, col = 1;
+        for (size_t i = 0; i < at && i < len; i++) {
+            if (text[i] == '\n')
+                line++, col = 1;
+            else
+                col++;
+        }
+        return ll_err_set(err, LL_EJSON, "%s: invalid JSON at line %zu, column %zu", name, line,
+                          col);
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return ll_err_set(err, LL_EJSON, "%s: top level is not a JSON object", name);
+    }
+    *out = root;
+    return LL_OK;
+}
+
+/* The field, or NULL when absent (or null and !required). */
+static const cJSON *field(const cJSON *o, const char *key, bool required)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (v && cJSON_IsNull(v) && !required)
+        return NULL;
+    return v;
+}
+
+/* An integer field in [min, max]. Absent: *out = dflt, or LL_EMODEL when required. */
+static enum ll_status get_int(const cJSON *o, const char *key, bool required, long long min,
+                              long long max, int dflt, int *out, const char *name,
+                              struct ll_err *err)
+{
+    const cJSON *v = field(o, key, required);
+    if (!v) {
+        if (required)
+            return ll_err_set(err, LL_EMODEL, "%s: missing field \"%s\"", name, key);
+        *out = dflt;
+        return LL_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" must be an integer, got %s", name, key,
+                          cJSON_IsNumber(v) ? "a fraction" : json_type_name(v));
+    if (v->valuedouble < (double)min || v->valuedouble > (double)max)
+        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" = %.17g is out of range [%lld, %lld]",
+                          name, key, v->valuedouble, min, max);
+    *out = (int)v->valuedouble;
+    return LL_OK;
+}
+
+/* A number field in (min, max] (or [min, max] when min_ok). Absent: *out = dflt. */
+static enum ll_status get_num(const cJSON *o, const char *key, double min, bool min_ok,
+                              double max, double dflt, double *out, bool *present,
+                              const char *name, struct ll_err *err)
+{
+    const cJSON *v = field(o, key, false);
+    if (present)
+        *present = v != NULL;
+    if (!v) {
+        *out = dflt;
+        return LL_OK;
+    }
+    if (!cJSON_IsNumber(v))
+        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" must be a number, got %s", name, key,
+                          json_type_name(v));
+    double d = v->valuedouble;
+    if (!isfinite(d) || d > max || d < min || (d == min && !min_ok))
+        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" = %.17g is out of range %s%g, %g]",
+                          name, key, d, min_ok ? "[" : "(", min, max);
+    *out = d;
+    return LL_OK;
+}
+
+static enum ll_status get_bool(const cJSON *o, const char *key, bool dflt, bool *out,
+                               bool *present, const char *name, struct ll_err *err)
+{
+    const cJSON *v = field(o, key, false);
+    if (present)
+        *present = v != NULL;
+    if (!v) {
+        *out = dflt;
+        return LL_OK;
+    }
+    if (!cJSON_IsBool(v))
+        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" must be true or false, got %s", name,
+                          key, json_type_name(v));
+    *out = cJSON_IsTrue(v);
+    return LL_OK;
+}
+
+/* A token id field: absent/null -> -1. */
+static enum ll_status get_token_id(const cJSON *o, const char *key, int *out, const char *name,
+                                   struct ll_err *err)
+{
+    return get_int(o, key, false, 0, INT32_MAX, -1, out, name, err);
+}
+
+/* eos_token_id: an integer or a list of integers (absent/null -> none). */
+static enum ll_status get_eos(const cJSON *o, int *ids, int *n, const char *name,
+                              struct ll_err *err)
+{
+    *n = 0;
+    const cJSON *v = field(o, "eos_token_id", false);
+    if (!v)
+        return LL_OK;
+    if (cJSON_IsArray(v)) {
+        int k = 0;
+        for (const cJSON *e = v->child; e; e = e->next, k++) {
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) ||
+                e->valuedouble < 0 || e->valuedouble > INT32_MAX)
+                return ll_err_set(err, LL_EMODEL,
+                                  "%s: field \"eos_token_id\"[%d] must be a non-negative integer",
+                                  name, k);
+            if (*n == LL_MAX_EOS)
+                return ll_err_set(err, LL_EMODEL,
+                                  "%s: field \"eos_token_id\" lists more than %d ids", name,
+                                  LL_MAX_EOS);
+            ids[(*n)++] = (int)e->valuedouble;
+        }
+        return LL_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+        v->valuedouble > INT32_MAX)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: field \"eos_token_id\" must be a non-negative integer or a list of "
+                          "them, got %s",
+                          name, json_type_name(v));
+    ids[(*n)++] = (int)v->valuedouble;
+    return LL_OK;
+}
+
+static enum ll_status config_fill(struct model_config *c, const cJSON *o, const char *name,
+                                  struct ll_err *err)
+{
+    enum ll_status s;
+    memset(c, 0, sizeof *c);
+
+    const cJSON *arch = field(o, "architectures", false);
+    if (arch) {
+        if (!cJSON_IsArray(arch) || (arch->child && !cJSON_IsString(arch->child)))
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: field \"architectures\" must be a list of strings", name);
+        if (arch->child) {
+            if (strlen(arch->child->valuestring) >= sizeof c->architecture)
+                return ll_err_set(err, LL_EMODEL, "%s: field \"architectures\"[0] is too long",
+                                  name);
+            strcpy(c->architecture, arch->child->valuestring);
+        }
+    }
+    const cJSON *mt = field(o, "model_type", false);
+    if (!mt && !c->architecture[0])
+        return ll_err_set(err, LL_EMODEL, "%s: missing field \"model_type\"", name);
+    if (mt) {
+        if (!cJSON_IsString(mt))
+            return ll_err_set(err, LL_EMODEL, "%s: field \"model_type\" must be a string, got %s",
+                              name, json_type_name(mt));
+        if (strlen(mt->valuestring) >= sizeof c->model_type)
+            return ll_err_set(err, LL_EMODEL, "%s: field \"model_type\" is too long", name);
+        strcpy(c->model_type, mt->valuestring);
+    }
+
+    if ((s = get_int(o, "hidden_size", true, 1, 1 << 16, 0, &c->hidden_size, name, err)) ||
+        (s = get_int(o, "intermediate_size", true, 1, 1 << 20, 0, &c->intermediate_size, name,
+                     err)) ||
+        (s = get_int(o, "num_hidden_layers", true, 1, 1024, 0, &c->n_layers, name, err)) ||
+        (s = get_int(o, "num_attention_heads", true, 1, 1024, 0, &c->n_heads, name, err)) ||
+        (s = get_int(o, "num_key_value_heads", false, 1, 1024, c->n_heads, &c->n_kv_heads, name,
+                     err)) ||
+        (s = get_int(o, "head_dim", false, 1, 4096, 0, &c->head_dim, name, err)) ||
+        (s = get_int(o, "vocab_size", true, 1, 1 << 24, 0, &c->vocab_size, name, err)) ||
+        (s = get_int(o, "max_position_embeddings", false, 1, 1 << 30, 32768, &c->max_position,
+                     name, err)))
+        return s;
+    if (c->n_heads % c->n_kv_heads)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: num_attention_heads (%d) is not a multiple of "
+                          "num_key_value_heads (%d)",
+                          name, c->n_heads, c->n_kv_heads);
+    if (!c->head_dim) {
+        if (c->hidden_size % c->n_heads)
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: hidden_size (%d) is not a multiple of num_attention_heads (%d) "
+                              "and no head_dim is given",
+                              name, c->hidden_size, c->n_heads);
+        c->head_dim = c->hidden_size / c->n_heads;
+    }
+    if (c->head_dim % 2)
+        return ll_err_set(err, LL_EMODEL, "%s: head dimension %d is odd (RoPE needs pairs)", name,
+                          c->head_dim);
+
+    double theta, eps;
+    if ((s = get_num(o, "rope_theta", 0, false, 1e12, 10000.0, &theta, NULL, name, err)) ||
+        (s = get_num(o, "rms_norm_eps", 0, false, 1.0, 1e-6, &eps, NULL, name, err)) ||
+        (s = get_bool(o, "tie_word_embeddings", false, &c->tie_word_embeddings, NULL, name, err)) ||
+        (s = get_token_id(o, "bos_token_id", &c->bos_token_id, name, err)) ||
+        (s = get_eos(o, c->eos_ids, &c->n_eos, name, err)))
+        return s;
+    c->rope_theta = theta;
+    c->rms_eps = (float)eps;
+
+    /* Features that would change the math: refuse rather than compute something else. */
+    const cJSON *act = field(o, "hidden_act", false);
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: hidden_act %s%s%s is not supported (only \"silu\")", name,
+                          cJSON_IsString(act) ? "\"" : "",
+                          cJSON_IsString(act) ? act->valuestring : json_type_name(act),
+                          cJSON_IsString(act) ? "\"" : "");
+    if (field(o, "rope_scaling", false))
+        return ll_err_set(err, LL_EUNSUPPORTED, "%s: rope_scaling is not supported (must be null)",
+                          name);
+    bool sliding;
+    if ((s = get_bool(o, "use_sliding_window", false, &sliding, NULL, name, err)))
+        return s;
+    if (sliding)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: use_sliding_window true is not supported (sliding-window "
+                          "attention)",
+                          name);
+    return LL_OK;
+}
+
+enum ll_status model_config_parse(struct model_config *cfg, const char *text, size_t len,
+                                  const char *name, struct ll_err *err)
+{
+    cJSON *root = NULL;
+    memset(cfg, 0, sizeof *cfg);
+    enum ll_status s = json_parse_object(&root, text, len, name, err);
+    if (s != LL_OK)
+        return s;
+    s = config_fill(cfg, root, name, err);
+    cJSON_Delete(root);
+    return s;
+}
+
+enum ll_status model_config_read(struct model_config *cfg, const char *path, struct ll_err *err)
+{
+    char *text;
+    size_t len;
+    memset(cfg, 0, sizeof *cfg);
+    enum ll_status s = ll_read_file(path, &text, &len, err);
+    if (s != LL_OK)
+        return s;
+    s = model_config_parse(cfg, text, len, path, err);
+    free(text);
+    return s;
+}
+
+static void gen_clear(struct generation_defaults *g)
+{
+    memset(g, 0, sizeof *g);
+    g->bos_token_id = -1;
+}
+
+enum ll_status generation_defaults_parse(struct generation_defaults *g, const char *text,
+                                         size_t len, const char *name, struct ll_err *err)
+{
+    gen_clear(g);
+    cJSON *o = NULL;
+    enum ll_status s = json_parse_object(&o, text, len, name, err);
+    if (s != LL_OK)
+        return s;
+    double temp, top_p;
+    if ((s = get_num(o, "temperature", 0, true, 1e6, 1.0, &temp, &g->has_temperature, name,
+                     err)) ||
+        (s = get_num(o, "top_p", 0, false, 1.0, 1.0, &top_p, &g->has_top_p, name, err)) ||
+        (s = get_bool(o, "do_sample", false, &g->do_sample, &g->has_do_sample, name, err)) ||
+        (s = get_token_id(o, "bos_token_id", &g->bos_token_id, name, err)) ||
+        (s = get_eos(o, g->eos_ids, &g->n_eos, name, err)))
+        goto out;
+    g->temperature = (float)temp;
+    g->top_p = (float)top_p;
+    g->has_top_k = field(o, "top_k", false) != NULL;
+    s = get_int(o, "top_k", false, 0, INT32_MAX, 0, &g->top_k, name, err);
+out:
+    cJSON_Delete(o);
+    if (s != LL_OK)
+        gen_clear(g);
+    return s;
+}
+
+enum ll_status generation_defaults_read(struct generation_defaults *g, const char *path,
+                                        struct ll_err *err)
+{
+    gen_clear(g);
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT)
+        return LL_OK; /* optional file */
+    char *text;
+    size_t len;
+    enum ll_status s = ll_read_file(path, &text, &len, err);
+    if (s != LL_OK)
+        return s;
+    s = generation_defaults_parse(g, text, len, path, err);
+    free(text);
+    return s;
+}
+
+enum ll_status model_config_merge_eos(struct model_config *cfg, const struct generation_defaults *g,
+                                      const char *cfg_name, const char *gen_name,
+                                      struct ll_err *err)
+{
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_ids[i] >= cfg->vocab_size)
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: eos_token_id %d is outside the vocabulary (%d)",
+                              cfg_name, cfg->eos_ids[i], cfg->vocab_size);
+    if (cfg->bos_token_id >= cfg->vocab_size)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: bos_token_id %d is outside the vocabulary (%d)",
+                          cfg_name, cfg->bos_token_id, cfg->vocab_size);
+    if (g->bos_token_id >= cfg->vocab_size)
+        return ll_err_set(err, LL_EMODEL, "%s: bos_token_id %d is outside the vocabulary (%d)",
+                          gen_name, g->bos_token_id, cfg->vocab_size);
+    for (int i = 0; i < g->n_eos; i++) {
+        int id = g->eos_ids[i];
+        if (id >= cfg->vocab_size)
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: eos_token_id %d is outside the vocabulary (%d)", gen_name, id,
+                              cfg->vocab_size);
+        bool have = false;
+        for (int k = 0; k < cfg->n_eos && !have; k++)
+            have = cfg->eos_ids[k] == id;
+        if (have)
+            continue;
+        if (cfg->n_eos == LL_MAX_EOS)
+            return ll_err_set(err, LL_EMODEL, "%s: more than %d eos ids in all", gen_name,
+                              LL_MAX_EOS);
+        cfg->eos_ids[cfg->n_eos++] = id;
+    }
+    return LL_OK;
+}

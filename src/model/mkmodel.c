@@ -1,0 +1,744 @@
+/*
+ * mkmodel.c: writes random Qwen2 models in the Hugging Face layout (see mkmodel.h).
+ *
+ * model.safetensors is laid out as the safetensors library writes it: tensors sorted by name,
+ * packed back to back, header = compact JSON with "__metadata__" {"format":"pt"} first and the
+ * tensors in offset order, padded with spaces to a multiple of 8 bytes. The data section is
+ * filled in fixed 8 MiB chunks of the file; worker threads take chunks from an atomic counter and
+ * pwrite() them, so memory stays at one chunk per thread whatever the model size, and the bytes do
+ * not depend on which thread wrote what.
+ *
+ * Element values: splitmix64 of (key(seed, name) + (i + 1) * golden ratio), whose four 16-bit
+ * parts are summed (Irwin-Hall, close to normal), scaled, and rounded to bf16.
+ * Called from the CLI thread; the only shared state while writing is the chunk counter and the
+ * first error.
+ */
+#include "mkmodel.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "util.h"
+
+#define CHUNK_BYTES ((uint64_t)8 << 20)
+#define EMBED_STD 0.02 /* embeddings, lm_head, biases, and the spread of norm weights */
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+/* Files mkmodel writes; a directory holding only these may be replaced with force. */
+static const char *const written_files[] = {
+    "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+    "tokenizer_config.json",
+};
+
+enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err)
+{
+    memset(s, 0, sizeof *s);
+    s->vocab_size = 151936;
+    s->rope_theta = 10000.0;
+    s->rms_eps = 1e-6;
+    s->bos_token_id = s->eos_token_id = -1;
+    if (!strcmp(name, "tiny")) {
+        s->hidden_size = 64, s->n_layers = 2, s->n_heads = 4, s->n_kv_heads = 2;
+        s->intermediate_size = 160, s->tied = true, s->max_position = 4096;
+    } else if (!strcmp(name, "small")) {
+        s->hidden_size = 256, s->n_layers = 4, s->n_heads = 4, s->n_kv_heads = 2;
+        s->intermediate_size = 704, s->tied = true, s->max_position = 32768;
+    } else if (!strcmp(name, "r1-1.5b")) { /* DeepSeek-R1-Distill-Qwen-1.5B */
+        s->hidden_size = 1536, s->n_layers = 28, s->n_heads = 12, s->n_kv_heads = 2;
+        s->intermediate_size = 8960, s->tied = false, s->max_position = 131072;
+        s->max_window_layers = 21;
+    } else {
+        return ll_err_set(err, LL_EINVAL, "unknown preset '%s' (known: tiny, small, r1-1.5b)",
+                          name);
+    }
+    return LL_OK;
+}
+
+static int head_dim_of(const struct mkmodel_spec *s)
+{
+    return s->head_dim ? s->head_dim : s->hidden_size / s->n_heads;
+}
+
+enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
+{
+    const struct {
+        const char *name;
+        long long v, max;
+    } lim[] = {
+        {"hidden size", s->hidden_size, 1 << 16},
+        {"intermediate size", s->intermediate_size, 1 << 20},
+        {"layer count", s->n_layers, 1024},
+        {"head count", s->n_heads, 1024},
+        {"KV head count", s->n_kv_heads, 1024},
+        {"vocab size", s->vocab_size, 1 << 24},
+        {"max positions", s->max_position, 1 << 30},
+    };
+    for (size_t i = 0; i < LL_ARRAY_LEN(lim); i++)
+        if (lim[i].v < 1 || lim[i].v > lim[i].max)
+            return ll_err_set(err, LL_EINVAL, "%s %lld is out of range [1, %lld]", lim[i].name,
+                              lim[i].v, lim[i].max);
+    if (s->head_dim < 0 || s->head_dim > 4096)
+        return ll_err_set(err, LL_EINVAL, "head dim %d is out of range [1, 4096]", s->head_dim);
+    if (s->n_heads % s->n_kv_heads)
+        return ll_err_set(err, LL_EINVAL, "head count %d is not a multiple of KV head count %d",
+                          s->n_heads, s->n_kv_heads);
+    if (!s->head_dim && s->hidden_size % s->n_heads)
+        return ll_err_set(err, LL_EINVAL, "hidden size %d is not a multiple of head count %d",
+                          s->hidden_size, s->n_heads);
+    if (head_dim_of(s) % 2)
+        return ll_err_set(err, LL_EINVAL, "head dim %d is odd (RoPE needs pairs)", head_dim_of(s));
+    if (s->max_window_layers < 0 || s->max_window_layers > s->n_layers)
+        return ll_err_set(err, LL_EINVAL, "max_window_layers %d is out of range [0, %d]",
+                          s->max_window_layers, s->n_layers);
+    if (!(s->rope_theta > 0 && s->rope_theta < 1e12))
+        return ll_err_set(err, LL_EINVAL, "rope theta %g is out of range (0, 1e12)",
+                          s->rope_theta);
+    if (!(s->rms_eps > 0 && s->rms_eps < 1))
+        return ll_err_set(err, LL_EINVAL, "rms eps %g is out of range (0, 1)", s->rms_eps);
+    if (s->bos_token_id >= s->vocab_size || s->eos_token_id >= s->vocab_size)
+        return ll_err_set(err, LL_EINVAL, "bos/eos id outside the vocabulary (%d)",
+                          s->vocab_size);
+    return LL_OK;
+}
+
+/* ---- the tensor list ---- */
+
+struct gen_tensor {
+    char name[80];
+    int ndim;
+    int64_t shape[2];
+    uint64_t begin, end; /* data_offsets */
+    uint64_t key;
+    float scale;  /* std / std of the raw sum */
+    float offset; /* 1 for norm weights, else 0 */
+};
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_key(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 0x100000001B3ull;
+    return mix64(mix64(seed + GOLDEN) ^ h);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* Distribution of tensor t: norm weights 1 + N(0, 0.02^2); embeddings, lm_head and biases
+ * N(0, 0.02^2); projection matrices N(0, 1/fan_in), so that each sub-layer adds O(1) to the
+ * residual stream whatever the width (for R1-1.5B's widths this is std 0.0255 and 0.0106, near
+ * the 0.02 of Hugging Face's init). With a flat 0.02 a narrow tied model only ever predicts its
+ * input token again, since the token's own embedding dominates the final hidden state. */
+static void init_of(struct gen_tensor *t)
+{
+    double std = EMBED_STD;
+    t->offset = 0.0f;
+    if (ends_with(t->name, "layernorm.weight") || !strcmp(t->name, "model.norm.weight"))
+        t->offset = 1.0f;
+    else if (t->ndim == 2 && strcmp(t->name, "model.embed_tokens.weight") &&
+             strcmp(t->name, "lm_head.weight"))
+        std = 1.0 / sqrt((double)t->shape[1]);
+    t->scale = (float)(std / 37837.23);
+}
+
+/* The bf16 bits of element i. Sum of four 16-bit uniforms: mean 131070, std 37837.23. */
+static inline uint16_t gen_bf16(const struct gen_tensor *t, uint64_t i)
+{
+    uint64_t r = mix64(t->key + (i + 1) * GOLDEN);
+    int32_t sum = (int32_t)(r & 0xFFFF) + (int32_t)((r >> 16) & 0xFFFF) +
+                  (int32_t)((r >> 32) & 0xFFFF) + (int32_t)(r >> 48);
+    return ll_f32_to_bf16((float)(sum - 131070) * t->scale + t->offset);
+}
+
+static int gen_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct gen_tensor *)a)->name, ((const struct gen_tensor *)b)->name);
+}
+
+/* Build the sorted tensor list with offsets. Returns the count; *out is malloc'd (NULL on no
+ * memory). */
+static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **out)
+{
+    const int64_t h = s->hidden_size, hd = head_dim_of(s), q = s->n_heads * hd,
+                  kv = s->n_kv_heads * hd, ff = s->intermediate_size, v = s->vocab_size;
+    size_t n = (size_t)s->n_layers * 12 + 3;
+    struct gen_tensor *t = calloc(n, sizeof *t);
+    *out = t;
+    if (!t)
+        return 0;
+    size_t k = 0;
+#define ADD(d0, d1, ...)                                                                     \
+    do {                                                                                     \
+        snprintf(t[k].name, sizeof t[k].name, __VA_ARGS__);                                  \
+        t[k].ndim = (d1) ? 2 : 1;                                                            \
+        t[k].shape[0] = (d0);                                                                \
+        t[k].shape[1] = (d1);                                                                \
+        k++;                                                                                 \
+    } while (0)
+    ADD(v, h, "model.embed_tokens.weight");
+    ADD(h, 0, "model.norm.weight");
+    if (!s->tied)
+        ADD(v, h, "lm_head.weight");
+    for (int i = 0; i < s->n_layers; i++) {
+        ADD(h, 0, "model.layers.%d.input_layernorm.weight", i);
+        ADD(q, h, "model.layers.%d.self_attn.q_proj.weight", i);
+        ADD(q, 0, "model.layers.%d.self_attn.q_proj.bias", i);
+        ADD(kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
+        ADD(kv, 0, "model.layers.%d.self_attn.k_proj.bias", i);
+        ADD(kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
+        ADD(kv, 0, "model.layers.%d.self_attn.v_proj.bias", i);
+        ADD(h, q, "model.layers.%d.self_attn.o_proj.weight", i);
+        ADD(h, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+        ADD(ff, h, "model.layers.%d.mlp.gate_proj.weight", i);
+        ADD(ff, h, "model.layers.%d.mlp.up_proj.weight", i);
+        ADD(h, ff, "model.layers.%d.mlp.down_proj.weight", i);
+    }
+#undef ADD
+    qsort(t, k, sizeof *t, gen_cmp);
+    uint64_t off = 0;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t elems = (uint64_t)t[i].shape[0] * (uint64_t)(t[i].ndim == 2 ? t[i].shape[1] : 1);
+        t[i].begin = off;
+        t[i].end = off += elems * 2;
+        t[i].key = name_key(s->seed, t[i].name);
+        init_of(&t[i]);
+    }
+    return k;
+}
+
+float mkmodel_weight(const struct mkmodel_spec *s, const char *name, uint64_t i)
+{
+    struct gen_tensor *t;
+    size_t n = tensors_build(s, &t);
+    float v = NAN;
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(t[k].name, name))
+            v = ll_bf16_to_f32(gen_bf16(&t[k], i));
+    free(t);
+    return v;
+}
+
+/* The safetensors header (length prefix excluded), padded to a multiple of 8. malloc'd. */
+static char *header_build(const struct gen_tensor *t, size_t n, size_t *len)
+{
+    size_t cap = 64 + n * 200, k = 0;
+    char *h = malloc(cap);
+    if (!h)
+        return NULL;
+    k += (size_t)snprintf(h + k, cap - k, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (size_t i = 0; i < n; i++) {
+        k += (size_t)snprintf(h + k, cap - k, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%lld", t[i].name,
+                              (long long)t[i].shape[0]);
+        if (t[i].ndim == 2)
+            k += (size_t)snprintf(h + k, cap - k, ",%lld", (long long)t[i].shape[1]);
+        k += (size_t)snprintf(h + k, cap - k, "],\"data_offsets\":[%llu,%llu]}",
+                              (unsigned long long)t[i].begin, (unsigned long long)t[i].end);
+    }
+    k += (size_t)snprintf(h + k, cap - k, "}");
+    LL_ASSERT(k + 8 < cap);
+    while (k % 8)
+        h[k++] = ' ';
+    *len = k;
+    return h;
+}
+
+uint64_t mkmodel_file_size(const struct mkmodel_spec *s)
+{
+    struct gen_tensor *t;
+    size_t n = tensors_build(s, &t), hl = 0;
+    char *h = t ? header_build(t, n, &hl) : NULL;
+    uint64_t size = h ? 8 + hl + t[n - 1].end : 0;
+    free(h);
+    free(t);
+    return size;
+}
+
+/* ---- parallel data writer ---- */
+
+struct writer {
+    const struct gen_tensor *t;
+    size_t n;
+    uint64_t data_start, data_size, n_chunks;
+    int fd;
+    const char *path;
+    uint64_t next_chunk; /* atomic */
+    pthread_mutex_t lock;
+    enum ll_status status; /* first error, under lock */
+    struct ll_err err;
+};
+
+static void chunk_fill(const struct writer *w, uint64_t c0, uint64_t c1, uint16_t *buf)
+{
+    /* First tensor ending after c0 (binary search: offsets are increasing). */
+    size_t lo = 0, hi = w->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (w->t[mid].end <= c0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < w->n && w->t[i].begin < c1; i++) {
+        const struct gen_tensor *t = &w->t[i];
+        uint64_t a = t->begin > c0 ? t->begin : c0, b = t->end < c1 ? t->end : c1;
+        uint16_t *dst = buf + (a - c0) / 2;
+        uint64_t e0 = (a - t->begin) / 2, e1 = (b - t->begin) / 2;
+        for (uint64_t e = e0; e < e1; e++)
+            *dst++ = gen_bf16(t, e);
+    }
+}
+
+static void writer_fail(struct writer *w, enum ll_status s, const char *what, int e)
+{
+    pthread_mutex_lock(&w->lock);
+    if (w->status == LL_OK) {
+        w->status = s;
+        ll_err_set(&w->err, s, "%s: %s: %s", w->path, what, strerror(e));
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void *writer_run(void *arg)
+{
+    struct writer *w = arg;
+    uint16_t *buf = malloc(CHUNK_BYTES);
+    if (!buf) {
+        writer_fail(w, LL_ENOMEM, "chunk buffer", ENOMEM);
+        return NULL;
+    }
+    for (;;) {
+        uint64_t c = __atomic_fetch_add(&w->next_chunk, 1, __ATOMIC_RELAXED);
+        if (c >= w->n_chunks)
+            break;
+        pthread_mutex_lock(&w->lock);
+        bool failed = w->status != LL_OK;
+        pthread_mutex_unlock(&w->lock);
+        if (failed)
+            break;
+        uint64_t c0 = c * CHUNK_BYTES;
+        uint64_t c1 = c0 + CHUNK_BYTES < w->data_size ? c0 + CHUNK_BYTES : w->data_size;
+        chunk_fill(w, c0, c1, buf);
+        const char *p = (const char *)buf;
+        uint64_t left = c1 - c0, at = w->data_start + c0;
+        while (left) {
+            ssize_t k = pwrite(w->fd, p, left, (off_t)at);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                writer_fail(w, LL_EIO, "write failed", k < 0 ? errno : ENOSPC);
+                break;
+            }
+            p += k, at += (uint64_t)k, left -= (uint64_t)k;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+static enum ll_status safetensors_write(const struct mkmodel_spec *s, const char *path,
+                                        int n_threads, struct ll_err *err)
+{
+    struct gen_tensor *t;
+    size_t n = tensors_build(s, &t), hl = 0;
+    char *hdr = t ? header_build(t, n, &hl) : NULL;
+    if (!hdr) {
+        free(t);
+        return ll_err_set(err, LL_ENOMEM, "%s: out of memory", path);
+    }
+    enum ll_status st = LL_OK;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st = ll_err_set(err, LL_EIO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    uint8_t prefix[8];
+    for (int i = 0; i < 8; i++)
+        prefix[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+    struct writer w = {
+        .t = t, .n = n, .data_start = 8 + hl, .data_size = t[n - 1].end, .fd = fd, .path = path,
+    };
+    w.n_chunks = (w.data_size + CHUNK_BYTES - 1) / CHUNK_BYTES;
+    if (ftruncate(fd, (off_t)(w.data_start + w.data_size)) != 0 ||
+        pwrite(fd, prefix, 8, 0) != 8 || pwrite(fd, hdr, hl, 8) != (ssize_t)hl) {
+        st = ll_err_set(err, LL_EIO, "%s: write failed: %s", path, strerror(errno));
+        close(fd);
+        goto out;
+    }
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_t th[64];
+    int started = 0;
+    if (n_threads > (int)LL_ARRAY_LEN(th))
+        n_threads = (int)LL_ARRAY_LEN(th);
+    for (int i = 1; i < n_threads; i++)
+        if (pthread_create(&th[started], NULL, writer_run, &w) == 0)
+            started++;
+    writer_run(&w);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&w.lock);
+    if (w.status != LL_OK) {
+        st = w.status;
+        if (err)
+            *err = w.err;
+    }
+    if (close(fd) != 0 && st == LL_OK)
+        st = ll_err_set(err, LL_EIO, "%s: close failed: %s", path, strerror(errno));
+out:
+    free(hdr);
+    free(t);
+    return st;
+}
+
+/* ---- JSON files ---- */
+
+/* A finite double the way Python's repr writes it: the shortest digits that read back the
+ * same, positional for exponents in [-4, 16) (with ".0" on integers), scientific otherwise. */
+static void py_float(char *buf, size_t size, double v)
+{
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(buf, size, "%.*e", prec - 1, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    snprintf(buf, size, "%.*e", prec - 1, v);
+    int exp = atoi(strchr(buf, 'e') + 1);
+    if (exp < -4 || exp >= 16)
+        return;
+    snprintf(buf, size, "%.*f", prec - 1 - exp > 0 ? prec - 1 - exp : 0, v);
+    if (!strchr(buf, '.'))
+        strncat(buf, ".0", size - strlen(buf) - 1);
+}
+
+static enum ll_status text_write(const char *path, const char *text, size_t len,
+                                 struct ll_err *err)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return ll_err_set(err, LL_EIO, "%s: %s", path, strerror(errno));
+    size_t k = fwrite(text, 1, len, f);
+    int e = errno;
+    if (fclose(f) != 0 || k != len)
+        return ll_err_set(err, LL_EIO, "%s: write failed: %s", path, strerror(e ? e : EIO));
+    return LL_OK;
+}
+
+static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eos,
+                                   const char *path, struct ll_err *err)
+{
+    char theta[32], eps[32], ids[96] = "", hd[48] = "", buf[2048];
+    py_float(theta, sizeof theta, s->rope_theta);
+    py_float(eps, sizeof eps, s->rms_eps);
+    size_t k = 0;
+    if (bos >= 0)
+        k += (size_t)snprintf(ids + k, sizeof ids - k, "  \"bos_token_id\": %d,\n", bos);
+    if (eos >= 0)
+        snprintf(ids + k, sizeof ids - k, "  \"eos_token_id\": %d,\n", eos);
+    if (s->head_dim)
+        snprintf(hd, sizeof hd, "  \"head_dim\": %d,\n", s->head_dim);
+    /* Keys sorted, two-space indent: as transformers' to_json_string writes them. */
+    int n = snprintf(buf, sizeof buf,
+                     "{\n"
+                     "  \"architectures\": [\n"
+                     "    \"Qwen2ForCausalLM\"\n"
+                     "  ],\n"
+                     "  \"attention_dropout\": 0.0,\n"
+                     "%s"
+                     "%s"
+                     "  \"hidden_act\": \"silu\",\n"
+                     "  \"hidden_size\": %d,\n"
+                     "  \"initializer_range\": 0.02,\n"
+                     "  \"intermediate_size\": %d,\n"
+                     "  \"max_position_embeddings\": %d,\n"
+                     "  \"max_window_layers\": %d,\n"
+                     "  \"model_type\": \"qwen2\",\n"
+                     "  \"num_attention_heads\": %d,\n"
+                     "  \"num_hidden_layers\": %d,\n"
+                     "  \"num_key_value_heads\": %d,\n"
+                     "  \"rms_norm_eps\": %s,\n"
+                     "  \"rope_theta\": %s,\n"
+                     "  \"sliding_window\": 4096,\n"
+                     "  \"tie_word_embeddings\": %s,\n"
+                     "  \"torch_dtype\": \"bfloat16\",\n"
+                     "  \"transformers_version\": \"4.44.0\",\n"
+                     "  \"use_cache\": true,\n"
+                     "  \"use_mrope\": false,\n"
+                     "  \"use_sliding_window\": false,\n"
+                     "  \"vocab_size\": %d\n"
+                     "}\n",
+                     ids, hd, s->hidden_size, s->intermediate_size, s->max_position,
+                     s->max_window_layers ? s->max_window_layers : s->n_layers, s->n_heads,
+                     s->n_layers, s->n_kv_heads, eps, theta, s->tied ? "true" : "false",
+                     s->vocab_size);
+    LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
+    return text_write(path, buf, (size_t)n, err);
+}
+
+static enum ll_status generation_write(int bos, int eos, const char *path, struct ll_err *err)
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "{\n  \"_from_model_config\": true,\n");
+    if (bos >= 0)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"bos_token_id\": %d,\n", bos);
+    if (eos >= 0)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"eos_token_id\": %d,\n", eos);
+    n += snprintf(buf + n, sizeof buf - (size_t)n,
+                  "  \"do_sample\": true,\n  \"temperature\": 0.6,\n  \"top_p\": 0.95\n}\n");
+    return text_write(path, buf, (size_t)n, err);
+}
+
+/* ---- tokenizer files ---- */
+
+/* The content of a special-token entry of tokenizer_config.json (a string or {content}). */
+static const char *token_content(const cJSON *cfg, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (cJSON_IsObject(v))
+        v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The id of token text `content` in tokenizer.json (added tokens, then the model's vocab). */
+static int token_id(const cJSON *tok, const char *content)
+{
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(tok, "added_tokens");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, added)
+    {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        if (cJSON_IsString(c) && cJSON_IsNumber(id) && !strcmp(c->valuestring, content))
+            return id->valueint;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(tok, "model");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(model, "vocab"), content);
+    return cJSON_IsNumber(id) ? id->valueint : -1;
+}
+
+/* 1 + the largest token id tokenizer.json defines. */
+static int token_count(const cJSON *tok)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(tok, "added_tokens"))
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        if (cJSON_IsNumber(id) && id->valueint >= n)
+            n = id->valueint + 1;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(tok, "model");
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(model, "vocab"))
+        if (cJSON_IsNumber(e) && e->valueint >= n)
+            n = e->valueint + 1;
+    return n;
+}
+
+struct file_text {
+    char *text;
+    size_t len;
+};
+
+/* Read the two tokenizer files, derive bos/eos ids when the spec leaves them -1, and check the
+ * vocabulary covers the tokenizer. */
+static enum ll_status tokenizer_load(const struct mkmodel_spec *s, const char *dir,
+                                     struct file_text *tok_json, struct file_text *tok_cfg,
+                                     int *bos, int *eos, struct ll_err *err)
+{
+    char *p1 = ll_path_join(dir, "tokenizer.json"), *p2 = ll_path_join(dir, "tokenizer_config.json");
+    cJSON *tok = NULL, *cfg = NULL;
+    enum ll_status st;
+    if (!p1 || !p2) {
+        st = ll_err_set(err, LL_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((st = ll_read_file(p1, &tok_json->text, &tok_json->len, err)) ||
+        (st = ll_read_file(p2, &tok_cfg->text, &tok_cfg->len, err)))
+        goto out;
+    tok = cJSON_ParseWithLength(tok_json->text, tok_json->len);
+    cfg = cJSON_ParseWithLength(tok_cfg->text, tok_cfg->len);
+    if (!tok || !cfg) {
+        st = ll_err_set(err, LL_EJSON, "%s: invalid JSON", tok ? p2 : p1);
+        goto out;
+    }
+    int n_tok = token_count(tok);
+    if (n_tok == 0) {
+        st = ll_err_set(err, LL_ETOKENIZER, "%s: no tokens found", p1);
+        goto out;
+    }
+    if (s->vocab_size < n_tok) {
+        st = ll_err_set(err, LL_EINVAL, "vocab size %d is smaller than the tokenizer's %d tokens (%s)",
+                        s->vocab_size, n_tok, p1);
+        goto out;
+    }
+    const char *names[2] = {"bos_token", "eos_token"};
+    int *ids[2] = {bos, eos}, given[2] = {s->bos_token_id, s->eos_token_id};
+    for (int i = 0; i < 2; i++) {
+        *ids[i] = given[i];
+        if (given[i] >= 0)
+            continue;
+        const char *c = token_content(cfg, names[i]);
+        if (!c) {
+            st = ll_err_set(err, LL_ETOKENIZER, "%s: no %s", p2, names[i]);
+            goto out;
+        }
+        if ((*ids[i] = token_id(tok, c)) < 0) {
+            st = ll_err_set(err, LL_ETOKENIZER, "%s: %s '%s' is not in %s", p2, names[i], c, p1);
+            goto out;
+        }
+    }
+out:
+    cJSON_Delete(tok);
+    cJSON_Delete(cfg);
+    free(p1);
+    free(p2);
+    return st;
+}
+
+/* ---- the directory ---- */
+
+/* Remove the files mkmodel writes from dir, then dir itself (best effort). */
+static void dir_remove(const char *dir)
+{
+    for (size_t i = 0; i < LL_ARRAY_LEN(written_files); i++) {
+        char *p = ll_path_join(dir, written_files[i]);
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    rmdir(dir);
+}
+
+/* True when dir holds nothing but files mkmodel writes. */
+static bool dir_is_replaceable(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool ok = true;
+    struct dirent *e;
+    while (ok && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        bool known = false;
+        for (size_t i = 0; i < LL_ARRAY_LEN(written_files) && !known; i++)
+            known = !strcmp(e->d_name, written_files[i]);
+        ok = known;
+    }
+    closedir(d);
+    return ok;
+}
+
+static enum ll_status out_dir_check(const char *out, bool force, struct ll_err *err)
+{
+    struct stat sb;
+    if (lstat(out, &sb) != 0)
+        return errno == ENOENT ? LL_OK : ll_err_set(err, LL_EIO, "%s: %s", out, strerror(errno));
+    if (!force)
+        return ll_err_set(err, LL_EINVAL, "%s already exists (use --force to replace it)", out);
+    if (!S_ISDIR(sb.st_mode) || !dir_is_replaceable(out))
+        return ll_err_set(err, LL_EINVAL,
+                          "%s exists and is not a model directory written by mkmodel; not "
+                          "replacing it",
+                          out);
+    return LL_OK;
+}
+
+enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer_dir,
+                             const char *out_dir, int n_threads, bool force, struct ll_err *err)
+{
+    enum ll_status st = mkmodel_check(s, err);
+    if (st != LL_OK)
+        return st;
+    size_t ol = strlen(out_dir);
+    while (ol > 1 && out_dir[ol - 1] == '/')
+        ol--;
+    if (ol == 0)
+        return ll_err_set(err, LL_EINVAL, "empty output directory name");
+    char *out = strndup(out_dir, ol);
+    char *tmp = malloc(ol + 32), *old = malloc(ol + 32);
+    struct file_text tj = {0}, tc = {0};
+    char *paths[LL_ARRAY_LEN(written_files)] = {0};
+    bool made_tmp = false;
+    if (!out || !tmp || !old) {
+        st = ll_err_set(err, LL_ENOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(tmp, ol + 32, "%s.tmp-%ld", out, (long)getpid());
+    snprintf(old, ol + 32, "%s.old-%ld", out, (long)getpid());
+    if ((st = out_dir_check(out, force, err)))
+        goto out;
+    int bos = s->bos_token_id, eos = s->eos_token_id;
+    if (tokenizer_dir && (st = tokenizer_load(s, tokenizer_dir, &tj, &tc, &bos, &eos, err)))
+        goto out;
+
+    if (mkdir(tmp, 0755) != 0) {
+        st = ll_err_set(err, LL_EIO, "%s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    made_tmp = true;
+    for (size_t i = 0; i < LL_ARRAY_LEN(written_files); i++)
+        if (!(paths[i] = ll_path_join(tmp, written_files[i]))) {
+            st = ll_err_set(err, LL_ENOMEM, "out of memory");
+            goto out;
+        }
+    if ((st = config_write(s, bos, eos, paths[0], err)) ||
+        (st = generation_write(bos, eos, paths[1], err)) ||
+        (st = safetensors_write(s, paths[2], n_threads < 1 ? 1 : n_threads, err)))
+        goto out;
+    if (tokenizer_dir && ((st = text_write(paths[3], tj.text, tj.len, err)) ||
+                          (st = text_write(paths[4], tc.text, tc.len, err))))
+        goto out;
+
+    /* Publish: the finished directory appears under its name in one rename. */
+    bool replacing = false;
+    if ((st = out_dir_check(out, force, err)))
+        goto out;
+    if (access(out, F_OK) == 0) {
+        if (rename(out, old) != 0) {
+            st = ll_err_set(err, LL_EIO, "%s: cannot move aside: %s", out, strerror(errno));
+            goto out;
+        }
+        replacing = true;
+    }
+    if (rename(tmp, out) != 0) {
+        st = ll_err_set(err, LL_EIO, "%s: cannot rename to %s: %s", tmp, out, strerror(errno));
+        if (replacing)
+            rename(old, out);
+        goto out;
+    }
+    made_tmp = false;
+    if (replacing)
+        dir_remove(old);
+out:
+    if (made_tmp)
+        dir_remove(tmp);
+    for (size_t i = 0; i < LL_ARRAY_LEN(paths); i++)
+        free(paths[i]);
+    free(tj.text);
+    free(tc.text);
+    free(out);
+    free(tmp);
+    free(old);
+    return st;
+}

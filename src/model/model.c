@@ -1,0 +1,99 @@
+/*
+ * model.c: model_open / model_close (see model.h).
+ *
+ * Order of open: the directory, config.json (-> family via the registry), generation_config.json
+ * (optional), the weight files (mmap + full validation), then the family binds its tensors
+ * against the config. Any failure undoes everything done so far and leaves one message naming
+ * the file and the problem. Runs on the start-up thread; the model is read-only afterwards.
+ */
+#include "model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model_config.h"
+#include "model_registry.h"
+#include "safetensors.h"
+#include "util.h"
+
+/* Pick the family from model_type, else from architectures[0]. */
+static enum ll_status family_pick(struct model *m, const char *cfg_path, struct ll_err *err)
+{
+    struct model_config *c = &m->config;
+    char known[256];
+    model_registry_names(known, sizeof known);
+    if (c->model_type[0]) {
+        m->family = model_registry_find(c->model_type);
+        if (!m->family)
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: unknown model_type \"%s\" (known: %s)", cfg_path,
+                              c->model_type, known);
+        return LL_OK;
+    }
+    m->family = model_registry_find_arch(c->architecture);
+    if (!m->family)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: no model_type, and architecture \"%s\" is unknown (known model "
+                          "types: %s)",
+                          cfg_path, c->architecture, known);
+    strcpy(c->model_type, m->family->model_type); /* fits: registry names are short */
+    return LL_OK;
+}
+
+static enum ll_status open_steps(struct model *m, const char *dir, struct ll_err *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return ll_err_set(err, LL_EIO, "model directory %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return ll_err_set(err, LL_EIO, "model directory %s: not a directory", dir);
+
+    char *cfg_path = ll_path_join(dir, "config.json");
+    char *gen_path = ll_path_join(dir, "generation_config.json");
+    enum ll_status s;
+    if (!cfg_path || !gen_path) {
+        s = ll_err_set(err, LL_ENOMEM, "%s: out of memory", dir);
+        goto out;
+    }
+    if ((s = model_config_read(&m->config, cfg_path, err)) ||
+        (s = family_pick(m, cfg_path, err)) ||
+        (s = generation_defaults_read(&m->gen, gen_path, err)) ||
+        (s = model_config_merge_eos(&m->config, &m->gen, cfg_path, gen_path, err)) ||
+        (s = st_open_dir(&m->st, dir, err)))
+        goto out;
+    s = m->family->bind(m, err);
+out:
+    free(cfg_path);
+    free(gen_path);
+    return s;
+}
+
+enum ll_status model_open(struct model **out, const char *dir, struct ll_err *err)
+{
+    *out = NULL;
+    struct model *m = calloc(1, sizeof *m);
+    if (!m || !(m->dir = strdup(dir))) {
+        free(m);
+        return ll_err_set(err, LL_ENOMEM, "%s: out of memory", dir);
+    }
+    enum ll_status s = open_steps(m, dir, err);
+    if (s != LL_OK) {
+        model_close(m);
+        return s;
+    }
+    *out = m;
+    return LL_OK;
+}
+
+void model_close(struct model *m)
+{
+    if (!m)
+        return;
+    if (m->family && m->family->unbind)
+        m->family->unbind(m);
+    st_close(m->st);
+    free(m->dir);
+    free(m);
+}

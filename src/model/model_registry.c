@@ -1,0 +1,53 @@
+/*
+ * model_registry.c: the table of model families (see model_registry.h). One entry per family;
+ * this table is the only place that knows which families exist.
+ */
+#include "model_registry.h"
+#include "qwen2.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const qwen2_archs[] = {"Qwen2ForCausalLM", NULL};
+
+static const struct model_family families[] = {
+    {
+        .model_type = "qwen2",
+        .architectures = qwen2_archs,
+        .bind = qwen2_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+};
+
+const struct model_family *model_registry_find(const char *model_type)
+{
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (!strcmp(families[i].model_type, model_type))
+            return &families[i];
+    return NULL;
+}
+
+const struct model_family *model_registry_find_arch(const char *architecture)
+{
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        for (const char *const *a = families[i].architectures; a && *a; a++)
+            if (!strcmp(*a, architecture))
+                return &families[i];
+    return NULL;
+}
+
+void model_registry_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < sizeof families / sizeof families[0] && n < size; i++) {
+        int k = snprintf(buf + n, size - n, "%s%s", i ? ", " : "", families[i].model_type);
+        if (k < 0)
+            break;
+        n += (size_t)k;
+    }
+}

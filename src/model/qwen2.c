@@ -1,0 +1,355 @@
+/*
+ * qwen2.c: the Qwen2 forward pass over a flat batch (see qwen2.h, runtime.h).
+ *
+ * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
+ * biases widened to f32, and one scratch allocation carved into the activation buffers of a
+ * max_batch step. qwen2_forward() allocates nothing.
+ *
+ * Called by the thread that owns the runtime; the matmuls, attention and the row-wise steps run
+ * on the pool (one ll_pool_run per op, rows split by (ith, nth)). Every row-wise step computes a
+ * row the same way wherever it sits, the matmul contract gives the same guarantee, and attention
+ * reads K/V only from the cache after this step's K/V are written: a token's logits are the same
+ * bits in a prefill batch, a chunk or a decode step.
+ *
+ * The last layer only needs the rows that want logits after its attention (the K/V it writes
+ * come from its input), so those rows are gathered there and o/MLP/norm/lm_head run on them alone.
+ */
+#include "qwen2.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_registry.h"
+#include "ops.h"
+#include "util.h"
+
+struct qwen2_runtime {
+    struct model_runtime base; /* first: qwen2_* cast between the two */
+    struct ll_rope rope;
+    int hidden, n_heads, n_kv, head_dim, inter, vocab, qdim, kvdim;
+    float *bias;    /* (n_layers, qdim + 2·kvdim) bq | bk | bv widened to f32 */
+    int32_t *table; /* (n_slots / block_size) identity block table of the default sequence */
+    struct ll_kv_seq seq0;
+    /* scratch, carved from mem */
+    void *mem;
+    float *x;       /* (max_batch, hidden) residual stream */
+    float *xn;      /* (max_batch, hidden) normed input of the next matmul */
+    float *tmp;     /* (max_batch, hidden) o / down projection output */
+    float *q, *att; /* (max_batch, qdim) */
+    float *k, *v;   /* (max_batch, kvdim) */
+    float *gate, *up; /* (max_batch, inter) */
+    float *scores;  /* (n_threads, n_heads / n_kv_heads, n_ctx) attention scratch */
+    int32_t *slot;  /* (max_batch) resolved KV slot of each row */
+    int32_t *seqi;  /* (max_batch) resolved sequence index of each row */
+    int32_t *rows;  /* (max_batch) rows that want logits, ascending */
+};
+
+/* ---- row-wise steps on the pool ---- */
+
+enum step_op {
+    STEP_NORM,     /* xn = rms_norm(x, w) */
+    STEP_ROPE_KV,  /* rope(q), rope(k), cache ← k, v */
+    STEP_ADD_NORM, /* x += tmp; xn = rms_norm(x, w) */
+    STEP_SWIGLU,   /* gate = silu(gate) · up */
+};
+
+struct step {
+    struct qwen2_runtime *r;
+    enum step_op op;
+    int n;                     /* rows */
+    int layer;
+    const struct ll_tensor *w; /* norm weight */
+    const int32_t *pos;        /* (n) for STEP_ROPE_KV */
+};
+
+static void step_worker(void *ctx, int ith, int nth)
+{
+    const struct step *s = ctx;
+    struct qwen2_runtime *r = s->r;
+    float eps = r->base.model->config.rms_eps;
+    int lo, hi;
+    if (s->op == STEP_SWIGLU) {
+        /* Split elements in 16-aligned pieces (a row of one token is worth splitting). */
+        int total = s->n * r->inter, chunks = (total + 15) / 16;
+        ll_split(chunks, ith, nth, &lo, &hi);
+        lo *= 16;
+        hi = hi * 16 < total ? hi * 16 : total;
+        if (hi > lo)
+            ll_swiglu(r->gate + lo, r->gate + lo, r->up + lo, hi - lo);
+        return;
+    }
+    ll_split(s->n, ith, nth, &lo, &hi);
+    if (hi <= lo)
+        return;
+    size_t h = (size_t)r->hidden;
+    switch (s->op) {
+    case STEP_NORM:
+        ll_rms_norm(r->xn + lo * h, r->x + lo * h, s->w->data, s->w->dtype, hi - lo, r->hidden,
+                    eps);
+        break;
+    case STEP_ADD_NORM:
+        ll_add(r->x + lo * h, r->x + lo * h, r->tmp + lo * h, (hi - lo) * r->hidden);
+        ll_rms_norm(r->xn + lo * h, r->x + lo * h, s->w->data, s->w->dtype, hi - lo, r->hidden,
+                    eps);
+        break;
+    case STEP_ROPE_KV:
+        ll_rope_apply(r->q + (size_t)lo * r->qdim, &r->rope, s->pos + lo, hi - lo, r->n_heads);
+        ll_rope_apply(r->k + (size_t)lo * r->kvdim, &r->rope, s->pos + lo, hi - lo, r->n_kv);
+        ll_kv_cache_write(&r->base.kv, s->layer, r->slot + lo, r->k + (size_t)lo * r->kvdim,
+                          r->v + (size_t)lo * r->kvdim, hi - lo);
+        break;
+    case STEP_SWIGLU:
+        break;
+    }
+}
+
+static void run_step(struct qwen2_runtime *r, enum step_op op, int n, int layer,
+                     const struct ll_tensor *w, const int32_t *pos)
+{
+    struct step s = {r, op, n, layer, w, pos};
+    ll_pool_run(r->base.pool, step_worker, &s);
+}
+
+/* ---- creation ---- */
+
+void qwen2_runtime_free(struct model_runtime *rt)
+{
+    struct qwen2_runtime *r = (struct qwen2_runtime *)rt;
+    if (!r)
+        return;
+    ll_pool_free(r->base.pool);
+    ll_kv_cache_free(&r->base.kv);
+    ll_rope_free(&r->rope);
+    free(r->bias);
+    free(r->table);
+    free(r->mem);
+    free(r);
+}
+
+/* Widen a 1-D tensor of n elements to f32. */
+static void widen(float *out, const struct ll_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case LL_F32:
+            out[i] = ((const float *)t->data)[i];
+            break;
+        case LL_BF16:
+            out[i] = ll_bf16_to_f32(((const uint16_t *)t->data)[i]);
+            break;
+        case LL_F16:
+            out[i] = ll_f16_to_f32(((const uint16_t *)t->data)[i]);
+            break;
+        }
+    }
+}
+
+enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct model *m,
+                                    const struct runtime_opts *opts, struct ll_err *err)
+{
+    *out = NULL;
+    const struct model_config *c = &m->config;
+    struct runtime_opts o = *opts;
+    runtime_opts_resolve(&o, m);
+    if (o.n_ctx < 1 || o.max_batch < 1 || o.n_threads < 1 || o.n_threads > 256 ||
+        o.block_size < 1 || o.n_slots % o.block_size)
+        return ll_err_set(err, LL_EINVAL,
+                          "runtime: bad options (ctx %d, slots %d, block size %d, batch %d, "
+                          "threads %d)", o.n_ctx, o.n_slots, o.block_size, o.max_batch,
+                          o.n_threads);
+    if (c->n_kv_heads < 1 || c->n_heads % c->n_kv_heads || c->head_dim % 2 ||
+        c->n_heads / c->n_kv_heads > LL_ATTN_MAX_GROUP)
+        return ll_err_set(err, LL_EMODEL, "config.json: %d attention heads, %d KV heads, "
+                          "head_dim %d: unsupported", c->n_heads, c->n_kv_heads, c->head_dim);
+
+    struct qwen2_runtime *r = calloc(1, sizeof *r);
+    if (!r)
+        return ll_err_set(err, LL_ENOMEM, "runtime: out of memory");
+    r->base.model = m;
+    r->base.opts = o;
+    r->hidden = c->hidden_size;
+    r->n_heads = c->n_heads;
+    r->n_kv = c->n_kv_heads;
+    r->head_dim = c->head_dim;
+    r->inter = c->intermediate_size;
+    r->vocab = c->vocab_size;
+    r->qdim = c->n_heads * c->head_dim;
+    r->kvdim = c->n_kv_heads * c->head_dim;
+
+    enum ll_status s;
+    if ((s = ll_pool_create(&r->base.pool, o.n_threads, err)) ||
+        (s = ll_kv_cache_init(&r->base.kv, o.math == LL_MATH_EXACT ? LL_F32 : LL_BF16,
+                               c->n_layers, o.n_slots, c->n_kv_heads, c->head_dim, err)) ||
+        (s = ll_rope_init(&r->rope, c->head_dim, o.n_ctx, c->rope_theta, err))) {
+        qwen2_runtime_free(&r->base);
+        return s;
+    }
+
+    int nblk = o.n_slots / o.block_size;
+    r->table = malloc(sizeof(int32_t) * nblk);
+    size_t per_layer = (size_t)r->qdim + 2 * (size_t)r->kvdim;
+    r->bias = malloc(sizeof(float) * per_layer * c->n_layers);
+    size_t B = (size_t)o.max_batch;
+    size_t att_floats = ll_attention_scratch_floats(o.n_threads, c->n_heads, c->n_kv_heads,
+                                                    o.n_ctx);
+    size_t floats = B * (3 * (size_t)r->hidden + 2 * (size_t)r->qdim + 2 * (size_t)r->kvdim +
+                         2 * (size_t)r->inter) +
+                    att_floats;
+    size_t bytes = floats * sizeof(float) + 3 * B * sizeof(int32_t);
+    r->mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!r->table || !r->bias || !r->mem) {
+        qwen2_runtime_free(&r->base);
+        return ll_err_set(err, LL_ENOMEM, "runtime: out of memory for %zu bytes of scratch "
+                          "(max batch %d, ctx %d)", bytes, o.max_batch, o.n_ctx);
+    }
+    for (int i = 0; i < nblk; i++)
+        r->table[i] = i;
+    r->seq0 = (struct ll_kv_seq){r->table, nblk};
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct qwen2_layer *L = &m->weights.layers[l];
+        float *b = r->bias + per_layer * l;
+        LL_ASSERT(L->bq.data && L->bk.data && L->bv.data); /* qwen2_bind requires them */
+        widen(b, &L->bq, r->qdim);
+        widen(b + r->qdim, &L->bk, r->kvdim);
+        widen(b + r->qdim + r->kvdim, &L->bv, r->kvdim);
+    }
+
+    float *p = r->mem;
+    r->x = p, p += B * r->hidden;
+    r->xn = p, p += B * r->hidden;
+    r->tmp = p, p += B * r->hidden;
+    r->q = p, p += B * r->qdim;
+    r->att = p, p += B * r->qdim;
+    r->k = p, p += B * r->kvdim;
+    r->v = p, p += B * r->kvdim;
+    r->gate = p, p += B * r->inter;
+    r->up = p, p += B * r->inter;
+    r->scores = p, p += att_floats;
+    r->slot = (int32_t *)p;
+    r->seqi = r->slot + B;
+    r->rows = r->seqi + B;
+    *out = &r->base;
+    return LL_OK;
+}
+
+/* ---- the step ---- */
+
+/* Check the batch against the runtime and resolve each row's sequence and slot; *n_want gets
+ * the number of rows that want logits (their indices in r->rows). Returns as qwen2_forward. */
+static enum ll_status check_batch(struct qwen2_runtime *r, const struct ll_batch *b,
+                                  const struct ll_kv_seq **seqs, int *n_seqs, int *n_want_out,
+                                  struct ll_err *err)
+{
+    const struct runtime_opts *o = &r->base.opts;
+    if (b->n_tokens < 1 || b->n_tokens > o->max_batch)
+        return ll_err_set(err, LL_EINVAL, "batch of %d tokens (must be 1..%d)", b->n_tokens,
+                          o->max_batch);
+    *seqs = b->seqs ? b->seqs : &r->seq0;
+    *n_seqs = b->seqs ? b->n_seqs : 1;
+    int bs = o->block_size, nblk_phys = o->n_slots / bs, n_want = 0;
+    for (int i = 0; i < b->n_tokens; i++) {
+        int t = b->token[i], p = b->pos[i], sq = b->seq ? b->seq[i] : 0;
+        if (t < 0 || t >= r->vocab)
+            return ll_err_set(err, LL_EINVAL,
+                              "batch row %d: token id %d outside the vocabulary (%d)", i, t,
+                              r->vocab);
+        if (p < 0 || p >= o->n_ctx)
+            return ll_err_set(err, p < 0 ? LL_EINVAL : LL_ETOOLONG,
+                              "batch row %d: position %d outside the context (0..%d)", i, p,
+                              o->n_ctx - 1);
+        if (sq < 0 || sq >= *n_seqs)
+            return ll_err_set(err, LL_EINVAL, "batch row %d: sequence %d of %d", i, sq,
+                              *n_seqs);
+        const struct ll_kv_seq *s = &(*seqs)[sq];
+        if (p / bs >= s->n_blocks)
+            return ll_err_set(err, LL_ETOOLONG,
+                              "batch row %d: position %d past the sequence's %d KV blocks of %d",
+                              i, p, s->n_blocks, bs);
+        for (int k = 0; k <= p / bs; k++)
+            if (s->block_table[k] < 0 || s->block_table[k] >= nblk_phys)
+                return ll_err_set(err, LL_EINVAL,
+                                  "batch row %d: block %d of sequence %d is %d (cache has %d)", i,
+                                  k, sq, s->block_table[k], nblk_phys);
+        int slot = s->block_table[p / bs] * bs + p % bs;
+        if (b->slot && b->slot[i] != slot)
+            return ll_err_set(err, LL_EINVAL,
+                              "batch row %d: slot %d but the block table gives %d", i,
+                              b->slot[i], slot);
+        r->slot[i] = slot;
+        r->seqi[i] = sq;
+        bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
+        if (want)
+            r->rows[n_want++] = i;
+    }
+    *n_want_out = n_want;
+    return LL_OK;
+}
+
+/* Move rows r->rows[0..n) of a (rows, dim) buffer to the front, in order (in place). */
+static void gather_rows(float *buf, const int32_t *rows, int n, int dim)
+{
+    for (int j = 0; j < n; j++)
+        if (rows[j] != j)
+            memmove(buf + (size_t)j * dim, buf + (size_t)rows[j] * dim, sizeof(float) * dim);
+}
+
+enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
+                             struct ll_err *err)
+{
+    struct qwen2_runtime *r = (struct qwen2_runtime *)rt;
+    const struct model *m = rt->model;
+    const struct qwen2_weights *W = &m->weights;
+    const struct runtime_opts *o = &rt->opts;
+    struct ll_pool *pool = rt->pool;
+    enum ll_math math = o->math;
+    const struct ll_kv_seq *seqs = NULL;
+    int n_seqs = 0, n_want = 0;
+    enum ll_status st = check_batch(r, b, &seqs, &n_seqs, &n_want, err);
+    if (st)
+        return st;
+
+    int n = b->n_tokens, H = r->hidden, nl = m->config.n_layers;
+    size_t per_layer = (size_t)r->qdim + 2 * (size_t)r->kvdim;
+    struct ll_attn_batch ab = {n, b->pos, r->seqi, seqs, o->block_size};
+
+    ll_embedding(r->x, W->embed.data, W->embed.dtype, b->token, n, H);
+    run_step(r, STEP_NORM, n, 0, &W->layers[0].attn_norm, NULL);
+
+    for (int l = 0; l < nl; l++) {
+        const struct qwen2_layer *L = &W->layers[l];
+        const float *bias = r->bias + per_layer * l;
+        ll_matmul(r->q, r->xn, L->wq.data, L->wq.dtype, bias, n, r->qdim, H, math, pool);
+        ll_matmul(r->k, r->xn, L->wk.data, L->wk.dtype, bias + r->qdim, n, r->kvdim, H, math,
+                  pool);
+        ll_matmul(r->v, r->xn, L->wv.data, L->wv.dtype, bias + r->qdim + r->kvdim, n, r->kvdim,
+                  H, math, pool);
+        run_step(r, STEP_ROPE_KV, n, l, NULL, b->pos);
+        ab.n_tokens = n;
+        ll_attention(r->att, r->q, &rt->kv, l, &ab, r->n_heads, r->scores, o->n_ctx, pool);
+
+        if (l == nl - 1 && n_want < n) {
+            /* From here on only the rows that want logits matter. */
+            gather_rows(r->att, r->rows, n_want, r->qdim);
+            gather_rows(r->x, r->rows, n_want, H);
+            n = n_want;
+            if (n == 0)
+                return LL_OK;
+        }
+
+        ll_matmul(r->tmp, r->att, L->wo.data, L->wo.dtype, NULL, n, H, r->qdim, math, pool);
+        run_step(r, STEP_ADD_NORM, n, l, &L->mlp_norm, NULL);
+        ll_matmul(r->gate, r->xn, L->w_gate.data, L->w_gate.dtype, NULL, n, r->inter, H, math,
+                  pool);
+        ll_matmul(r->up, r->xn, L->w_up.data, L->w_up.dtype, NULL, n, r->inter, H, math, pool);
+        run_step(r, STEP_SWIGLU, n, l, NULL, NULL);
+        ll_matmul(r->tmp, r->gate, L->w_down.data, L->w_down.dtype, NULL, n, H, r->inter, math,
+                  pool);
+        run_step(r, STEP_ADD_NORM, n, l, l + 1 < nl ? &W->layers[l + 1].attn_norm : &W->final_norm,
+                 NULL);
+    }
+    /* n == n_want here (the last layer gathered them, or every row wants logits). */
+    ll_matmul(logits, r->xn, W->lm_head.data, W->lm_head.dtype, NULL, n, r->vocab, H, math,
+              pool);
+    return LL_OK;
+}

@@ -1,0 +1,199 @@
+/*
+ * sampler.c: next-token choice from f32 logits (see sampler.h).
+ *
+ * Candidates are ordered by (logit descending, id ascending), a total order, so every step is
+ * reproducible. Top-k is a quickselect over the ids. Top-p buckets the candidates by
+ * d = (max - logit)/T (16 buckets per unit, monotone in the rank), finds the bucket where the
+ * cumulative mass reaches top_p, keeps every bucket before it and sorts only that bucket to cut
+ * it exactly: the kept set is exactly the sorted prefix Hugging Face keeps, at O(vocab) cost.
+ * Weights e^((l - max)/T) are summed in double.
+ * Called by the thread that owns the sampler; no allocation after sampler_init().
+ */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "ops.h"
+
+enum ll_status sampler_init(struct sampler *s, int vocab, struct ll_err *err)
+{
+    s->vocab = 0;
+    s->idx = s->tmp = NULL;
+    s->w = NULL;
+    if (vocab < 1)
+        return ll_err_set(err, LL_EINVAL, "sampler: vocabulary size %d", vocab);
+    s->idx = malloc(sizeof(int32_t) * vocab);
+    s->tmp = malloc(sizeof(int32_t) * vocab);
+    s->w = malloc(sizeof(float) * vocab);
+    if (!s->idx || !s->tmp || !s->w) {
+        sampler_free(s);
+        return ll_err_set(err, LL_ENOMEM, "sampler: out of memory for %d ids", vocab);
+    }
+    s->vocab = vocab;
+    return LL_OK;
+}
+
+void sampler_free(struct sampler *s)
+{
+    free(s->idx);
+    free(s->tmp);
+    free(s->w);
+    s->idx = s->tmp = NULL;
+    s->w = NULL;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double sampler_uniform(uint64_t seed, uint64_t counter)
+{
+    uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ull);
+    h = mix64(h ^ (counter * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static inline float key(const float *l, int32_t i) { return isnan(l[i]) ? -INFINITY : l[i]; }
+
+/* a ranks before b. */
+static inline int before(const float *l, int32_t a, int32_t b)
+{
+    float ka = key(l, a), kb = key(l, b);
+    return ka > kb || (ka == kb && a < b);
+}
+
+static int cmp_rank(const void *pa, const void *pb, void *ctx)
+{
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    return before(ctx, a, b) ? -1 : before(ctx, b, a) ? 1 : 0;
+}
+
+static void swap(int32_t *a, int32_t *b)
+{
+    int32_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Reorder idx[0..n) so that idx[0..c) are the c best-ranked (in no particular order). */
+static void select_top(int32_t *idx, int n, int c, const float *l)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        /* median of three to idx[hi] as the pivot */
+        if (before(l, idx[mid], idx[lo]))
+            swap(&idx[mid], &idx[lo]);
+        if (before(l, idx[hi], idx[lo]))
+            swap(&idx[hi], &idx[lo]);
+        if (before(l, idx[mid], idx[hi]))
+            swap(&idx[mid], &idx[hi]);
+        int32_t pivot = idx[hi];
+        int store = lo;
+        for (int i = lo; i < hi; i++)
+            if (before(l, idx[i], pivot))
+                swap(&idx[i], &idx[store++]);
+        swap(&idx[store], &idx[hi]);
+        if (store == c - 1 || store == c)
+            return;
+        if (store < c)
+            lo = store + 1;
+        else
+            hi = store - 1;
+    }
+}
+
+enum { NB_PER_UNIT = 16, NB = 64 * NB_PER_UNIT };
+
+/* Bucket of candidate i: floor(16 · (max - logit)/T), the last bucket for everything beyond. */
+static inline int bucket_of(const float *l, int32_t i, float mx, float inv_t)
+{
+    float d = (mx - key(l, i)) * inv_t * (float)NB_PER_UNIT;
+    return d < (float)(NB - 1) ? (int)d : NB - 1;
+}
+
+/* Top-p over candidates idx[0..n) holding total weight z: reorders idx so that idx[0..kept)
+ * is the kept set, the smallest best-ranked prefix whose weight reaches `need`; *z_kept gets
+ * its weight. Returns kept (>= 1). */
+static int nucleus(struct sampler *s, const float *l, float mx, float inv_t, int n, double need,
+                   double *z_kept)
+{
+    double mass[NB] = {0};
+    for (int j = 0; j < n; j++)
+        mass[bucket_of(l, s->idx[j], mx, inv_t)] += s->w[s->idx[j]];
+    double cum = 0.0;
+    int bc = 0;
+    while (bc < NB - 1 && cum + mass[bc] < need)
+        cum += mass[bc++];
+    /* Buckets before bc are kept whole (in their current order); bucket bc goes to tmp. */
+    int kept = 0, nc = 0;
+    for (int j = 0; j < n; j++) {
+        int32_t id = s->idx[j];
+        int b = bucket_of(l, id, mx, inv_t);
+        if (b < bc)
+            s->idx[kept++] = id;
+        else if (b == bc)
+            s->tmp[nc++] = id;
+    }
+    qsort_r(s->tmp, (size_t)nc, sizeof(int32_t), cmp_rank, (void *)l);
+    for (int j = 0; j < nc && cum < need; j++) {
+        cum += s->w[s->tmp[j]];
+        s->idx[kept++] = s->tmp[j];
+    }
+    if (kept == 0) { /* need <= 0 cannot happen for top_p > 0, but keep the best */
+        s->idx[kept++] = nc ? s->tmp[0] : s->idx[0];
+        cum = s->w[s->idx[0]];
+    }
+    *z_kept = cum;
+    return kept;
+}
+
+int32_t sampler_sample(struct sampler *s, const float *logits, const struct sampler_params *p,
+                       uint64_t counter)
+{
+    int V = s->vocab;
+    if (p->temperature <= 0.0f || p->top_k == 1)
+        return ll_argmax(logits, V);
+
+    int32_t best = ll_argmax(logits, V);
+    float mx = logits[best];
+    if (!isfinite(mx))
+        return best;
+    float inv_t = 1.0f / p->temperature;
+    for (int i = 0; i < V; i++)
+        s->w[i] = isnan(logits[i]) ? -INFINITY : (logits[i] - mx) * inv_t;
+    ll_exp(s->w, s->w, V);
+    for (int i = 0; i < V; i++) {
+        if (isnan(logits[i]) || logits[i] == -INFINITY)
+            s->w[i] = 0.0f;
+        s->idx[i] = i;
+    }
+
+    int n = V;
+    if (p->top_k > 0 && p->top_k < V) {
+        select_top(s->idx, V, p->top_k, logits);
+        n = p->top_k;
+    }
+    double z = 0.0;
+    for (int j = 0; j < n; j++)
+        z += s->w[s->idx[j]];
+
+    if (p->top_p > 0.0f && p->top_p < 1.0f)
+        n = nucleus(s, logits, mx, inv_t, n, (double)p->top_p * z, &z);
+
+    double target = sampler_uniform(p->seed, counter) * z, cum = 0.0;
+    for (int j = 0; j < n; j++) {
+        cum += s->w[s->idx[j]];
+        if (cum > target)
+            return s->idx[j];
+    }
+    /* Rounding left target at the very end: the last candidate with weight. */
+    for (int j = n - 1; j >= 0; j--)
+        if (s->w[s->idx[j]] > 0.0f)
+            return s->idx[j];
+    return best;
+}

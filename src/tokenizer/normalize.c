@@ -1,0 +1,85 @@
+/*
+ * normalize.c: the NFC normalizer (Unicode canonical composition, via utf8proc).
+ *
+ * Most text is already NFC, and proving that is much cheaper than normalising: a text is left
+ * as it is when every character is "NFC-inert": below U+0300 (no byte >= 0xCC in UTF-8), or
+ * marked so in the class table, meaning combining class 0, NFC of the character alone is
+ * itself, and it is not the second part of any canonical decomposition (so it cannot compose
+ * with what precedes it). That covers English, code, CJK, kana, Hangul syllables, Cyrillic...;
+ * anything else (combining marks, jamo, characters beyond the BMP) goes through utf8proc.
+ * The table is built at load; tok_nfc runs on any thread.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "tokenizer_impl.h"
+
+void tok_nfc_table_init(uint8_t *table)
+{
+    utf8proc_int32_t buf[32];
+    for (utf8proc_int32_t c = 0; c < 0x10000; c++) {
+        const utf8proc_property_t *p = utf8proc_get_property(c);
+        int last = 0;
+        utf8proc_ssize_t n = utf8proc_decompose_char(c, buf, 32, UTF8PROC_DECOMPOSE, &last);
+        if (n <= 0 || n > 32)
+            continue;
+        /* everything after the first character of a decomposition can compose backwards */
+        for (utf8proc_ssize_t i = 1; i < n; i++)
+            if (buf[i] < 0x10000)
+                table[buf[i]] |= 0x80; /* temporary mark: "a second part" */
+        if (p->combining_class != 0 || (c >= 0xD800 && c <= 0xDFFF))
+            continue;
+        utf8proc_ssize_t m = utf8proc_normalize_utf32(buf, n, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (m == 1 && buf[0] == c)
+            table[c] |= TOK_CP_NFC_OK;
+    }
+    for (size_t c = 0; c < 0x10000; c++)
+        if (table[c] & 0x80)
+            table[c] &= (uint8_t)~(0x80 | TOK_CP_NFC_OK);
+}
+
+/* Whether s is NFC without looking further. */
+static bool inert(const struct tokenizer *tok, const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] < 0xCC) { /* ASCII, a continuation byte, or a lead byte below U+0300 */
+            i++;
+            continue;
+        }
+        if (!tok)
+            return false;
+        uint32_t cp;
+        i += tok_utf8_decode(s + i, n - i, &cp);
+        if (cp >= 0x10000 || !(tok->cp_class[cp] & TOK_CP_NFC_OK))
+            return false;
+    }
+    return true;
+}
+
+enum ll_status tok_nfc(const struct tokenizer *tok, const char *s, size_t n, const char **out,
+                       size_t *out_len, bool *owned)
+{
+    if (inert(tok, (const unsigned char *)s, n)) {
+        *out = s;
+        *out_len = n;
+        *owned = false;
+        return LL_OK;
+    }
+    if (n > (size_t)PTRDIFF_MAX / 8) /* utf8proc takes signed lengths, works in UTF-32 */
+        return LL_ENOMEM;
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (r < 0) {
+        /* input is valid UTF-8, so the only failure left is memory */
+        free(dst);
+        return LL_ENOMEM;
+    }
+    *out = (const char *)dst;
+    *out_len = (size_t)r;
+    *owned = true;
+    return LL_OK;
+}

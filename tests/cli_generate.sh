@@ -1,0 +1,104 @@
+#!/bin/sh
+# cli_generate.sh: black-box tests of `llaisys-cli generate`, `score` and `bench` on the tiny-qwen2
+# fixture: greedy ids equal the float64 reference (tiny-qwen2.expected.json) over its stable
+# prefix on both math paths, score's top-1 agrees with the reference, seeded sampling repeats,
+# text and chat prompts run, and bad arguments fail with a message naming the problem.
+cli="${LLAISYS_CLI:-./llaisys-cli}"
+model=tests/fixtures/tiny-qwen2
+exp=tests/fixtures/tiny-qwen2.expected.json
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+check() { # check NAME CONDITION-EXIT-STATUS
+    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
+}
+
+# One case of expected.json on a line of its own; then its fields.
+case_json() { sed 's/{"name":/\n{"name":/g' "$exp" | grep "^{\"name\":\"$1\""; }
+field_list() { sed -n "s/.*\"$2\":\[\([0-9,]*\)\].*/\1/p" "$1" | tr ',' ' '; }
+field_int() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"; }
+
+for name in story chat_hello; do
+    case_json "$name" >"$tmp/$name.json"
+    ids=$(field_list "$tmp/$name.json" ids)
+    stable=$(field_int "$tmp/$name.json" greedy_stable_prefix)
+    want=$(field_list "$tmp/$name.json" greedy | tr ' ' '\n' | head -n "$stable" | tr '\n' ' ' |
+        sed 's/ $//')
+    [ -n "$ids" ] && [ -n "$want" ]
+    check "extract reference case $name" $?
+    for mode in --exact ""; do
+        # shellcheck disable=SC2086
+        got=$("$cli" generate --model "$model" --ids "$ids" --temp 0 --print-ids -n "$stable" \
+            $mode 2>"$tmp/err")
+        [ "$got" = "$want" ]
+        check "generate greedy ids $name ${mode:-fast} = reference ($stable tokens)" $?
+    done
+    grep -q 'tokens/s' "$tmp/err"
+    check "generate $name prints tokens/s to stderr" $?
+done
+
+# score: one JSON line per position; the last line's best id is the reference's first greedy id.
+ids=$(field_list "$tmp/story.json" ids)
+n_ids=$(echo "$ids" | wc -w)
+first=$(field_list "$tmp/story.json" greedy | cut -d' ' -f1)
+"$cli" score --model "$model" --ids "$ids" --top 3 --exact >"$tmp/score" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(wc -l <"$tmp/score")" -eq "$n_ids" ] &&
+    tail -n 1 "$tmp/score" | grep -q "^\[\[$first,"
+check "score: a line per position, last top-1 = reference greedy[0]" $?
+head -n 1 "$tmp/score" | grep -Eq '^\[\[53853,124\.8[0-9]*\],\[62813,121\.2[0-9]*\],\[[0-9]+,[0-9.-]+\]\]$'
+check "score: first position top-3 as JSON [id, logit] pairs, reference values" $?
+
+# Seeded sampling is reproducible.
+a=$("$cli" generate --model "$model" --prompt "Once upon a time" --temp 1.0 --top-p 0.9 \
+    --seed 7 -n 12 --print-ids 2>/dev/null)
+b=$("$cli" generate --model "$model" --prompt "Once upon a time" --temp 1.0 --top-p 0.9 \
+    --seed 7 -n 12 --print-ids 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$(echo "$a" | wc -w)" -eq 12 ]
+check "generate same seed gives the same 12 tokens" $?
+
+# Text and chat prompts.
+"$cli" generate --model "$model" --prompt "Hello, world" -n 8 --temp 0 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q 'prompt: [0-9]* tokens' "$tmp/err"
+check "generate --prompt runs" $?
+# --chat renders the template and encodes without BOS: "Hello, who are you?" is the chat_hello
+# case's prompt, so greedy decoding gives its reference ids.
+ids=$(field_list "$tmp/chat_hello.json" ids)
+stable=$(field_int "$tmp/chat_hello.json" greedy_stable_prefix)
+want=$(field_list "$tmp/chat_hello.json" greedy | tr ' ' '\n' | head -n "$stable" | tr '\n' ' ' |
+    sed 's/ $//')
+got=$("$cli" generate --model "$model" --chat "Hello, who are you?" --temp 0 -n "$stable" \
+    --print-ids --exact 2>"$tmp/err")
+rc=$?
+[ $rc -eq 0 ] && [ "$got" = "$want" ] && grep -q "prompt: $(echo "$ids" | wc -w) tokens" "$tmp/err"
+check "generate --chat: template prompt of chat_hello, reference greedy ids" $?
+[ $rc -eq 0 ] || sed 's/^/# /' "$tmp/err"
+"$cli" generate --model "$model" --chat "Who are you?" -n 8 --seed 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ -s "$tmp/out" ] && grep -q 'sampling: temperature 0.6' "$tmp/err"
+check "generate --chat streams text, sampling defaults from generation_config.json" $?
+
+# Bad input: non-zero exit and a message naming the problem.
+"$cli" generate --model "$tmp/nonexistent" --prompt hi >"$tmp/out" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "nonexistent" "$tmp/err"
+check "generate bad --model fails naming the path" $?
+mkdir "$tmp/empty"
+"$cli" generate --model "$tmp/empty" --prompt hi >"$tmp/out" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "config.json" "$tmp/err"
+check "generate --model without config.json fails naming config.json" $?
+"$cli" generate --model "$model" --ids "1 2x 3" >"$tmp/out" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "2x" "$tmp/err"
+check "generate bad --ids fails naming the item" $?
+"$cli" generate --model "$model" --ids "1 999999" >"$tmp/out" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "999999" "$tmp/err"
+check "generate out-of-vocabulary id fails naming it" $?
+"$cli" generate --model "$model" --ids "1 2 3 4 5" --ctx 4 >"$tmp/out" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "context" "$tmp/err"
+check "generate prompt longer than --ctx fails" $?
+"$cli" generate --model "$model" >"$tmp/out" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q -- "--prompt" "$tmp/err"
+check "generate without a prompt fails" $?
+
+# bench runs on the tiny model and prints its table.
+"$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q '^| pp16 ' "$tmp/out" && grep -q '^| tg4 ' "$tmp/out" &&
+    grep -q 'VmRSS' "$tmp/out"
+check "bench prints pp and tg rows and memory" $?

@@ -1,0 +1,538 @@
+/*
+ * test_matmul.c: ll_matmul in every variant this CPU runs, against the scalar reference and a
+ * double-precision sum, plus the determinism guarantee, bias handling, f16 conversions and an
+ * OpenBLAS sgemm baseline.
+ *
+ * Tolerances: the reference (and so every variant) must be within 1e-5 · Σ|x·w| (+|bias|) of the
+ * double-precision sum of the same products (activations rounded to bf16 first on the fast
+ * path). Variants must equal the reference bit for bit (matmul.h, "Reduction order"); the test
+ * data stay far from denormals, where the AVX2 fast path is allowed to differ.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "matmul.h"
+#include "pool.h"
+
+static const char *const variant_names[] = {"scalar", "avx2", "avx512"};
+static char default_variant[32];
+static struct ll_pool *pool2, *pool3;
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t s)
+{
+    rng_state = s * 0x9e3779b97f4a7c15ull + 1;
+}
+
+static double rng_unit(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+static float *rand_f32(size_t n, double scale)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(rng_unit() * scale);
+    return p;
+}
+
+/* Random weights (N, K) in dtype t. */
+static void *rand_w(enum ll_dtype t, size_t n, double scale)
+{
+    void *p = malloc((n ? n : 1) * ll_dtype_size(t));
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)(rng_unit() * scale);
+        if (t == LL_F32)
+            ((float *)p)[i] = f;
+        else if (t == LL_BF16)
+            ((uint16_t *)p)[i] = ll_f32_to_bf16(f);
+        else
+            ((uint16_t *)p)[i] = ll_f32_to_f16(f);
+    }
+    return p;
+}
+
+static double w_get(const void *w, enum ll_dtype t, size_t i)
+{
+    if (t == LL_F32)
+        return ((const float *)w)[i];
+    if (t == LL_BF16)
+        return ll_bf16_to_f32(((const uint16_t *)w)[i]);
+    return ll_f16_to_f32(((const uint16_t *)w)[i]);
+}
+
+/* Double-precision out and Σ|terms| (for the tolerance). */
+static void matmul_double(double *out, double *mag, const float *x, const void *w, enum ll_dtype t,
+                          const float *bias, int M, int N, int K, enum ll_math math)
+{
+    int round_x = math == LL_MATH_FAST && t == LL_BF16;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0, a = 0;
+            for (int k = 0; k < K; k++) {
+                float xv = x[(size_t)m * K + k];
+                if (round_x)
+                    xv = ll_bf16_to_f32(ll_f32_to_bf16(xv));
+                double p = (double)xv * w_get(w, t, (size_t)n * K + k);
+                s += p;
+                a += fabs(p);
+            }
+            if (bias) {
+                s += bias[n];
+                a += fabs(bias[n]);
+            }
+            out[(size_t)m * N + n] = s;
+            mag[(size_t)m * N + n] = a;
+        }
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static void expect_same_bits(const float *a, const float *b, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (bits(a[i]) != bits(b[i]))
+            fail_msg("%s: element %zu differs: %.9g (0x%08x) vs %.9g (0x%08x)", what, i, a[i],
+                     bits(a[i]), b[i], bits(b[i]));
+}
+
+static void restore_variant(void)
+{
+    assert_true(ll_matmul_set_variant(default_variant));
+}
+
+static const char *math_name(enum ll_math m)
+{
+    return m == LL_MATH_FAST ? "fast" : "exact";
+}
+
+/* ---- conversions ---- */
+
+__attribute__((target("f16c"))) static float f16c_to_f32(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+__attribute__((target("f16c"))) static uint16_t f16c_from_f32(float f)
+{
+    return _cvtss_sh(f, 0);
+}
+
+static void test_f16_conversions(void **state)
+{
+    (void)state;
+    /* every half survives a round trip (NaNs stay NaN) */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = ll_f16_to_f32((uint16_t)h);
+        if (isnan(f))
+            assert_true((ll_f32_to_f16(f) & 0x7c00) == 0x7c00 && (ll_f32_to_f16(f) & 0x3ff));
+        else
+            assert_int_equal(ll_f32_to_f16(f), h);
+    }
+    /* fixed points: largest half, rounding to inf, subnormals, ties to even */
+    assert_int_equal(ll_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(ll_f32_to_f16(65519.996f), 0x7bff);
+    assert_int_equal(ll_f32_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(ll_f32_to_f16(-INFINITY), 0xfc00);
+    assert_int_equal(ll_f32_to_f16(ldexpf(1, -24)), 0x0001);
+    assert_int_equal(ll_f32_to_f16(ldexpf(1, -25)), 0x0000);           /* tie, to even: 0 */
+    assert_int_equal(ll_f32_to_f16(ldexpf(1.5f, -24)), 0x0002);        /* tie, to even: 2 */
+    assert_int_equal(ll_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00);    /* tie, to even */
+    assert_int_equal(ll_f32_to_f16(1.0f + ldexpf(3, -11)), 0x3c02);    /* tie, to even */
+    assert_true(ll_f16_to_f32(0x0001) == ldexpf(1, -24));
+    assert_true(ll_f16_to_f32(0x3555) == 0x1.554p-2f);
+    /* agreement with the F16C instructions on random floats of every magnitude */
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("f16c")) {
+        rng_seed(7);
+        for (int i = 0; i < 200000; i++) {
+            uint32_t u = (uint32_t)(rng_unit() * 2147483648.0) * 2u + (i & 1);
+            float f;
+            memcpy(&f, &u, 4);
+            assert_int_equal(ll_f32_to_f16(f), f16c_from_f32(f));
+        }
+        for (uint32_t h = 0; h < 65536; h++)
+            assert_int_equal(bits(ll_f16_to_f32((uint16_t)h)), bits(f16c_to_f32((uint16_t)h)));
+    }
+}
+
+static void test_bf16_rounding(void **state)
+{
+    (void)state;
+    assert_int_equal(ll_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(ll_f32_to_bf16(1.0f + ldexpf(1, -8)), 0x3f80);          /* tie, to even */
+    assert_int_equal(ll_f32_to_bf16(1.0f + ldexpf(3, -8)), 0x3f82);          /* tie, to even */
+    assert_int_equal(ll_f32_to_bf16(1.0f + ldexpf(1, -8) + ldexpf(1, -20)), 0x3f81);
+    assert_int_equal(ll_f32_to_bf16(NAN) & 0x7fc0, 0x7fc0);
+    assert_true(ll_bf16_to_f32(0xc040) == -3.0f);
+}
+
+/* ---- variants against the reference ---- */
+
+static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math, int with_bias)
+{
+    float *x = rand_f32((size_t)M * K, 1.0);
+    void *w = rand_w(t, (size_t)N * K, 0.5);
+    float *bias = with_bias ? rand_f32((size_t)N, 0.25) : NULL;
+    size_t n_out = (size_t)M * N;
+    float *ref = malloc(n_out * sizeof *ref), *got = malloc(n_out * sizeof *got);
+    double *d = malloc(n_out * sizeof *d), *mag = malloc(n_out * sizeof *mag);
+    assert_true(ref && got && d && mag);
+
+    ll_matmul_ref(ref, x, w, t, bias, M, N, K, math);
+    matmul_double(d, mag, x, w, t, bias, M, N, K, math);
+    for (size_t i = 0; i < n_out; i++)
+        if (!(fabs(ref[i] - d[i]) <= 1e-5 * mag[i] + 1e-30))
+            fail_msg("ref %s %s M=%d N=%d K=%d [%zu]: %.9g vs double %.12g (tolerance %.3g)",
+                     ll_dtype_name(t), math_name(math), M, N, K, i, ref[i], d[i], 1e-5 * mag[i]);
+
+    char what[160];
+    for (size_t v = 0; v < sizeof variant_names / sizeof variant_names[0]; v++) {
+        if (!ll_matmul_set_variant(variant_names[v]))
+            continue; /* this CPU cannot run it */
+        struct ll_pool *pools[] = {NULL, pool2, pool3};
+        /* the slow scalar variant runs with one pool only */
+        for (int p = v == 0 ? 1 : 0; p < (v == 0 ? 2 : 3); p++) {
+            memset(got, 0xff, n_out * sizeof *got);
+            ll_matmul(got, x, w, t, bias, M, N, K, math, pools[p]);
+            snprintf(what, sizeof what, "%s %s %s M=%d N=%d K=%d threads=%d", variant_names[v],
+                     ll_dtype_name(t), math_name(math), M, N, K, ll_pool_size(pools[p]));
+            expect_same_bits(got, ref, n_out, what);
+        }
+    }
+    restore_variant();
+    free(x);
+    free(w);
+    free(bias);
+    free(ref);
+    free(got);
+    free(d);
+    free(mag);
+}
+
+static const int shape_m[] = {1, 2, 3, 7, 16, 33, 130};
+static const int shape_n[] = {1, 15, 17, 63, 257};
+static const int shape_k[] = {1, 31, 32, 33, 100, 1536};
+
+/* Every (K, N) pair of the lists, M cycling through its list; the largest shape once. */
+static void check_all_shapes(enum ll_dtype t, enum ll_math math)
+{
+    int nm = (int)(sizeof shape_m / sizeof shape_m[0]);
+    int nn = (int)(sizeof shape_n / sizeof shape_n[0]);
+    int nk = (int)(sizeof shape_k / sizeof shape_k[0]);
+    rng_seed(100 + (uint64_t)t * 2 + (uint64_t)math);
+    for (int ik = 0; ik < nk; ik++)
+        for (int in = 0; in < nn; in++) {
+            int M = shape_m[(ik * nn + in) % nm], N = shape_n[in], K = shape_k[ik];
+            if (K == 1536 && N == 257)
+                M = 130;
+            else if (K == 1536 && M > 33)
+                M = 33; /* keeps the scalar reference quick */
+            check_shape(M, N, K, t, math, (ik + in) % 2);
+        }
+}
+
+static void test_bf16_exact(void **state)
+{
+    (void)state;
+    check_all_shapes(LL_BF16, LL_MATH_EXACT);
+}
+
+static void test_bf16_fast(void **state)
+{
+    (void)state;
+    check_all_shapes(LL_BF16, LL_MATH_FAST);
+}
+
+static void test_f16_exact(void **state)
+{
+    (void)state;
+    check_all_shapes(LL_F16, LL_MATH_EXACT);
+}
+
+static void test_f32_exact(void **state)
+{
+    (void)state;
+    check_all_shapes(LL_F32, LL_MATH_EXACT);
+}
+
+/* Fast mode with f16/f32 weights is the exact path, bit for bit. */
+static void test_fast_non_bf16_is_exact(void **state)
+{
+    (void)state;
+    rng_seed(5);
+    int M = 5, N = 40, K = 77;
+    enum ll_dtype types[] = {LL_F16, LL_F32};
+    for (int i = 0; i < 2; i++) {
+        float *x = rand_f32((size_t)M * K, 1.0);
+        void *w = rand_w(types[i], (size_t)N * K, 1.0);
+        float a[5 * 40], b[5 * 40];
+        ll_matmul(a, x, w, types[i], NULL, M, N, K, LL_MATH_FAST, pool2);
+        ll_matmul(b, x, w, types[i], NULL, M, N, K, LL_MATH_EXACT, pool2);
+        expect_same_bits(a, b, (size_t)M * N, "fast == exact for non-bf16 weights");
+        free(x);
+        free(w);
+    }
+}
+
+/* ---- determinism: a row's result does not depend on its batch, position or thread count ---- */
+
+static void check_determinism(enum ll_dtype t, enum ll_math math, int N, int K)
+{
+    enum { ROWS = 41 };
+    float *x = rand_f32((size_t)ROWS * K, 2.0);
+    void *w = rand_w(t, (size_t)N * K, 1.0);
+    float *bias = rand_f32((size_t)N, 1.0);
+    float *full = malloc((size_t)ROWS * N * sizeof *full);
+    float *other = malloc((size_t)ROWS * N * sizeof *other);
+    float *batch = malloc((size_t)ROWS * K * sizeof *batch);
+    assert_true(full && other && batch);
+    char what[160];
+
+    ll_matmul(full, x, w, t, bias, ROWS, N, K, math, pool2);
+    /* each row alone, single thread and two threads */
+    for (int r = 0; r < ROWS; r++) {
+        float one[300];
+        assert_true(N <= 300);
+        for (int p = 0; p < 2; p++) {
+            ll_matmul(one, x + (size_t)r * K, w, t, bias, 1, N, K, math, p ? pool2 : NULL);
+            snprintf(what, sizeof what, "%s %s %s N=%d K=%d row %d alone, threads=%d",
+                     ll_matmul_variant(), ll_dtype_name(t), math_name(math), N, K, r, p ? 2 : 1);
+            expect_same_bits(one, full + (size_t)r * N, (size_t)N, what);
+        }
+    }
+    /* the rows in reverse order, in batches of every size from 2 to ROWS, on 1, 2 and 3 threads */
+    for (int M = 2; M <= ROWS; M += 3) {
+        for (int i = 0; i < M; i++) /* batch row i = x row (M - 1 - i + M) % ROWS */
+            memcpy(batch + (size_t)i * K, x + (size_t)((2 * M - 1 - i) % ROWS) * K,
+                   (size_t)K * sizeof *x);
+        struct ll_pool *pool = M % 3 == 0 ? NULL : M % 3 == 1 ? pool2 : pool3;
+        ll_matmul(other, batch, w, t, bias, M, N, K, math, pool);
+        for (int i = 0; i < M; i++) {
+            snprintf(what, sizeof what, "%s %s %s N=%d K=%d row %d at %d of %d, threads=%d",
+                     ll_matmul_variant(), ll_dtype_name(t), math_name(math), N, K,
+                     (2 * M - 1 - i) % ROWS, i, M, ll_pool_size(pool));
+            expect_same_bits(other + (size_t)i * N, full + (size_t)((2 * M - 1 - i) % ROWS) * N,
+                             (size_t)N, what);
+        }
+    }
+    free(x);
+    free(w);
+    free(bias);
+    free(full);
+    free(other);
+    free(batch);
+}
+
+static void test_determinism(void **state)
+{
+    (void)state;
+    rng_seed(11);
+    for (size_t v = 0; v < sizeof variant_names / sizeof variant_names[0]; v++) {
+        if (!ll_matmul_set_variant(variant_names[v]))
+            continue;
+        /* N=8: fewer column units than threads, so threads split rows instead */
+        int ns[] = {8, 67, 257}, ks[] = {100, 1536};
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 2; b++) {
+                if (v == 0 && ks[b] > 100)
+                    continue; /* scalar: keep it quick */
+                check_determinism(LL_BF16, LL_MATH_FAST, ns[a], ks[b]);
+                check_determinism(LL_BF16, LL_MATH_EXACT, ns[a], ks[b]);
+            }
+        check_determinism(LL_F16, LL_MATH_EXACT, 67, 100);
+        check_determinism(LL_F32, LL_MATH_FAST, 67, 100);
+    }
+    restore_variant();
+}
+
+/* ---- bias, empty K, tiny values ---- */
+
+static void test_bias(void **state)
+{
+    (void)state;
+    rng_seed(3);
+    int M = 9, N = 33, K = 70;
+    float *x = rand_f32((size_t)M * K, 1.0), *bias = rand_f32((size_t)N, 3.0);
+    void *w = rand_w(LL_BF16, (size_t)N * K, 1.0);
+    float with[9 * 33], without[9 * 33];
+    for (int mode = 0; mode < 2; mode++) {
+        enum ll_math math = mode ? LL_MATH_FAST : LL_MATH_EXACT;
+        ll_matmul(with, x, w, LL_BF16, bias, M, N, K, math, pool2);
+        ll_matmul(without, x, w, LL_BF16, NULL, M, N, K, math, pool2);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) /* bias is added once, after the sum over K */
+                assert_int_equal(bits(with[m * N + n]), bits(without[m * N + n] + bias[n]));
+        /* K = 0: out is the bias, or zero */
+        ll_matmul(with, x, w, LL_BF16, bias, M, N, 0, math, pool2);
+        ll_matmul(without, x, w, LL_BF16, NULL, M, N, 0, math, pool2);
+        for (int i = 0; i < M * N; i++) {
+            assert_int_equal(bits(with[i]), bits(bias[i % N]));
+            assert_true(without[i] == 0.0f);
+        }
+    }
+    /* M = 0 or N = 0 writes nothing */
+    with[0] = 42.0f;
+    ll_matmul(with, x, w, LL_BF16, bias, 0, N, K, LL_MATH_FAST, pool2);
+    ll_matmul(with, x, w, LL_BF16, bias, M, 0, K, LL_MATH_FAST, pool2);
+    assert_true(with[0] == 42.0f);
+    free(x);
+    free(w);
+    free(bias);
+}
+
+/* Values at the edge of the f32 range: the fast path flushes denormals as vdpbf16ps does, and
+ * the AVX-512 variant and the reference agree on that too. */
+static void test_denormals(void **state)
+{
+    (void)state;
+    if (!ll_matmul_set_variant("avx512"))
+        skip();
+    rng_seed(17);
+    int M = 3, N = 20, K = 64;
+    float *x = rand_f32((size_t)M * K, 1.0);
+    void *w = rand_w(LL_BF16, (size_t)N * K, 1.0);
+    for (int i = 0; i < M * K; i++)
+        x[i] = ldexpf(x[i], -60 - (i % 80)); /* products from normal down to zero */
+    float ref[3 * 20], got[3 * 20];
+    for (int mode = 0; mode < 2; mode++) {
+        enum ll_math math = mode ? LL_MATH_FAST : LL_MATH_EXACT;
+        ll_matmul_ref(ref, x, w, LL_BF16, NULL, M, N, K, math);
+        ll_matmul(got, x, w, LL_BF16, NULL, M, N, K, math, NULL);
+        expect_same_bits(got, ref, (size_t)M * N, mode ? "tiny values, fast" : "tiny values, exact");
+    }
+    restore_variant();
+    free(x);
+    free(w);
+}
+
+/* ---- scratch, variants, OpenBLAS ---- */
+
+static void *thread_matmul(void *arg)
+{
+    float *out = arg;
+    float x[40], w32[3 * 40];
+    uint16_t w[3 * 40];
+    for (int i = 0; i < 40; i++)
+        x[i] = (float)i / 7.0f;
+    for (int i = 0; i < 120; i++) {
+        w32[i] = (float)(i % 11) / 5.0f - 1.0f;
+        w[i] = ll_f32_to_bf16(w32[i]);
+    }
+    ll_matmul(out, x, w, LL_BF16, NULL, 1, 3, 40, LL_MATH_FAST, NULL);
+    return NULL;
+}
+
+/* The fast path's per-thread scratch is released when the thread exits (LeakSanitizer checks). */
+static void test_scratch_per_thread(void **state)
+{
+    (void)state;
+    float a[3], b[3];
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, thread_matmul, a), 0);
+    pthread_join(th, NULL);
+    thread_matmul(b);
+    expect_same_bits(a, b, 3, "same result on another thread");
+}
+
+static void test_variant_names(void **state)
+{
+    (void)state;
+    const char *v = ll_matmul_variant();
+    assert_true(!strcmp(v, "scalar") || !strcmp(v, "avx2") || !strcmp(v, "avx512bf16"));
+    assert_false(ll_matmul_set_variant("sse9"));
+    assert_string_equal(ll_matmul_variant(), v);
+    assert_true(ll_matmul_set_variant("scalar"));
+    assert_string_equal(ll_matmul_variant(), "scalar");
+    restore_variant();
+}
+
+static void test_openblas_baseline(void **state)
+{
+    (void)state;
+    openblas_set_num_threads(1); /* the project's pool owns the cores */
+    rng_seed(23);
+    int M = 33, N = 257, K = 1536;
+    float *x = rand_f32((size_t)M * K, 1.0), *w = rand_w(LL_F32, (size_t)N * K, 1.0);
+    float *ours = malloc((size_t)M * N * sizeof *ours), *blas = malloc((size_t)M * N * sizeof *blas);
+    double *d = malloc((size_t)M * N * sizeof *d), *mag = malloc((size_t)M * N * sizeof *mag);
+    assert_true(ours && blas && d && mag);
+    ll_matmul(ours, x, w, LL_F32, NULL, M, N, K, LL_MATH_EXACT, pool2);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, 0.0f, blas, N);
+    matmul_double(d, mag, x, w, LL_F32, NULL, M, N, K, LL_MATH_EXACT);
+    for (int i = 0; i < M * N; i++) {
+        assert_true(fabs(ours[i] - blas[i]) <= 2e-5 * mag[i]);
+        assert_true(fabs(blas[i] - d[i]) <= 1e-5 * mag[i]);
+    }
+    free(x);
+    free(w);
+    free(ours);
+    free(blas);
+    free(d);
+    free(mag);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(default_variant, sizeof default_variant, "%s", ll_matmul_variant());
+    if (ll_pool_create(&pool2, 2, NULL) != LL_OK || ll_pool_create(&pool3, 3, NULL) != LL_OK)
+        return -1;
+    printf("matmul variant: %s\n", default_variant);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ll_pool_free(pool2);
+    ll_pool_free(pool3);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_conversions),
+        cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_variant_names),
+        cmocka_unit_test(test_bf16_exact),
+        cmocka_unit_test(test_bf16_fast),
+        cmocka_unit_test(test_f16_exact),
+        cmocka_unit_test(test_f32_exact),
+        cmocka_unit_test(test_fast_non_bf16_is_exact),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_denormals),
+        cmocka_unit_test(test_scratch_per_thread),
+        cmocka_unit_test(test_openblas_baseline),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,416 @@
+/*
+ * test_ops.c: the row-wise ops (ops.h) and attention (attention.h) against straightforward
+ * double-precision references, every SIMD variant against its scalar twin, and the
+ * determinism properties the forward pass relies on (batch position, paging, threads).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "ops.h"
+#include "pool.h"
+
+/* Deterministic pseudo-random floats in [-1, 1). */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+static void fill(float *x, int n, float scale)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = frand() * scale;
+}
+
+/* |got - want| <= tol · max(1, |want|) for every element. */
+static void assert_close(const float *got, const double *want, int n, double tol)
+{
+    for (int i = 0; i < n; i++) {
+        double lim = tol * fmax(1.0, fabs(want[i]));
+        if (!(fabs(got[i] - want[i]) <= lim)) {
+            print_error("element %d: got %.9g want %.9g (tol %.3g)\n", i, got[i], want[i], lim);
+            fail();
+        }
+    }
+}
+
+static void test_embedding(void **state)
+{
+    (void)state;
+    enum { V = 7, D = 33 };
+    float tf[V * D];
+    uint16_t tb[V * D], th[V * D];
+    fill(tf, V * D, 3.0f);
+    for (int i = 0; i < V * D; i++) {
+        tb[i] = ll_f32_to_bf16(tf[i]);
+        th[i] = ll_f32_to_f16(tf[i]);
+    }
+    int32_t ids[4] = {6, 0, 3, 6};
+    float out[4 * D];
+    double want[4 * D];
+
+    ll_embedding(out, tf, LL_F32, ids, 4, D);
+    for (int i = 0; i < 4; i++)
+        for (int d = 0; d < D; d++)
+            want[i * D + d] = tf[ids[i] * D + d];
+    assert_close(out, want, 4 * D, 0.0);
+
+    ll_embedding(out, tb, LL_BF16, ids, 4, D);
+    for (int i = 0; i < 4; i++)
+        for (int d = 0; d < D; d++)
+            want[i * D + d] = ll_bf16_to_f32(tb[ids[i] * D + d]);
+    assert_close(out, want, 4 * D, 0.0);
+
+    ll_embedding(out, th, LL_F16, ids, 4, D);
+    for (int i = 0; i < 4; i++)
+        for (int d = 0; d < D; d++) {
+            want[i * D + d] = ll_f16_to_f32(th[ids[i] * D + d]);
+            assert_true(fabs(want[i * D + d] - tf[ids[i] * D + d]) < 2e-3);
+        }
+    assert_close(out, want, 4 * D, 0.0);
+}
+
+static void test_rms_norm(void **state)
+{
+    (void)state;
+    enum { N = 3, D = 1536 };
+    float *x = malloc(sizeof(float) * N * D), *out = malloc(sizeof(float) * N * D);
+    float w[D];
+    uint16_t wb[D];
+    double *want = malloc(sizeof(double) * N * D);
+    fill(x, N * D, 5.0f);
+    fill(w, D, 2.0f);
+    for (int d = 0; d < D; d++)
+        wb[d] = ll_f32_to_bf16(w[d]);
+    const float eps = 1e-6f;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N; i++) {
+            double ss = 0;
+            for (int d = 0; d < D; d++)
+                ss += (double)x[i * D + d] * x[i * D + d];
+            double inv = 1.0 / sqrt(ss / D + eps);
+            for (int d = 0; d < D; d++)
+                want[i * D + d] = x[i * D + d] * inv *
+                                  (pass ? (double)ll_bf16_to_f32(wb[d]) : (double)w[d]);
+        }
+        ll_rms_norm(out, x, pass ? (const void *)wb : (const void *)w, pass ? LL_BF16 : LL_F32,
+                    N, D, eps);
+        assert_close(out, want, N * D, 1e-6);
+        ll_rms_norm_ref(out, x, pass ? (const void *)wb : (const void *)w,
+                        pass ? LL_BF16 : LL_F32, N, D, eps);
+        assert_close(out, want, N * D, 1e-6);
+    }
+    /* f16 weights, and a row length that is not a multiple of 16. */
+    uint16_t wh[D];
+    for (int d = 0; d < D; d++)
+        wh[d] = ll_f32_to_f16(w[d]);
+    for (int i = 0; i < 2; i++) {
+        double ss = 0;
+        for (int d = 0; d < 37; d++)
+            ss += (double)x[i * 37 + d] * x[i * 37 + d];
+        for (int d = 0; d < 37; d++)
+            want[i * 37 + d] = x[i * 37 + d] / sqrt(ss / 37 + eps) * ll_f16_to_f32(wh[d]);
+    }
+    ll_rms_norm(out, x, wh, LL_F16, 2, 37, eps);
+    assert_close(out, want, 2 * 37, 1e-6);
+    ll_rms_norm_ref(out, x, wh, LL_F16, 2, 37, eps);
+    assert_close(out, want, 2 * 37, 1e-6);
+    /* In place gives the same bits. */
+    ll_rms_norm(out, x, w, LL_F32, N, D, eps);
+    ll_rms_norm(x, x, w, LL_F32, N, D, eps);
+    assert_memory_equal(out, x, sizeof(float) * N * D);
+    free(x);
+    free(out);
+    free(want);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    enum { HD = 128, NH = 3, NPOS = 4096 };
+    struct ll_rope r;
+    assert_int_equal(ll_rope_init(&r, HD, NPOS, 10000.0, NULL), LL_OK);
+    struct ll_rope bad;
+    assert_int_equal(ll_rope_init(&bad, 7, NPOS, 10000.0, NULL), LL_EINVAL);
+
+    float x[4 * NH * HD], orig[4 * NH * HD];
+    double want[4 * NH * HD];
+    int32_t pos[4] = {0, 1, 4095, 1000};
+    fill(x, 4 * NH * HD, 2.0f);
+    memcpy(orig, x, sizeof x);
+    for (int i = 0; i < 4; i++)
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < HD / 2; j++) {
+                double a = pos[i] * pow(10000.0, -2.0 * j / HD);
+                const float *v = orig + (i * NH + h) * HD;
+                want[(i * NH + h) * HD + j] = v[j] * cos(a) - v[j + HD / 2] * sin(a);
+                want[(i * NH + h) * HD + j + HD / 2] = v[j + HD / 2] * cos(a) + v[j] * sin(a);
+            }
+    ll_rope_apply(x, &r, pos, 4, NH);
+    assert_close(x, want, 4 * NH * HD, 2e-6);
+    /* Position 0 is the identity. */
+    assert_memory_equal(x, orig, sizeof(float) * NH * HD);
+    /* A row's result does not depend on where it sits in the batch. */
+    float one[NH * HD];
+    memcpy(one, orig + 3 * NH * HD, sizeof one);
+    ll_rope_apply(one, &r, &pos[3], 1, NH);
+    assert_memory_equal(one, x + 3 * NH * HD, sizeof one);
+    ll_rope_free(&r);
+}
+
+static void test_swiglu(void **state)
+{
+    (void)state;
+    enum { N = 8960 + 7 };
+    float *g = malloc(sizeof(float) * N), *u = malloc(sizeof(float) * N);
+    float *o1 = malloc(sizeof(float) * N), *o2 = malloc(sizeof(float) * N);
+    double *want = malloc(sizeof(double) * N);
+    fill(g, N, 12.0f);
+    fill(u, N, 3.0f);
+    g[0] = -120.0f;
+    g[1] = 95.0f;
+    for (int i = 0; i < N; i++)
+        want[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+    ll_swiglu_ref(o1, g, u, N);
+    assert_close(o1, want, N, 1e-6);
+    ll_swiglu(o2, g, u, N);
+    assert_close(o2, want, N, 1e-6);
+    /* An element's value does not depend on the length of the row it is in. */
+    ll_swiglu(o1, g + 5, u + 5, 20);
+    assert_memory_equal(o1, o2 + 5, sizeof(float) * 20);
+    free(g);
+    free(u);
+    free(o1);
+    free(o2);
+    free(want);
+}
+
+static void test_exp(void **state)
+{
+    (void)state;
+    enum { N = 4001 };
+    float x[N], y[N];
+    double want[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = -87.0f + 175.0f * i / (N - 1);
+        want[i] = exp((double)x[i]);
+    }
+    ll_exp(y, x, N);
+    for (int i = 0; i < N; i++)
+        assert_true(fabs(y[i] - want[i]) <= 4e-7 * want[i]);
+    float big = 1000.0f, tiny = -1000.0f, r;
+    ll_exp(&r, &big, 1);
+    assert_true(isfinite(r) && r > 1e38f);
+    ll_exp(&r, &tiny, 1);
+    assert_true(r >= 0.0f && r < 1e-44f);
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    enum { N = 151936 };
+    float *x = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * N);
+    double *want = malloc(sizeof(double) * N);
+    fill(x, N, 30.0f);
+    double mx = -1e30, sum = 0;
+    for (int i = 0; i < N; i++)
+        mx = fmax(mx, x[i]);
+    for (int i = 0; i < N; i++)
+        sum += exp(x[i] - mx);
+    for (int i = 0; i < N; i++)
+        want[i] = exp(x[i] - mx) / sum;
+    for (int v = 0; v < 2; v++) {
+        memcpy(a, x, sizeof(float) * N);
+        if (v)
+            ll_softmax(a, N);
+        else
+            ll_softmax_ref(a, N);
+        double tot = 0;
+        for (int i = 0; i < N; i++) {
+            assert_true(fabs(a[i] - want[i]) <= 1e-5 * want[i] + 1e-12);
+            tot += a[i];
+        }
+        assert_true(fabs(tot - 1.0) < 1e-5);
+    }
+    free(x);
+    free(a);
+    free(want);
+}
+
+static void test_argmax_add(void **state)
+{
+    (void)state;
+    float x[6] = {1.0f, 3.0f, NAN, 3.0f, -2.0f, 0.0f};
+    assert_int_equal(ll_argmax(x, 6), 1);
+    float y[3] = {NAN, -5.0f, -4.0f};
+    assert_int_equal(ll_argmax(y, 3), 2);
+    float a[5] = {1, 2, 3, 4, 5}, b[5] = {0.5f, -2, 1e-8f, 4, -5};
+    ll_add(a, a, b, 5);
+    assert_true(a[0] == 1.5f && a[1] == 0.0f && a[2] == 3.0f && a[3] == 8.0f && a[4] == 0.0f);
+}
+
+/* ---- attention ---- */
+
+/* Double-precision causal GQA attention over logical positions. k, v: (npos, nkv, hd) in f32
+ * (already rounded to what the cache stores). */
+static void attention_double(double *out, const float *q, const float *k, const float *v,
+                             const int32_t *pos, int n, int nh, int nkv, int hd)
+{
+    double *s = malloc(sizeof(double) * 4096);
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < nh; h++) {
+            int kh = h / (nh / nkv), np = pos[i] + 1;
+            const float *qh = q + ((size_t)i * nh + h) * hd;
+            double mx = -1e300, sum = 0;
+            for (int j = 0; j < np; j++) {
+                double d = 0;
+                for (int e = 0; e < hd; e++)
+                    d += (double)qh[e] * k[((size_t)j * nkv + kh) * hd + e];
+                s[j] = d / sqrt((double)hd);
+                mx = fmax(mx, s[j]);
+            }
+            for (int j = 0; j < np; j++)
+                sum += (s[j] = exp(s[j] - mx));
+            for (int e = 0; e < hd; e++) {
+                double acc = 0;
+                for (int j = 0; j < np; j++)
+                    acc += s[j] * v[((size_t)j * nkv + kh) * hd + e];
+                out[((size_t)i * nh + h) * hd + e] = acc / sum;
+            }
+        }
+    free(s);
+}
+
+struct attn_case {
+    int nh, nkv, hd, npos, block_size;
+    enum ll_dtype dtype;
+};
+
+static void run_attention_case(const struct attn_case *c, struct ll_pool *pool)
+{
+    int nh = c->nh, nkv = c->nkv, hd = c->hd, np = c->npos, bs = c->block_size;
+    int nblk = (np + bs - 1) / bs, nslots = nblk * bs;
+    size_t qrow = (size_t)nh * hd, kvrow = (size_t)nkv * hd;
+    float *q = malloc(sizeof(float) * np * qrow), *k = malloc(sizeof(float) * np * kvrow);
+    float *v = malloc(sizeof(float) * np * kvrow), *kr = malloc(sizeof(float) * np * kvrow);
+    float *vr = malloc(sizeof(float) * np * kvrow);
+    float *o_pre = malloc(sizeof(float) * np * qrow), *o_dec = malloc(sizeof(float) * np * qrow);
+    float *o_ref = malloc(sizeof(float) * np * qrow);
+    double *want = calloc(np * qrow, sizeof(double));
+    int nth = ll_pool_size(pool);
+    float *scratch = malloc(sizeof(float) * ll_attention_scratch_floats(nth, nh, nkv, np));
+    fill(q, np * (int)qrow, 2.0f);
+    fill(k, np * (int)kvrow, 2.0f);
+    fill(v, np * (int)kvrow, 1.0f);
+    for (size_t i = 0; i < np * kvrow; i++) {
+        kr[i] = c->dtype == LL_BF16 ? ll_bf16_to_f32(ll_f32_to_bf16(k[i])) : k[i];
+        vr[i] = c->dtype == LL_BF16 ? ll_bf16_to_f32(ll_f32_to_bf16(v[i])) : v[i];
+    }
+    /* Blocks in reverse physical order, so paging is really exercised. */
+    int32_t *table = malloc(sizeof(int32_t) * nblk), *pos = malloc(sizeof(int32_t) * np);
+    int32_t *slot = malloc(sizeof(int32_t) * np), *seq = calloc((size_t)np, sizeof(int32_t));
+    for (int b = 0; b < nblk; b++)
+        table[b] = nblk - 1 - b;
+    for (int p = 0; p < np; p++) {
+        pos[p] = p;
+        slot[p] = table[p / bs] * bs + p % bs;
+    }
+    struct ll_kv_seq sq = {table, nblk};
+    struct ll_kv_cache kv;
+    assert_int_equal(ll_kv_cache_init(&kv, c->dtype, 2, nslots, nkv, hd, NULL), LL_OK);
+
+    /* Prefill: all tokens in one batch, on layer 1. */
+    ll_kv_cache_write(&kv, 1, slot, k, v, np);
+    struct ll_attn_batch b = {np, pos, seq, &sq, bs};
+    ll_attention(o_pre, q, &kv, 1, &b, nh, scratch, np, pool);
+    ll_attention_ref(o_ref, q, &kv, 1, &b, nh, scratch, np);
+    attention_double(want, q, kr, vr, pos, np, nh, nkv, hd);
+    assert_close(o_ref, want, np * (int)qrow, 2e-5);
+    assert_close(o_pre, want, np * (int)qrow, 2e-5);
+
+    /* Decode: one token at a time into a fresh cache gives the same bits as prefill. */
+    ll_kv_cache_free(&kv);
+    assert_int_equal(ll_kv_cache_init(&kv, c->dtype, 2, nslots, nkv, hd, NULL), LL_OK);
+    for (int p = 0; p < np; p++) {
+        ll_kv_cache_write(&kv, 1, &slot[p], k + p * kvrow, v + p * kvrow, 1);
+        struct ll_attn_batch one = {1, &pos[p], seq, &sq, bs};
+        ll_attention(o_dec + p * qrow, q + p * qrow, &kv, 1, &one, nh, scratch, np, pool);
+    }
+    assert_memory_equal(o_pre, o_dec, sizeof(float) * np * qrow);
+
+    ll_kv_cache_free(&kv);
+    free(q), free(k), free(v), free(kr), free(vr), free(o_pre), free(o_dec), free(o_ref);
+    free(want), free(scratch), free(table), free(pos), free(slot), free(seq);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    const struct attn_case cases[] = {
+        {4, 2, 16, 37, 37, LL_F32},    /* tiny-qwen2 shape, contiguous */
+        {4, 2, 16, 37, 8, LL_BF16},    /* paged, bf16 */
+        {12, 2, 128, 70, 16, LL_F32},  /* r1 shape */
+        {12, 2, 128, 70, 70, LL_BF16},
+        {6, 3, 24, 19, 5, LL_F32},     /* head_dim not a multiple of 16: scalar loops */
+        {2, 2, 144, 21, 4, LL_BF16},   /* 128 + 16 */
+        {12, 1, 32, 23, 23, LL_BF16},  /* group of 12: the per-head fallback of the SIMD loops */
+        {7, 1, 48, 17, 6, LL_F32},     /* group of 7, head_dim 32 + 16 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_attention_case(&cases[i], NULL);
+}
+
+static void test_attention_threads(void **state)
+{
+    (void)state;
+    struct ll_pool *pool;
+    assert_int_equal(ll_pool_create(&pool, 3, NULL), LL_OK);
+    const struct attn_case c = {12, 2, 128, 50, 16, LL_BF16};
+    run_attention_case(&c, pool);
+    /* Threads do not change a bit: compare a 3-thread run with a 1-thread run. */
+    enum { NH = 4, NKV = 2, HD = 32, NP = 29 };
+    float q[NP * NH * HD], k[NP * NKV * HD], v[NP * NKV * HD], o1[NP * NH * HD], o3[NP * NH * HD];
+    float scratch[3 * (NH / NKV) * NP];
+    fill(q, NP * NH * HD, 1.0f);
+    fill(k, NP * NKV * HD, 1.0f);
+    fill(v, NP * NKV * HD, 1.0f);
+    int32_t pos[NP], slot[NP], seq[NP] = {0}, table[1] = {0};
+    for (int p = 0; p < NP; p++)
+        pos[p] = slot[p] = p;
+    struct ll_kv_cache kv;
+    assert_int_equal(ll_kv_cache_init(&kv, LL_F32, 1, NP, NKV, HD, NULL), LL_OK);
+    ll_kv_cache_write(&kv, 0, slot, k, v, NP);
+    struct ll_kv_seq sq = {table, 1};
+    struct ll_attn_batch b = {NP, pos, seq, &sq, NP};
+    ll_attention(o1, q, &kv, 0, &b, NH, scratch, NP, NULL);
+    ll_attention(o3, q, &kv, 0, &b, NH, scratch, NP, pool);
+    assert_memory_equal(o1, o3, sizeof o1);
+    ll_kv_cache_free(&kv);
+    ll_pool_free(pool);
+}
+
+int main(void)
+{
+    printf("ops variant: %s, attention variant (hd 128): %s\n", ll_ops_variant(),
+           ll_attention_variant(128));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_embedding), cmocka_unit_test(test_rms_norm),
+        cmocka_unit_test(test_rope),      cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_exp),       cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_argmax_add), cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
