@@ -27,7 +27,7 @@ CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=
 LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c src/model/*.c))
+LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c src/model/*.c src/engine/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 

@@ -79,10 +79,10 @@ void *jr_realloc(struct jrender *r, void *p, size_t bytes)
 
 void jr_step(struct jrender *r, const struct jnode *at, uint64_t n)
 {
-    r->steps += n;
-    if (r->steps > r->lim->max_steps)
+    if (n > r->lim->max_steps - r->steps)
         jr_fail(r, at, LL_ETOOLONG, "template exceeded %llu loop iterations",
                 (unsigned long long)r->lim->max_steps);
+    r->steps += n;
 }
 
 void jr_emit(struct jrender *r, const struct jnode *at, const char *s, size_t len)

@@ -361,8 +361,8 @@ static struct jv f_unique(struct jrender *r, const struct jnode *at, struct jv s
     struct jv items = jr_iter_list(r, at, self);
     struct jv keys = key_list(r, at, items, a[1]);
     struct jv seen = jv_list(r, 0), out = jv_list(r, 0);
-    jr_step(r, at, items.u.l->n);
     for (size_t i = 0; i < items.u.l->n; i++) {
+        jr_step(r, at, seen.u.l->n + 1); /* quadratic: count the comparisons */
         struct jv k = fold_key(r, at, keys.u.l->v[i], cs);
         bool dup = false;
         for (size_t j = 0; j < seen.u.l->n && !dup; j++)
