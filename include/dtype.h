@@ -41,7 +41,8 @@ static inline uint16_t ll_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-/* IEEE half <-> float (portable; SIMD files may use F16C instead with identical results). */
+/* IEEE half <-> float, round to nearest even, subnormals kept, NaN kept quiet (src/base/dtype.c;
+ * bit-identical to the F16C instructions, so SIMD files may use those instead). */
 float ll_f16_to_f32(uint16_t h);
 uint16_t ll_f32_to_f16(float f);
 

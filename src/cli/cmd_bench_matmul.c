@@ -135,6 +135,17 @@ static void run_blas(void *arg)
     ll_pool_run(r->pool, blas_part, &r->call);
 }
 
+static void empty_part(void *ctx, int ith, int nth)
+{
+    (void)ctx, (void)ith, (void)nth;
+}
+
+static void run_empty(void *arg)
+{
+    for (int i = 0; i < 100; i++)
+        ll_pool_run(arg, empty_part, NULL);
+}
+
 static int parse_list(const char *s, int *out, int cap)
 {
     int n = 0;
@@ -233,6 +244,8 @@ int cmd_bench_matmul(int argc, char **argv)
     printf("bench-matmul: variant %s, %d threads, math %s, weights %s%s\n", ll_matmul_variant(),
            threads, math == LL_MATH_FAST ? "fast" : "exact", ll_dtype_name(wtype),
            use_blas ? "; sgemm = OpenBLAS f32, single-threaded in each pool thread" : "");
+    printf("pool: one ll_pool_run of an empty op, round trip: %.2f us\n",
+           time_calls(run_empty, pool, budget) / 100 * 1e6);
     printf("%-8s %6s %5s %4s %9s %8s %8s %s\n", "shape", "N", "K", "M", "ms", "GFLOP/s",
            "W GB/s", use_blas ? " sgemm GFLOP/s" : "");
 

@@ -11,11 +11,14 @@
  *
  * Cache blocking: rows of x are taken in blocks that fit in L2 (x_block_bytes); for each block the
  * thread walks its columns panel by panel (TILE_N weight rows, from memory into L1/L2 once per
- * block) and runs every tile of the block against that panel. Weights are read in place
- * (row-major, any alignment); K tails use masked loads, which never touch memory past K.
+ * block) and runs every tile of the block against that panel, while software-prefetching the
+ * next panel a share per tile (so a lone row of x, the decode GEMV, streams weights at memory
+ * speed too). Weights are read in place (row-major, any alignment, no packing: each row is
+ * already K-contiguous, which is what a dot-product kernel wants); K tails use masked loads, which
+ * never touch memory past K. x on the fast path is the bf16 scratch copy, 64-byte aligned rows
+ * zero-padded to a whole chunk.
  */
 #include <immintrin.h>
-#include <stdlib.h>
 
 #include "matmul_kernels.h"
 
@@ -27,8 +30,7 @@
 #define MAX_ACC 32 /* TILE_M·TILE_N and GEMV_N fit */
 
 /* Bytes of x kept in L2 per block (the weight panel also lives there for large K). */
-static size_t x_block_bytes = 512 * 1024;
-static int pf_on = 1;
+static const size_t x_block_bytes = 512 * 1024;
 
 /* Software prefetch of the next weight panel, spread over the k steps of the current tiles:
  * `per_step` lines from p each step until end. */
@@ -81,7 +83,9 @@ INLINE __m512 reduce_group(const __m512 *acc, const int cnt, const int g)
     return reduce16(v);
 }
 
-/* Reduce the mr×nr accumulators of a tile (acc[m·nr + n]), add bias, store to out. */
+/* Reduce the mr×nr accumulators of a tile (acc[m·nr + n]), add bias, store to out.
+ * (Written without a loop over groups on purpose: GCC 12 at -O1+ shared the stack slot of a
+ * result array indexed in such a loop with reduce16's temporaries and overwrote group 0.) */
 INLINE void tile_store(const __m512 *acc, const int mr, const int nr, float *out, size_t ldo,
                        const float *bias)
 {
@@ -252,16 +256,6 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
     const int nfull = j->K / chunk, rem = j->K % chunk;
     const size_t x_row_bytes = j->fast ? j->xb_stride * 2 : K * 4;
     const size_t w_row_bytes = K * esize;
-    static int env_done;
-    if (!env_done) {
-        const char *e = getenv("LLAISYS_MM_XBLOCK");
-        if (e)
-            x_block_bytes = (size_t)atol(e) * 1024;
-        e = getenv("LLAISYS_MM_PF");
-        if (e)
-            pf_on = atoi(e);
-        env_done = 1;
-    }
     int block = (int)(x_block_bytes / (x_row_bytes ? x_row_bytes : 1));
     block = block < TILE_M ? TILE_M : block / TILE_M * TILE_M;
 
@@ -273,7 +267,7 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
             const int nr = min_int(panel, n1 - n);
             const char *wp = (const char *)j->w + (size_t)n * w_row_bytes;
             /* the next panel of this thread, prefetched a share per tile */
-            const int next_nr = pf_on ? min_int(panel, n1 - n - nr) : 0;
+            const int next_nr = min_int(panel, n1 - n - nr);
             const size_t next_lines = ((size_t)next_nr * w_row_bytes + 63) / 64;
             const size_t share = (next_lines + (size_t)tiles - 1) / (size_t)tiles;
             const int steps = nfull > 0 ? nfull : 1;

@@ -683,7 +683,7 @@ static struct jv f_int(struct jrender *r, const struct jnode *at, struct jv self
 static struct jv f_float(struct jrender *r, const struct jnode *at, struct jv self,
                          const struct jv *a, const struct jargs *raw)
 {
-    (void)raw, (void)at;
+    (void)r, (void)raw, (void)at;
     struct jv dflt = a[0].kind == JV_MISSING ? jv_float(0.0) : a[0];
     double d;
     switch (self.kind) {
@@ -698,7 +698,6 @@ static struct jv f_float(struct jrender *r, const struct jnode *at, struct jv se
             return jv_float(d);
         return jv_retain(dflt);
     default:
-        (void)r;
         return jv_retain(dflt);
     }
 }

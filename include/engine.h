@@ -1,0 +1,204 @@
+/*
+ * engine.h: the inference engine: many requests served at once by one model, with continuous
+ * batching over a paged KV cache, a prefix cache, preemption, and deterministic outputs.
+ *
+ * A request is a prompt of token ids plus sampling parameters. Each step, the scheduler builds
+ * one flat batch from the decode token of every running sequence and then chunks of waiting
+ * prompts, under a token budget (max_batch_tokens) and max_seqs; runs the forward pass; samples;
+ * checks stops; and appends new tokens and UTF-8-safe text deltas to each request's outbox.
+ * Request states: waiting → running → finished (stop, length, cancelled, error), and
+ * running → preempted → waiting when KV blocks run out (the most recently started sequence is
+ * preempted; it later recomputes its tokens as a prompt).
+ *
+ * Determinism: a request's tokens depend only on its prompt and parameters (seed included), not
+ * on what else runs, on preemption, or on prefix-cache hits (same math mode and block size).
+ * Sampling randomness is drawn from (seed, choice index, token position).
+ *
+ * Threads and ownership:
+ *   - The scheduler (engine_step's caller, or the thread engine_start runs) owns all engine
+ *     state: model, runtime, KV pool, request lists. engine_step / engine_start / engine_stop /
+ *     engine_destroy are called from one controlling thread.
+ *   - engine_submit, engine_cancel, engine_poll, engine_wait, engine_req_release and
+ *     engine_get_stats may be called from any thread at any time (between create and destroy).
+ *     They take the engine's one mailbox lock only to push or pop (lock order: just that one).
+ *   - A request handle (struct engine_req) returned by engine_submit belongs to the caller until
+ *     engine_req_release; the engine keeps its own reference while the request runs.
+ *   - The scheduler does not allocate on the decode path after warm-up (request memory is
+ *     allocated in engine_submit on the caller's thread; outboxes grow only when a poller has
+ *     not drained them).
+ */
+#ifndef LLAISYS_ENGINE_H
+#define LLAISYS_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "sampler.h"
+
+struct engine;
+struct engine_req;
+struct model;
+struct tokenizer;
+
+#define ENGINE_MAX_STOP_IDS 16
+
+/* Engine options; a zero field takes the default given. */
+struct engine_opts {
+    int n_threads;        /* compute threads (default 2) */
+    int n_ctx;            /* positions per sequence (default min(4096, max_position_embeddings)) */
+    int block_size;       /* tokens per KV block (default 16) */
+    int kv_blocks;        /* KV blocks in the pool (default: from kv_memory, else
+                             max(n_ctx, max_seqs · n_ctx / 4) tokens' worth) */
+    size_t kv_memory;     /* bytes of K/V storage, used when kv_blocks is 0 */
+    int max_seqs;         /* sequences running at once (default 16) */
+    int max_batch_tokens; /* tokens per step, decode and prompt chunks together (default 256;
+                             must be >= max_seqs) */
+    int max_queue;        /* requests submitted and not yet started (default 256) */
+    bool exact;           /* f32 activations and KV (LL_MATH_EXACT); default bf16 fast path */
+    bool no_prefix_cache; /* never share blocks between requests */
+};
+
+/* One request. Arrays are copied by engine_submit. A zeroed struct plus a prompt is greedy
+ * decoding up to the end of the context. */
+struct engine_params {
+    const int32_t *prompt;          /* (n_prompt) token ids, 1 <= n_prompt < n_ctx */
+    int n_prompt;
+    struct sampler_params sampling; /* temperature (<= 0 greedy), top_k, top_p, seed */
+    int choice;                     /* choice index (for n > 1 later); mixes into the seed */
+    int max_tokens;                 /* new tokens at most; <= 0: the rest of the context */
+    const int32_t *stop_ids;        /* (n_stop_ids) ids that end the request ("stop") */
+    int n_stop_ids;                 /* <= ENGINE_MAX_STOP_IDS */
+    bool ignore_eos;                /* do not stop on the model's eos ids */
+    bool keep_special;              /* text includes special tokens (default: skipped) */
+};
+
+enum engine_finish {
+    ENGINE_RUNNING = 0,      /* not finished */
+    ENGINE_FINISH_STOP,      /* an eos or stop id was sampled (not included in the output) */
+    ENGINE_FINISH_LENGTH,    /* max_tokens reached, or the context is full */
+    ENGINE_FINISH_CANCELLED, /* engine_cancel / engine_req_release before the end */
+    ENGINE_FINISH_ERROR,     /* an internal failure; message in engine_output.error */
+};
+
+struct engine_usage {
+    int prompt_tokens;     /* n_prompt */
+    int cached_tokens;     /* prompt tokens served from the prefix cache at first start */
+    int completion_tokens; /* tokens produced so far */
+    int preemptions;       /* times this request was preempted */
+};
+
+/* Seconds, measured from engine_submit; 0 where not reached yet. */
+struct engine_timings {
+    double queue_s; /* submit → first scheduled */
+    double ttft_s;  /* submit → first token */
+    double total_s; /* submit → finish */
+    double decode_s; /* first token → finish (the decode phase) */
+};
+
+/* What a poll returns: everything new since the previous poll (merged), plus the status.
+ * The caller owns the struct; its buffers are swapped with the engine's on each poll, so
+ * repeated polls reuse memory. Initialise with {0}; free with engine_output_free. */
+struct engine_output {
+    int32_t *ids;       /* (n_ids) new token ids */
+    int n_ids, cap_ids;
+    char *text;         /* (text_len) new UTF-8 text, NUL-terminated; complete characters only
+                           (the last bytes of an incomplete one come with the final poll) */
+    size_t text_len, cap_text;
+    enum engine_finish finish; /* ENGINE_RUNNING until the final poll */
+    int32_t stop_id;    /* the eos/stop id that ended it (ENGINE_FINISH_STOP), else -1 */
+    struct engine_usage usage;
+    struct engine_timings timings;
+    char error[256];    /* message when finish is ENGINE_FINISH_ERROR */
+};
+
+/* Engine-wide counters, a snapshot taken at the end of the last step. */
+struct engine_stats {
+    int waiting, running;       /* requests in each state (waiting includes preempted ones) */
+    int queued;                 /* submitted, never started (bounded by max_queue) */
+    int kv_blocks, kv_in_use, kv_cached, kv_free, block_size;
+    uint64_t steps, submitted, finished, rejected, preemptions;
+    uint64_t prompt_tokens;     /* prompt (and recomputed) tokens run through the model */
+    uint64_t cached_tokens;     /* prompt tokens taken from the prefix cache */
+    uint64_t decode_tokens;     /* decode rows run through the model */
+    uint64_t generated_tokens;  /* tokens sampled */
+    double busy_s;              /* time spent in steps that did work */
+};
+
+/* Fill the defaults of opts for model m and pick the pool size (what engine_create uses). */
+void engine_opts_resolve(struct engine_opts *o, const struct model *m);
+
+/* Open the model directory (model.h) and its tokenizer, create the runtime, KV pool and
+ * buffers. Returns LL_OK (*out owns everything; free with engine_destroy), LL_EINVAL (an option
+ * out of range: named), or what model_open, tokenizer_load, runtime_create return (LL_EIO,
+ * LL_EJSON, LL_EFORMAT, LL_EMODEL, LL_EUNSUPPORTED, LL_ENOMEM). */
+enum ll_status engine_create(struct engine **out, const char *model_dir,
+                             const struct engine_opts *opts, struct ll_err *err);
+
+/* Stop the scheduler thread if started, cancel and drop every request, free everything.
+ * Handles the caller still holds stay valid until engine_req_release (their poll reports
+ * cancelled); release them before or after, but do not call other functions on a destroyed
+ * engine. NULL is a no-op. */
+void engine_destroy(struct engine *e);
+
+/* The loaded model, tokenizer and resolved options (owned by the engine; read-only). */
+const struct model *engine_model(const struct engine *e);
+const struct tokenizer *engine_tokenizer(const struct engine *e);
+const struct engine_opts *engine_get_opts(const struct engine *e);
+
+/* Queue a request (any thread). On LL_OK *out is the caller's handle (engine_req_release).
+ * Returns LL_OK; LL_EINVAL (empty prompt, token id outside the vocabulary, negative or too many
+ * stop ids, bad sampling values: the message names it); LL_ETOOLONG (the prompt plus max_tokens
+ * exceeds the context, or needs more KV blocks than the whole pool: it could never run);
+ * LL_EOVERLOADED (max_queue requests already wait); LL_ENOMEM. On error *out is NULL. */
+enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
+                             struct engine_req **out, struct ll_err *err);
+
+/* The request's id (unique within the engine, from 1, in submit order). */
+uint64_t engine_req_id(const struct engine_req *r);
+
+/* Ask for a request to end (any thread, any state; a no-op once finished). It finishes as
+ * ENGINE_FINISH_CANCELLED at the next step boundary and its KV blocks are freed. */
+void engine_cancel(struct engine_req *r);
+
+/* Move what is new into *out (any thread; see struct engine_output). Returns true when *out
+ * carries anything: new tokens or text, or the finish (reported once, with the final text). */
+bool engine_poll(struct engine_req *r, struct engine_output *out);
+
+/* As engine_poll, first waiting up to timeout_s seconds (< 0: forever) for something new.
+ * Returns false on timeout. */
+bool engine_wait(struct engine_req *r, struct engine_output *out, double timeout_s);
+
+/* Give up the caller's handle (cancels the request if it is still running). NULL is a no-op. */
+void engine_req_release(struct engine_req *r);
+
+/* Free the buffers of an output (safe on a zeroed struct). */
+void engine_output_free(struct engine_output *out);
+
+/* Run one scheduler step on the calling thread: admit submitted requests, process cancels,
+ * build and run one batch, sample, stop, publish outputs. Returns LL_OK with *did_work set to
+ * whether any token was computed or any request finished (false: nothing to do), or LL_EINVAL
+ * when the engine's own thread is running (engine_start). A forward-pass failure finishes the
+ * affected requests with ENGINE_FINISH_ERROR and is returned (the engine stays usable). */
+enum ll_status engine_step(struct engine *e, bool *did_work, struct ll_err *err);
+
+/* Run engine_step until every submitted request has finished (for the CLI and tests). Returns
+ * LL_OK or engine_step's error. */
+enum ll_status engine_run_until_idle(struct engine *e, struct ll_err *err);
+
+/* Start the engine's scheduler thread: steps in a loop, sleeps while idle, wakes on submit and
+ * cancel. Returns LL_OK, LL_EINVAL (already started) or LL_ENOMEM (no thread). */
+enum ll_status engine_start(struct engine *e, struct ll_err *err);
+
+/* Stop and join the scheduler thread after its current step (requests stay queued; a no-op if
+ * not started). */
+void engine_stop(struct engine *e);
+
+/* Snapshot of the counters (any thread). */
+void engine_get_stats(struct engine *e, struct engine_stats *st);
+
+/* "stop", "length", "cancelled", "error" ("" while running): the OpenAI finish_reason words. */
+const char *engine_finish_str(enum engine_finish f);
+
+#endif

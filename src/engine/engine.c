@@ -1,0 +1,428 @@
+/*
+ * engine.c: engine creation and teardown, the step (mailbox → schedule → forward → sample →
+ * stop checks → outboxes), the optional scheduler thread, and statistics (see engine.h).
+ *
+ * Thread: engine_create / engine_step / engine_start / engine_stop / engine_destroy run on the
+ * controlling thread; in threaded mode the step runs on the engine's own thread, which then
+ * owns every [sched] field (engine_impl.h). Everything other threads see goes through the
+ * mailbox lock, held only to push or pop.
+ *
+ * Determinism: the token sampled for a sequence is sampler_sample(logits, params, seed mixed
+ * with the choice index, counter = the position the new token takes). The logits of a row
+ * depend only on the sequence's tokens (runtime.h), so the choice is the same whatever the
+ * batch, chunking, preemption or prefix-cache hits.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "model.h"
+#include "util.h"
+
+const char *engine_finish_str(enum engine_finish f)
+{
+    switch (f) {
+    case ENGINE_FINISH_STOP:
+        return "stop";
+    case ENGINE_FINISH_LENGTH:
+        return "length";
+    case ENGINE_FINISH_CANCELLED:
+        return "cancelled";
+    case ENGINE_FINISH_ERROR:
+        return "error";
+    case ENGINE_RUNNING:
+        break;
+    }
+    return "";
+}
+
+static size_t kv_bytes_per_block(const struct model *m, const struct engine_opts *o)
+{
+    const struct model_config *c = &m->config;
+    return (size_t)c->n_layers * 2 * (size_t)c->n_kv_heads * (size_t)c->head_dim *
+           (o->exact ? 4 : 2) * (size_t)o->block_size;
+}
+
+void engine_opts_resolve(struct engine_opts *o, const struct model *m)
+{
+    if (o->n_threads <= 0)
+        o->n_threads = 2;
+    if (o->n_ctx <= 0)
+        o->n_ctx = m->config.max_position > 0 && m->config.max_position < 4096
+                       ? m->config.max_position
+                       : 4096;
+    if (o->block_size <= 0)
+        o->block_size = 16;
+    if (o->max_seqs <= 0)
+        o->max_seqs = 16;
+    if (o->max_batch_tokens <= 0)
+        o->max_batch_tokens = o->max_seqs > 256 ? o->max_seqs : 256;
+    if (o->max_queue <= 0)
+        o->max_queue = 256;
+    if (o->kv_blocks <= 0) {
+        long long blocks;
+        if (o->kv_memory > 0) {
+            blocks = (long long)(o->kv_memory / kv_bytes_per_block(m, o));
+        } else {
+            /* Every sequence may use a quarter of the context on average, and one sequence
+             * the whole of it; preemption covers the rare overflow. */
+            long long tokens = (long long)o->max_seqs * o->n_ctx / 4;
+            if (tokens < o->n_ctx)
+                tokens = o->n_ctx;
+            blocks = (tokens + o->block_size - 1) / o->block_size;
+        }
+        o->kv_blocks = blocks > (1 << 24) ? 1 << 24 : (int)blocks;
+    }
+}
+
+const struct model *engine_model(const struct engine *e) { return e->model; }
+const struct tokenizer *engine_tokenizer(const struct engine *e) { return e->tok; }
+const struct engine_opts *engine_get_opts(const struct engine *e) { return &e->opts; }
+
+/* ---- create / destroy ---- */
+
+static enum ll_status check_opts(const struct engine_opts *o, struct ll_err *err)
+{
+    const char *what = NULL;
+    if (o->n_threads < 1 || o->n_threads > 256)
+        what = "threads must be 1..256";
+    else if (o->n_ctx < 2)
+        what = "the context must hold at least 2 tokens";
+    else if (o->block_size > 4096)
+        what = "block size must be 1..4096";
+    else if (o->kv_blocks < 1)
+        what = "the KV pool needs at least one block (--kv-blocks / --kv-memory)";
+    else if ((long long)o->kv_blocks * o->block_size > (1LL << 30))
+        what = "the KV pool is larger than 2^30 slots";
+    else if (o->max_seqs < 1 || o->max_seqs > 4096)
+        what = "max seqs must be 1..4096";
+    else if (o->max_batch_tokens < o->max_seqs || o->max_batch_tokens > 65536)
+        what = "max batch tokens must be >= max seqs and <= 65536";
+    else if (o->max_queue < 1)
+        what = "max queue must be >= 1";
+    if (what)
+        return ll_err_set(err, LL_EINVAL, "engine options: %s (threads %d, ctx %d, block size %d, "
+                          "kv blocks %d, max seqs %d, max batch tokens %d, max queue %d)", what,
+                          o->n_threads, o->n_ctx, o->block_size, o->kv_blocks, o->max_seqs,
+                          o->max_batch_tokens, o->max_queue);
+    return LL_OK;
+}
+
+enum ll_status engine_create(struct engine **out, const char *model_dir,
+                             const struct engine_opts *opts, struct ll_err *err)
+{
+    *out = NULL;
+    struct engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return ll_err_set(err, LL_ENOMEM, "engine: out of memory");
+    enum ll_status s;
+    if ((s = model_open(&e->model, model_dir, err)) != LL_OK)
+        goto fail;
+    e->opts = *opts;
+    engine_opts_resolve(&e->opts, e->model);
+    const struct engine_opts *o = &e->opts;
+    if ((s = check_opts(o, err)) != LL_OK || (s = tokenizer_load(&e->tok, model_dir, err)) != LL_OK)
+        goto fail;
+    struct runtime_opts ro = {
+        .n_ctx = o->n_ctx, .n_slots = o->kv_blocks * o->block_size, .block_size = o->block_size,
+        .max_batch = o->max_batch_tokens, .n_threads = o->n_threads,
+        .math = o->exact ? LL_MATH_EXACT : LL_MATH_FAST,
+    };
+    e->vocab = e->model->config.vocab_size;
+    if ((s = runtime_create(&e->rt, e->model, &ro, err)) != LL_OK ||
+        (s = sampler_init(&e->smp, e->vocab, err)) != LL_OK ||
+        (s = kv_pool_init(&e->pool, o->kv_blocks, o->block_size, err)) != LL_OK)
+        goto fail;
+    size_t B = (size_t)o->max_batch_tokens, S = (size_t)o->max_seqs;
+    e->mbox = mailbox_create();
+    e->b_token = malloc(sizeof(int32_t) * B);
+    e->b_pos = malloc(sizeof(int32_t) * B);
+    e->b_seq = malloc(sizeof(int32_t) * B);
+    e->b_want = malloc(B);
+    e->b_seqs = malloc(sizeof(struct ll_kv_seq) * S);
+    e->b_reqs = malloc(sizeof(struct engine_req *) * S);
+    e->logits = malloc(sizeof(float) * S * (size_t)e->vocab);
+    if (!e->mbox || !e->b_token || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
+        !e->b_reqs || !e->logits) {
+        s = ll_err_set(err, LL_ENOMEM, "engine: out of memory for batch buffers (%zu tokens, "
+                       "%zu sequences)", B, S);
+        goto fail;
+    }
+    const struct model_config *c = &e->model->config;
+    for (int i = 0; i < c->n_eos; i++)
+        e->eos[e->n_eos++] = c->eos_ids[i];
+    *out = e;
+    return LL_OK;
+fail:
+    engine_destroy(e);
+    return s;
+}
+
+/* Finish r: take it out of the lists, free its blocks, flush its text, publish the finish,
+ * drop the engine's reference. */
+static void finish(struct engine *e, struct engine_req *r, enum engine_finish why,
+                   int32_t stop_id, const char *msg)
+{
+    if (r->state == REQ_RUNNING)
+        sched_drop_blocks(e, r);
+    else if (r->state == REQ_WAITING)
+        sched_list_remove(&e->waiting, r);
+    double now = ll_now();
+    struct engine_usage u = {r->n_prompt, r->cached_tokens, r->n_tokens - r->n_prompt,
+                             r->preemptions};
+    struct engine_timings t = {0};
+    t.queue_s = r->t_first_sched > 0 ? r->t_first_sched - r->t_submit : 0;
+    t.ttft_s = r->t_first_token > 0 ? r->t_first_token - r->t_submit : 0;
+    t.total_s = now - r->t_submit;
+    t.decode_s = r->t_first_token > 0 ? now - r->t_first_token : 0;
+    size_t len = 0;
+    const char *rest = r->stream ? tokenizer_stream_flush(r->stream, &len) : "";
+    if (!req_push_output(r, -1, rest, len, &u, &t, why, stop_id, msg))
+        req_push_output(r, -1, NULL, 0, &u, &t, why, stop_id, msg); /* without the last bytes */
+    tokenizer_stream_free(r->stream);
+    r->stream = NULL;
+    r->state = REQ_FINISHED;
+    e->counters.finished++;
+    req_engine_unref(r);
+}
+
+static void finish_all(struct engine *e, struct req_list *l, enum engine_finish why,
+                       const char *msg)
+{
+    while (l->head)
+        finish(e, l->head, why, -1, msg);
+}
+
+/* Take what the mailbox holds: new requests join the waiting queue, cancels are applied. */
+static bool take_mail(struct engine *e)
+{
+    struct mailbox *mb = e->mbox;
+    pthread_mutex_lock(&mb->lock);
+    struct engine_req *in = mb->inbox_head, *cancels = mb->cancels;
+    mb->inbox_head = mb->inbox_tail = NULL;
+    mb->cancels = NULL;
+    pthread_mutex_unlock(&mb->lock);
+    bool any = false;
+    for (struct engine_req *r = in, *nx; r; r = nx) {
+        nx = r->inbox_next;
+        r->inbox_next = NULL;
+        r->state = REQ_WAITING;
+        sched_list_push_back(&e->waiting, r);
+        e->counters.submitted++;
+    }
+    for (struct engine_req *r = cancels, *nx; r; r = nx) {
+        nx = r->cancel_next;
+        r->cancel_next = NULL;
+        if (r->state != REQ_FINISHED) {
+            finish(e, r, ENGINE_FINISH_CANCELLED, -1, NULL);
+            any = true;
+        }
+    }
+    return any;
+}
+
+void engine_destroy(struct engine *e)
+{
+    if (!e)
+        return;
+    engine_stop(e);
+    if (e->mbox) {
+        pthread_mutex_lock(&e->mbox->lock);
+        e->mbox->closed = true;
+        pthread_mutex_unlock(&e->mbox->lock);
+        take_mail(e);
+        finish_all(e, &e->running, ENGINE_FINISH_CANCELLED, NULL);
+        finish_all(e, &e->waiting, ENGINE_FINISH_CANCELLED, NULL);
+        mailbox_unref(e->mbox);
+    }
+    free(e->b_token);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_want);
+    free(e->b_seqs);
+    free(e->b_reqs);
+    free(e->logits);
+    kv_pool_free(&e->pool);
+    sampler_free(&e->smp);
+    runtime_free(e->rt);
+    tokenizer_free(e->tok);
+    model_close(e->model);
+    free(e);
+}
+
+/* ---- the step ---- */
+
+static bool is_stop(const struct engine *e, const struct engine_req *r, int32_t id)
+{
+    if (!r->params.ignore_eos)
+        for (int i = 0; i < e->n_eos; i++)
+            if (e->eos[i] == id)
+                return true;
+    for (int i = 0; i < r->params.n_stop_ids; i++)
+        if (r->stop_ids[i] == id)
+            return true;
+    return false;
+}
+
+/* Sample r's next token from its logits row and act on it. */
+static void take_token(struct engine *e, struct engine_req *r, const float *row)
+{
+    struct sampler_params sp = r->params.sampling;
+    sp.seed = r->seed;
+    int32_t id = sampler_sample(&e->smp, row, &sp, (uint64_t)r->n_tokens);
+    double now = ll_now();
+    if (r->t_first_token == 0)
+        r->t_first_token = now;
+    e->counters.generated_tokens++;
+    if (is_stop(e, r, id)) {
+        finish(e, r, ENGINE_FINISH_STOP, id, NULL);
+        return;
+    }
+    r->tokens[r->n_tokens++] = id;
+    size_t len;
+    const char *text = tokenizer_stream_feed(r->stream, id, &len);
+    struct engine_usage u = {r->n_prompt, r->cached_tokens, r->n_tokens - r->n_prompt,
+                             r->preemptions};
+    if (!req_push_output(r, id, text, len, &u, NULL, ENGINE_RUNNING, -1, NULL)) {
+        finish(e, r, ENGINE_FINISH_ERROR, -1, "out of memory for the request's output");
+        return;
+    }
+    if (r->n_tokens >= r->max_len)
+        finish(e, r, ENGINE_FINISH_LENGTH, -1, NULL);
+}
+
+static void snapshot_stats(struct engine *e)
+{
+    struct kv_pool_stats ps;
+    kv_pool_get_stats(&e->pool, &ps);
+    struct engine_stats st = e->counters;
+    st.waiting = e->waiting.n;
+    st.running = e->running.n;
+    st.kv_blocks = ps.total;
+    st.kv_in_use = ps.in_use;
+    st.kv_cached = ps.cached;
+    st.kv_free = ps.free;
+    st.block_size = e->opts.block_size;
+    pthread_mutex_lock(&e->mbox->lock);
+    st.queued = e->mbox->queued;
+    st.rejected = e->mbox->rejected;
+    st.submitted = e->mbox->next_id;
+    e->mbox->stats = st;
+    pthread_mutex_unlock(&e->mbox->lock);
+}
+
+static enum ll_status step(struct engine *e, bool *did_work, struct ll_err *err)
+{
+    double t0 = ll_now();
+    e->step_no++;
+    bool did = take_mail(e);
+    sched_build_batch(e);
+    enum ll_status s = LL_OK;
+    if (e->n_rows > 0) {
+        did = true;
+        struct ll_batch b = {
+            .n_tokens = e->n_rows, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
+            .want_logits = e->b_want, .seqs = e->b_seqs, .n_seqs = e->n_seqs,
+        };
+        struct ll_err ferr = {0};
+        s = runtime_forward(e->rt, &b, e->logits, &ferr);
+        if (s != LL_OK) {
+            /* Should not happen (the scheduler builds valid batches); fail those requests. */
+            for (int k = 0; k < e->n_seqs; k++)
+                finish(e, e->b_reqs[k], ENGINE_FINISH_ERROR, -1, ferr.msg);
+            ll_err_set(err, s, "engine step: %s", ferr.msg);
+        } else {
+            int row = 0;
+            for (int k = 0; k < e->n_seqs; k++) {
+                struct engine_req *r = e->b_reqs[k];
+                r->n_computed += r->batch_rows;
+                sched_publish_blocks(e, r);
+                if (r->n_computed == r->n_tokens)
+                    take_token(e, r, e->logits + (size_t)row++ * e->vocab);
+            }
+        }
+    }
+    e->counters.steps++;
+    if (did)
+        e->counters.busy_s += ll_now() - t0;
+    snapshot_stats(e);
+    *did_work = did;
+    return s;
+}
+
+enum ll_status engine_step(struct engine *e, bool *did_work, struct ll_err *err)
+{
+    *did_work = false;
+    if (e->threaded)
+        return ll_err_set(err, LL_EINVAL, "engine_step: the engine's own thread is running");
+    return step(e, did_work, err);
+}
+
+enum ll_status engine_run_until_idle(struct engine *e, struct ll_err *err)
+{
+    for (;;) {
+        bool did;
+        enum ll_status s = engine_step(e, &did, err);
+        if (s != LL_OK)
+            return s;
+        if (!did && !e->waiting.n && !e->running.n)
+            return LL_OK;
+    }
+}
+
+/* ---- threaded mode ---- */
+
+static void *scheduler_main(void *arg)
+{
+    struct engine *e = arg;
+    struct mailbox *mb = e->mbox;
+    for (;;) {
+        pthread_mutex_lock(&mb->lock);
+        while (!mb->stop && !mb->inbox_head && !mb->cancels && !e->waiting.n &&
+               !e->running.n)
+            pthread_cond_wait(&mb->wake, &mb->lock);
+        bool stop = mb->stop;
+        pthread_mutex_unlock(&mb->lock);
+        if (stop)
+            break;
+        bool did;
+        struct ll_err err = {0};
+        if (step(e, &did, &err) != LL_OK)
+            fprintf(stderr, "llaisys engine: %s\n", err.msg);
+    }
+    return NULL;
+}
+
+enum ll_status engine_start(struct engine *e, struct ll_err *err)
+{
+    if (e->threaded)
+        return ll_err_set(err, LL_EINVAL, "engine_start: already started");
+    e->mbox->stop = false;
+    if (pthread_create(&e->thread, NULL, scheduler_main, e))
+        return ll_err_set(err, LL_ENOMEM, "engine_start: cannot start the scheduler thread");
+    e->threaded = true;
+    return LL_OK;
+}
+
+void engine_stop(struct engine *e)
+{
+    if (!e->threaded)
+        return;
+    pthread_mutex_lock(&e->mbox->lock);
+    e->mbox->stop = true;
+    pthread_cond_signal(&e->mbox->wake);
+    pthread_mutex_unlock(&e->mbox->lock);
+    pthread_join(e->thread, NULL);
+    e->threaded = false;
+    e->mbox->stop = false;
+}
+
+void engine_get_stats(struct engine *e, struct engine_stats *st)
+{
+    pthread_mutex_lock(&e->mbox->lock);
+    *st = e->mbox->stats;
+    st->rejected = e->mbox->rejected;
+    st->queued = e->mbox->queued;
+    pthread_mutex_unlock(&e->mbox->lock);
+}

@@ -1,0 +1,839 @@
+/*
+ * test_engine.c: the engine (engine.h) on the tiny-qwen2 fixture: batched greedy outputs equal
+ * single-request outputs and the plain runtime; seeded sampling is identical alone, in a batch
+ * of 16 others, after preemption (a tiny pool, with and without the prefix cache) and with its
+ * prefix served from the cache; a prefix hit gives bit-identical logits (runtime + kv_pool);
+ * cancel in every state leaves the pool empty; impossible requests and a full queue are
+ * rejected; stop ids, eos, default max_tokens; the threaded mode with pollers on other threads;
+ * text deltas add up to the decoded text.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "kv_pool.h"
+#include "model.h"
+#include "ops.h"
+#include "runtime.h"
+#include "sampler.h"
+#include "tokenizer.h"
+#include "util.h"
+
+#define FIXTURE "tests/fixtures/tiny-qwen2"
+#define MAXOUT 128
+
+struct result {
+    int32_t ids[MAXOUT];
+    int n;
+    char text[8192];
+    size_t len;
+    enum engine_finish finish;
+    int32_t stop_id;
+    struct engine_usage usage;
+};
+
+static struct engine *make_engine(struct engine_opts o)
+{
+    struct engine *e = NULL;
+    struct ll_err err = {0};
+    enum ll_status s = engine_create(&e, FIXTURE, &o, &err);
+    if (s != LL_OK)
+        print_error("engine_create: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    return e;
+}
+
+/* Deterministic pseudo-random prompt of n ids among the first 150000. */
+static void make_prompt(int32_t *ids, int n, uint64_t salt)
+{
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)(sampler_uniform(salt, (uint64_t)i) * 150000);
+}
+
+static struct engine_req *submit(struct engine *e, const struct engine_params *p)
+{
+    struct engine_req *r = NULL;
+    struct ll_err err = {0};
+    enum ll_status s = engine_submit(e, p, &r, &err);
+    if (s != LL_OK)
+        print_error("engine_submit: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    return r;
+}
+
+/* Move whatever the request has produced into res (accumulating). */
+static void drain(struct engine_req *r, struct result *res)
+{
+    struct engine_output out = {0};
+    engine_poll(r, &out);
+    assert_true(res->n + out.n_ids <= MAXOUT);
+    if (out.n_ids)
+        memcpy(res->ids + res->n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
+    res->n += out.n_ids;
+    assert_true(res->len + out.text_len < sizeof res->text);
+    if (out.text_len)
+        memcpy(res->text + res->len, out.text, out.text_len);
+    res->len += out.text_len;
+    res->text[res->len] = '\0';
+    res->finish = out.finish;
+    res->stop_id = out.stop_id;
+    res->usage = out.usage;
+    engine_output_free(&out);
+}
+
+static void run_idle(struct engine *e)
+{
+    struct ll_err err = {0};
+    enum ll_status s = engine_run_until_idle(e, &err);
+    if (s != LL_OK)
+        print_error("engine_run_until_idle: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+}
+
+static void assert_pool_empty(struct engine *e)
+{
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.kv_in_use, 0);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.waiting, 0);
+    assert_int_equal(st.queued, 0);
+    assert_int_equal(st.kv_in_use + st.kv_cached + st.kv_free, st.kv_blocks);
+}
+
+/* Run each of n requests (on its own, in a fresh engine with options o) into res[i]. */
+static void run_each_alone(struct engine_opts o, const struct engine_params *p, int n,
+                           struct result *res)
+{
+    for (int i = 0; i < n; i++) {
+        struct engine *e = make_engine(o);
+        struct engine_req *r = submit(e, &p[i]);
+        run_idle(e);
+        memset(&res[i], 0, sizeof res[i]);
+        drain(r, &res[i]);
+        engine_req_release(r);
+        assert_pool_empty(e);
+        engine_destroy(e);
+    }
+}
+
+/* Run n requests submitted together into res. */
+static void run_together(struct engine *e, const struct engine_params *p, int n,
+                         struct result *res)
+{
+    struct engine_req *r[32];
+    assert_true(n <= 32);
+    for (int i = 0; i < n; i++)
+        r[i] = submit(e, &p[i]);
+    run_idle(e);
+    for (int i = 0; i < n; i++) {
+        memset(&res[i], 0, sizeof res[i]);
+        drain(r[i], &res[i]);
+        engine_req_release(r[i]);
+    }
+    assert_pool_empty(e);
+}
+
+static void assert_same(const struct result *a, const struct result *b)
+{
+    assert_int_equal(a->n, b->n);
+    assert_memory_equal(a->ids, b->ids, sizeof(int32_t) * (size_t)a->n);
+    assert_int_equal(a->finish, b->finish);
+    assert_string_equal(a->text, b->text);
+}
+
+/* ---- greedy: batched == alone == the plain runtime ---- */
+
+enum { NG = 6 };
+static int32_t g_prompts[NG][64];
+static const int g_len[NG] = {3, 17, 40, 16, 33, 9};
+
+static void greedy_params(struct engine_params *p)
+{
+    for (int i = 0; i < NG; i++) {
+        make_prompt(g_prompts[i], g_len[i], 500 + (uint64_t)i);
+        p[i] = (struct engine_params){.prompt = g_prompts[i], .n_prompt = g_len[i],
+                                      .max_tokens = 10 + i, .ignore_eos = true};
+    }
+}
+
+static void test_greedy_batched_equals_alone(void **state)
+{
+    (void)state;
+    struct engine_params p[NG];
+    greedy_params(p);
+    struct engine_opts o = {.n_ctx = 256, .max_seqs = 8, .max_batch_tokens = 24};
+    struct result alone[NG], batch[NG];
+    run_each_alone(o, p, NG, alone);
+    struct engine *e = make_engine(o);
+    run_together(e, p, NG, batch);
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_true(st.steps > 1);
+    engine_destroy(e);
+    for (int i = 0; i < NG; i++) {
+        assert_int_equal(alone[i].n, 10 + i);
+        assert_int_equal(alone[i].finish, ENGINE_FINISH_LENGTH);
+        assert_int_equal(alone[i].usage.completion_tokens, 10 + i);
+        assert_int_equal(alone[i].usage.prompt_tokens, g_len[i]);
+        assert_same(&alone[i], &batch[i]);
+    }
+
+    /* The plain runtime's greedy loop (one contiguous sequence) gives the same tokens. */
+    struct ll_err err = {0};
+    struct model *m;
+    assert_int_equal(model_open(&m, FIXTURE, &err), LL_OK);
+    struct runtime_opts ro = {.n_ctx = 256, .math = LL_MATH_FAST};
+    struct model_runtime *rt;
+    assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
+    int V = m->config.vocab_size;
+    float *logits = malloc(sizeof(float) * V);
+    for (int i = 0; i < NG; i++) {
+        int32_t pos[64];
+        uint8_t want[64] = {0};
+        for (int j = 0; j < g_len[i]; j++)
+            pos[j] = j;
+        want[g_len[i] - 1] = 1;
+        struct ll_batch b = {.n_tokens = g_len[i], .token = g_prompts[i], .pos = pos,
+                             .want_logits = want};
+        assert_int_equal(runtime_forward(rt, &b, logits, &err), LL_OK);
+        for (int k = 0; k < alone[i].n; k++) {
+            int32_t t = ll_argmax(logits, V), ps = g_len[i] + k;
+            assert_int_equal(t, alone[i].ids[k]);
+            struct ll_batch d = {.n_tokens = 1, .token = &t, .pos = &ps};
+            assert_int_equal(runtime_forward(rt, &d, logits, &err), LL_OK);
+        }
+    }
+    free(logits);
+    runtime_free(rt);
+    model_close(m);
+}
+
+/* ---- seeded sampling: alone, batched, preempted, prefix-cached ---- */
+
+static int32_t x_prompt[40], others[16][40];
+
+static struct engine_params x_params(void)
+{
+    make_prompt(x_prompt, 36, 4242);
+    return (struct engine_params){
+        .prompt = x_prompt, .n_prompt = 36, .max_tokens = 24, .ignore_eos = true,
+        .sampling = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f, .seed = 1234},
+    };
+}
+
+static void other_params(struct engine_params *p, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int len = 10 + (i * 7) % 25;
+        make_prompt(others[i], len, 9000 + (uint64_t)i);
+        p[i] = (struct engine_params){
+            .prompt = others[i], .n_prompt = len, .max_tokens = 8 + i % 9, .ignore_eos = true,
+            .sampling = {.temperature = 0.7f + 0.05f * (float)i, .top_p = 0.9f,
+                         .seed = 77 + (uint64_t)i},
+        };
+    }
+}
+
+static void test_seeded_determinism(void **state)
+{
+    (void)state;
+    struct engine_params x = x_params();
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
+    struct result alone;
+    run_each_alone(o, &x, 1, &alone);
+    assert_int_equal(alone.n, 24);
+    assert_int_equal(alone.usage.cached_tokens, 0);
+    assert_int_equal(alone.usage.preemptions, 0);
+
+    /* In a batch of 16 others (x in the middle). */
+    struct engine_params p[17];
+    other_params(p, 16);
+    p[16] = p[8];
+    p[8] = x;
+    struct result res[17];
+    struct engine *e = make_engine(o);
+    run_together(e, p, 17, res);
+    engine_destroy(e);
+    assert_same(&alone, &res[8]);
+    /* and another seed gives something else */
+    struct engine_params x2 = x;
+    x2.sampling.seed = 4321;
+    struct result other;
+    run_each_alone(o, &x2, 1, &other);
+    assert_int_equal(other.n, 24);
+    assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 24) != 0);
+
+    /* Preempted, in a tiny pool (4 blocks of 16 for requests of up to 60 positions), with the
+     * prefix cache (recompute may hit its own freed blocks) and without (true recompute). */
+    for (int nocache = 0; nocache <= 1; nocache++) {
+        struct engine_opts t = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 48,
+                                .kv_blocks = 4, .no_prefix_cache = nocache};
+        struct engine_params q[2];
+        other_params(q, 1);
+        q[0].max_tokens = 30; /* 10 + 30 tokens: grows into its second block at 16 */
+        q[1] = x;             /* started last: the victim */
+        e = make_engine(t);
+        run_together(e, q, 2, res);
+        struct engine_stats st;
+        engine_get_stats(e, &st);
+        engine_destroy(e);
+        assert_true(st.preemptions > 0);
+        assert_true(res[1].usage.preemptions > 0);
+        assert_same(&alone, &res[1]);
+        struct result solo; /* the other one matches its own solo run too */
+        run_each_alone(o, &q[0], 1, &solo);
+        assert_same(&solo, &res[0]);
+    }
+
+    /* Prefix served from the cache: a request sharing x's first 32 prompt tokens runs first. */
+    e = make_engine(o);
+    struct engine_params pre = x;
+    int32_t pre_prompt[40];
+    memcpy(pre_prompt, x_prompt, sizeof pre_prompt);
+    pre_prompt[35] = 17; /* differs after the shared blocks */
+    pre.prompt = pre_prompt;
+    pre.sampling.seed = 99;
+    struct result r1, r2;
+    run_together(e, &pre, 1, &r1);
+    run_together(e, &x, 1, &r2);
+    assert_int_equal(r2.usage.cached_tokens, 32);
+    assert_same(&alone, &r2);
+    /* x again: its own blocks are cached now; still 32 (the last prompt token is computed) */
+    run_together(e, &x, 1, &r2);
+    assert_int_equal(r2.usage.cached_tokens, 32);
+    assert_same(&alone, &r2);
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_true(st.cached_tokens >= 64);
+    assert_true(st.kv_cached > 0);
+    engine_destroy(e);
+
+    /* A second choice index draws differently from the same seed. */
+    struct engine_params xc = x;
+    xc.choice = 1;
+    run_each_alone(o, &xc, 1, &other);
+    assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 24) != 0);
+}
+
+/* Prefix running concurrently: a request whose prompt extends a still-running request's
+ * computed blocks shares them. */
+static void test_prefix_of_running_request(void **state)
+{
+    (void)state;
+    struct engine_opts o = {.n_ctx = 256, .max_seqs = 4, .max_batch_tokens = 64};
+    struct engine *e = make_engine(o);
+    int32_t a[80], b[80];
+    make_prompt(a, 48, 31);
+    memcpy(b, a, sizeof b);
+    make_prompt(b + 48, 8, 32);
+    struct engine_params pa = {.prompt = a, .n_prompt = 48, .max_tokens = 20, .ignore_eos = true};
+    struct engine_params pb = {.prompt = b, .n_prompt = 56, .max_tokens = 5, .ignore_eos = true};
+    struct engine_req *ra = submit(e, &pa);
+    bool did;
+    struct ll_err err = {0};
+    assert_int_equal(engine_step(e, &did, &err), LL_OK); /* a's prompt computed */
+    assert_int_equal(engine_step(e, &did, &err), LL_OK); /* a decodes */
+    struct engine_req *rb = submit(e, &pb);
+    run_idle(e);
+    struct result resa = {0}, resb = {0}, solo;
+    drain(ra, &resa);
+    drain(rb, &resb);
+    assert_int_equal(resb.usage.cached_tokens, 48);
+    assert_int_equal(resa.usage.cached_tokens, 0);
+    engine_req_release(ra);
+    engine_req_release(rb);
+    assert_pool_empty(e);
+    engine_destroy(e);
+    run_each_alone(o, &pb, 1, &solo);
+    assert_int_equal(solo.usage.cached_tokens, 0);
+    assert_same(&solo, &resb);
+}
+
+/* ---- a prefix hit gives bit-identical logits (runtime + kv_pool, no engine) ---- */
+
+static void prefix_logits_mode(enum ll_math math)
+{
+    enum { BSZ = 16, NB = 16 };
+    struct ll_err err = {0};
+    struct model *m;
+    assert_int_equal(model_open(&m, FIXTURE, &err), LL_OK);
+    struct runtime_opts ro = {.n_ctx = NB * BSZ, .n_slots = NB * BSZ, .block_size = BSZ,
+                              .max_batch = 128, .math = math};
+    struct model_runtime *rt;
+    assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
+    struct kv_pool pool;
+    assert_int_equal(kv_pool_init(&pool, NB, BSZ, &err), LL_OK);
+    int V = m->config.vocab_size;
+    float *l_shared = malloc(sizeof(float) * V), *l_fresh = malloc(sizeof(float) * V);
+
+    /* A: 48 tokens in 3 blocks, computed and published. */
+    int32_t a[48], b[50];
+    make_prompt(a, 48, 71);
+    memcpy(b, a, 40 * sizeof(int32_t));
+    make_prompt(b + 40, 10, 72);
+    int32_t ta[3], tb[4], tc[4];
+    uint64_t h[3];
+    int32_t pos[64];
+    for (int i = 0; i < 64; i++)
+        pos[i] = i;
+    for (int i = 0; i < 3; i++)
+        ta[i] = kv_pool_alloc(&pool);
+    struct ll_kv_seq sa = {ta, 3};
+    int32_t zero[64] = {0};
+    struct ll_batch ba = {.n_tokens = 48, .token = a, .pos = pos, .seq = zero, .seqs = &sa,
+                          .n_seqs = 1};
+    assert_int_equal(runtime_forward(rt, &ba, l_fresh, &err), LL_OK);
+    for (int i = 0; i < 3; i++) {
+        h[i] = kv_pool_hash_block(i ? h[i - 1] : 0, a + i * BSZ, BSZ);
+        assert_true(kv_pool_publish(&pool, ta[i], h[i], i ? h[i - 1] : 0, a + i * BSZ));
+    }
+    kv_pool_release_table(&pool, ta, 3); /* A finished: its blocks stay cached */
+
+    /* B: the first two blocks match (the third differs from token 40 on). */
+    int n_match = 0;
+    uint64_t parent = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t hb = kv_pool_hash_block(parent, b + i * BSZ, BSZ);
+        int blk = kv_pool_lookup(&pool, hb, parent, b + i * BSZ);
+        if (blk < 0)
+            break;
+        kv_pool_ref(&pool, blk);
+        tb[n_match++] = blk;
+        parent = hb;
+    }
+    assert_int_equal(n_match, 2);
+    tb[2] = kv_pool_alloc(&pool);
+    tb[3] = kv_pool_alloc(&pool);
+    struct ll_kv_seq sb = {tb, 4};
+    struct ll_batch bb = {.n_tokens = 18, .token = b + 32, .pos = pos + 32, .seq = zero,
+                          .seqs = &sb, .n_seqs = 1};
+    assert_int_equal(runtime_forward(rt, &bb, l_shared, &err), LL_OK);
+
+    /* C: the same 50 tokens computed from scratch in other blocks, in two chunks. */
+    for (int i = 0; i < 4; i++) {
+        tc[i] = kv_pool_alloc(&pool);
+        assert_true(tc[i] != tb[0] && tc[i] != tb[1]);
+    }
+    struct ll_kv_seq sc = {tc, 4};
+    struct ll_batch c1 = {.n_tokens = 30, .token = b, .pos = pos, .seq = zero, .seqs = &sc,
+                          .n_seqs = 1};
+    assert_int_equal(runtime_forward(rt, &c1, l_fresh, &err), LL_OK);
+    struct ll_batch c2 = {.n_tokens = 20, .token = b + 30, .pos = pos + 30, .seq = zero,
+                          .seqs = &sc, .n_seqs = 1};
+    assert_int_equal(runtime_forward(rt, &c2, l_fresh, &err), LL_OK);
+    assert_memory_equal(l_shared, l_fresh, sizeof(float) * V);
+
+    kv_pool_release_table(&pool, tb, 4);
+    kv_pool_release_table(&pool, tc, 4);
+    struct kv_pool_stats st;
+    kv_pool_get_stats(&pool, &st);
+    assert_int_equal(st.in_use, 0);
+    assert_true(kv_pool_check(&pool));
+    kv_pool_free(&pool);
+    free(l_shared);
+    free(l_fresh);
+    runtime_free(rt);
+    model_close(m);
+}
+
+static void test_prefix_hit_same_logits(void **state)
+{
+    (void)state;
+    prefix_logits_mode(LL_MATH_FAST);
+    prefix_logits_mode(LL_MATH_EXACT);
+}
+
+/* ---- cancel in every state ---- */
+
+static void step_once(struct engine *e)
+{
+    bool did;
+    struct ll_err err = {0};
+    assert_int_equal(engine_step(e, &did, &err), LL_OK);
+}
+
+static void test_cancel_states(void **state)
+{
+    (void)state;
+    int32_t ids[4][48];
+    for (int i = 0; i < 4; i++)
+        make_prompt(ids[i], 40, 600 + (uint64_t)i);
+    struct engine_params p = {.prompt = ids[0], .n_prompt = 40, .max_tokens = 30,
+                              .ignore_eos = true};
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 1, .max_batch_tokens = 16};
+    struct engine *e = make_engine(o);
+    struct result res;
+
+    /* In the inbox (before any step). */
+    struct engine_req *r = submit(e, &p);
+    engine_cancel(r);
+    engine_cancel(r); /* twice is fine */
+    step_once(e);
+    memset(&res, 0, sizeof res);
+    drain(r, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_CANCELLED);
+    assert_int_equal(res.n, 0);
+    engine_req_release(r);
+    assert_pool_empty(e);
+
+    /* Running, mid-prompt (16-token chunks of a 40-token prompt), and waiting behind it. */
+    r = submit(e, &p);
+    p.prompt = ids[1];
+    struct engine_req *w = submit(e, &p);
+    step_once(e);
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.running, 1);
+    assert_int_equal(st.waiting, 1);
+    assert_true(st.kv_in_use > 0);
+    engine_cancel(w); /* waiting */
+    engine_cancel(r); /* prefilling */
+    step_once(e);
+    memset(&res, 0, sizeof res);
+    drain(w, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_CANCELLED);
+    memset(&res, 0, sizeof res);
+    drain(r, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_CANCELLED);
+    engine_req_release(r);
+    engine_req_release(w);
+    assert_pool_empty(e);
+
+    /* Decoding. */
+    p.prompt = ids[2];
+    r = submit(e, &p);
+    for (int i = 0; i < 5; i++)
+        step_once(e);
+    memset(&res, 0, sizeof res);
+    drain(r, &res);
+    assert_int_equal(res.finish, ENGINE_RUNNING);
+    assert_true(res.n >= 2);
+    engine_cancel(r);
+    step_once(e);
+    drain(r, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_CANCELLED);
+    assert_true(res.usage.completion_tokens >= 2);
+    engine_req_release(r);
+    assert_pool_empty(e);
+
+    /* Released by its caller while running (cancel implied), and after finishing (a no-op). */
+    r = submit(e, &p);
+    step_once(e);
+    step_once(e);
+    engine_req_release(r);
+    run_idle(e);
+    assert_pool_empty(e);
+    p.max_tokens = 2;
+    r = submit(e, &p);
+    run_idle(e);
+    engine_cancel(r);
+    step_once(e);
+    memset(&res, 0, sizeof res);
+    drain(r, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_LENGTH);
+    assert_int_equal(res.n, 2);
+    engine_req_release(r);
+    assert_pool_empty(e);
+    engine_destroy(e);
+
+    /* Preempted (back to waiting): two requests outgrow a 4-block pool. */
+    struct engine_opts t = {.n_ctx = 128, .max_seqs = 2, .max_batch_tokens = 64, .kv_blocks = 4};
+    e = make_engine(t);
+    struct engine_params pa = {.prompt = ids[0], .n_prompt = 20, .max_tokens = 40,
+                               .ignore_eos = true};
+    struct engine_params pb = pa;
+    pb.prompt = ids[1];
+    struct engine_req *ra = submit(e, &pa), *rb = submit(e, &pb);
+    for (int i = 0; i < 40; i++) {
+        step_once(e);
+        engine_get_stats(e, &st);
+        if (st.preemptions > 0)
+            break;
+    }
+    assert_true(st.preemptions > 0);
+    assert_int_equal(st.waiting, 1);
+    assert_int_equal(st.queued, 0); /* both had started: the waiting one is the preempted one */
+    engine_cancel(rb);               /* the most recently started: the victim */
+    step_once(e);
+    memset(&res, 0, sizeof res);
+    drain(rb, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_CANCELLED);
+    run_idle(e);
+    memset(&res, 0, sizeof res);
+    drain(ra, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_LENGTH);
+    assert_int_equal(res.n, 40);
+    engine_req_release(ra);
+    engine_req_release(rb);
+    assert_pool_empty(e);
+
+    /* Destroy with requests still queued and running; handles outlive the engine. */
+    ra = submit(e, &pa);
+    rb = submit(e, &pb);
+    step_once(e);
+    engine_destroy(e);
+    memset(&res, 0, sizeof res);
+    drain(ra, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_CANCELLED);
+    engine_cancel(rb); /* a no-op on a finished request */
+    engine_req_release(ra);
+    engine_req_release(rb);
+}
+
+/* ---- rejections ---- */
+
+static void test_rejections(void **state)
+{
+    (void)state;
+    struct engine_opts o = {.n_ctx = 64, .kv_blocks = 3, .block_size = 16, .max_queue = 3,
+                            .max_seqs = 4};
+    struct engine *e = make_engine(o);
+    int32_t ids[80];
+    make_prompt(ids, 80, 5);
+    struct engine_req *r = NULL;
+    struct ll_err err = {0};
+    struct engine_params p = {.prompt = ids, .n_prompt = 0};
+    assert_int_equal(engine_submit(e, &p, &r, &err), LL_EINVAL);
+    assert_null(r);
+    assert_non_null(strstr(err.msg, "empty"));
+    p.n_prompt = 10;
+    ids[3] = 151936;
+    assert_int_equal(engine_submit(e, &p, &r, &err), LL_EINVAL);
+    assert_non_null(strstr(err.msg, "vocabulary"));
+    ids[3] = 3;
+    p.max_tokens = 60; /* 10 + 60 > 64 */
+    assert_int_equal(engine_submit(e, &p, &r, &err), LL_ETOOLONG);
+    assert_non_null(strstr(err.msg, "context"));
+    p.n_prompt = 64;
+    p.max_tokens = 0;
+    assert_int_equal(engine_submit(e, &p, &r, &err), LL_ETOOLONG);
+    /* The pool holds 48 positions: 10 + 40 tokens needs 49 → 4 blocks. */
+    p.n_prompt = 10;
+    p.max_tokens = 40;
+    assert_int_equal(engine_submit(e, &p, &r, &err), LL_ETOOLONG);
+    assert_non_null(strstr(err.msg, "pool"));
+    p.max_tokens = 39; /* exactly fits */
+    p.ignore_eos = true;
+    r = submit(e, &p);
+    int32_t stop = -5;
+    struct engine_params bad = p;
+    bad.stop_ids = &stop;
+    bad.n_stop_ids = 1;
+    struct engine_req *r2 = NULL;
+    assert_int_equal(engine_submit(e, &bad, &r2, &err), LL_EINVAL);
+    struct engine_stats st;
+    run_idle(e);
+    struct result res = {0};
+    drain(r, &res);
+    assert_int_equal(res.n, 39);
+    engine_req_release(r);
+
+    /* Without max_tokens: the rest of what the context and the pool allow (49 tokens). */
+    p.max_tokens = 0;
+    r = submit(e, &p);
+    run_idle(e);
+    memset(&res, 0, sizeof res);
+    drain(r, &res);
+    assert_int_equal(res.finish, ENGINE_FINISH_LENGTH);
+    assert_int_equal(res.n, 39);
+    engine_req_release(r);
+
+    /* Queue full: three wait, the fourth is refused; after they start, room again. */
+    p.max_tokens = 2;
+    struct engine_req *q[4];
+    for (int i = 0; i < 3; i++)
+        q[i] = submit(e, &p);
+    assert_int_equal(engine_submit(e, &p, &q[3], &err), LL_EOVERLOADED);
+    assert_non_null(strstr(err.msg, "overloaded"));
+    assert_int_equal(ll_status_http(LL_EOVERLOADED), 429);
+    step_once(e);
+    engine_get_stats(e, &st);
+    assert_true(st.queued < 3);
+    q[3] = submit(e, &p);
+    run_idle(e);
+    for (int i = 0; i < 4; i++) {
+        memset(&res, 0, sizeof res);
+        drain(q[i], &res);
+        assert_int_equal(res.n, 2);
+        engine_req_release(q[i]);
+    }
+    engine_get_stats(e, &st);
+    assert_int_equal(st.rejected, 7);
+    assert_pool_empty(e);
+    engine_destroy(e);
+
+    /* Options out of range. */
+    struct engine_opts bado = {.max_seqs = 8, .max_batch_tokens = 4};
+    struct engine *be = NULL;
+    assert_int_equal(engine_create(&be, FIXTURE, &bado, &err), LL_EINVAL);
+    assert_null(be);
+    assert_non_null(strstr(err.msg, "max batch tokens"));
+    assert_int_not_equal(engine_create(&be, "tests/fixtures/no-such-model", &o, &err), LL_OK);
+    assert_null(be);
+}
+
+/* ---- stops, eos, text ---- */
+
+static void test_stops_and_text(void **state)
+{
+    (void)state;
+    struct engine_opts o = {.n_ctx = 128};
+    struct engine *e = make_engine(o);
+    int32_t ids[32];
+    make_prompt(ids, 12, 808);
+    struct engine_params p = {.prompt = ids, .n_prompt = 12, .max_tokens = 20,
+                              .ignore_eos = true};
+    struct result full;
+    run_together(e, &p, 1, &full);
+    assert_int_equal(full.n, 20);
+    /* The text deltas add up to the decoded text. */
+    char *text;
+    size_t len;
+    assert_int_equal(tokenizer_decode(engine_tokenizer(e), full.ids, (size_t)full.n, true, &text,
+                                      &len, NULL), LL_OK);
+    assert_int_equal(len, full.len);
+    assert_string_equal(text, full.text);
+    free(text);
+
+    /* Stop at the first token that did not occur before it. */
+    int k = 1;
+    for (; k < full.n; k++) {
+        int seen = 0;
+        for (int j = 0; j < k; j++)
+            seen |= full.ids[j] == full.ids[k];
+        if (!seen)
+            break;
+    }
+    assert_true(k < full.n);
+    int32_t stops[2] = {151000, full.ids[k]};
+    p.stop_ids = stops;
+    p.n_stop_ids = 2;
+    struct result cut;
+    run_together(e, &p, 1, &cut);
+    assert_int_equal(cut.finish, ENGINE_FINISH_STOP);
+    assert_int_equal(cut.stop_id, full.ids[k]);
+    assert_int_equal(cut.n, k);
+    assert_memory_equal(cut.ids, full.ids, sizeof(int32_t) * (size_t)k);
+
+    /* The model's eos counts as a stop unless ignore_eos: make the eos id the stop point by
+     * checking that a request whose greedy path contains no eos runs to length. */
+    p.n_stop_ids = 0;
+    p.ignore_eos = false;
+    struct result noeos;
+    run_together(e, &p, 1, &noeos);
+    bool has_eos = false;
+    for (int i = 0; i < full.n; i++)
+        has_eos |= full.ids[i] == engine_model(e)->config.eos_ids[0];
+    if (!has_eos)
+        assert_same(&full, &noeos);
+    else
+        assert_int_equal(noeos.finish, ENGINE_FINISH_STOP);
+    engine_destroy(e);
+}
+
+/* ---- threaded mode ---- */
+
+struct client {
+    struct engine *e;
+    struct engine_params p;
+    struct result res;
+    int polls;
+};
+
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    struct engine_req *r = NULL;
+    memset(&c->res, 0, sizeof c->res);
+    if (engine_submit(c->e, &c->p, &r, NULL) != LL_OK)
+        return NULL;
+    struct engine_output out = {0};
+    for (;;) {
+        if (!engine_wait(r, &out, 5.0))
+            continue;
+        c->polls++;
+        if (out.n_ids && c->res.n + out.n_ids <= MAXOUT) {
+            memcpy(c->res.ids + c->res.n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
+            c->res.n += out.n_ids;
+        }
+        if (out.text_len && c->res.len + out.text_len < sizeof c->res.text) {
+            memcpy(c->res.text + c->res.len, out.text, out.text_len);
+            c->res.len += out.text_len;
+            c->res.text[c->res.len] = '\0';
+        }
+        if (out.finish) {
+            c->res.finish = out.finish;
+            c->res.usage = out.usage;
+            break;
+        }
+    }
+    engine_output_free(&out);
+    engine_req_release(r);
+    return NULL;
+}
+
+static void test_threaded(void **state)
+{
+    (void)state;
+    struct engine_params p[NG];
+    greedy_params(p);
+    struct engine_opts o = {.n_ctx = 256, .max_seqs = 4, .max_batch_tokens = 24};
+    struct result alone[NG];
+    run_each_alone(o, p, NG, alone);
+    struct engine *e = make_engine(o);
+    struct ll_err err = {0};
+    assert_int_equal(engine_start(e, &err), LL_OK);
+    assert_int_equal(engine_start(e, &err), LL_EINVAL);
+    bool did;
+    assert_int_equal(engine_step(e, &did, &err), LL_EINVAL);
+    struct client c[NG];
+    pthread_t th[NG];
+    for (int i = 0; i < NG; i++) {
+        c[i] = (struct client){.e = e, .p = p[i]};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &c[i]), 0);
+    }
+    for (int i = 0; i < NG; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NG; i++) {
+        assert_true(c[i].polls >= 1);
+        assert_same(&alone[i], &c[i].res);
+    }
+    /* Idle: the thread sleeps; stop and restart work. */
+    engine_stop(e);
+    assert_int_equal(engine_start(e, &err), LL_OK);
+    c[0] = (struct client){.e = e, .p = p[0]};
+    client_main(&c[0]);
+    assert_same(&alone[0], &c[0].res);
+    engine_destroy(e); /* stops the thread */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_batched_equals_alone),
+        cmocka_unit_test(test_seeded_determinism),
+        cmocka_unit_test(test_prefix_of_running_request),
+        cmocka_unit_test(test_prefix_hit_same_logits),
+        cmocka_unit_test(test_cancel_states),
+        cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_stops_and_text),
+        cmocka_unit_test(test_threaded),
+    };
+    if (getenv("TEST_TIMING")) {
+        for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+            double t0 = ll_now();
+            _cmocka_run_group_tests("one", &tests[i], 1, NULL, NULL);
+            fprintf(stderr, "TIMING %s %.2f\n", tests[i].name, ll_now() - t0);
+        }
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
