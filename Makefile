@@ -16,9 +16,11 @@ TP       := build/third_party
 # *_avx2.c / *_avx512.c that get their own flags and are chosen at run time by CPU features.
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -MMD -MP \
-            -Iinclude -I$(TP)/cjson/include
-LDLIBS   := $(TP)/cjson/libcjson.a -lutf8proc -lopenblas -lm -pthread
-STATIC_LDLIBS := $(TP)/cjson/libcjson.a -lutf8proc -lopenblas -lgfortran -lquadmath -lm -pthread
+            -Iinclude -I$(TP)/cjson/include -I$(TP)/microhttpd/include
+# Built from Debian source packages by third_party/ (Debian ships no usable static archive).
+TP_LIBS  := $(TP)/microhttpd/lib/libmicrohttpd.a $(TP)/cjson/libcjson.a
+LDLIBS   := $(TP_LIBS) -lutf8proc -lopenblas -lm -pthread
+STATIC_LDLIBS := $(TP_LIBS) -lutf8proc -lopenblas -lgfortran -lquadmath -lm -pthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 
@@ -27,21 +29,26 @@ CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=
 LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c src/model/*.c src/engine/*.c))
+LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c \
+                              src/model/*.c src/engine/*.c) \
+                   $(filter-out src/server/server_main.c,$(wildcard src/server/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+SERVER_SRC := src/server/server_main.c
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
 
 # The programs: statically linked in a normal build, dynamically in a sanitizer build.
 CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
+SERVER   ?= $(if $(SANITIZE),$(BUILD)/llaisys-server,llaisys-server)
 
 .PHONY: all setup test unit run bench clean
-all: $(CLI) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
+all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The default model: a small random Qwen2 with the real DeepSeek-R1-Distill-Qwen tokenizer, so
 # every feature runs without downloading weights. The benchmark model has the exact shapes of
@@ -59,7 +66,7 @@ $(BENCH_MODEL)/config.json: | $(CLI)
 	./$(CLI) mkmodel --preset r1-1.5b --seed 0 --force --tokenizer $(TOKENIZER) $(BENCH_MODEL)
 
 setup: $(SETUP)
-$(SETUP): third_party/setup.sh third_party/cjson.sh third_party/debsrc.sh
+$(SETUP): third_party/setup.sh third_party/cjson.sh third_party/microhttpd.sh third_party/debsrc.sh
 	@./third_party/setup.sh
 	@mkdir -p $(@D) && touch $@
 
@@ -82,8 +89,12 @@ $(LIB): $(LIB_OBJ)
 ifeq ($(SANITIZE),)
 $(CLI): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -static -o $@ $^ $(STATIC_LDLIBS)
+$(SERVER): $(SERVER_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -static -o $@ $^ $(STATIC_LDLIBS)
 else
 $(CLI): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(SERVER): $(SERVER_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 endif
 
@@ -92,8 +103,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
-unit: $(TESTS) $(CLI)
-	@LLAISYS_CLI=$(CLI) ./tests/run.sh $(TESTS)
+unit: $(TESTS) $(CLI) $(SERVER)
+	@LLAISYS_CLI=$(CLI) LLAISYS_SERVER=$(SERVER) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
 	@$(MAKE) --no-print-directory unit
@@ -113,4 +124,4 @@ bench: all $(BENCH_MODEL)/config.json
 clean:
 	rm -rf build llaisys-cli llaisys-server
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d)

@@ -103,8 +103,9 @@ struct engine_timings {
 struct engine_output {
     int32_t *ids;       /* (n_ids) new token ids */
     int n_ids, cap_ids;
-    char *text;         /* (text_len) new UTF-8 text, NUL-terminated; complete characters only
-                           (the last bytes of an incomplete one come with the final poll) */
+    char *text;         /* (text_len) new UTF-8 text, NUL-terminated (NULL while nothing has
+                           come yet); complete characters only (held bytes of an unfinished one
+                           come with the finish, as U+FFFD) */
     size_t text_len, cap_text;
     enum engine_finish finish; /* ENGINE_RUNNING until the final poll */
     int32_t stop_id;    /* the eos/stop id that ended it (ENGINE_FINISH_STOP), else -1 */

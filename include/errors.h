@@ -25,7 +25,10 @@
     X(LL_EUNSUPPORTED,    "not supported",               400, "invalid_request_error")    \
     X(LL_ETOOLONG,        "input too long",              400, "invalid_request_error")    \
     X(LL_ENOTFOUND,       "not found",                   404, "not_found_error")          \
-    X(LL_EOVERLOADED,     "overloaded",                  429, "rate_limit_error")
+    X(LL_EOVERLOADED,     "overloaded",                  429, "rate_limit_error")         \
+    X(LL_EAUTH,           "invalid or missing API key",  401, "authentication_error")     \
+    X(LL_EBODYLIMIT,      "request body too large",      413, "invalid_request_error")    \
+    X(LL_EUNAVAILABLE,    "service unavailable",         503, "server_error")
 
 enum ll_status {
 #define LL_X_ENUM(id, msg, http, type) id,

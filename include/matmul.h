@@ -1,7 +1,7 @@
 /*
  * matmul.h: out = x · Wᵀ + bias, the op that dominates the forward pass.
  *
- *   out  (M, N) f32, caller-owned
+ *   out  (M, N) f32, caller-owned, not overlapping the inputs
  *   x    (M, K) f32 activations, row-major
  *   w    (N, K) weights in `wtype` (bf16, f16 or f32), row-major (the Hugging Face Linear layout,
  *        used as is: weights may be a read-only mmap; no packing, no alignment needed)

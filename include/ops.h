@@ -58,7 +58,8 @@ void ll_softmax_ref(float *x, int n);
 /* Index of the largest x (n >= 1); the lowest index on ties; NaNs are skipped (0 if all NaN). */
 int ll_argmax(const float *x, int n);
 
-/* e^x for each element (n), the exp the SIMD ops use (exposed for tests). */
+/* out (n) = e^x with x clamped to [-104, 88.7] (so never inf): the exp of the SIMD ops.
+ * out may equal x. */
 void ll_exp(float *out, const float *x, int n);
 
 /* Name of the variant the ops use on this CPU ("avx512" or "scalar"). */

@@ -40,9 +40,13 @@ struct result {
     struct engine_usage usage;
 };
 
+/* Tests run one compute thread unless they ask (results do not depend on it, and a second
+ * thread spinning on a shared 2-core machine only slows everything down). */
 static struct engine *make_engine(struct engine_opts o)
 {
     struct engine *e = NULL;
+    if (o.n_threads == 0)
+        o.n_threads = 1;
     struct ll_err err = {0};
     enum ll_status s = engine_create(&e, FIXTURE, &o, &err);
     if (s != LL_OK)
@@ -109,20 +113,23 @@ static void assert_pool_empty(struct engine *e)
     assert_int_equal(st.kv_in_use + st.kv_cached + st.kv_free, st.kv_blocks);
 }
 
-/* Run each of n requests (on its own, in a fresh engine with options o) into res[i]. */
+/* Run each of n requests on its own (one after the other in an engine with options o and no
+ * prefix cache) into res[i]. */
 static void run_each_alone(struct engine_opts o, const struct engine_params *p, int n,
                            struct result *res)
 {
+    o.no_prefix_cache = true;
+    struct engine *e = make_engine(o);
     for (int i = 0; i < n; i++) {
-        struct engine *e = make_engine(o);
         struct engine_req *r = submit(e, &p[i]);
         run_idle(e);
         memset(&res[i], 0, sizeof res[i]);
         drain(r, &res[i]);
+        assert_int_equal(res[i].usage.cached_tokens, 0);
         engine_req_release(r);
         assert_pool_empty(e);
-        engine_destroy(e);
     }
+    engine_destroy(e);
 }
 
 /* Run n requests submitted together into res. */
@@ -161,7 +168,7 @@ static void greedy_params(struct engine_params *p)
     for (int i = 0; i < NG; i++) {
         make_prompt(g_prompts[i], g_len[i], 500 + (uint64_t)i);
         p[i] = (struct engine_params){.prompt = g_prompts[i], .n_prompt = g_len[i],
-                                      .max_tokens = 10 + i, .ignore_eos = true};
+                                      .max_tokens = 6 + i, .ignore_eos = true};
     }
 }
 
@@ -173,6 +180,7 @@ static void test_greedy_batched_equals_alone(void **state)
     struct engine_opts o = {.n_ctx = 256, .max_seqs = 8, .max_batch_tokens = 24};
     struct result alone[NG], batch[NG];
     run_each_alone(o, p, NG, alone);
+    o.n_threads = 2; /* and another thread count */
     struct engine *e = make_engine(o);
     run_together(e, p, NG, batch);
     struct engine_stats st;
@@ -180,9 +188,9 @@ static void test_greedy_batched_equals_alone(void **state)
     assert_true(st.steps > 1);
     engine_destroy(e);
     for (int i = 0; i < NG; i++) {
-        assert_int_equal(alone[i].n, 10 + i);
+        assert_int_equal(alone[i].n, 6 + i);
         assert_int_equal(alone[i].finish, ENGINE_FINISH_LENGTH);
-        assert_int_equal(alone[i].usage.completion_tokens, 10 + i);
+        assert_int_equal(alone[i].usage.completion_tokens, 6 + i);
         assert_int_equal(alone[i].usage.prompt_tokens, g_len[i]);
         assert_same(&alone[i], &batch[i]);
     }
@@ -191,7 +199,7 @@ static void test_greedy_batched_equals_alone(void **state)
     struct ll_err err = {0};
     struct model *m;
     assert_int_equal(model_open(&m, FIXTURE, &err), LL_OK);
-    struct runtime_opts ro = {.n_ctx = 256, .math = LL_MATH_FAST};
+    struct runtime_opts ro = {.n_ctx = 256, .n_threads = 1, .math = LL_MATH_FAST};
     struct model_runtime *rt;
     assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
     int V = m->config.vocab_size;
@@ -225,7 +233,7 @@ static struct engine_params x_params(void)
 {
     make_prompt(x_prompt, 36, 4242);
     return (struct engine_params){
-        .prompt = x_prompt, .n_prompt = 36, .max_tokens = 24, .ignore_eos = true,
+        .prompt = x_prompt, .n_prompt = 36, .max_tokens = 12, .ignore_eos = true,
         .sampling = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f, .seed = 1234},
     };
 }
@@ -236,7 +244,7 @@ static void other_params(struct engine_params *p, int n)
         int len = 10 + (i * 7) % 25;
         make_prompt(others[i], len, 9000 + (uint64_t)i);
         p[i] = (struct engine_params){
-            .prompt = others[i], .n_prompt = len, .max_tokens = 8 + i % 9, .ignore_eos = true,
+            .prompt = others[i], .n_prompt = len, .max_tokens = 4 + i % 5, .ignore_eos = true,
             .sampling = {.temperature = 0.7f + 0.05f * (float)i, .top_p = 0.9f,
                          .seed = 77 + (uint64_t)i},
         };
@@ -250,7 +258,7 @@ static void test_seeded_determinism(void **state)
     struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
     struct result alone;
     run_each_alone(o, &x, 1, &alone);
-    assert_int_equal(alone.n, 24);
+    assert_int_equal(alone.n, 12);
     assert_int_equal(alone.usage.cached_tokens, 0);
     assert_int_equal(alone.usage.preemptions, 0);
 
@@ -269,18 +277,20 @@ static void test_seeded_determinism(void **state)
     x2.sampling.seed = 4321;
     struct result other;
     run_each_alone(o, &x2, 1, &other);
-    assert_int_equal(other.n, 24);
-    assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 24) != 0);
+    assert_int_equal(other.n, 12);
+    assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
 
-    /* Preempted, in a tiny pool (4 blocks of 16 for requests of up to 60 positions), with the
-     * prefix cache (recompute may hit its own freed blocks) and without (true recompute). */
+    /* Preempted, in a tiny pool (4 blocks of 16; x takes 3 for its prompt), with the prefix
+     * cache (recompute may hit its own freed blocks) and without (true recompute). */
+    struct engine_params q[2];
+    other_params(q, 1);
+    q[0].max_tokens = 16; /* 10 + 16 tokens: grows into its second block at position 16 */
+    q[1] = x;             /* started last: the victim */
+    struct result solo;   /* q[0] on its own */
+    run_each_alone(o, &q[0], 1, &solo);
     for (int nocache = 0; nocache <= 1; nocache++) {
         struct engine_opts t = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 48,
                                 .kv_blocks = 4, .no_prefix_cache = nocache};
-        struct engine_params q[2];
-        other_params(q, 1);
-        q[0].max_tokens = 30; /* 10 + 30 tokens: grows into its second block at 16 */
-        q[1] = x;             /* started last: the victim */
         e = make_engine(t);
         run_together(e, q, 2, res);
         struct engine_stats st;
@@ -289,8 +299,6 @@ static void test_seeded_determinism(void **state)
         assert_true(st.preemptions > 0);
         assert_true(res[1].usage.preemptions > 0);
         assert_same(&alone, &res[1]);
-        struct result solo; /* the other one matches its own solo run too */
-        run_each_alone(o, &q[0], 1, &solo);
         assert_same(&solo, &res[0]);
     }
 
@@ -321,7 +329,7 @@ static void test_seeded_determinism(void **state)
     struct engine_params xc = x;
     xc.choice = 1;
     run_each_alone(o, &xc, 1, &other);
-    assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 24) != 0);
+    assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
 }
 
 /* Prefix running concurrently: a request whose prompt extends a still-running request's
@@ -740,6 +748,74 @@ static void test_stops_and_text(void **state)
     engine_destroy(e);
 }
 
+/* ---- a mixed run: shared prefixes, staggered arrivals, cancels, a tiny pool ---- */
+
+static void test_mixed_stress(void **state)
+{
+    (void)state;
+    enum { NR = 14 };
+    static int32_t prompts[NR][32];
+    struct engine_params p[NR];
+    for (int i = 0; i < NR; i++) {
+        int len = 5 + (int)(sampler_uniform(31, (uint64_t)i) * 20); /* 5..24 */
+        make_prompt(prompts[i], 16, 40 + (uint64_t)(i % 3)); /* three shared 16-token heads */
+        make_prompt(prompts[i] + 16, 16, 1000 + (uint64_t)i);
+        p[i] = (struct engine_params){
+            .prompt = prompts[i], .n_prompt = len, .ignore_eos = true,
+            .max_tokens = 1 + (int)(sampler_uniform(32, (uint64_t)i) * 7), /* 1..7 */
+            .sampling = {.temperature = i % 2 ? 0.8f : 0.0f, .top_k = 20, .seed = (uint64_t)i},
+        };
+    }
+    struct engine_opts roomy = {.n_ctx = 64, .max_seqs = NR, .max_batch_tokens = 256,
+                                .block_size = 8};
+    struct result ref[NR], got[NR];
+    struct engine *e = make_engine(roomy);
+    run_together(e, p, NR, ref);
+    engine_destroy(e);
+
+    /* 4 blocks of 8 (32 positions: one long request at a time), 16-token steps. */
+    struct engine_opts tiny = {.n_ctx = 64, .max_seqs = 5, .max_batch_tokens = 16,
+                               .block_size = 8, .kv_blocks = 4};
+    e = make_engine(tiny);
+    struct engine_req *r[NR] = {0};
+    bool cancelled[NR] = {0};
+    for (int i = 0; i < NR / 2; i++)
+        r[i] = submit(e, &p[i]);
+    for (int stepn = 0; stepn < 400; stepn++) {
+        if (stepn == 3)
+            for (int i = NR / 2; i < NR; i++)
+                r[i] = submit(e, &p[i]);
+        if (stepn == 2 || stepn == 5 || stepn == 9) { /* cancel whatever state it is in */
+            int victim = stepn == 2 ? 1 : stepn == 5 ? 8 : 11;
+            engine_cancel(r[victim]);
+            cancelled[victim] = true;
+        }
+        step_once(e);
+        struct engine_stats st;
+        engine_get_stats(e, &st);
+        assert_true(st.kv_in_use <= 4);
+        if (stepn > 9 && st.running == 0 && st.waiting == 0)
+            break;
+    }
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_true(st.preemptions > 0);
+    assert_true(st.cached_tokens > 0);
+    for (int i = 0; i < NR; i++) {
+        memset(&got[i], 0, sizeof got[i]);
+        drain(r[i], &got[i]);
+        if (cancelled[i] && got[i].finish == ENGINE_FINISH_CANCELLED) {
+            assert_true(got[i].n <= ref[i].n); /* what it produced is a prefix of the ref */
+            assert_memory_equal(got[i].ids, ref[i].ids, sizeof(int32_t) * (size_t)got[i].n);
+        } else {
+            assert_same(&ref[i], &got[i]);
+        }
+        engine_req_release(r[i]);
+    }
+    assert_pool_empty(e);
+    engine_destroy(e);
+}
+
 /* ---- threaded mode ---- */
 
 struct client {
@@ -826,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_cancel_states),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_stops_and_text),
+        cmocka_unit_test(test_mixed_stress),
         cmocka_unit_test(test_threaded),
     };
     if (getenv("TEST_TIMING")) {

@@ -37,3 +37,4 @@ if [ -n "$missing" ]; then
 fi
 
 "$here/cjson.sh" "$top/build/third_party"
+"$here/microhttpd.sh" "$top/build/third_party"

@@ -13,5 +13,7 @@ int cmd_bench_matmul(int argc, char **argv); /* cmd_bench_matmul.c */
 int cmd_generate(int argc, char **argv);   /* cmd_generate.c */
 int cmd_score(int argc, char **argv);      /* cmd_score.c */
 int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
+int cmd_batch(int argc, char **argv);      /* cmd_batch.c */
+int cmd_bench_engine(int argc, char **argv); /* cmd_bench_engine.c */
 
 #endif

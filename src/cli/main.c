@@ -20,6 +20,8 @@ static const struct command commands[] = {
     {"bench", cmd_bench, "measure load time, memory, prompt and decode tokens/s"},
     {"mkmodel", cmd_mkmodel, "write a random Qwen2 model directory (Hugging Face layout)"},
     {"bench-matmul", cmd_bench_matmul, "time the matmul kernels on the R1-1.5B shapes"},
+    {"batch", cmd_batch, "run the requests of a JSONL file through the engine at once"},
+    {"bench-engine", cmd_bench_engine, "measure the engine: concurrent streams, TTFT, prefix cache"},
 };
 
 static void usage(FILE *f)

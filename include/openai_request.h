@@ -1,0 +1,151 @@
+/*
+ * openai_request.h: JSON bodies of the OpenAI-compatible routes turned into checked request
+ * parameters: /v1/chat/completions, /v1/completions, and vLLM's /tokenize and /detokenize.
+ *
+ * Parsing checks JSON syntax, UTF-8, every known field's type and range (naming the field), and
+ * normalises chat messages into the variables a chat template sees. Unknown fields are ignored;
+ * JSON null counts as absent. What depends on the loaded model (context length, vocabulary,
+ * served name) is checked later by the server. Pure functions of their input: any thread.
+ */
+#ifndef LLAISYS_OPENAI_REQUEST_H
+#define LLAISYS_OPENAI_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "errors.h"
+
+struct cJSON;
+
+#define OAI_MAX_N 64        /* choices per prompt (`n`) */
+#define OAI_MAX_PROMPTS 64  /* prompts in one /v1/completions request */
+#define OAI_MAX_STOP 16     /* stop strings */
+#define OAI_MAX_LOGIT_BIAS 1024
+#define OAI_MAX_TOP_LOGPROBS 20
+
+/* An error as the routes report it: the status gives the HTTP code and error.type (errors.h);
+ * param and code are OpenAI's error.param / error.code ("" for null). */
+struct oai_error {
+    enum ll_status status;
+    char param[64];    /* the field at fault, e.g. "messages[1].content", or "" */
+    char code[48];     /* e.g. "model_not_found", "context_length_exceeded", or "" */
+    char message[512];
+};
+
+/* Fill *e and return status (e may be NULL). param/code may be NULL. */
+enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const char *param,
+                             const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The error body {"error": {"message", "type", "param", "code"}} as a malloc'd JSON string
+ * (caller frees); NULL on no memory. */
+char *oai_error_json(const struct oai_error *e);
+
+enum oai_kind {
+    OAI_CHAT,       /* /v1/chat/completions */
+    OAI_COMPLETION, /* /v1/completions */
+};
+
+/* One prompt of /v1/completions: text (to be encoded with BOS) or token ids. */
+struct oai_prompt {
+    char *text;     /* NULL when given as ids */
+    size_t text_len;
+    int32_t *ids;   /* (n_ids) when given as ids, else NULL */
+    int n_ids;
+};
+
+struct oai_logit_bias {
+    int32_t id;
+    float bias;     /* -100 .. 100 */
+};
+
+/* A parsed generation request. Owned by the caller; free with oai_request_free. Fields not
+ * given keep the defaults documented here; has_* tells whether one was given. */
+struct oai_request {
+    enum oai_kind kind;
+    char *model;                 /* NULL when absent */
+    bool stream;
+    bool include_usage;          /* stream_options.include_usage */
+    int max_tokens;              /* max_completion_tokens, else max_tokens; 0: not given */
+    int n;                       /* choices per prompt, 1..OAI_MAX_N (default 1) */
+    bool has_temperature, has_top_p, has_top_k, has_seed;
+    float temperature;           /* 0..2 */
+    float top_p;                 /* (0, 1] */
+    int top_k;                   /* -1 or 0: off */
+    uint64_t seed;               /* any int64, two's complement */
+    float min_p;                 /* 0..1 (default 0) */
+    float presence_penalty;      /* -2..2 (default 0) */
+    float frequency_penalty;     /* -2..2 (default 0) */
+    float repetition_penalty;    /* > 0 (default 1) */
+    struct oai_logit_bias *logit_bias; /* (n_logit_bias) */
+    int n_logit_bias;
+    bool logprobs;               /* chat: logprobs; completions: logprobs not null */
+    int top_logprobs;            /* chat: top_logprobs; completions: the logprobs number */
+    char **stop;                 /* (n_stop) non-empty strings */
+    int n_stop;
+    int32_t stop_token_ids[ENGINE_MAX_STOP_IDS]; /* vLLM extension */
+    int n_stop_token_ids;
+    bool ignore_eos;             /* vLLM extension (default false) */
+    bool skip_special_tokens;    /* vLLM extension (default true) */
+    bool echo;                   /* completions (default false) */
+    char *user;                  /* NULL when absent */
+
+    /* chat: the template variables: {"messages": [...], "add_generation_prompt": bool,
+     * "tools": [...] when given, and chat_template_kwargs' keys}. Message content is a string
+     * (text parts joined with "\n") or null; role "developer" becomes "system". */
+    struct cJSON *chat_context;
+
+    /* completions */
+    struct oai_prompt *prompts;  /* (n_prompts) */
+    int n_prompts;
+};
+
+/* Parse a request body of `kind` (len bytes, need not be NUL-terminated). On LL_OK *r owns its
+ * fields; on error *r is left empty (safe to free) and *e says what and where. Returns LL_OK;
+ * LL_EUTF8 (body not UTF-8), LL_EJSON (syntax: names the byte offset), LL_EINVAL (a field of
+ * the wrong type or out of range: param names it; also a missing required field), LL_ENOMEM. */
+enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
+                                 size_t len, struct oai_error *e);
+
+/* Whether the engine can serve what r asks: LL_OK, or LL_EUNSUPPORTED naming the first field
+ * set to a non-default value that is not supported yet (min_p, penalties, logit_bias, logprobs,
+ * stop strings, echo). */
+enum ll_status oai_request_check_supported(const struct oai_request *r, struct oai_error *e);
+
+/* Free what a parse allocated and zero *r (safe on a zeroed struct). */
+void oai_request_free(struct oai_request *r);
+
+/* POST /tokenize (vLLM): either {"prompt": string, "add_special_tokens" (default true)} or
+ * {"messages": [...], "add_generation_prompt" (default true), "add_special_tokens" (default
+ * false), "chat_template_kwargs"}; optional "model", "return_token_strs". */
+struct oai_tokenize_request {
+    char *model;                 /* NULL when absent */
+    char *prompt;                /* the prompt form, else NULL */
+    size_t prompt_len;
+    struct cJSON *chat_context;  /* the messages form (as in struct oai_request), else NULL */
+    bool add_special_tokens;
+    bool return_token_strs;
+};
+
+/* POST /detokenize (vLLM): {"tokens": [ids], "model"?}. */
+struct oai_detokenize_request {
+    char *model;
+    int32_t *ids;                /* (n_ids) */
+    int n_ids;
+};
+
+/* Parse the bodies above; same returns and ownership as oai_request_parse. */
+enum ll_status oai_tokenize_parse(struct oai_tokenize_request *r, const char *body, size_t len,
+                                  struct oai_error *e);
+enum ll_status oai_detokenize_parse(struct oai_detokenize_request *r, const char *body,
+                                    size_t len, struct oai_error *e);
+void oai_tokenize_free(struct oai_tokenize_request *r);
+void oai_detokenize_free(struct oai_detokenize_request *r);
+
+/* Whether s[0..len) is valid UTF-8 (no overlongs, surrogates or code points > U+10FFFF). On
+ * false, *bad_at (may be NULL) gets the offset of the first invalid byte. */
+bool oai_utf8_valid(const char *s, size_t len, size_t *bad_at);
+
+#endif

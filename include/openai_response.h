@@ -1,0 +1,72 @@
+/*
+ * openai_response.h: response bodies and stream chunks of the OpenAI-compatible routes, written
+ * with a small JSON writer that takes strings with a length (generated text may hold NUL bytes).
+ *
+ * Pure functions; any thread. Every builder returns a malloc'd NUL-terminated string the caller
+ * frees, or NULL when out of memory.
+ */
+#ifndef LLAISYS_OPENAI_RESPONSE_H
+#define LLAISYS_OPENAI_RESPONSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "openai_request.h"
+
+/* A growable JSON text. Writers append; on allocation failure the buffer turns failed and
+ * further appends do nothing, so a sequence of appends is checked once at jbuf_finish. */
+struct jbuf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+};
+
+void jbuf_raw(struct jbuf *b, const char *s, size_t len);   /* bytes as they are */
+void jbuf_lit(struct jbuf *b, const char *s);               /* a NUL-terminated literal */
+void jbuf_str(struct jbuf *b, const char *s, size_t len);   /* a JSON string, escaped */
+void jbuf_cstr(struct jbuf *b, const char *s);              /* same; NULL writes null */
+void jbuf_int(struct jbuf *b, long long v);
+void jbuf_num(struct jbuf *b, double v);                     /* non-finite writes null */
+/* The text (caller frees) or NULL if any append failed (the buffer is freed either way). */
+char *jbuf_finish(struct jbuf *b);
+
+/* What identifies a response: object kind, id, creation time, model name. */
+struct oai_meta {
+    enum oai_kind kind;
+    const char *id;      /* "chatcmpl-…" / "cmpl-…" */
+    long long created;   /* Unix seconds */
+    const char *model;
+};
+
+struct oai_usage {
+    int prompt_tokens;
+    int completion_tokens;
+    int cached_tokens;    /* usage.prompt_tokens_details.cached_tokens */
+    int reasoning_tokens; /* usage.completion_tokens_details.reasoning_tokens */
+};
+
+/* One choice of a full response, or the delta of one stream chunk. */
+struct oai_choice {
+    int index;
+    const char *text;          /* content (chat) or text (completions); may be NULL */
+    size_t text_len;
+    const char *reasoning;     /* reasoning_content (chat only), NULL: left out */
+    size_t reasoning_len;
+    const char *finish_reason; /* NULL: null */
+};
+
+/* chat.completion / text_completion with choices and usage. */
+char *oai_response_body(const struct oai_meta *m, const struct oai_choice *c, int n,
+                        const struct oai_usage *u);
+
+/* One stream chunk (chat.completion.chunk / text_completion) for one choice. role_first adds
+ * "role":"assistant" to the chat delta; usage_null adds "usage":null (stream_options
+ * include_usage asks for it on every chunk). */
+char *oai_stream_chunk(const struct oai_meta *m, const struct oai_choice *c, bool role_first,
+                       bool usage_null);
+
+/* The last chunk of an include_usage stream: no choices, the usage. */
+char *oai_stream_usage(const struct oai_meta *m, const struct oai_usage *u);
+
+#endif

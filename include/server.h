@@ -1,0 +1,67 @@
+/*
+ * server.h: llaisys-server, the OpenAI-compatible HTTP server: its options (flags and
+ * LLAISYS_* environment variables) and its lifetime.
+ *
+ * Threads (see src/server/server_impl.h for the details): main (start-up, model load, signals,
+ * orderly shutdown), one libmicrohttpd thread per connection (parse, auth, template, tokenize,
+ * submit, then write the response or the SSE stream from the request's outbox), the hang-up
+ * watcher (client disconnects and request time limits), and the engine's scheduler thread.
+ */
+#ifndef LLAISYS_SERVER_H
+#define LLAISYS_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "engine.h"
+#include "errors.h"
+
+enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* Everything the server is configured with. Strings are owned by the struct
+ * (server_opts_free); a 0 engine field takes the engine's default. */
+struct server_opts {
+    char *model_dir;          /* --model (required) */
+    char *served_name;        /* --served-model-name (default: the model directory's name) */
+    char *host;               /* --host (default 127.0.0.1) */
+    int port;                 /* --port (default 8000; 0: any free port, printed) */
+    char **api_keys;          /* --api-key (repeatable) and the lines of --api-key-file */
+    int n_api_keys;
+    bool metrics_public;      /* --metrics-public: /metrics without a key */
+    char *chat_template;      /* --chat-template FILE, else NULL (the model's) */
+    char *reasoning_parser;   /* --reasoning-parser NAME, else NULL */
+    struct engine_opts engine; /* --ctx, --kv-memory, --kv-blocks, --max-seqs,
+                                  --max-batch-tokens, --max-queue, --threads, --exact,
+                                  --no-prefix-cache */
+    size_t max_body;          /* --max-body bytes (default 8 MiB) */
+    double request_timeout;   /* --request-timeout seconds per request, 0: none (default 600) */
+    double write_timeout;     /* --write-timeout seconds without client progress (default 60) */
+    double keepalive;         /* --sse-keepalive seconds between SSE comments while no token
+                                 comes (default 10; at most write_timeout / 2) */
+    double shutdown_grace;    /* --shutdown-grace seconds for in-flight requests (default 30) */
+    int max_connections;      /* --max-connections (default 512) */
+    char **cors_origins;      /* --cors-origins "a,b" or "*" (default: no CORS headers) */
+    int n_cors_origins;
+    enum log_level log_level; /* --log-level error|warn|info|debug (default info) */
+};
+
+/* Fill *o from the defaults, then LLAISYS_* environment variables, then argv (flags win).
+ * Returns 0 (ready), 1 (--help or --version was printed: exit 0) or -1 (a message naming the
+ * option was printed to stderr: exit 2). *o must be freed with server_opts_free in every case. */
+int server_opts_parse(struct server_opts *o, int argc, char **argv);
+
+/* Print the usage text (every flag, its variable and default). */
+void server_opts_usage(FILE *f);
+
+/* Print the effective configuration, one "name: value" per line (keys are not printed). */
+void server_opts_print(const struct server_opts *o, const struct engine_opts *resolved, FILE *f);
+
+void server_opts_free(struct server_opts *o);
+
+/* Run the server until SIGINT/SIGTERM: listen, load the model (/health answers 503 meanwhile),
+ * serve, then drain and stop. Returns the process exit code: 0 after an orderly shutdown, 1 when
+ * start-up failed (the reason is printed). */
+int server_run(const struct server_opts *o);
+
+#endif

@@ -1,0 +1,437 @@
+/*
+ * cmd_bench_engine.c: `llaisys-cli bench-engine`: the engine under concurrent load, in the
+ * shape of llama-batched-bench (same workload as /work/shared/BENCHMARKS.md):
+ *   - S concurrent streams (default 1, 4, 16, 64), each a P-token prompt (default 128) and G
+ *     new tokens (default 128, greedy, eos ignored), all submitted at once: prompt tokens/s
+ *     (steps that ran prompt rows), aggregate decode tokens/s (steps that ran decode rows only:
+ *     every stream decoding), inter-token latency per stream (p50 / p99 of the gaps between a
+ *     stream's consecutive tokens over the whole run), time to first token, wall time;
+ *   - time to first token of an L-token prompt (default 512) submitted while N streams
+ *     (default 16) decode, and the longest gap those streams saw meanwhile;
+ *   - the prefix cache: two requests sharing an L-token prefix (plus 16 own tokens), one after
+ *     the other: time to first token cold and warm, and the cached tokens reported.
+ * Prompts are pseudo-random ids from fixed salts, so runs are comparable. The engine runs on
+ * this thread (engine_step); timestamps are taken after each step.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "engine.h"
+#include "engine_args.h"
+#include "matmul.h"
+#include "model.h"
+#include "run_common.h"
+#include "sampler.h"
+#include "util.h"
+
+static void bench_engine_usage(FILE *f)
+{
+    fprintf(f, "usage: llaisys-cli bench-engine --model DIR [options]\n"
+               "Aggregate decode tokens/s and inter-token latency at several concurrencies, time\n"
+               "to first token under load, and the prefix-cache effect.\n\n"
+               "  --streams LIST     concurrent streams, comma-separated (default 1,4,16,64)\n"
+               "  --prompt P         prompt tokens per stream (default 128)\n"
+               "  --gen G            new tokens per stream (default 128)\n"
+               "  --long L           long prompt for the TTFT and prefix tests (default 512;\n"
+               "                     0 skips both)\n"
+               "  --load-streams N   streams decoding during the TTFT test (default 16)\n"
+               "(engine defaults here: --ctx 1024, --max-seqs = the most streams, --kv-blocks\n"
+               " enough for every stream)\n\n");
+    engine_args_usage(f);
+}
+
+static void make_prompt(int32_t *ids, int n, int vocab, uint64_t salt)
+{
+    int range = vocab < 150000 ? vocab : 150000; /* real (non-padding) tokens */
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)(sampler_uniform(salt, (uint64_t)i) * range);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* q-quantile of v[0..n) (sorts v). */
+static double quantile(double *v, int n, double q)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int k = (int)(q * (n - 1) + 0.5);
+    return v[k];
+}
+
+struct stream {
+    struct engine_req *req;
+    double t_submit, t_last, ttft;
+    int n;
+};
+
+struct bench {
+    struct engine *e;
+    int vocab;
+    struct engine_output out;
+    double *gaps;
+    int n_gaps, cap_gaps;
+    /* per-run accumulators from step counters */
+    double prompt_time, decode_time;
+    uint64_t prompt_tokens, decode_tokens;
+};
+
+static enum ll_status submit_stream(struct bench *b, struct stream *s, const int32_t *ids, int n,
+                                    int gen, struct ll_err *err)
+{
+    struct engine_params p = {.prompt = ids, .n_prompt = n, .max_tokens = gen,
+                              .ignore_eos = true};
+    s->t_submit = ll_now();
+    s->t_last = 0;
+    s->ttft = 0;
+    s->n = 0;
+    return engine_submit(b->e, &p, &s->req, err);
+}
+
+/* One engine step, attributing its time to prompt or decode work. */
+static enum ll_status bench_step(struct bench *b, struct ll_err *err)
+{
+    struct engine_stats a, z;
+    engine_get_stats(b->e, &a);
+    double t0 = ll_now();
+    bool did;
+    enum ll_status s = engine_step(b->e, &did, err);
+    double dt = ll_now() - t0;
+    engine_get_stats(b->e, &z);
+    uint64_t dp = z.prompt_tokens - a.prompt_tokens, dd = z.decode_tokens - a.decode_tokens;
+    if (dp) {
+        b->prompt_time += dt;
+        b->prompt_tokens += dp;
+    } else if (dd) {
+        b->decode_time += dt;
+        b->decode_tokens += dd;
+    }
+    return s;
+}
+
+/* Poll a stream after a step; records its gaps when record_gaps. Returns true when finished
+ * (and releases it). */
+static bool poll_stream(struct bench *b, struct stream *s, bool record_gaps)
+{
+    if (!s->req || !engine_poll(s->req, &b->out))
+        return s->req == NULL;
+    double now = ll_now();
+    if (b->out.n_ids > 0) {
+        if (s->n == 0)
+            s->ttft = now - s->t_submit;
+        else if (record_gaps && b->n_gaps < b->cap_gaps)
+            b->gaps[b->n_gaps++] = now - s->t_last;
+        s->n += b->out.n_ids;
+        s->t_last = now;
+    }
+    if (b->out.finish) {
+        engine_req_release(s->req);
+        s->req = NULL;
+        return true;
+    }
+    return false;
+}
+
+/* S streams of P prompt tokens and G new tokens, all at once. */
+static enum ll_status run_streams(struct bench *b, int S, int P, int G, bool print,
+                                  struct ll_err *err)
+{
+    struct stream *st = calloc((size_t)S, sizeof *st);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)P);
+    double *ttft = malloc(sizeof(double) * (size_t)S);
+    if (!st || !ids || !ttft) {
+        free(st);
+        free(ids);
+        free(ttft);
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    }
+    enum ll_status s = LL_OK;
+    b->n_gaps = 0;
+    b->prompt_time = b->decode_time = 0;
+    b->prompt_tokens = b->decode_tokens = 0;
+    struct engine_stats s0, s1;
+    engine_get_stats(b->e, &s0);
+    double t0 = ll_now();
+    for (int i = 0; i < S && s == LL_OK; i++) {
+        make_prompt(ids, P, b->vocab, 1000003ull * (uint64_t)S + (uint64_t)i);
+        s = submit_stream(b, &st[i], ids, P, G, err);
+    }
+    int live = S;
+    while (s == LL_OK && live > 0) {
+        s = bench_step(b, err);
+        live = 0;
+        for (int i = 0; i < S; i++)
+            live += !poll_stream(b, &st[i], true);
+    }
+    double wall = ll_now() - t0;
+    engine_get_stats(b->e, &s1);
+    if (s == LL_OK && print) {
+        for (int i = 0; i < S; i++)
+            ttft[i] = st[i].ttft;
+        double p50 = quantile(b->gaps, b->n_gaps, 0.5) * 1e3;
+        double p99 = quantile(b->gaps, b->n_gaps, 0.99) * 1e3;
+        double mean_gap = 0;
+        for (int i = 0; i < b->n_gaps; i++)
+            mean_gap += b->gaps[i];
+        mean_gap = b->n_gaps ? mean_gap / b->n_gaps * 1e3 : 0;
+        printf("| %7d | %10.1f | %10.2f | %8.1f | %8.1f | %8.1f | %8.2f | %8.2f | %7.1f | %5llu |\n",
+               S, b->prompt_time > 0 ? b->prompt_tokens / b->prompt_time : 0,
+               b->decode_time > 0 ? b->decode_tokens / b->decode_time : 0, mean_gap, p50, p99,
+               quantile(ttft, S, 0.5), quantile(ttft, S, 1.0), wall,
+               (unsigned long long)(s1.preemptions - s0.preemptions));
+        fflush(stdout);
+    }
+    for (int i = 0; i < S; i++)
+        engine_req_release(st[i].req);
+    free(st);
+    free(ids);
+    free(ttft);
+    if (s == LL_OK)
+        s = engine_run_until_idle(b->e, err);
+    return s;
+}
+
+/* Time to first token of an L-token prompt submitted while N streams decode. */
+static enum ll_status run_ttft(struct bench *b, int N, int P, int G, int L, struct ll_err *err)
+{
+    struct stream *st = calloc((size_t)N + 1, sizeof *st);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(L > P ? L : P));
+    if (!st || !ids) {
+        free(st);
+        free(ids);
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    }
+    enum ll_status s = LL_OK;
+    for (int i = 0; i < N && s == LL_OK; i++) {
+        make_prompt(ids, P, b->vocab, 777000ull + (uint64_t)i);
+        s = submit_stream(b, &st[i], ids, P, G, err);
+    }
+    /* Until every stream has its first token (all decoding). */
+    int started = 0;
+    while (s == LL_OK && started < N) {
+        s = bench_step(b, err);
+        started = 0;
+        for (int i = 0; i < N; i++) {
+            poll_stream(b, &st[i], false);
+            started += st[i].n > 0;
+        }
+    }
+    b->n_gaps = 0;
+    struct stream *lng = &st[N];
+    if (s == LL_OK) {
+        make_prompt(ids, L, b->vocab, 888888);
+        s = submit_stream(b, lng, ids, L, 4, err);
+    }
+    int steps = 0;
+    while (s == LL_OK && lng->n == 0 && lng->req) {
+        s = bench_step(b, err);
+        steps++;
+        poll_stream(b, lng, false);
+        for (int i = 0; i < N; i++)
+            poll_stream(b, &st[i], true);
+    }
+    if (s == LL_OK) {
+        double worst = 0, mean = 0;
+        for (int i = 0; i < b->n_gaps; i++) {
+            worst = b->gaps[i] > worst ? b->gaps[i] : worst;
+            mean += b->gaps[i];
+        }
+        mean = b->n_gaps ? mean / b->n_gaps : 0;
+        printf("TTFT of a %d-token prompt while %d streams decode: %.3f s (%d steps); the "
+               "streams' gaps meanwhile: mean %.0f ms, longest %.0f ms\n",
+               L, N, lng->ttft, steps, mean * 1e3, worst * 1e3);
+        fflush(stdout);
+    }
+    for (int i = 0; i <= N; i++)
+        if (st[i].req) {
+            engine_cancel(st[i].req);
+            engine_req_release(st[i].req);
+        }
+    free(st);
+    free(ids);
+    if (s == LL_OK)
+        s = engine_run_until_idle(b->e, err);
+    return s;
+}
+
+/* Two requests sharing an L-token prefix, one after the other. */
+static enum ll_status run_prefix(struct bench *b, int L, struct ll_err *err)
+{
+    int n = L + 16;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    if (!ids)
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    make_prompt(ids, L, b->vocab, 4242424);
+    double ttft[2] = {0};
+    int cached[2] = {0};
+    enum ll_status s = LL_OK;
+    for (int k = 0; k < 2 && s == LL_OK; k++) {
+        make_prompt(ids + L, 16, b->vocab, 5151 + (uint64_t)k);
+        struct stream st = {0};
+        s = submit_stream(b, &st, ids, n, 1, err);
+        while (s == LL_OK && st.req) {
+            s = bench_step(b, err);
+            if (st.req && engine_poll(st.req, &b->out) && b->out.finish) {
+                ttft[k] = b->out.timings.ttft_s;
+                cached[k] = b->out.usage.cached_tokens;
+                engine_req_release(st.req);
+                st.req = NULL;
+            }
+        }
+        engine_req_release(st.req);
+    }
+    free(ids);
+    if (s == LL_OK) {
+        printf("prefix cache, %d-token prompts sharing %d tokens: TTFT cold %.3f s (%d cached), "
+               "warm %.3f s (%d cached): %.1fx faster\n",
+               n, L, ttft[0], cached[0], ttft[1], cached[1], ttft[1] > 0 ? ttft[0] / ttft[1] : 0);
+        fflush(stdout);
+    }
+    return s;
+}
+
+static void print_loadavg(const char *when)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    char line[128] = "?";
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            strcpy(line, "?\n");
+        fclose(f);
+    }
+    printf("load average %s: %s", when, line);
+    if (!strchr(line, '\n'))
+        putchar('\n');
+}
+
+int cmd_bench_engine(int argc, char **argv)
+{
+    const char *dir = NULL, *streams_s = "1,4,16,64";
+    long long P = 128, G = 128, L = 512, N = 16;
+    struct engine_opts o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r = engine_args_parse("bench-engine", argc, argv, &i, &o);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_engine_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--model") && v) {
+            dir = argv[++i];
+        } else if (!strcmp(a, "--streams") && v) {
+            streams_s = argv[++i];
+        } else if (!strcmp(a, "--prompt") && v) {
+            if (run_parse_int("bench-engine", a, argv[++i], 1, 1 << 20, &P))
+                return 2;
+        } else if (!strcmp(a, "--gen") && v) {
+            if (run_parse_int("bench-engine", a, argv[++i], 1, 1 << 20, &G))
+                return 2;
+        } else if (!strcmp(a, "--long") && v) {
+            if (run_parse_int("bench-engine", a, argv[++i], 0, 1 << 20, &L))
+                return 2;
+        } else if (!strcmp(a, "--load-streams") && v) {
+            if (run_parse_int("bench-engine", a, argv[++i], 1, 4096, &N))
+                return 2;
+        } else {
+            fprintf(stderr, "llaisys-cli bench-engine: unknown or incomplete option '%s'\n", a);
+            bench_engine_usage(stderr);
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "llaisys-cli bench-engine: --model is required\n");
+        bench_engine_usage(stderr);
+        return 2;
+    }
+    int32_t *streams = NULL;
+    int n_streams = 0;
+    if (run_parse_ids("bench-engine", "--streams", streams_s, &streams, &n_streams))
+        return 2;
+    int max_s = L > 0 ? (int)N + 1 : 1;
+    for (int i = 0; i < n_streams; i++) {
+        if (streams[i] < 1) {
+            fprintf(stderr, "llaisys-cli bench-engine: --streams: %d streams\n", streams[i]);
+            free(streams);
+            return 2;
+        }
+        max_s = streams[i] > max_s ? streams[i] : max_s;
+    }
+    if (o.n_ctx == 0)
+        o.n_ctx = 1024;
+    if (o.max_seqs == 0)
+        o.max_seqs = max_s;
+    int bs = o.block_size ? o.block_size : 16;
+    if (o.kv_blocks == 0 && o.kv_memory == 0) {
+        long long per = (P + G + bs - 1) / bs, need = (long long)max_s * per;
+        long long lng = L > 0 ? (long long)N * per + (L + 16 + bs) / bs + 1 : 0;
+        o.kv_blocks = (int)((need > lng ? need : lng) + 16);
+    }
+
+    struct ll_err err = {0};
+    struct bench b = {0};
+    int rc = 1;
+    double t0 = ll_now();
+    if (engine_create(&b.e, dir, &o, &err) != LL_OK)
+        goto fail;
+    b.vocab = engine_model(b.e)->config.vocab_size;
+    b.cap_gaps = (int)((long long)max_s * G + 16);
+    b.gaps = malloc(sizeof(double) * (size_t)b.cap_gaps);
+    if (!b.gaps) {
+        ll_err_set(&err, LL_ENOMEM, "out of memory");
+        goto fail;
+    }
+    const struct model_config *c = &engine_model(b.e)->config;
+    printf("model: %s (%d layers, hidden %d, vocab %d, %s weights); load %.3f s\n", dir,
+           c->n_layers, c->hidden_size, b.vocab,
+           ll_dtype_name(engine_model(b.e)->weights.layers[0].wq.dtype), ll_now() - t0);
+    printf("kernels: matmul %s\n", ll_matmul_variant());
+    engine_args_print(stdout, b.e);
+    print_loadavg("at start");
+    /* Warm-up (pages the weights in, starts the pool); not reported. */
+    if (run_streams(&b, 1, 8, 2, false, &err) != LL_OK)
+        goto fail;
+    printf("\n%lld-token prompts, %lld new tokens per stream, all submitted at once:\n\n", P, G);
+    printf("| streams | prompt t/s | decode t/s | ITL mean | ITL p50  | ITL p99  | TTFT p50 "
+           "| TTFT max |  wall s | preempt |\n");
+    printf("|---------|------------|------------|----------|----------|----------|----------"
+           "|----------|---------|---------|\n");
+    fflush(stdout);
+    for (int i = 0; i < n_streams; i++)
+        if (run_streams(&b, streams[i], (int)P, (int)G, true, &err) != LL_OK)
+            goto fail;
+    printf("(decode t/s: aggregate over steps that ran only decode rows; ITL in ms, over every "
+           "gap of every stream; TTFT in s)\n\n");
+    if (L > 0) {
+        if (run_ttft(&b, (int)N, (int)P, (int)G, (int)L, &err) != LL_OK ||
+            run_prefix(&b, (int)L, &err) != LL_OK)
+            goto fail;
+    }
+    struct engine_stats st;
+    engine_get_stats(b.e, &st);
+    double rss, hwm;
+    run_memory_mib(&rss, &hwm);
+    printf("totals: %llu steps, %llu preemptions, %llu prompt tokens computed, %llu cached; "
+           "VmHWM %.0f MiB\n", (unsigned long long)st.steps, (unsigned long long)st.preemptions,
+           (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens, hwm);
+    print_loadavg("at end");
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "llaisys-cli bench-engine: %s\n", err.msg);
+done:
+    engine_output_free(&b.out);
+    free(b.gaps);
+    engine_destroy(b.e);
+    free(streams);
+    return rc;
+}

@@ -1,0 +1,407 @@
+/*
+ * gen_job.c: one chat/completions request in flight: its engine requests (one per prompt and
+ * choice), the text or SSE chunks made from their outputs, usage, finish reasons, metrics and
+ * the request's log line.
+ *
+ * A job belongs to its connection's thread (the route handler, then the SSE content reader);
+ * the watcher and the cancel route only call gen_job_cancel on it under the live table's lock,
+ * and the job is unregistered before it is freed. The engine merges what a slow reader has not
+ * taken yet, so nothing here ever makes the scheduler wait.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "model.h"
+#include "server_impl.h"
+#include "util.h"
+
+static uint64_t random_seed(void)
+{
+    uint64_t s;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
+        s = (uint64_t)(ll_now() * 1e9) ^ (uint64_t)(uintptr_t)&s;
+    return s;
+}
+
+/* Sampling parameters: the request's, else generation_config.json's, else OpenAI's defaults
+ * (temperature 1, top_p 1, no top-k). */
+static struct sampler_params sampling(const struct server *srv, const struct oai_request *r)
+{
+    const struct generation_defaults *g = &engine_model(srv->engine)->gen;
+    struct sampler_params p = {.temperature = 1, .top_p = 1};
+    if (g->has_do_sample && !g->do_sample)
+        p.temperature = 0;
+    else if (g->has_temperature)
+        p.temperature = g->temperature;
+    if (g->has_top_p)
+        p.top_p = g->top_p;
+    if (g->has_top_k)
+        p.top_k = g->top_k;
+    if (r->has_temperature)
+        p.temperature = r->temperature;
+    if (r->has_top_p)
+        p.top_p = r->top_p;
+    if (r->has_top_k)
+        p.top_k = r->top_k > 0 ? r->top_k : 0;
+    p.seed = r->has_seed ? r->seed : random_seed();
+    return p;
+}
+
+static void job_free(struct gen_job *j)
+{
+    for (int i = 0; i < j->n_choices; i++) {
+        engine_output_free(&j->ch[i].out);
+        free(j->ch[i].text);
+    }
+    sse_free(&j->sse);
+    free(j->ch);
+    free(j);
+}
+
+static enum ll_status submit_error(enum ll_status s, const struct ll_err *err, int n_prompt,
+                                   int n_ctx, struct oai_error *e)
+{
+    switch (s) {
+    case LL_EOVERLOADED:
+        return oai_error_set(e, s, NULL, "queue_full",
+                             "The server is busy (its request queue is full); retry later");
+    case LL_ETOOLONG:
+        return oai_error_set(e, s, NULL, "context_length_exceeded",
+                             "The request cannot fit: the prompt has %d tokens and the context "
+                             "%d (%s)", n_prompt, n_ctx, err->msg);
+    case LL_EINVAL:
+        return oai_error_set(e, s, NULL, "invalid_value", "%s", err->msg);
+    default:
+        return oai_error_set(e, s, NULL, NULL, "cannot start the request: %s", err->msg);
+    }
+}
+
+enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
+                             const struct oai_request *r, int32_t *const *prompts,
+                             const int *n_ids, int n_prompts, struct oai_error *e)
+{
+    struct server *srv = c->srv;
+    *out = NULL;
+    /* a prompt that cannot fit is the client's error, named with both numbers */
+    for (int p = 0; p < n_prompts; p++) {
+        const char *param = r->kind == OAI_CHAT ? "messages" : "prompt";
+        if (n_ids[p] >= srv->n_ctx)
+            return oai_error_set(e, LL_ETOOLONG, param, "context_length_exceeded",
+                                 "This model's maximum context length is %d tokens, but the "
+                                 "prompt%s has %d tokens", srv->n_ctx, n_prompts > 1 ? "s" : "",
+                                 n_ids[p]);
+        if (r->max_tokens > 0 && (long long)n_ids[p] + r->max_tokens > srv->n_ctx)
+            return oai_error_set(e, LL_ETOOLONG, "max_tokens", "context_length_exceeded",
+                                 "This model's maximum context length is %d tokens, but %lld "
+                                 "were requested (%d in the prompt, %d for the completion)",
+                                 srv->n_ctx, (long long)n_ids[p] + r->max_tokens, n_ids[p],
+                                 r->max_tokens);
+    }
+
+    struct gen_job *j = calloc(1, sizeof *j);
+    int n = r->n * n_prompts;
+    if (!j || !(j->ch = calloc((size_t)n, sizeof *j->ch))) {
+        free(j);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    j->srv = srv;
+    j->n_choices = n;
+    j->fd = -1;
+    j->stream = r->stream;
+    j->include_usage = r->stream && r->include_usage;
+    j->t_arrival = c->t_arrival;
+    j->t_last_write = ll_now();
+    j->keepalive = srv->opts->keepalive;
+    char hex[33];
+    http_random_hex(hex);
+    snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
+    snprintf(j->xrid, sizeof j->xrid, "%s", c->xrid);
+    snprintf(j->method, sizeof j->method, "%s", c->method);
+    snprintf(j->url, sizeof j->url, "%s", c->url);
+    j->meta = (struct oai_meta){.kind = r->kind, .id = j->id, .created = (long long)time(NULL),
+                                .model = srv->served_name};
+
+    struct sampler_params sp = sampling(srv, r);
+    for (int p = 0, i = 0; p < n_prompts; p++) {
+        j->prompt_tokens += n_ids[p];
+        for (int k = 0; k < r->n; k++, i++) {
+            struct engine_params ep = {
+                .prompt = prompts[p],
+                .n_prompt = n_ids[p],
+                .sampling = sp,
+                .choice = k,
+                .max_tokens = r->max_tokens,
+                .stop_ids = r->stop_token_ids,
+                .n_stop_ids = r->n_stop_token_ids,
+                .ignore_eos = r->ignore_eos,
+                .keep_special = !r->skip_special_tokens,
+            };
+            struct ll_err err = {0};
+            enum ll_status s = engine_submit(srv->engine, &ep, &j->ch[i].req, &err);
+            if (s != LL_OK) {
+                submit_error(s, &err, n_ids[p], srv->n_ctx, e);
+                for (int q = 0; q < i; q++)
+                    engine_req_release(j->ch[q].req);
+                job_free(j);
+                return s;
+            }
+            j->ch[i].index = i;
+            j->ch[i].prompt = p;
+        }
+    }
+
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    j->deadline = srv->opts->request_timeout > 0 ? j->t_arrival + srv->opts->request_timeout : 0;
+    live_add(srv->live, j);
+    *out = j;
+    return LL_OK;
+}
+
+bool gen_job_done(const struct gen_job *j)
+{
+    for (int i = 0; i < j->n_choices; i++)
+        if (!j->ch[i].done)
+            return false;
+    return true;
+}
+
+static const char *finish_reason(const struct gen_job *j, const struct gen_choice *c)
+{
+    if (c->finish == ENGINE_FINISH_CANCELLED && atomic_load(&j->timed_out))
+        return "length";
+    return engine_finish_str(c->finish);
+}
+
+static void usage_of(const struct gen_job *j, struct oai_usage *u)
+{
+    memset(u, 0, sizeof *u);
+    u->prompt_tokens = j->prompt_tokens;
+    int last_prompt = -1;
+    for (int i = 0; i < j->n_choices; i++) {
+        const struct gen_choice *c = &j->ch[i];
+        u->completion_tokens += c->usage.completion_tokens > c->n_seen
+                                    ? c->usage.completion_tokens : c->n_seen;
+        if (c->prompt != last_prompt) /* the prompt's cache hit, once per prompt */
+            u->cached_tokens += c->usage.cached_tokens;
+        last_prompt = c->prompt;
+    }
+}
+
+/* Queue one SSE event (false: out of memory, the stream is then ended). */
+static void emit(struct gen_job *j, char *json)
+{
+    if (!json || !sse_event(&j->sse, json))
+        j->broken = true;
+    free(json);
+}
+
+static void handle(struct gen_job *j, struct gen_choice *c)
+{
+    const struct engine_output *o = &c->out;
+    double now = ll_now();
+    if (o->n_ids > 0) {
+        if (c->n_seen == 0) {
+            if (j->t_first == 0)
+                j->t_first = now;
+        } else {
+            metrics_itl(&j->srv->metrics, now - c->t_last, o->n_ids);
+        }
+        c->n_seen += o->n_ids;
+        c->t_last = now;
+    }
+    if (o->text_len) {
+        if (j->stream) {
+            struct oai_choice d = {.index = c->index, .text = o->text, .text_len = o->text_len};
+            emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
+        } else {
+            if (c->len + o->text_len + 1 > c->cap) {
+                size_t cap = c->cap ? c->cap : 256;
+                while (cap < c->len + o->text_len + 1)
+                    cap *= 2;
+                char *t = realloc(c->text, cap);
+                if (!t) {
+                    j->broken = true;
+                    return;
+                }
+                c->text = t;
+                c->cap = cap;
+            }
+            memcpy(c->text + c->len, o->text, o->text_len);
+            c->len += o->text_len;
+            c->text[c->len] = 0;
+        }
+    }
+    if (o->finish != ENGINE_RUNNING) {
+        c->done = true;
+        c->finish = o->finish;
+        c->usage = o->usage;
+        c->queue_s = o->timings.queue_s;
+        if (o->finish == ENGINE_FINISH_ERROR)
+            log_msg(LOG_ERROR, "request %s choice %d failed: %s", j->xrid, c->index, o->error);
+        if (j->stream && o->finish == ENGINE_FINISH_ERROR) {
+            struct oai_error e;
+            oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", o->error);
+            emit(j, oai_error_json(&e));
+        } else if (j->stream) {
+            struct oai_choice d = {.index = c->index, .finish_reason = finish_reason(j, c)};
+            emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
+        }
+    }
+}
+
+static bool poll_all(struct gen_job *j)
+{
+    bool any = false;
+    for (int i = 0; i < j->n_choices; i++) {
+        struct gen_choice *c = &j->ch[i];
+        if (!c->done && engine_poll(c->req, &c->out)) {
+            handle(j, c);
+            any = true;
+        }
+    }
+    return any;
+}
+
+bool gen_job_pump(struct gen_job *j, double timeout_s)
+{
+    if (j->stream && !j->role_sent) { /* chat streams open with the role of every choice */
+        j->role_sent = true;
+        if (j->meta.kind == OAI_CHAT)
+            for (int i = 0; i < j->n_choices; i++) {
+                struct oai_choice d = {.index = j->ch[i].index};
+                emit(j, oai_stream_chunk(&j->meta, &d, true, j->include_usage));
+            }
+        return true;
+    }
+    bool any = poll_all(j);
+    if (!any && timeout_s > 0) {
+        /* the choices of one request advance in the same engine steps, so waiting on the
+         * first unfinished one and then polling the rest misses nothing for long */
+        for (int i = 0; i < j->n_choices; i++) {
+            struct gen_choice *c = &j->ch[i];
+            if (c->done)
+                continue;
+            if (engine_wait(c->req, &c->out, timeout_s)) {
+                handle(j, c);
+                any = true;
+                poll_all(j);
+            }
+            break;
+        }
+    }
+    if (j->stream && !j->sent_done && gen_job_done(j)) {
+        if (j->include_usage) {
+            struct oai_usage u;
+            usage_of(j, &u);
+            emit(j, oai_stream_usage(&j->meta, &u));
+        }
+        if (!sse_done(&j->sse))
+            j->broken = true;
+        j->sent_done = true;
+        any = true;
+    }
+    return any;
+}
+
+enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
+{
+    /* libmicrohttpd would count the whole generation as client inactivity */
+    MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    while (!gen_job_done(j) && !j->broken)
+        gen_job_pump(j, 1.0);
+    MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned)c->srv->opts->write_timeout);
+    c->log_done = true;
+    if (atomic_load(&j->client_gone)) {
+        j->status = 499; /* (nginx's word for it; nothing is sent) */
+        c->status = 499;
+        gen_job_finish(j);
+        return MHD_NO;
+    }
+    enum MHD_Result res;
+    struct oai_error e;
+    const struct gen_choice *failed = NULL;
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->ch[i].finish == ENGINE_FINISH_ERROR)
+            failed = &j->ch[i];
+    if (j->broken) {
+        oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
+        res = http_respond_error(c, &e);
+    } else if (failed) {
+        oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", failed->out.error);
+        res = http_respond_error(c, &e);
+    } else {
+        struct oai_choice *cs = calloc(j->n_choices > 0 ? (size_t)j->n_choices : 1, sizeof *cs);
+        char *body = NULL;
+        if (cs) {
+            for (int i = 0; i < j->n_choices; i++)
+                cs[i] = (struct oai_choice){.index = j->ch[i].index, .text = j->ch[i].text,
+                                            .text_len = j->ch[i].len,
+                                            .finish_reason = finish_reason(j, &j->ch[i])};
+            struct oai_usage u;
+            usage_of(j, &u);
+            body = oai_response_body(&j->meta, cs, j->n_choices, &u);
+            free(cs);
+        }
+        res = http_respond_json(c, 200, body);
+    }
+    j->status = c->status;
+    gen_job_finish(j);
+    return res;
+}
+
+void gen_job_finish(struct gen_job *j)
+{
+    if (!j)
+        return;
+    struct server *srv = j->srv;
+    live_remove(srv->live, j);
+    j->t_end = ll_now();
+    enum cancel_reason why = (enum cancel_reason)atomic_load(&j->cancel_reason);
+    if (why == CANCEL_NONE)
+        why = CANCEL_DISCONNECT; /* ended before the engine did: the connection went away */
+    int completion = 0;
+    for (int i = 0; i < j->n_choices; i++) {
+        struct gen_choice *c = &j->ch[i];
+        if (!c->done) { /* released unfinished: the engine cancels it */
+            c->finish = ENGINE_FINISH_CANCELLED;
+            c->done = true;
+        }
+        engine_req_release(c->req);
+        c->req = NULL;
+        enum engine_finish seen = c->finish;
+        enum cancel_reason r = CANCEL_NONE;
+        if (seen == ENGINE_FINISH_CANCELLED) {
+            r = atomic_load(&j->timed_out) ? CANCEL_TIMEOUT : why;
+            if (r == CANCEL_TIMEOUT)
+                seen = ENGINE_FINISH_LENGTH;
+        }
+        int gen = c->usage.completion_tokens > c->n_seen ? c->usage.completion_tokens : c->n_seen;
+        completion += gen;
+        bool first_of_prompt = i == 0 || j->ch[i - 1].prompt != c->prompt;
+        metrics_finish(&srv->metrics, seen, r, first_of_prompt ? c->usage.prompt_tokens : 0, gen,
+                       c->queue_s);
+    }
+    double ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
+    metrics_request(&srv->metrics, ttft, j->t_end - j->t_arrival);
+    if (log_enabled(LOG_INFO)) {
+        const struct gen_choice *c0 = &j->ch[0];
+        struct oai_usage u;
+        usage_of(j, &u);
+        double itl = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : 0;
+        log_msg(LOG_INFO,
+                "%s %s %s %d model=%s finish=%s choices=%d prompt=%d cached=%d completion=%d "
+                "ttft=%.3fs itl=%.1fms e2e=%.3fs%s",
+                j->xrid, j->method, j->url, j->status, srv->served_name, finish_reason(j, c0),
+                j->n_choices, u.prompt_tokens, u.cached_tokens, completion,
+                ttft > 0 ? ttft : 0, itl * 1e3, j->t_end - j->t_arrival,
+                j->stream ? " stream" : "");
+    }
+    job_free(j);
+}

@@ -1,0 +1,259 @@
+/*
+ * metrics.c: request-level metrics and their Prometheus text exposition (format 0.0.4).
+ *
+ * HTTP threads record finished choices, latencies and response codes under metrics->lock (a
+ * leaf lock, held for a few additions). Engine-wide gauges and counters (running/waiting, KV
+ * blocks, prefix cache, preemptions) are read at render time from engine_get_stats.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server_impl.h"
+
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                     0.25,  0.5,   0.75, 1,    2.5,  5,    7.5,  10,
+                                     20,    40,    80,   160,  640,  2560};
+static const double itl_bounds[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15,
+                                    0.2,   0.3,   0.4,  0.5,   0.75, 1,     2.5, 5,
+                                    7.5,   10,    20,   40,    80};
+static const double long_bounds[] = {0.01, 0.1, 0.3, 0.5, 0.8, 1,   1.5, 2,   2.5, 5,   10,  15,
+                                     20,   30,  40,  50,  60,  120, 240, 480, 960, 1920, 7680};
+
+static void hist_init(struct histogram *h, const double *bounds, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->bounds = bounds;
+    h->n = n;
+}
+
+static void hist_add(struct histogram *h, double v, uint64_t times)
+{
+    int i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    h->counts[i] += times;
+    h->sum += v * (double)times;
+    h->count += times;
+}
+
+enum ll_status metrics_init(struct metrics *m)
+{
+    memset(m, 0, sizeof *m);
+    if (pthread_mutex_init(&m->lock, NULL))
+        return LL_ENOMEM;
+    _Static_assert(sizeof ttft_bounds / sizeof *ttft_bounds <= METRICS_MAX_BUCKETS, "buckets");
+    _Static_assert(sizeof itl_bounds / sizeof *itl_bounds <= METRICS_MAX_BUCKETS, "buckets");
+    _Static_assert(sizeof long_bounds / sizeof *long_bounds <= METRICS_MAX_BUCKETS, "buckets");
+    hist_init(&m->ttft, ttft_bounds, sizeof ttft_bounds / sizeof *ttft_bounds);
+    hist_init(&m->itl, itl_bounds, sizeof itl_bounds / sizeof *itl_bounds);
+    hist_init(&m->queue, long_bounds, sizeof long_bounds / sizeof *long_bounds);
+    hist_init(&m->e2e, long_bounds, sizeof long_bounds / sizeof *long_bounds);
+    return LL_OK;
+}
+
+void metrics_free(struct metrics *m)
+{
+    pthread_mutex_destroy(&m->lock);
+}
+
+void metrics_finish(struct metrics *m, enum engine_finish finish, enum cancel_reason why,
+                    int prompt_tokens, int generated_tokens, double queue_s)
+{
+    pthread_mutex_lock(&m->lock);
+    if ((unsigned)finish < 5)
+        m->finished[finish]++;
+    if (why != CANCEL_NONE && (unsigned)why < CANCEL_COUNT)
+        m->cancellations[why]++;
+    m->prompt_tokens += (uint64_t)(prompt_tokens > 0 ? prompt_tokens : 0);
+    m->generation_tokens += (uint64_t)(generated_tokens > 0 ? generated_tokens : 0);
+    if (queue_s > 0)
+        hist_add(&m->queue, queue_s, 1);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_request(struct metrics *m, double ttft_s, double e2e_s)
+{
+    pthread_mutex_lock(&m->lock);
+    if (ttft_s >= 0)
+        hist_add(&m->ttft, ttft_s, 1);
+    hist_add(&m->e2e, e2e_s, 1);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_itl(struct metrics *m, double dt, int n)
+{
+    if (n <= 0)
+        return;
+    pthread_mutex_lock(&m->lock);
+    hist_add(&m->itl, dt / n, (uint64_t)n);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_http(struct metrics *m, int status)
+{
+    if (status < 100 || status > 599)
+        return;
+    pthread_mutex_lock(&m->lock);
+    m->http[status / 100]++;
+    m->http_by_code[status]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- exposition ---- */
+
+struct text {
+    struct jbuf b;
+    char label[160]; /* model="…", escaped */
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct text *t, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        jbuf_raw(&t->b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static void family(struct text *t, const char *name, const char *type, const char *help)
+{
+    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample_u(struct text *t, const char *name, const char *extra, uint64_t v)
+{
+    put(t, "%s{%s%s%s} %llu\n", name, t->label, extra ? "," : "", extra ? extra : "",
+        (unsigned long long)v);
+}
+
+static void sample_d(struct text *t, const char *name, double v)
+{
+    put(t, "%s{%s} %.9g\n", name, t->label, v);
+}
+
+static void hist(struct text *t, const char *name, const char *help, const struct histogram *h)
+{
+    family(t, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int i = 0; i <= h->n; i++) {
+        cum += h->counts[i];
+        char le[48];
+        if (i < h->n)
+            snprintf(le, sizeof le, "%g", h->bounds[i]);
+        else
+            snprintf(le, sizeof le, "+Inf");
+        put(t, "%s_bucket{%s,le=\"%s\"} %llu\n", name, t->label, le, (unsigned long long)cum);
+    }
+    put(t, "%s_sum{%s} %.9g\n", name, t->label, h->sum);
+    put(t, "%s_count{%s} %llu\n", name, t->label, (unsigned long long)h->count);
+}
+
+char *metrics_render(struct metrics *m, const struct engine_stats *st, const char *model,
+                     int state)
+{
+    struct text t = {0};
+    size_t w = (size_t)snprintf(t.label, sizeof t.label, "model_name=\"");
+    for (const char *p = model; *p && w + 4 < sizeof t.label; p++) {
+        if (*p == '\\' || *p == '"')
+            t.label[w++] = '\\', t.label[w++] = *p;
+        else if (*p == '\n')
+            t.label[w++] = '\\', t.label[w++] = 'n';
+        else
+            t.label[w++] = *p;
+    }
+    t.label[w++] = '"';
+    t.label[w] = 0;
+
+    struct metrics c;
+    pthread_mutex_lock(&m->lock);
+    memcpy(&c, m, sizeof c);
+    pthread_mutex_unlock(&m->lock);
+
+    family(&t, "llaisys_server_ready", "gauge", "1 when the model is loaded and serving");
+    sample_u(&t, "llaisys_server_ready", NULL, state == SERVER_READY);
+
+    static const char *const finish_names[5] = {"", "stop", "length", "cancelled", "error"};
+    family(&t, "llaisys_request_success_total", "counter",
+           "Finished choices (engine requests) by finish reason");
+    for (int f = 1; f < 5; f++) {
+        char l[48];
+        snprintf(l, sizeof l, "finished_reason=\"%s\"", finish_names[f]);
+        sample_u(&t, "llaisys_request_success_total", l, c.finished[f]);
+    }
+    static const char *const cancel_names[CANCEL_COUNT] = {"", "disconnect", "cancel_route",
+                                                           "time_limit", "shutdown"};
+    family(&t, "llaisys_request_cancellations_total", "counter",
+           "Choices cancelled before their end, by cause");
+    for (int r = 1; r < CANCEL_COUNT; r++) {
+        char l[48];
+        snprintf(l, sizeof l, "reason=\"%s\"", cancel_names[r]);
+        sample_u(&t, "llaisys_request_cancellations_total", l, c.cancellations[r]);
+    }
+    family(&t, "llaisys_http_responses_total", "counter", "HTTP responses by status code");
+    for (int code = 100; code < 600; code++) {
+        if (!c.http_by_code[code])
+            continue;
+        char l[32];
+        snprintf(l, sizeof l, "code=\"%d\"", code);
+        sample_u(&t, "llaisys_http_responses_total", l, c.http_by_code[code]);
+    }
+    family(&t, "llaisys_prompt_tokens_total", "counter", "Prompt tokens of finished requests");
+    sample_u(&t, "llaisys_prompt_tokens_total", NULL, c.prompt_tokens);
+    family(&t, "llaisys_generation_tokens_total", "counter",
+           "Tokens generated for finished requests");
+    sample_u(&t, "llaisys_generation_tokens_total", NULL, c.generation_tokens);
+    hist(&t, "llaisys_time_to_first_token_seconds",
+         "Time from the request's arrival to its first generated token", &c.ttft);
+    hist(&t, "llaisys_inter_token_latency_seconds", "Time between successive tokens of a choice",
+         &c.itl);
+    hist(&t, "llaisys_request_queue_time_seconds",
+         "Time from submission to the first scheduling of a choice", &c.queue);
+    hist(&t, "llaisys_e2e_request_latency_seconds",
+         "Time from the request's arrival to its last byte", &c.e2e);
+
+    if (st) {
+        family(&t, "llaisys_num_requests_running", "gauge", "Sequences in the running batch");
+        sample_u(&t, "llaisys_num_requests_running", NULL, (uint64_t)st->running);
+        family(&t, "llaisys_num_requests_waiting", "gauge",
+               "Requests waiting to run (queued or preempted)");
+        sample_u(&t, "llaisys_num_requests_waiting", NULL, (uint64_t)st->waiting);
+        family(&t, "llaisys_kv_cache_blocks", "gauge", "KV cache blocks by state");
+        sample_u(&t, "llaisys_kv_cache_blocks", "state=\"in_use\"", (uint64_t)st->kv_in_use);
+        sample_u(&t, "llaisys_kv_cache_blocks", "state=\"cached\"", (uint64_t)st->kv_cached);
+        sample_u(&t, "llaisys_kv_cache_blocks", "state=\"free\"", (uint64_t)st->kv_free);
+        family(&t, "llaisys_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool");
+        sample_u(&t, "llaisys_kv_cache_blocks_total", NULL, (uint64_t)st->kv_blocks);
+        family(&t, "llaisys_kv_cache_usage_perc", "gauge",
+               "Fraction of KV cache blocks held by running sequences");
+        sample_d(&t, "llaisys_kv_cache_usage_perc",
+                 st->kv_blocks ? (double)st->kv_in_use / st->kv_blocks : 0);
+        uint64_t queries = st->prompt_tokens + st->cached_tokens;
+        family(&t, "llaisys_prefix_cache_queries_total", "counter",
+               "Prompt tokens looked up in the prefix cache");
+        sample_u(&t, "llaisys_prefix_cache_queries_total", NULL, queries);
+        family(&t, "llaisys_prefix_cache_hits_total", "counter",
+               "Prompt tokens served from the prefix cache");
+        sample_u(&t, "llaisys_prefix_cache_hits_total", NULL, st->cached_tokens);
+        family(&t, "llaisys_prefix_cache_hit_ratio", "gauge",
+               "Prefix cache hits over queries since start");
+        sample_d(&t, "llaisys_prefix_cache_hit_ratio",
+                 queries ? (double)st->cached_tokens / (double)queries : 0);
+        family(&t, "llaisys_num_preemptions_total", "counter",
+               "Sequences preempted for lack of KV blocks");
+        sample_u(&t, "llaisys_num_preemptions_total", NULL, st->preemptions);
+        family(&t, "llaisys_queue_rejections_total", "counter",
+               "Submissions refused (queue full or invalid)");
+        sample_u(&t, "llaisys_queue_rejections_total", NULL, st->rejected);
+        family(&t, "llaisys_engine_steps_total", "counter", "Scheduler steps run");
+        sample_u(&t, "llaisys_engine_steps_total", NULL, st->steps);
+        family(&t, "llaisys_engine_busy_seconds_total", "counter",
+               "Time the scheduler spent in steps that did work");
+        sample_d(&t, "llaisys_engine_busy_seconds_total", st->busy_s);
+    }
+    return jbuf_finish(&t.b);
+}

@@ -1,0 +1,812 @@
+/*
+ * openai_request.c: request bodies of the OpenAI-compatible routes → struct oai_request (and
+ * vLLM's /tokenize, /detokenize bodies), with every known field type- and range-checked.
+ *
+ * Called on HTTP threads; pure functions of their input. Every error names the field (as
+ * OpenAI's error.param) and what was expected. JSON null is treated as an absent field, unknown
+ * fields are ignored. The body must be UTF-8 (checked before parsing, so a string never carries
+ * invalid bytes into the tokenizer); cJSON bounds nesting depth, so deep input cannot overflow
+ * the stack.
+ */
+#include "openai_request.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const char *param,
+                             const char *code, const char *fmt, ...)
+{
+    if (!e)
+        return status;
+    e->status = status;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+char *oai_error_json(const struct oai_error *e)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    char *out = NULL;
+    if (err && cJSON_AddStringToObject(err, "message", e->message) &&
+        cJSON_AddStringToObject(err, "type", ll_status_type(e->status)) &&
+        (e->param[0] ? cJSON_AddStringToObject(err, "param", e->param)
+                     : cJSON_AddNullToObject(err, "param")) &&
+        (e->code[0] ? cJSON_AddStringToObject(err, "code", e->code)
+                    : cJSON_AddNullToObject(err, "code")))
+        out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+bool oai_utf8_valid(const char *str, size_t len, size_t *bad_at)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;
+        unsigned cp, min;
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1, cp = c & 0x1f, min = 0x80;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2, cp = c & 0x0f, min = 0x800;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            goto bad;
+        }
+        if (len - i <= n)
+            goto bad;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                goto bad;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            goto bad;
+        i += n + 1;
+    }
+    return true;
+bad:
+    if (bad_at)
+        *bad_at = i;
+    return false;
+}
+
+/* ---- field helpers: each returns LL_OK (also when the field is absent) or an error ---- */
+
+static const char *json_type_name(const cJSON *v)
+{
+    if (cJSON_IsString(v))
+        return "a string";
+    if (cJSON_IsNumber(v))
+        return "a number";
+    if (cJSON_IsBool(v))
+        return "a boolean";
+    if (cJSON_IsArray(v))
+        return "an array";
+    if (cJSON_IsObject(v))
+        return "an object";
+    return "null";
+}
+
+/* The member `name` of obj, or NULL when absent or null. */
+static const cJSON *member(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return cJSON_IsNull(v) ? NULL : v;
+}
+
+static enum ll_status wrong_type(struct oai_error *e, const char *param, const char *want,
+                                 const cJSON *got)
+{
+    return oai_error_set(e, LL_EINVAL, param, "invalid_type", "'%s' must be %s, not %s", param,
+                         want, json_type_name(got));
+}
+
+static enum ll_status opt_bool(const cJSON *obj, const char *name, bool *out,
+                               struct oai_error *e)
+{
+    const cJSON *v = member(obj, name);
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsBool(v))
+        return wrong_type(e, name, "a boolean", v);
+    *out = cJSON_IsTrue(v);
+    return LL_OK;
+}
+
+/* A number in [lo, hi] (lo excluded when lo_open). */
+static enum ll_status opt_number(const cJSON *obj, const char *name, double lo, double hi,
+                                 bool lo_open, float *out, bool *has, struct oai_error *e)
+{
+    const cJSON *v = member(obj, name);
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsNumber(v))
+        return wrong_type(e, name, "a number", v);
+    double x = v->valuedouble;
+    if (!isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo))
+        return oai_error_set(e, LL_EINVAL, name, "invalid_value",
+                             "'%s' must be %s %g and at most %g, got %g", name,
+                             lo_open ? "greater than" : "at least", lo, hi, x);
+    *out = (float)x;
+    if (has)
+        *has = true;
+    return LL_OK;
+}
+
+/* Whether v is a JSON number holding an integer in [lo, hi]. */
+static bool is_int_in(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble) &&
+           v->valuedouble >= lo && v->valuedouble <= hi;
+}
+
+static enum ll_status opt_int(const cJSON *obj, const char *name, long long lo, long long hi,
+                              long long *out, bool *has, struct oai_error *e)
+{
+    const cJSON *v = member(obj, name);
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsNumber(v))
+        return wrong_type(e, name, "an integer", v);
+    if (v->valuedouble != floor(v->valuedouble) || !isfinite(v->valuedouble))
+        return oai_error_set(e, LL_EINVAL, name, "invalid_type", "'%s' must be an integer, got %g",
+                             name, v->valuedouble);
+    if (!is_int_in(v, (double)lo, (double)hi))
+        return oai_error_set(e, LL_EINVAL, name, "invalid_value",
+                             "'%s' must be between %lld and %lld, got %.17g", name, lo, hi,
+                             v->valuedouble);
+    /* (double)INT64_MAX rounds up to 2^63, which does not convert back */
+    *out = v->valuedouble >= 0x1p63 ? INT64_MAX : (long long)v->valuedouble;
+    if (has)
+        *has = true;
+    return LL_OK;
+}
+
+static enum ll_status opt_string(const cJSON *obj, const char *name, char **out,
+                                 struct oai_error *e)
+{
+    const cJSON *v = member(obj, name);
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsString(v))
+        return wrong_type(e, name, "a string", v);
+    if (!(*out = strdup(v->valuestring)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    return LL_OK;
+}
+
+/* Parse body into *root (an object). */
+static enum ll_status parse_body(cJSON **root, const char *body, size_t len, struct oai_error *e)
+{
+    *root = NULL;
+    size_t bad;
+    if (!oai_utf8_valid(body, len, &bad))
+        return oai_error_set(e, LL_EUTF8, NULL, "invalid_utf8",
+                             "request body is not valid UTF-8 (byte offset %zu)", bad);
+    const char *end = NULL;
+    cJSON *r = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!r) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return oai_error_set(e, LL_EJSON, NULL, "invalid_json",
+                             "request body is not valid JSON (error near byte offset %zu of %zu)",
+                             at, len);
+    }
+    /* anything but whitespace after the value is an error too */
+    size_t at = (size_t)(end - body);
+    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\n' ||
+                        body[at] == '\r'))
+        at++;
+    if (at < len) {
+        cJSON_Delete(r);
+        return oai_error_set(e, LL_EJSON, NULL, "invalid_json",
+                             "request body is not valid JSON (unexpected data at byte offset %zu)",
+                             at);
+    }
+    if (!cJSON_IsObject(r)) {
+        enum ll_status s = oai_error_set(e, LL_EINVAL, NULL, "invalid_type",
+                                         "request body must be a JSON object, not %s",
+                                         json_type_name(r));
+        cJSON_Delete(r);
+        return s;
+    }
+    *root = r;
+    return LL_OK;
+}
+
+/* ---- chat messages → template variables ---- */
+
+static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
+
+/* content (string, array of text parts, or null) → a new cJSON string or null. */
+static enum ll_status content_to_json(const cJSON *c, int i, const char *role, cJSON **out,
+                                      struct oai_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    if (!c) {
+        if (strcmp(role, "assistant"))
+            return oai_error_set(e, LL_EINVAL, param, "missing_required_parameter",
+                                 "'%s' is required for role '%s'", param, role);
+        *out = cJSON_CreateNull();
+    } else if (cJSON_IsString(c)) {
+        *out = cJSON_CreateString(c->valuestring);
+    } else if (cJSON_IsArray(c)) {
+        size_t total = 0;
+        int n = 0;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, c) {
+            char pp[96];
+            snprintf(pp, sizeof pp, "%s[%d]", param, n);
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+            if (!cJSON_IsObject(p))
+                return wrong_type(e, pp, "an object", p);
+            if (!cJSON_IsString(type))
+                return oai_error_set(e, LL_EINVAL, pp, "invalid_type",
+                                     "'%s.type' must be a string", pp);
+            if (strcmp(type->valuestring, "text"))
+                return oai_error_set(e, LL_EUNSUPPORTED, pp, "unsupported_content",
+                                     "'%s': content parts of type '%.40s' are not supported "
+                                     "(only 'text')", pp, type->valuestring);
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text");
+            if (!cJSON_IsString(t)) {
+                char tp[112];
+                snprintf(tp, sizeof tp, "%s.text", pp);
+                return wrong_type(e, tp, "a string", t ? t : p);
+            }
+            total += strlen(t->valuestring) + 1;
+            n++;
+        }
+        char *buf = malloc(total + 1), *w = buf;
+        if (!buf)
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        int k = 0;
+        cJSON_ArrayForEach(p, c) {
+            const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+            size_t l = strlen(t);
+            if (k++)
+                *w++ = '\n';
+            memcpy(w, t, l);
+            w += l;
+        }
+        *w = 0;
+        *out = cJSON_CreateString(buf);
+        free(buf);
+    } else {
+        return wrong_type(e, param, "a string or an array of content parts", c);
+    }
+    return *out ? LL_OK : oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+}
+
+static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct oai_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d]", i);
+    if (!cJSON_IsObject(m))
+        return wrong_type(e, param, "an object", m);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    snprintf(param, sizeof param, "messages[%d].role", i);
+    if (!role || cJSON_IsNull(role))
+        return oai_error_set(e, LL_EINVAL, param, "missing_required_parameter",
+                             "'%s' is required", param);
+    if (!cJSON_IsString(role))
+        return wrong_type(e, param, "a string", role);
+    size_t r = 0;
+    while (r < sizeof roles / sizeof roles[0] && strcmp(role->valuestring, roles[r]))
+        r++;
+    if (r == sizeof roles / sizeof roles[0])
+        return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                             "'%s' must be one of system, developer, user, assistant, tool; "
+                             "got '%.40s'", param, role->valuestring);
+    cJSON *content = NULL;
+    enum ll_status s = content_to_json(member(m, "content"), i, role->valuestring, &content, e);
+    if (s != LL_OK)
+        return s;
+    cJSON *copy = cJSON_Duplicate(m, true);
+    cJSON *rolestr = cJSON_CreateString(strcmp(role->valuestring, "developer")
+                                            ? role->valuestring : "system");
+    if (!copy || !rolestr || !cJSON_ReplaceItemInObjectCaseSensitive(copy, "role", rolestr)) {
+        cJSON_Delete(copy);
+        cJSON_Delete(rolestr);
+        cJSON_Delete(content);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(copy, "content");
+    cJSON_AddItemToObject(copy, "content", content);
+    cJSON_AddItemToArray(list, copy);
+    return LL_OK;
+}
+
+/* Build the chat template variables from root's messages, tools, add_generation_prompt and
+ * chat_template_kwargs. */
+static enum ll_status chat_context(const cJSON *root, cJSON **out, struct oai_error *e)
+{
+    *out = NULL;
+    const cJSON *msgs = member(root, "messages");
+    if (!msgs)
+        return oai_error_set(e, LL_EINVAL, "messages", "missing_required_parameter",
+                             "'messages' is required");
+    if (!cJSON_IsArray(msgs))
+        return wrong_type(e, "messages", "an array", msgs);
+    if (!cJSON_GetArraySize(msgs))
+        return oai_error_set(e, LL_EINVAL, "messages", "invalid_value",
+                             "'messages' must hold at least one message");
+    bool add_gen = true;
+    enum ll_status s = opt_bool(root, "add_generation_prompt", &add_gen, e);
+    if (s != LL_OK)
+        return s;
+    const cJSON *tools = member(root, "tools");
+    if (tools && !cJSON_IsArray(tools))
+        return wrong_type(e, "tools", "an array", tools);
+    const cJSON *kw = member(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsObject(kw))
+        return wrong_type(e, "chat_template_kwargs", "an object", kw);
+
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(ctx, "messages");
+    if (!list || !cJSON_AddBoolToObject(ctx, "add_generation_prompt", add_gen)) {
+        cJSON_Delete(ctx);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        if ((s = message_to_json(m, i++, list, e)) != LL_OK) {
+            cJSON_Delete(ctx);
+            return s;
+        }
+    }
+    if (tools)
+        cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(tools, true));
+    const cJSON *k;
+    cJSON_ArrayForEach(k, kw) {
+        if (!strcmp(k->string, "messages")) {
+            cJSON_Delete(ctx);
+            return oai_error_set(e, LL_EINVAL, "chat_template_kwargs", "invalid_value",
+                                 "'chat_template_kwargs' may not set 'messages'");
+        }
+        cJSON *dup = cJSON_Duplicate(k, true);
+        if (!dup) {
+            cJSON_Delete(ctx);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(ctx, k->string);
+        cJSON_AddItemToObject(ctx, k->string, dup);
+    }
+    *out = ctx;
+    return LL_OK;
+}
+
+/* ---- completions prompts ---- */
+
+static enum ll_status ids_from_array(const cJSON *a, const char *param, int32_t **ids, int *n,
+                                     struct oai_error *e)
+{
+    int cnt = cJSON_GetArraySize(a);
+    if (cnt == 0)
+        return oai_error_set(e, LL_EINVAL, param, "invalid_value", "'%s' must not be empty",
+                             param);
+    int32_t *v = malloc((size_t)cnt * sizeof *v);
+    if (!v)
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        if (!is_int_in(x, 0, INT32_MAX)) {
+            free(v);
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                 "'%s[%d]' must be a token id (an integer >= 0), not %s", param,
+                                 i, cJSON_IsNumber(x) ? "that number" : json_type_name(x));
+        }
+        v[i++] = (int32_t)x->valuedouble;
+    }
+    *ids = v;
+    *n = cnt;
+    return LL_OK;
+}
+
+static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, struct oai_error *e)
+{
+    const cJSON *p = member(root, "prompt");
+    if (!p)
+        return oai_error_set(e, LL_EINVAL, "prompt", "missing_required_parameter",
+                             "'prompt' is required");
+    const char *want = "a string, an array of strings, an array of token ids or an array of "
+                       "arrays of token ids";
+    if (cJSON_IsString(p)) {
+        if (!(r->prompts = calloc(1, sizeof *r->prompts)) ||
+            !(r->prompts[0].text = strdup(p->valuestring)))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        r->prompts[0].text_len = strlen(p->valuestring);
+        r->n_prompts = 1;
+        return LL_OK;
+    }
+    if (!cJSON_IsArray(p))
+        return wrong_type(e, "prompt", want, p);
+    int cnt = cJSON_GetArraySize(p);
+    if (cnt == 0)
+        return oai_error_set(e, LL_EINVAL, "prompt", "invalid_value", "'prompt' must not be empty");
+    const cJSON *first = p->child;
+    if (cJSON_IsNumber(first)) { /* one prompt of ids */
+        if (!(r->prompts = calloc(1, sizeof *r->prompts)))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        r->n_prompts = 1;
+        return ids_from_array(p, "prompt", &r->prompts[0].ids, &r->prompts[0].n_ids, e);
+    }
+    if (cnt > OAI_MAX_PROMPTS)
+        return oai_error_set(e, LL_EINVAL, "prompt", "invalid_value",
+                             "'prompt' may hold at most %d prompts, got %d", OAI_MAX_PROMPTS, cnt);
+    if (!(r->prompts = calloc((size_t)cnt, sizeof *r->prompts)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, p) {
+        char param[32];
+        snprintf(param, sizeof param, "prompt[%d]", i);
+        struct oai_prompt *q = &r->prompts[i];
+        r->n_prompts = ++i;
+        if (cJSON_IsString(first) && cJSON_IsString(x)) {
+            if (!(q->text = strdup(x->valuestring)))
+                return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+            q->text_len = strlen(x->valuestring);
+        } else if (cJSON_IsArray(first) && cJSON_IsArray(x)) {
+            enum ll_status s = ids_from_array(x, param, &q->ids, &q->n_ids, e);
+            if (s != LL_OK)
+                return s;
+        } else {
+            return oai_error_set(e, LL_EINVAL, param, "invalid_type",
+                                 "'prompt' must be %s; '%s' is %s", want, param,
+                                 json_type_name(x));
+        }
+    }
+    return LL_OK;
+}
+
+/* ---- the remaining fields ---- */
+
+static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struct oai_error *e)
+{
+    const cJSON *v = member(root, "stop");
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsString(v) && !cJSON_IsArray(v))
+        return wrong_type(e, "stop", "a string or an array of strings", v);
+    int cnt = cJSON_IsString(v) ? 1 : cJSON_GetArraySize(v);
+    if (cnt > OAI_MAX_STOP)
+        return oai_error_set(e, LL_EINVAL, "stop", "invalid_value",
+                             "'stop' may hold at most %d strings, got %d", OAI_MAX_STOP, cnt);
+    if (cnt == 0)
+        return LL_OK;
+    if (!(r->stop = calloc((size_t)cnt, sizeof *r->stop)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    const cJSON *x = cJSON_IsString(v) ? v : v->child;
+    for (int i = 0; i < cnt; i++, x = x->next) {
+        char param[32];
+        snprintf(param, sizeof param, "stop[%d]", i);
+        if (!cJSON_IsString(x))
+            return wrong_type(e, param, "a string", x);
+        if (!x->valuestring[0])
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                 "'%s' must not be empty", param);
+        if (!(r->stop[i] = strdup(x->valuestring)))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        r->n_stop = i + 1;
+    }
+    return LL_OK;
+}
+
+static enum ll_status parse_stop_ids(const cJSON *root, struct oai_request *r,
+                                     struct oai_error *e)
+{
+    const cJSON *v = member(root, "stop_token_ids");
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsArray(v))
+        return wrong_type(e, "stop_token_ids", "an array of token ids", v);
+    int cnt = cJSON_GetArraySize(v);
+    if (cnt > ENGINE_MAX_STOP_IDS)
+        return oai_error_set(e, LL_EINVAL, "stop_token_ids", "invalid_value",
+                             "'stop_token_ids' may hold at most %d ids, got %d",
+                             ENGINE_MAX_STOP_IDS, cnt);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        if (!is_int_in(x, 0, INT32_MAX))
+            return oai_error_set(e, LL_EINVAL, "stop_token_ids", "invalid_value",
+                                 "'stop_token_ids[%d]' must be a token id (an integer >= 0)",
+                                 r->n_stop_token_ids);
+        r->stop_token_ids[r->n_stop_token_ids++] = (int32_t)x->valuedouble;
+    }
+    return LL_OK;
+}
+
+static enum ll_status parse_logit_bias(const cJSON *root, struct oai_request *r,
+                                       struct oai_error *e)
+{
+    const cJSON *v = member(root, "logit_bias");
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsObject(v))
+        return wrong_type(e, "logit_bias", "an object mapping token ids to numbers", v);
+    int cnt = cJSON_GetArraySize(v);
+    if (cnt > OAI_MAX_LOGIT_BIAS)
+        return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
+                             "'logit_bias' may hold at most %d entries, got %d",
+                             OAI_MAX_LOGIT_BIAS, cnt);
+    if (cnt && !(r->logit_bias = calloc((size_t)cnt, sizeof *r->logit_bias)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        const char *k = x->string;
+        char *end;
+        long long id = strtoll(k, &end, 10);
+        if (!k[0] || *end || k[0] == '-' || k[0] == '+' || k[0] == ' ' || id > INT32_MAX)
+            return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
+                                 "'logit_bias' keys must be token ids, got '%.40s'", k);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 ||
+            x->valuedouble > 100)
+            return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
+                                 "'logit_bias[\"%.20s\"]' must be a number from -100 to 100", k);
+        r->logit_bias[r->n_logit_bias].id = (int32_t)id;
+        r->logit_bias[r->n_logit_bias++].bias = (float)x->valuedouble;
+    }
+    return LL_OK;
+}
+
+static enum ll_status parse_logprobs(const cJSON *root, struct oai_request *r,
+                                     struct oai_error *e)
+{
+    long long k = 0;
+    enum ll_status s;
+    if (r->kind == OAI_COMPLETION) { /* legacy: logprobs is the number of alternatives */
+        bool has = false;
+        if ((s = opt_int(root, "logprobs", 0, 5, &k, &has, e)) != LL_OK)
+            return s;
+        r->logprobs = has;
+        r->top_logprobs = (int)k;
+        return LL_OK;
+    }
+    if ((s = opt_bool(root, "logprobs", &r->logprobs, e)) != LL_OK)
+        return s;
+    bool has = false;
+    if ((s = opt_int(root, "top_logprobs", 0, OAI_MAX_TOP_LOGPROBS, &k, &has, e)) != LL_OK)
+        return s;
+    if (has && !r->logprobs)
+        return oai_error_set(e, LL_EINVAL, "top_logprobs", "invalid_value",
+                             "'top_logprobs' needs 'logprobs' set to true");
+    r->top_logprobs = (int)k;
+    return LL_OK;
+}
+
+static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, struct oai_error *e)
+{
+    enum ll_status s;
+    long long v;
+    bool has;
+    if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
+        (s = opt_bool(root, "stream", &r->stream, e)) != LL_OK)
+        return s;
+    const cJSON *so = member(root, "stream_options");
+    if (so && !cJSON_IsObject(so))
+        return wrong_type(e, "stream_options", "an object", so);
+    if (so) {
+        const cJSON *iu = member(so, "include_usage");
+        if (iu && !cJSON_IsBool(iu))
+            return wrong_type(e, "stream_options.include_usage", "a boolean", iu);
+        r->include_usage = cJSON_IsTrue(iu);
+    }
+    /* max_completion_tokens replaces max_tokens in the chat API; either is accepted */
+    const char *mt = member(root, "max_completion_tokens") ? "max_completion_tokens"
+                                                            : "max_tokens";
+    v = 0;
+    has = false;
+    if ((s = opt_int(root, mt, 1, INT32_MAX, &v, &has, e)) != LL_OK)
+        return s;
+    r->max_tokens = (int)v;
+    v = 1;
+    if ((s = opt_int(root, "n", 1, OAI_MAX_N, &v, NULL, e)) != LL_OK)
+        return s;
+    r->n = (int)v;
+    if ((s = opt_number(root, "temperature", 0, 2, false, &r->temperature, &r->has_temperature,
+                        e)) != LL_OK ||
+        (s = opt_number(root, "top_p", 0, 1, true, &r->top_p, &r->has_top_p, e)) != LL_OK ||
+        (s = opt_number(root, "min_p", 0, 1, false, &r->min_p, NULL, e)) != LL_OK ||
+        (s = opt_number(root, "presence_penalty", -2, 2, false, &r->presence_penalty, NULL,
+                        e)) != LL_OK ||
+        (s = opt_number(root, "frequency_penalty", -2, 2, false, &r->frequency_penalty, NULL,
+                        e)) != LL_OK ||
+        (s = opt_number(root, "repetition_penalty", 0, 100, true, &r->repetition_penalty, NULL,
+                        e)) != LL_OK)
+        return s;
+    v = 0;
+    if ((s = opt_int(root, "top_k", -1, INT32_MAX, &v, &r->has_top_k, e)) != LL_OK)
+        return s;
+    r->top_k = (int)v;
+    v = 0;
+    /* doubles hold integers exactly up to 2^53; larger seeds are still deterministic */
+    if ((s = opt_int(root, "seed", INT64_MIN, INT64_MAX, &v, &r->has_seed, e)) != LL_OK)
+        return s;
+    r->seed = (uint64_t)v;
+    if ((s = parse_stop(root, r, e)) != LL_OK || (s = parse_stop_ids(root, r, e)) != LL_OK ||
+        (s = parse_logit_bias(root, r, e)) != LL_OK || (s = parse_logprobs(root, r, e)) != LL_OK ||
+        (s = opt_bool(root, "ignore_eos", &r->ignore_eos, e)) != LL_OK ||
+        (s = opt_bool(root, "skip_special_tokens", &r->skip_special_tokens, e)) != LL_OK ||
+        (s = opt_string(root, "user", &r->user, e)) != LL_OK)
+        return s;
+    if (r->kind == OAI_COMPLETION) {
+        if ((s = opt_bool(root, "echo", &r->echo, e)) != LL_OK)
+            return s;
+        const cJSON *suffix = member(root, "suffix");
+        if (suffix && !cJSON_IsString(suffix))
+            return wrong_type(e, "suffix", "a string", suffix);
+        if (suffix && suffix->valuestring[0])
+            return oai_error_set(e, LL_EUNSUPPORTED, "suffix", "unsupported_parameter",
+                                 "'suffix' is not supported");
+    }
+    return LL_OK;
+}
+
+enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
+                                 size_t len, struct oai_error *e)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->n = 1;
+    r->repetition_penalty = 1;
+    r->skip_special_tokens = true;
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, e);
+    if (s != LL_OK)
+        return s;
+    s = parse_fields(root, r, e);
+    if (s == LL_OK)
+        s = kind == OAI_CHAT ? chat_context(root, &r->chat_context, e) : parse_prompts(root, r, e);
+    if (s == LL_OK && (long long)r->n * (r->n_prompts ? r->n_prompts : 1) > OAI_MAX_N)
+        s = oai_error_set(e, LL_EINVAL, "n", "invalid_value",
+                          "'n' times the number of prompts may be at most %d", OAI_MAX_N);
+    cJSON_Delete(root);
+    if (s != LL_OK) {
+        oai_request_free(r);
+        r->kind = kind;
+    }
+    return s;
+}
+
+enum ll_status oai_request_check_supported(const struct oai_request *r, struct oai_error *e)
+{
+    const char *field = NULL;
+    if (r->min_p != 0)
+        field = "min_p";
+    else if (r->presence_penalty != 0)
+        field = "presence_penalty";
+    else if (r->frequency_penalty != 0)
+        field = "frequency_penalty";
+    else if (r->repetition_penalty != 1)
+        field = "repetition_penalty";
+    else if (r->n_logit_bias)
+        field = "logit_bias";
+    else if (r->logprobs)
+        field = "logprobs";
+    else if (r->n_stop)
+        field = "stop";
+    else if (r->echo)
+        field = "echo";
+    if (!field)
+        return LL_OK;
+    return oai_error_set(e, LL_EUNSUPPORTED, field, "unsupported_parameter",
+                         "'%s' is not supported yet by this server", field);
+}
+
+void oai_request_free(struct oai_request *r)
+{
+    free(r->model);
+    free(r->user);
+    free(r->logit_bias);
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    free(r->stop);
+    cJSON_Delete(r->chat_context);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- vLLM's /tokenize and /detokenize ---- */
+
+enum ll_status oai_tokenize_parse(struct oai_tokenize_request *r, const char *body, size_t len,
+                                  struct oai_error *e)
+{
+    memset(r, 0, sizeof *r);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, e);
+    if (s != LL_OK)
+        return s;
+    bool chat = member(root, "messages") != NULL;
+    r->add_special_tokens = !chat;
+    if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
+        (s = opt_bool(root, "add_special_tokens", &r->add_special_tokens, e)) != LL_OK ||
+        (s = opt_bool(root, "return_token_strs", &r->return_token_strs, e)) != LL_OK)
+        goto out;
+    if (chat) {
+        s = chat_context(root, &r->chat_context, e);
+    } else {
+        const cJSON *p = member(root, "prompt");
+        if (!p)
+            s = oai_error_set(e, LL_EINVAL, "prompt", "missing_required_parameter",
+                              "'prompt' or 'messages' is required");
+        else if (!cJSON_IsString(p))
+            s = wrong_type(e, "prompt", "a string", p);
+        else if (!(r->prompt = strdup(p->valuestring)))
+            s = oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        else
+            r->prompt_len = strlen(r->prompt);
+    }
+out:
+    cJSON_Delete(root);
+    if (s != LL_OK)
+        oai_tokenize_free(r);
+    return s;
+}
+
+enum ll_status oai_detokenize_parse(struct oai_detokenize_request *r, const char *body,
+                                    size_t len, struct oai_error *e)
+{
+    memset(r, 0, sizeof *r);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, e);
+    if (s != LL_OK)
+        return s;
+    const cJSON *t = member(root, "tokens");
+    if ((s = opt_string(root, "model", &r->model, e)) != LL_OK)
+        goto out;
+    if (!t)
+        s = oai_error_set(e, LL_EINVAL, "tokens", "missing_required_parameter",
+                          "'tokens' is required");
+    else if (!cJSON_IsArray(t))
+        s = wrong_type(e, "tokens", "an array of token ids", t);
+    else if (cJSON_GetArraySize(t) == 0)
+        r->ids = calloc(1, sizeof *r->ids), s = r->ids ? LL_OK : LL_ENOMEM;
+    else
+        s = ids_from_array(t, "tokens", &r->ids, &r->n_ids, e);
+    if (s == LL_ENOMEM)
+        oai_error_set(e, s, NULL, NULL, "out of memory");
+out:
+    cJSON_Delete(root);
+    if (s != LL_OK)
+        oai_detokenize_free(r);
+    return s;
+}
+
+void oai_tokenize_free(struct oai_tokenize_request *r)
+{
+    free(r->model);
+    free(r->prompt);
+    cJSON_Delete(r->chat_context);
+    memset(r, 0, sizeof *r);
+}
+
+void oai_detokenize_free(struct oai_detokenize_request *r)
+{
+    free(r->model);
+    free(r->ids);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,34 @@
+/*
+ * routes_chat.c: POST /v1/chat/completions: parse and check the body, render the chat template,
+ * tokenize, and hand the prompt to a generation job (stream or whole response).
+ * HTTP thread of the connection.
+ */
+#include <stdlib.h>
+
+#include "server_impl.h"
+
+enum MHD_Result route_chat(struct http_ctx *c)
+{
+    enum MHD_Result res;
+    if (!route_require_ready(c, &res))
+        return res;
+    struct oai_request r;
+    struct oai_error e;
+    int32_t *ids = NULL;
+    int n = 0;
+    struct gen_job *job = NULL;
+    if (oai_request_parse(&r, OAI_CHAT, c->body, c->body_len, &e) != LL_OK ||
+        route_check_model(c, r.model, &e) != LL_OK ||
+        oai_request_check_supported(&r, &e) != LL_OK ||
+        route_chat_encode(c, r.chat_context, false, &ids, &n, &e) != LL_OK ||
+        gen_job_start(&job, c, &r, &ids, &n, 1, &e) != LL_OK) {
+        res = http_respond_error(c, &e);
+    } else if (r.stream) {
+        res = http_respond_stream(c, job);
+    } else {
+        res = gen_job_respond(job, c);
+    }
+    free(ids);
+    oai_request_free(&r);
+    return res;
+}

@@ -1,0 +1,98 @@
+/*
+ * routes_info.c: the small routes: GET /health, GET /metrics, GET /v1/models[/{id}] and
+ * POST /v1/requests/{id}/cancel. HTTP threads; they read the server state and the engine's
+ * counters, and the cancel route goes through the in-flight table.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server_impl.h"
+
+enum MHD_Result route_health(struct http_ctx *c)
+{
+    int st = atomic_load(&c->srv->state);
+    const char *body = st == SERVER_READY     ? "{\"status\":\"ok\"}"
+                       : st == SERVER_LOADING ? "{\"status\":\"loading\"}"
+                                              : "{\"status\":\"shutting_down\"}";
+    return http_respond_text(c, st == SERVER_READY ? 200 : 503, "application/json", body);
+}
+
+enum MHD_Result route_metrics(struct http_ctx *c)
+{
+    struct server *srv = c->srv;
+    int st = atomic_load(&srv->state);
+    struct engine_stats stats;
+    bool have = st != SERVER_LOADING && srv->engine;
+    if (have)
+        engine_get_stats(srv->engine, &stats);
+    char *text = metrics_render(&srv->metrics, have ? &stats : NULL, srv->served_name, st);
+    if (!text)
+        return http_respond_json(c, 500, NULL);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    http_add_common_headers(c, r);
+    enum MHD_Result res = MHD_queue_response(c->conn, 200, r);
+    MHD_destroy_response(r);
+    c->status = 200;
+    return res;
+}
+
+static void model_object(struct jbuf *b, const struct server *srv)
+{
+    jbuf_lit(b, "{\"id\":");
+    jbuf_cstr(b, srv->served_name);
+    jbuf_lit(b, ",\"object\":\"model\",\"created\":");
+    jbuf_int(b, srv->started);
+    jbuf_lit(b, ",\"owned_by\":\"llaisys\",\"root\":");
+    jbuf_cstr(b, srv->served_name);
+    jbuf_lit(b, ",\"parent\":null,\"max_model_len\":");
+    jbuf_int(b, srv->n_ctx);
+    jbuf_lit(b, "}");
+}
+
+enum MHD_Result route_models(struct http_ctx *c)
+{
+    enum MHD_Result res;
+    if (!route_require_ready(c, &res))
+        return res;
+    struct server *srv = c->srv;
+    struct jbuf b = {0};
+    if (!strcmp(c->url, "/v1/models")) {
+        jbuf_lit(&b, "{\"object\":\"list\",\"data\":[");
+        model_object(&b, srv);
+        jbuf_lit(&b, "]}");
+        return http_respond_json(c, 200, jbuf_finish(&b));
+    }
+    const char *id = c->url + strlen("/v1/models/");
+    struct oai_error e;
+    if (route_check_model(c, id, &e) != LL_OK)
+        return http_respond_error(c, &e);
+    model_object(&b, srv);
+    return http_respond_json(c, 200, jbuf_finish(&b));
+}
+
+enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
+{
+    struct server *srv = c->srv;
+    int n = srv->live ? live_cancel_id(srv->live, id) : 0;
+    if (n == 0) {
+        struct oai_error e;
+        oai_error_set(&e, LL_ENOTFOUND, NULL, "request_not_found",
+                      "No request in flight has the id '%.160s'", id);
+        return http_respond_error(c, &e);
+    }
+    log_msg(LOG_INFO, "%s cancel requested for %s (%d request%s)", c->xrid, id, n,
+            n > 1 ? "s" : "");
+    struct jbuf b = {0};
+    jbuf_lit(&b, "{\"id\":");
+    jbuf_cstr(&b, id);
+    jbuf_lit(&b, ",\"object\":\"request.cancel\",\"cancelled\":");
+    jbuf_int(&b, n);
+    jbuf_lit(&b, "}");
+    return http_respond_json(c, 200, jbuf_finish(&b));
+}

@@ -1,0 +1,140 @@
+/*
+ * server.c: llaisys-server's lifetime on the main thread: listen first (so /health answers 503
+ * while the model loads), load the engine and the chat template, serve until SIGINT/SIGTERM,
+ * then shut down in reverse order: stop accepting, let in-flight requests finish for the grace
+ * period (a second signal cuts it short), cancel the rest (their streams end with a final
+ * chunk), close the connections, stop the engine.
+ *
+ * SIGINT/SIGTERM are blocked in every thread (the mask is set before any thread starts) and
+ * taken synchronously here with sigtimedwait, so no handler runs in an arbitrary thread.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat_template.h"
+#include "server_impl.h"
+#include "tokenizer.h"
+#include "util.h"
+
+/* Wait up to timeout_s for SIGINT/SIGTERM; returns the signal or 0. */
+static int wait_signal(const sigset_t *set, double timeout_s)
+{
+    struct timespec ts = {.tv_sec = (time_t)timeout_s,
+                          .tv_nsec = (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+static enum ll_status load_template(struct server *srv, const char *model_dir,
+                                    struct ll_err *err)
+{
+    const struct server_opts *o = srv->opts;
+    if (o->chat_template) {
+        char *src;
+        size_t len;
+        enum ll_status s = ll_read_file(o->chat_template, &src, &len, err);
+        if (s != LL_OK)
+            return s;
+        s = chat_template_compile(&srv->tmpl, src, err);
+        free(src);
+        if (s != LL_OK)
+            return ll_err_prefix(err, "%s: ", o->chat_template);
+        const char *bos = tokenizer_bos_token(srv->tok), *eos = tokenizer_eos_token(srv->tok);
+        if ((bos && !(srv->bos = strdup(bos))) || (eos && !(srv->eos = strdup(eos))))
+            return ll_err_set(err, LL_ENOMEM, "out of memory");
+        return LL_OK;
+    }
+    enum ll_status s = chat_template_load_model(&srv->tmpl, &srv->bos, &srv->eos, model_dir, err);
+    if (s == LL_EFORMAT || s == LL_EIO) { /* no template: completions still work */
+        log_msg(LOG_WARN, "no chat template (%s): /v1/chat/completions will answer 400", err->msg);
+        return LL_OK;
+    }
+    return s;
+}
+
+int server_run(const struct server_opts *o)
+{
+    log_set_level(o->log_level);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct server srv = {.opts = o, .served_name = o->served_name, .started = time(NULL)};
+    atomic_init(&srv.state, SERVER_LOADING);
+    struct ll_err err = {0};
+    int rc = 1, port = 0, listen_fd = -1;
+    if (metrics_init(&srv.metrics) != LL_OK) {
+        fprintf(stderr, "llaisys-server: out of memory\n");
+        return 1;
+    }
+    if (live_create(&srv.live, &err) != LL_OK || http_start(&srv, &port, &err) != LL_OK) {
+        fprintf(stderr, "llaisys-server: %s\n", err.msg);
+        goto out;
+    }
+    bool v6 = strchr(o->host, ':') != NULL;
+    char url[300];
+    snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", o->host, v6 ? "]" : "", port);
+    log_msg(LOG_INFO, "listening on %s, loading %s", url, o->model_dir);
+
+    double t0 = ll_now();
+    enum ll_status s = engine_create(&srv.engine, o->model_dir, &o->engine, &err);
+    if (s == LL_OK) {
+        srv.tok = engine_tokenizer(srv.engine);
+        s = load_template(&srv, o->model_dir, &err);
+    }
+    if (s == LL_OK)
+        s = engine_start(srv.engine, &err);
+    if (s != LL_OK) {
+        fprintf(stderr, "llaisys-server: cannot load %s: %s\n", o->model_dir, err.msg);
+        goto out;
+    }
+    srv.n_ctx = engine_get_opts(srv.engine)->n_ctx;
+    server_opts_print(o, engine_get_opts(srv.engine), stderr);
+    atomic_store(&srv.state, SERVER_READY);
+    log_msg(LOG_INFO, "ready in %.1fs: model '%s' (context %d) at %s", ll_now() - t0,
+            srv.served_name, srv.n_ctx, url);
+    /* the line scripts wait for (stdout, flushed) */
+    printf("llaisys-server: serving '%s' at %s\n", srv.served_name, url);
+    fflush(stdout);
+
+    int sig;
+    while (!(sig = wait_signal(&set, 3600)))
+        ;
+    log_msg(LOG_INFO, "%s: shutting down: no new connections; %d request%s in flight",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", live_count(srv.live),
+            live_count(srv.live) == 1 ? "" : "s");
+    atomic_store(&srv.state, SERVER_DRAINING);
+    listen_fd = http_quiesce(&srv);
+    double until = ll_now() + o->shutdown_grace;
+    while (live_count(srv.live) > 0 && ll_now() < until) {
+        if (wait_signal(&set, 0.05)) {
+            log_msg(LOG_INFO, "second signal: cancelling now");
+            break;
+        }
+    }
+    if (live_count(srv.live) > 0) {
+        log_msg(LOG_INFO, "cancelling %d request(s) still in flight", live_count(srv.live));
+        live_cancel_all(srv.live, CANCEL_SHUTDOWN);
+        for (double end = ll_now() + 10; live_count(srv.live) > 0 && ll_now() < end;)
+            wait_signal(&set, 0.02);
+    }
+    rc = 0;
+out:
+    http_stop(&srv, listen_fd); /* joins every connection thread: no job is left after it */
+    engine_destroy(srv.engine);
+    live_destroy(srv.live);
+    chat_template_free(srv.tmpl);
+    free(srv.bos);
+    free(srv.eos);
+    metrics_free(&srv.metrics);
+    if (rc == 0)
+        log_msg(LOG_INFO, "stopped");
+    return rc;
+}

@@ -1,0 +1,393 @@
+/*
+ * server_opts.c: llaisys-server's options: one table gives each option's flag, environment
+ * variable, type, range and help; defaults, then LLAISYS_* variables, then flags are applied.
+ * Called once on the main thread at start-up.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server.h"
+#include "server_impl.h"
+
+enum opt_type {
+    T_STR,     /* char * */
+    T_INT,     /* int, in [min, max] */
+    T_SIZE,    /* size_t bytes: 123, 64K, 512M, 2G (binary units) */
+    T_SECS,    /* double seconds >= 0 */
+    T_BOOL,    /* bool: a flag without argument; variable 1/true/yes/on or 0/false/no/off */
+    T_KEY,     /* one API key, added */
+    T_KEYFILE, /* a file of API keys, added */
+    T_LIST,    /* comma-separated list (CORS origins) */
+    T_LEVEL,   /* log level */
+};
+
+struct opt_def {
+    const char *flag;
+    const char *env;
+    enum opt_type type;
+    size_t off;
+    long long min, max;
+    const char *arg;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct server_opts, f)
+
+static const struct opt_def defs[] = {
+    {"--model", "LLAISYS_MODEL", T_STR, OFF(model_dir), 0, 0, "DIR",
+     "Hugging Face model directory (required)"},
+    {"--served-model-name", "LLAISYS_SERVED_MODEL_NAME", T_STR, OFF(served_name), 0, 0, "NAME",
+     "model name clients use (default: the model directory's name)"},
+    {"--host", "LLAISYS_HOST", T_STR, OFF(host), 0, 0, "ADDR",
+     "address to listen on (default 127.0.0.1)"},
+    {"--port", "LLAISYS_PORT", T_INT, OFF(port), 0, 65535, "N",
+     "TCP port (default 8000; 0 picks a free one)"},
+    {"--api-key", "LLAISYS_API_KEY", T_KEY, OFF(api_keys), 0, 0, "KEY",
+     "require \"Authorization: Bearer KEY\" (repeatable; default: no auth)"},
+    {"--api-key-file", "LLAISYS_API_KEY_FILE", T_KEYFILE, OFF(api_keys), 0, 0, "FILE",
+     "API keys, one per line (# comments)"},
+    {"--metrics-public", "LLAISYS_METRICS_PUBLIC", T_BOOL, OFF(metrics_public), 0, 0, NULL,
+     "serve /metrics without an API key"},
+    {"--chat-template", "LLAISYS_CHAT_TEMPLATE", T_STR, OFF(chat_template), 0, 0, "FILE",
+     "Jinja chat template to use instead of the model's"},
+    {"--reasoning-parser", "LLAISYS_REASONING_PARSER", T_STR, OFF(reasoning_parser), 0, 0,
+     "NAME", "split <think> reasoning into reasoning_content: none (default) or deepseek_r1"},
+    {"--ctx", "LLAISYS_CTX", T_INT, OFF(engine.n_ctx), 16, 1 << 20, "N",
+     "context length per sequence (default min(4096, max_position_embeddings))"},
+    {"--kv-memory", "LLAISYS_KV_MEMORY", T_SIZE, OFF(engine.kv_memory), 0, 0, "SIZE",
+     "bytes of KV cache, e.g. 2G (default: max(ctx, max-seqs x ctx / 4) tokens)"},
+    {"--kv-blocks", "LLAISYS_KV_BLOCKS", T_INT, OFF(engine.kv_blocks), 1, 1 << 24, "N",
+     "KV cache blocks (overrides --kv-memory)"},
+    {"--max-seqs", "LLAISYS_MAX_SEQS", T_INT, OFF(engine.max_seqs), 1, 4096, "N",
+     "sequences decoded at once (default 16)"},
+    {"--max-batch-tokens", "LLAISYS_MAX_BATCH_TOKENS", T_INT, OFF(engine.max_batch_tokens), 1,
+     1 << 20, "N", "tokens per engine step, decode and prompt chunks (default 256)"},
+    {"--max-queue", "LLAISYS_MAX_QUEUE", T_INT, OFF(engine.max_queue), 1, 1 << 20, "N",
+     "requests waiting to start before 429 (default 256)"},
+    {"--threads", "LLAISYS_THREADS", T_INT, OFF(engine.n_threads), 1, 1024, "N",
+     "compute threads (default 2)"},
+    {"--exact", "LLAISYS_EXACT", T_BOOL, OFF(engine.exact), 0, 0, NULL,
+     "f32 activations and KV cache (default: bf16 fast path)"},
+    {"--no-prefix-cache", "LLAISYS_NO_PREFIX_CACHE", T_BOOL, OFF(engine.no_prefix_cache), 0, 0,
+     NULL, "never share KV blocks between requests"},
+    {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 0, 0, "SIZE",
+     "largest request body, else 413 (default 8M)"},
+    {"--request-timeout", "LLAISYS_REQUEST_TIMEOUT", T_SECS, OFF(request_timeout), 0, 0, "SECS",
+     "time limit per request, then it ends with finish_reason length (default 600; 0: none)"},
+    {"--write-timeout", "LLAISYS_WRITE_TIMEOUT", T_SECS, OFF(write_timeout), 0, 0, "SECS",
+     "cancel a request whose client reads nothing this long (default 60)"},
+    {"--sse-keepalive", "LLAISYS_SSE_KEEPALIVE", T_SECS, OFF(keepalive), 0, 0, "SECS",
+     "SSE comment interval while no token comes (default 10; at most write-timeout/2)"},
+    {"--shutdown-grace", "LLAISYS_SHUTDOWN_GRACE", T_SECS, OFF(shutdown_grace), 0, 0, "SECS",
+     "on SIGINT/SIGTERM, time for in-flight requests before they are cancelled (default 30)"},
+    {"--max-connections", "LLAISYS_MAX_CONNECTIONS", T_INT, OFF(max_connections), 1, 65536, "N",
+     "open connections at most (default 512)"},
+    {"--cors-origins", "LLAISYS_CORS_ORIGINS", T_LIST, OFF(cors_origins), 0, 0, "LIST",
+     "comma-separated origins allowed by CORS, or * (default: none)"},
+    {"--log-level", "LLAISYS_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, "LEVEL",
+     "error, warn, info (default) or debug"},
+};
+
+void server_opts_usage(FILE *f)
+{
+    fprintf(f, "usage: llaisys-server --model DIR [options]\n"
+               "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models,\n"
+               "/health, /metrics, /tokenize, /detokenize, /v1/requests/{id}/cancel).\n"
+               "Plain HTTP only: put a TLS-terminating reverse proxy in front for HTTPS.\n"
+               "Every option can also be set by its environment variable; flags win.\n\n");
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", defs[i].flag, defs[i].arg ? " " : "",
+                 defs[i].arg ? defs[i].arg : "");
+        fprintf(f, "  %-28s %s\n  %-28s [%s]\n", left, defs[i].help, "", defs[i].env);
+    }
+    fprintf(f, "  %-28s %s\n  %-28s %s\n", "--help", "this text", "--version",
+             "print the version");
+}
+
+static int bad(const char *src, const char *what, const char *val)
+{
+    fprintf(stderr, "llaisys-server: %s: %s (got '%s'); see --help\n", src, what, val);
+    return -1;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0))
+        return -1;
+    double mul = 1;
+    if (*end) {
+        switch (*end == 'k' ? 'K' : *end) {
+        case 'K': mul = 1024.0; break;
+        case 'M': mul = 1024.0 * 1024; break;
+        case 'G': mul = 1024.0 * 1024 * 1024; break;
+        case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        default: return -1;
+        }
+        end++;
+        if (*end == 'i')
+            end++;
+        if (*end == 'B')
+            end++;
+        if (*end)
+            return -1;
+    }
+    if (v * mul > 1e18)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int add_str(char ***list, int *n, const char *s)
+{
+    char **l = realloc(*list, (size_t)(*n + 1) * sizeof *l);
+    if (!l)
+        return -1;
+    *list = l;
+    if (!(l[*n] = strdup(s)))
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+static void free_list(char ***list, int *n)
+{
+    for (int i = 0; i < *n; i++)
+        free((*list)[i]);
+    free(*list);
+    *list = NULL;
+    *n = 0;
+}
+
+/* Apply value val (NULL for a flag without argument) of option d from src. */
+static int apply(struct server_opts *o, const struct opt_def *d, const char *val, const char *src)
+{
+    void *p = (char *)o + d->off;
+    switch (d->type) {
+    case T_STR: {
+        char **s = p;
+        if (!val[0])
+            return bad(src, "must not be empty", val);
+        free(*s);
+        if (!(*s = strdup(val)))
+            return bad(src, "out of memory", val);
+        return 0;
+    }
+    case T_INT: {
+        errno = 0;
+        char *end;
+        long long v = strtoll(val, &end, 10);
+        if (!val[0] || *end || errno || v < d->min || v > d->max) {
+            char what[96];
+            snprintf(what, sizeof what, "must be an integer from %lld to %lld", d->min, d->max);
+            return bad(src, what, val);
+        }
+        *(int *)p = (int)v;
+        return 0;
+    }
+    case T_SIZE:
+        if (parse_size(val, p) || *(size_t *)p == 0)
+            return bad(src, "must be a positive size such as 65536, 512K, 64M or 2G", val);
+        return 0;
+    case T_SECS: {
+        errno = 0;
+        char *end;
+        double v = strtod(val, &end);
+        if (!val[0] || *end || errno || !isfinite(v) || v < 0 || v > 1e7)
+            return bad(src, "must be a number of seconds >= 0", val);
+        *(double *)p = v;
+        return 0;
+    }
+    case T_BOOL:
+        if (!val || !strcasecmp(val, "1") || !strcasecmp(val, "true") || !strcasecmp(val, "yes") ||
+            !strcasecmp(val, "on"))
+            *(bool *)p = true;
+        else if (!strcasecmp(val, "0") || !strcasecmp(val, "false") || !strcasecmp(val, "no") ||
+                 !strcasecmp(val, "off") || !val[0])
+            *(bool *)p = false;
+        else
+            return bad(src, "must be 1/true/yes/on or 0/false/no/off", val);
+        return 0;
+    case T_KEY:
+        if (!val[0] || strpbrk(val, " \t\r\n"))
+            return bad(src, "an API key must be non-empty and without spaces", val);
+        if (add_str(&o->api_keys, &o->n_api_keys, val))
+            return bad(src, "out of memory", val);
+        return 0;
+    case T_KEYFILE: {
+        struct ll_err err = {0};
+        if (auth_load_file(val, &o->api_keys, &o->n_api_keys, &err) != LL_OK)
+            return bad(src, err.msg, val);
+        return 0;
+    }
+    case T_LIST: {
+        free_list(&o->cors_origins, &o->n_cors_origins);
+        char *copy = strdup(val);
+        if (!copy)
+            return bad(src, "out of memory", val);
+        int rc = 0;
+        for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && !rc;
+             tok = strtok_r(NULL, ",", &save)) {
+            while (*tok == ' ')
+                tok++;
+            size_t l = strlen(tok);
+            while (l && tok[l - 1] == ' ')
+                tok[--l] = 0;
+            if (l && add_str(&o->cors_origins, &o->n_cors_origins, tok))
+                rc = bad(src, "out of memory", val);
+        }
+        free(copy);
+        return rc;
+    }
+    case T_LEVEL: {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        for (int i = 0; i < 4; i++) {
+            if (!strcasecmp(val, names[i])) {
+                *(enum log_level *)p = (enum log_level)i;
+                return 0;
+            }
+        }
+        return bad(src, "must be error, warn, info or debug", val);
+    }
+    }
+    return -1;
+}
+
+static int set_default_str(char **s, const char *v)
+{
+    if (*s)
+        return 0;
+    *s = strdup(v);
+    return *s ? 0 : -1;
+}
+
+int server_opts_parse(struct server_opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->port = 8000;
+    o->max_body = 8u << 20;
+    o->request_timeout = 600;
+    o->write_timeout = 60;
+    o->keepalive = 10;
+    o->shutdown_grace = 30;
+    o->max_connections = 512;
+    o->log_level = LOG_INFO;
+
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+        const char *v = getenv(defs[i].env);
+        if (v && (v[0] || defs[i].type == T_BOOL) && apply(o, &defs[i], v, defs[i].env))
+            return -1;
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            server_opts_usage(stdout);
+            return 1;
+        }
+        if (!strcmp(arg, "--version")) {
+            printf("llaisys-server 0.1\n");
+            return 1;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const struct opt_def *d = NULL;
+        for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+            if (strlen(defs[i].flag) == name_len && !strncmp(defs[i].flag, arg, name_len))
+                d = &defs[i];
+        if (!d) {
+            fprintf(stderr, "llaisys-server: unknown option '%s'; see --help\n", arg);
+            return -1;
+        }
+        const char *val = NULL;
+        if (eq)
+            val = eq + 1;
+        else if (d->type != T_BOOL && a + 1 < argc)
+            val = argv[++a];
+        if (!val && d->type != T_BOOL) {
+            fprintf(stderr, "llaisys-server: %s needs a value (%s); see --help\n", d->flag,
+                    d->arg);
+            return -1;
+        }
+        if (apply(o, d, val, d->flag))
+            return -1;
+    }
+
+    if (!o->model_dir) {
+        fprintf(stderr, "llaisys-server: --model DIR is required (or LLAISYS_MODEL); see --help\n");
+        return -1;
+    }
+    if (o->reasoning_parser && strcmp(o->reasoning_parser, "none")) {
+        if (strcmp(o->reasoning_parser, "deepseek_r1"))
+            return bad("--reasoning-parser", "must be none or deepseek_r1", o->reasoning_parser);
+        return bad("--reasoning-parser",
+                   "not supported yet (reasoning_content comes with the engine's reasoning split)",
+                   o->reasoning_parser);
+    }
+    if (o->write_timeout < 1)
+        return bad("--write-timeout", "must be at least 1 second", "0");
+    if (o->keepalive <= 0 || o->keepalive > o->write_timeout / 2)
+        o->keepalive = o->write_timeout / 2;
+    if (!o->served_name) {
+        /* the last path component, trailing slashes ignored */
+        size_t len = strlen(o->model_dir);
+        while (len > 1 && o->model_dir[len - 1] == '/')
+            len--;
+        size_t start = len;
+        while (start && o->model_dir[start - 1] != '/')
+            start--;
+        if (!(o->served_name = strndup(o->model_dir + start, len - start)))
+            return -1;
+    }
+    if (set_default_str(&o->host, "127.0.0.1"))
+        return -1;
+    return 0;
+}
+
+void server_opts_print(const struct server_opts *o, const struct engine_opts *e, FILE *f)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    fprintf(f, "llaisys-server configuration:\n");
+    fprintf(f, "  model: %s\n  served-model-name: %s\n  host: %s\n  port: %d\n", o->model_dir,
+            o->served_name, o->host, o->port);
+    fprintf(f, "  api-keys: %d%s\n", o->n_api_keys,
+            o->n_api_keys ? (o->metrics_public ? " (metrics public)" : "") : " (no auth)");
+    fprintf(f, "  chat-template: %s\n  reasoning-parser: %s\n",
+            o->chat_template ? o->chat_template : "(the model's)",
+            o->reasoning_parser ? o->reasoning_parser : "none");
+    if (e)
+        fprintf(f,
+                "  ctx: %d\n  kv-blocks: %d x %d tokens\n  max-seqs: %d\n  max-batch-tokens: %d\n"
+                "  max-queue: %d\n  threads: %d\n  math: %s\n  prefix-cache: %s\n",
+                e->n_ctx, e->kv_blocks, e->block_size, e->max_seqs, e->max_batch_tokens,
+                e->max_queue, e->n_threads, e->exact ? "exact (f32)" : "fast (bf16)",
+                e->no_prefix_cache ? "off" : "on");
+    fprintf(f,
+            "  max-body: %zu bytes\n  request-timeout: %gs\n  write-timeout: %gs\n"
+            "  sse-keepalive: %gs\n  shutdown-grace: %gs\n  max-connections: %d\n",
+            o->max_body, o->request_timeout, o->write_timeout, o->keepalive, o->shutdown_grace,
+            o->max_connections);
+    fprintf(f, "  cors-origins: ");
+    for (int i = 0; i < o->n_cors_origins; i++)
+        fprintf(f, "%s%s", i ? "," : "", o->cors_origins[i]);
+    fprintf(f, "%s\n  log-level: %s\n", o->n_cors_origins ? "" : "(none)", levels[o->log_level]);
+}
+
+void server_opts_free(struct server_opts *o)
+{
+    free(o->model_dir);
+    free(o->served_name);
+    free(o->host);
+    free(o->chat_template);
+    free(o->reasoning_parser);
+    free_list(&o->api_keys, &o->n_api_keys);
+    free_list(&o->cors_origins, &o->n_cors_origins);
+    memset(o, 0, sizeof *o);
+}

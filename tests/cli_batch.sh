@@ -1,0 +1,132 @@
+#!/bin/sh
+# cli_batch.sh: black-box tests of `llaisys-cli batch` on the tiny-qwen2 fixture: one JSON line
+# per request with the documented fields; batched greedy and seeded outputs equal `generate`'s;
+# the same outputs with a tiny KV pool (preemption) and small prompt chunks; prefix-cache hits
+# are reported; stop ids; bad lines and impossible requests give error lines; bad arguments fail.
+cli="${LLAISYS_CLI:-./llaisys-cli}"
+model=tests/fixtures/tiny-qwen2
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+check() { # check NAME CONDITION-EXIT-STATUS
+    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
+}
+# line_of FILE ID: the output line of request ID (string ids); ids_of LINE: its token ids.
+line_of() { grep "^{\"id\":\"$2\"" "$1"; }
+ids_of() { printf '%s\n' "$1" | sed -n 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/p' | tr ',' ' '; }
+
+p1="151646 9707 11 1879 25 279 3974 13876 38835"
+p2="151646 785 4226 304 1156 1052"
+j1=$(echo "$p1" | tr ' ' ',')
+j2=$(echo "$p2" | tr ' ' ',')
+cat >"$tmp/in.jsonl" <<EOT
+{"id":"g1","ids":[$j1],"max_tokens":8,"temperature":0,"ignore_eos":true}
+{"id":"g2","ids":[$j2],"max_tokens":7,"temperature":0,"ignore_eos":true}
+{"id":"s1","ids":[$j1],"max_tokens":9,"temperature":0.8,"top_p":0.9,"top_k":40,"seed":11,"ignore_eos":true}
+{"id":"t1","prompt":"Hello, world","max_tokens":6,"temperature":0,"ignore_eos":true}
+{"id":"c1","messages":[{"role":"user","content":"Hi there"}],"max_tokens":5,"temperature":0,"ignore_eos":true}
+EOT
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" >"$tmp/out" 2>"$tmp/err"
+check "batch exits 0 when every request finishes" $?
+[ "$(wc -l <"$tmp/out")" -eq 5 ]
+check "batch prints one line per request" $?
+l=$(line_of "$tmp/out" g1)
+for f in '"text":' '"token_ids":' '"finish_reason":"length"' '"prompt_tokens":9' \
+    '"completion_tokens":8' '"cached_tokens":' '"ttft_ms":' '"total_ms":'; do
+    case "$l" in *"$f"*) ;; *) echo "missing $f in: $l"; false ;; esac || break
+done
+check "result line has text, token_ids, finish_reason, usage, timings" $?
+
+want=$("$cli" generate --model "$model" --ids "$p1" --temp 0 --print-ids -n 8 2>/dev/null)
+[ -n "$want" ] && [ "$(ids_of "$l")" = "$want" ]
+check "batched greedy ids = generate (request 1)" $?
+want2=$("$cli" generate --model "$model" --ids "$p2" --temp 0 --print-ids -n 7 2>/dev/null)
+[ -n "$want2" ] && [ "$(ids_of "$(line_of "$tmp/out" g2)")" = "$want2" ]
+check "batched greedy ids = generate (request 2)" $?
+wants=$("$cli" generate --model "$model" --ids "$p1" --temp 0.8 --top-p 0.9 --top-k 40 \
+    --seed 11 --print-ids -n 9 2>/dev/null)
+[ -n "$wants" ] && [ "$(ids_of "$(line_of "$tmp/out" s1)")" = "$wants" ]
+check "batched seeded sampling = generate with the same seed" $?
+wantt=$("$cli" generate --model "$model" --prompt "Hello, world" --temp 0 -n 6 2>/dev/null)
+gott=$(line_of "$tmp/out" t1 | sed -n 's/.*"text":"\([^"]*\)".*/\1/p')
+[ -n "$wantt" ] && [ "$gott" = "$wantt" ]
+check "text prompt: text = generate's text" $?
+line_of "$tmp/out" c1 | grep -q '"completion_tokens":5'
+check "messages prompt runs through the chat template" $?
+
+# Tiny pool (preemption) and small chunks give the same tokens.
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --kv-blocks 3 --block-size 8 \
+    --max-batch-tokens 8 --max-seqs 4 >"$tmp/out2" 2>"$tmp/err2"
+check "batch with a tiny KV pool exits 0" $?
+grep -q '"preemptions":[1-9]' "$tmp/out2"
+check "a tiny KV pool preempts" $?
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --block-size 8 >"$tmp/out3" 2>/dev/null
+same=0
+for id in g1 g2 s1 t1 c1; do
+    [ "$(ids_of "$(line_of "$tmp/out2" $id)")" = "$(ids_of "$(line_of "$tmp/out3" $id)")" ] ||
+        same=1
+done
+check "preempted and chunked outputs = unhindered outputs" $same
+
+# Prefix cache: run one at a time; the second shares 32 tokens of the first's prompt.
+pre="151646"
+i=1
+while [ $i -le 40 ]; do pre="$pre,$((1000 + i * 37))"; i=$((i + 1)); done
+cat >"$tmp/pre.jsonl" <<EOT
+{"id":"p1","ids":[$pre,5,6],"max_tokens":3,"temperature":0}
+{"id":"p2","ids":[$pre,7,8,9],"max_tokens":3,"temperature":0}
+EOT
+"$cli" batch --model "$model" --input "$tmp/pre.jsonl" --max-seqs 1 >"$tmp/pre.out" 2>/dev/null
+line_of "$tmp/pre.out" p1 | grep -q '"cached_tokens":0' &&
+    line_of "$tmp/pre.out" p2 | grep -q '"cached_tokens":32'
+check "prefix cache hit reported in usage.prompt_tokens_details.cached_tokens" $?
+"$cli" batch --model "$model" --input "$tmp/pre.jsonl" --max-seqs 1 --no-prefix-cache \
+    >"$tmp/pre2.out" 2>/dev/null
+line_of "$tmp/pre2.out" p2 | grep -q '"cached_tokens":0' &&
+    [ "$(ids_of "$(line_of "$tmp/pre.out" p2)")" = "$(ids_of "$(line_of "$tmp/pre2.out" p2)")" ]
+check "--no-prefix-cache: no hit, same tokens" $?
+
+# Stop ids: stop at the third greedy token of request 1.
+third=$(echo "$want" | cut -d' ' -f3)
+echo "{\"id\":\"st\",\"ids\":[$j1],\"max_tokens\":8,\"temperature\":0,\"stop_token_ids\":[$third]}" \
+    >"$tmp/stop.jsonl"
+"$cli" batch --model "$model" --input "$tmp/stop.jsonl" >"$tmp/stop.out" 2>/dev/null
+l=$(line_of "$tmp/stop.out" st)
+first2=$(echo "$want" | cut -d' ' -f1-2)
+case "$first2" in *"$third"*) skip=1 ;; *) skip=0 ;; esac
+[ $skip -eq 1 ] || { echo "$l" | grep -q '"finish_reason":"stop"' &&
+    echo "$l" | grep -q "\"stop_token_id\":$third" && [ "$(ids_of "$l")" = "$first2" ]; }
+check "stop_token_ids end the request with finish_reason stop" $?
+
+# Errors: a bad line, an impossible request, a bad field; the others still run.
+cat >"$tmp/bad.jsonl" <<EOT
+{"id":"ok","ids":[$j2],"max_tokens":2,"temperature":0}
+this is not json
+{"id":"long","ids":[$j2],"max_tokens":100000}
+{"id":"temp","ids":[$j2],"temperature":"hot"}
+{"id":"none","max_tokens":2}
+EOT
+"$cli" batch --model "$model" --input "$tmp/bad.jsonl" --ctx 64 >"$tmp/bad.out" 2>/dev/null
+rc=$?
+[ $rc -eq 1 ]
+check "batch exits 1 when a request failed" $?
+line_of "$tmp/bad.out" ok | grep -q '"finish_reason":"length"'
+check "good requests run beside bad lines" $?
+grep -q '"error":{"message":"line 2: not a JSON object"' "$tmp/bad.out"
+check "a line that is not JSON gives an error line naming it" $?
+line_of "$tmp/bad.out" long | grep -q 'exceeds the context'
+check "a request beyond the context is rejected with a clear error" $?
+line_of "$tmp/bad.out" temp | grep -q 'temperature.*must be a number'
+check "a bad sampling field is named" $?
+line_of "$tmp/bad.out" none | grep -q 'exactly one of'
+check "a request without a prompt is rejected" $?
+
+"$cli" batch --model "$model" >/dev/null 2>"$tmp/e1"
+[ $? -eq 2 ] && grep -q -- '--input' "$tmp/e1"
+check "batch without --input fails with usage" $?
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --max-seqs 0 >/dev/null 2>"$tmp/e2"
+[ $? -eq 2 ] && grep -q -- '--max-seqs' "$tmp/e2"
+check "batch rejects a bad engine option" $?
+"$cli" batch --model "$model" --input "$tmp/nope.jsonl" >/dev/null 2>"$tmp/e3"
+[ $? -eq 1 ] && grep -q 'nope.jsonl' "$tmp/e3"
+check "batch names a missing input file" $?

@@ -1,0 +1,351 @@
+#!/bin/sh
+# cli_server.sh: black-box tests of llaisys-server with curl (and jq) on the tiny-qwen2 fixture:
+# routes, streaming and non-streaming chat and completions, greedy and seeded reproducibility,
+# n, usage, request ids, tokenize/detokenize, every error status (400, 401, 404, 413, 429, 503
+# shape), a malformed-input table, cancellation by route and by client disconnect (KV back to
+# empty in /metrics), SSE keep-alives, and an orderly SIGTERM. Then the OpenAI Node SDK suite
+# of tests/server/ when its node_modules are installed (npm ci --prefix tests/server).
+# Servers listen on 127.0.0.1 at a free port, every request has a time limit, and every server
+# is killed on exit. The server under test is $LLAISYS_SERVER (default ./llaisys-server).
+srv="${LLAISYS_SERVER:-./llaisys-server}"
+model=tests/fixtures/tiny-qwen2
+tmp=$(mktemp -d) || exit 1
+pids=""
+cleanup() {
+    for p in $pids; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+check() { # check NAME STATUS
+    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
+}
+
+for tool in curl jq; do
+    command -v "$tool" >/dev/null || { echo "not ok server tests need $tool"; exit 0; }
+done
+
+# start NAME ARGS...: start a server, wait for its "serving" line; sets URL and PID.
+start() {
+    name=$1; shift
+    : >"$tmp/$name.out"
+    "$srv" --model "$model" --port 0 --log-level warn "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    PID=$!
+    pids="$pids $PID"
+    URL=""
+    i=0
+    while [ $i -lt 600 ]; do
+        URL=$(sed -n 's/^llaisys-server: serving .* at \(http:[^ ]*\)$/\1/p' "$tmp/$name.out")
+        [ -n "$URL" ] && return 0
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "# server $name did not start:"; sed 's/^/# /' "$tmp/$name.err" | tail -n 20
+    return 1
+}
+
+# c ARGS...: curl with a time limit, body to stdout
+c() { curl -s -m 30 "$@"; }
+# code ARGS...: the HTTP status only
+code() { curl -s -m 30 -o /dev/null -w '%{http_code}' "$@"; }
+post() { # post PATH JSON [curl args]: POST JSON, body to stdout
+    p=$1; j=$2; shift 2
+    c -H 'Content-Type: application/json' -d "$j" "$@" "$URL$p"
+}
+# metric NAME [LABEL]: the value of a sample of /metrics
+metric() {
+    c "$URL/metrics" $MKEY | grep "^$1{" | grep -F "${2:-}" | head -n 1 | sed 's/.* //'
+}
+# wait_metric NAME LABEL VALUE: up to 10 s for the sample to equal VALUE
+wait_metric() {
+    i=0
+    while [ $i -lt 100 ]; do
+        [ "$(metric "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+MKEY=""
+
+if nm "$srv" 2>/dev/null | grep -q __asan_init; then
+    : # sanitizer builds link dynamically
+else
+    file -L "$srv" | grep -q 'statically linked'
+    check "server binary is statically linked" $?
+fi
+
+"$srv" --help >"$tmp/help" 2>&1
+grep -q -- '--write-timeout' "$tmp/help" && grep -q 'LLAISYS_API_KEY' "$tmp/help" &&
+    grep -q -- '--cors-origins' "$tmp/help"
+check "--help documents flags and variables" $?
+"$srv" --port 1 >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--model' "$tmp/e"
+check "missing --model: exit 2 naming it" $?
+"$srv" --model "$model" --port 99999 >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--port' "$tmp/e"
+check "bad --port value: exit 2 naming it" $?
+LLAISYS_MAX_SEQS=0 "$srv" --model "$model" >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q 'LLAISYS_MAX_SEQS' "$tmp/e"
+check "bad LLAISYS_MAX_SEQS: exit 2 naming it" $?
+"$srv" --model /nonexistent --port 0 >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 1 ] && grep -q '/nonexistent' "$tmp/e"
+check "unloadable model: exit 1 naming it" $?
+
+start main --max-body 65536 --max-seqs 4 || { echo "not ok server starts"; exit 0; }
+echo "ok server starts and prints its URL"
+grep -q 'max-seqs: 4' "$tmp/main.err"
+check "effective configuration printed at start-up" $?
+
+# ---- basic routes ----
+h=$(c -i "$URL/health")
+echo "$h" | head -n 1 | grep -q ' 200' && echo "$h" | grep -qi '^x-request-id: [0-9a-f]\{32\}'
+check "GET /health 200 with a generated X-Request-Id" $?
+m=$(c "$URL/v1/models")
+[ "$(echo "$m" | jq -r '.data[0].id')" = tiny-qwen2 ] &&
+    [ "$(echo "$m" | jq -r '.data[0].max_model_len')" = 4096 ]
+check "GET /v1/models: served name and context length" $?
+[ "$(code "$URL/v1/models/tiny-qwen2")" = 200 ] && [ "$(code "$URL/v1/models/other")" = 404 ]
+check "GET /v1/models/{id}: 200, and 404 for another" $?
+
+chat='{"messages":[{"role":"user","content":"Hello"}],"max_tokens":12,"temperature":0}'
+post /v1/chat/completions "$chat" -D "$tmp/h1" -H 'X-Request-Id: test-req-1' >"$tmp/c1"
+[ "$(jq -r '.object' "$tmp/c1")" = chat.completion ] &&
+    [ "$(jq -r '.choices[0].finish_reason' "$tmp/c1")" = length ] &&
+    [ "$(jq -r '.usage.completion_tokens' "$tmp/c1")" = 12 ] &&
+    [ "$(jq -r '.usage.prompt_tokens' "$tmp/c1")" = 6 ] &&
+    [ "$(jq -r '.usage.total_tokens' "$tmp/c1")" = 18 ] &&
+    [ "$(jq -r '.usage.prompt_tokens_details.cached_tokens' "$tmp/c1")" = 0 ] &&
+    [ "$(jq -r '.usage.completion_tokens_details.reasoning_tokens' "$tmp/c1")" = 0 ] &&
+    [ "$(jq -r '.model' "$tmp/c1")" = tiny-qwen2 ] &&
+    jq -r '.id' "$tmp/c1" | grep -q '^chatcmpl-' &&
+    [ -n "$(jq -r '.choices[0].message.content' "$tmp/c1")" ]
+check "chat non-stream: object, finish_reason, usage, model, id" $?
+grep -qi '^x-request-id: test-req-1' "$tmp/h1"
+check "X-Request-Id of the client is echoed" $?
+
+post /v1/chat/completions "$chat" >"$tmp/c2"
+[ "$(jq -r '.choices[0].message.content' "$tmp/c1")" = \
+  "$(jq -r '.choices[0].message.content' "$tmp/c2")" ]
+check "greedy chat repeats" $?
+
+stream='{"messages":[{"role":"user","content":"Hello"}],"max_tokens":12,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}'
+post /v1/chat/completions "$stream" -N -D "$tmp/hs" >"$tmp/s1"
+grep -qi '^content-type: text/event-stream' "$tmp/hs" && [ "$(tail -n 2 "$tmp/s1" | head -n 1)" = "data: [DONE]" ]
+check "chat stream: text/event-stream, ends with data: [DONE]" $?
+grep '^data: {' "$tmp/s1" | sed 's/^data: //' >"$tmp/s1.json"
+[ "$(head -n 1 "$tmp/s1.json" | jq -r '.choices[0].delta.role')" = assistant ] &&
+    [ "$(jq -rs '[.[] | select(.choices|length>0) | .choices[0].finish_reason | select(.!=null)] | join(",")' "$tmp/s1.json")" = length ] &&
+    [ "$(tail -n 1 "$tmp/s1.json" | jq -r '.usage.completion_tokens')" = 12 ] &&
+    [ "$(tail -n 1 "$tmp/s1.json" | jq -r '.choices | length')" = 0 ] &&
+    [ "$(jq -rs '[.[] | .object] | unique | join(",")' "$tmp/s1.json")" = chat.completion.chunk ]
+check "chat stream: role first, one finish_reason, usage chunk last" $?
+[ "$(jq -rsj '[.[] | select(.choices|length>0) | .choices[0].delta.content // ""] | join("")' "$tmp/s1.json")" = \
+  "$(jq -rj '.choices[0].message.content' "$tmp/c1")" ]
+check "chat stream text equals the non-stream text (greedy)" $?
+! grep -q '"usage"' "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":3,"stream":true}' -N >"$tmp/s2"; echo "$tmp/s2")"
+check "stream without include_usage carries no usage" $?
+
+comp='{"prompt":"Once upon a time","max_tokens":10,"temperature":0}'
+post /v1/completions "$comp" >"$tmp/p1"
+[ "$(jq -r '.object' "$tmp/p1")" = text_completion ] &&
+    [ "$(jq -r '.usage.completion_tokens' "$tmp/p1")" = 10 ] &&
+    [ "$(jq -r '.usage.prompt_tokens' "$tmp/p1")" = 5 ] &&
+    jq -r '.id' "$tmp/p1" | grep -q '^cmpl-'
+check "completions with a string prompt (BOS added)" $?
+ids=$(post /tokenize '{"prompt":"Once upon a time"}' | jq -c '.tokens')
+post /v1/completions "{\"prompt\":$ids,\"max_tokens\":10,\"temperature\":0}" >"$tmp/p2"
+[ "$(jq -r '.choices[0].text' "$tmp/p1")" = "$(jq -r '.choices[0].text' "$tmp/p2")" ]
+check "completions with token ids equal the text prompt" $?
+post /v1/completions '{"prompt":["Once upon a time","Hello"],"max_tokens":4,"temperature":0,"n":2}' >"$tmp/p3"
+[ "$(jq -r '[.choices[].index] | join(",")' "$tmp/p3")" = "0,1,2,3" ] &&
+    [ "$(jq -r '.choices[0].text' "$tmp/p3")" = "$(jq -r '.choices[1].text' "$tmp/p3")" ] &&
+    [ "$(jq -r '.usage.completion_tokens' "$tmp/p3")" = 16 ]
+check "completions with two prompts and n=2: four choices" $?
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":10,"temperature":0,"stream":true}' -N >"$tmp/p4"
+[ "$(grep '^data: {' "$tmp/p4" | sed 's/^data: //' | jq -rsj '[.[] | .choices[0].text] | join("")')" = \
+  "$(jq -rj '.choices[0].text' "$tmp/p1")" ]
+check "completions stream text equals the non-stream text" $?
+
+seeded='{"prompt":"Once upon a time","max_tokens":16,"temperature":1.0,"seed":1234}'
+a=$(post /v1/completions "$seeded" | jq -r '.choices[0].text')
+b=$(post /v1/completions "$seeded" | jq -r '.choices[0].text')
+d=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":16,"temperature":1.0,"seed":99}' | jq -r '.choices[0].text')
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" != "$d" ]
+check "seed: same seed repeats, another seed differs" $?
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":2,"seed":7,"n":3}' >"$tmp/n3"
+[ "$(jq -r '.choices | length' "$tmp/n3")" = 3 ] &&
+    [ "$(jq -r '[.choices[].message.content] | unique | length' "$tmp/n3")" -ge 2 ] &&
+    [ "$(jq -r '.usage.completion_tokens' "$tmp/n3")" = 24 ]
+check "chat n=3: three different choices, usage summed" $?
+
+t=$(post /tokenize '{"messages":[{"role":"user","content":"Hello"}]}')
+[ "$(echo "$t" | jq -r '.count')" = 6 ] && [ "$(echo "$t" | jq -r '.max_model_len')" = 4096 ]
+check "tokenize chat messages as the chat route does" $?
+d=$(post /detokenize "{\"tokens\":$ids}" | jq -r '.prompt')
+[ "$d" = "<｜begin▁of▁sentence｜>Once upon a time" ]
+check "detokenize inverts tokenize" $?
+
+# ---- errors ----
+err() { # err NAME STATUS TYPE PATH BODY [curl args]
+    name=$1; want=$2; type=$3; p=$4; body=$5; shift 5
+    got=$(curl -s -m 30 -o "$tmp/err" -w '%{http_code}' -H 'Content-Type: application/json' \
+        --data-binary "$body" "$@" "$URL$p")
+    [ "$got" = "$want" ] && [ "$(jq -r '.error.type' "$tmp/err")" = "$type" ] &&
+        [ -n "$(jq -r '.error.message' "$tmp/err")" ]
+    check "$name: $want $type" $?
+}
+msgs='"messages":[{"role":"user","content":"x"}]'
+err "truncated JSON" 400 invalid_request_error /v1/chat/completions '{"messages":[{"role":'
+err "not an object" 400 invalid_request_error /v1/chat/completions '[1,2,3]'
+err "wrong type" 400 invalid_request_error /v1/chat/completions "{$msgs,\"temperature\":\"hot\"}"
+[ "$(jq -r '.error.param' "$tmp/err")" = temperature ]
+check "wrong type names the field in error.param" $?
+err "negative max_tokens" 400 invalid_request_error /v1/chat/completions "{$msgs,\"max_tokens\":-5}"
+err "huge max_tokens" 400 invalid_request_error /v1/chat/completions "{$msgs,\"max_tokens\":100000000}"
+grep -q '4096' "$tmp/err"
+check "huge max_tokens: message gives the context length" $?
+err "bad role" 400 invalid_request_error /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}'
+err "empty messages" 400 invalid_request_error /v1/chat/completions '{"messages":[]}'
+err "token id outside the vocabulary" 400 invalid_request_error /v1/completions '{"prompt":[5,999999999]}'
+err "not supported yet (stop)" 400 invalid_request_error /v1/chat/completions "{$msgs,\"stop\":[\"x\"]}"
+grep -q 'not supported yet' "$tmp/err"
+check "unsupported field: says not supported yet" $?
+printf '{"messages":[{"role":"user","content":"\377\376"}]}' >"$tmp/badutf8"
+got=$(curl -s -m 30 -o "$tmp/err" -w '%{http_code}' --data-binary @"$tmp/badutf8" "$URL/v1/chat/completions")
+[ "$got" = 400 ] && grep -q 'UTF-8' "$tmp/err"
+check "invalid UTF-8 body: 400 saying so" $?
+awk 'BEGIN { for (i = 0; i < 5000; i++) printf "["; for (i = 0; i < 5000; i++) printf "]" }' >"$tmp/deep"
+got=$(curl -s -m 30 -o "$tmp/err" -w '%{http_code}' --data-binary @"$tmp/deep" "$URL/v1/chat/completions")
+[ "$got" = 400 ]
+check "deeply nested JSON: 400" $?
+awk 'BEGIN { printf "{\"prompt\":\""; for (i = 0; i < 5000; i++) printf "hello world "; printf "\"}" }' >"$tmp/long"
+n=$(curl -s -m 30 --data-binary @"$tmp/long" "$URL/tokenize" | jq -r '.count')
+got=$(curl -s -m 30 -o "$tmp/err" -w '%{http_code}' --data-binary @"$tmp/long" "$URL/v1/completions")
+[ "$got" = 400 ] && [ "$(jq -r '.error.code' "$tmp/err")" = context_length_exceeded ] &&
+    [ "$n" -gt 4096 ] && grep -q '4096' "$tmp/err" && grep -q "$n" "$tmp/err"
+check "prompt longer than the context: 400 giving both numbers" $?
+awk 'BEGIN { printf "{\"prompt\":\""; for (i = 0; i < 70000; i++) printf "a"; printf "\"}" }' >"$tmp/huge"
+got=$(curl -s -m 30 -o "$tmp/err" -w '%{http_code}' --data-binary @"$tmp/huge" "$URL/v1/completions")
+[ "$got" = 413 ] && [ "$(jq -r '.error.type' "$tmp/err")" = invalid_request_error ]
+check "body over --max-body: 413" $?
+got=$(awk 'BEGIN { printf "{\"prompt\":\""; for (i = 0; i < 70000; i++) printf "a"; printf "\"}" }' |
+    curl -s -m 30 -o "$tmp/err" -w '%{http_code}' -H 'Transfer-Encoding: chunked' --data-binary @- "$URL/v1/completions")
+[ "$got" = 413 ]
+check "chunked body over --max-body: 413" $?
+err "unknown route" 404 not_found_error /v1/nothing '{}'
+err "unknown model" 404 not_found_error /v1/chat/completions "{$msgs,\"model\":\"gpt-4\"}"
+[ "$(jq -r '.error.code' "$tmp/err")" = model_not_found ]
+check "unknown model: code model_not_found" $?
+err "cancel of an unknown id" 404 not_found_error /v1/requests/nope/cancel ''
+[ "$(code -X DELETE "$URL/v1/models")" = 404 ]
+check "wrong method: 404" $?
+kill -0 "$PID"
+check "server alive after the malformed inputs" $?
+
+# ---- cancellation ----
+long='{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":4000,"temperature":0,"ignore_eos":true,"stream":true}'
+curl -s -N -m 60 -H 'X-Request-Id: long-1' -d "$long" "$URL/v1/chat/completions" >"$tmp/long1" &
+cpid=$!
+wait_metric llaisys_num_requests_running "" 1
+code -X POST "$URL/v1/requests/long-1/cancel" >"$tmp/cancel_code"
+wait $cpid
+[ "$(cat "$tmp/cancel_code")" = 200 ] &&
+    [ "$(grep '^data: {' "$tmp/long1" | tail -n 1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')" = cancelled ] &&
+    [ "$(tail -n 2 "$tmp/long1" | head -n 1)" = "data: [DONE]" ]
+check "cancel route by X-Request-Id: stream ends with finish_reason cancelled and [DONE]" $?
+wait_metric llaisys_kv_cache_blocks 'state="in_use"' 0 &&
+    [ "$(metric llaisys_request_cancellations_total 'reason="cancel_route"')" = 1 ] &&
+    [ "$(metric llaisys_num_requests_running)" = 0 ]
+check "after the cancel: KV in use back to 0, cancellation counted" $?
+
+curl -s -N -m 60 -d "$long" "$URL/v1/chat/completions" >"$tmp/long2" &
+cpid=$!
+wait_metric llaisys_num_requests_running "" 1
+kill "$cpid"; wait "$cpid" 2>/dev/null
+wait_metric llaisys_kv_cache_blocks 'state="in_use"' 0 &&
+    wait_metric llaisys_request_cancellations_total 'reason="disconnect"' 1 &&
+    [ "$(metric llaisys_num_requests_running)" = 0 ]
+check "stream client disconnect: request cancelled, KV back to 0" $?
+
+nonstream='{"prompt":"x","max_tokens":4000,"temperature":0,"ignore_eos":true}'
+curl -s -m 60 -d "$nonstream" "$URL/v1/completions" >/dev/null &
+cpid=$!
+wait_metric llaisys_num_requests_running "" 1
+kill "$cpid"; wait "$cpid" 2>/dev/null
+wait_metric llaisys_kv_cache_blocks 'state="in_use"' 0 &&
+    wait_metric llaisys_request_cancellations_total 'reason="disconnect"' 2
+check "non-stream client disconnect: request cancelled, KV back to 0" $?
+kill -TERM "$PID"; wait "$PID"; rc=$?
+[ $rc -eq 0 ]
+check "SIGTERM when idle: exit 0" $?
+
+# ---- queue full, keep-alives, shutdown with a stream in flight ----
+start queue --max-seqs 1 --max-queue 1 --sse-keepalive 0.2 --shutdown-grace 0.3 || exit 0
+curl -s -N -m 60 -d "$long" "$URL/v1/chat/completions" >"$tmp/qa" &
+qa=$!
+wait_metric llaisys_num_requests_running "" 1
+curl -s -N -m 60 -d "$long" "$URL/v1/chat/completions" >"$tmp/qb" &
+qb=$!
+wait_metric llaisys_num_requests_waiting "" 1
+got=$(curl -s -m 30 -D "$tmp/h429" -o "$tmp/err" -w '%{http_code}' -d "$long" "$URL/v1/chat/completions")
+[ "$got" = 429 ] && [ "$(jq -r '.error.type' "$tmp/err")" = rate_limit_error ] &&
+    grep -qi '^retry-after:' "$tmp/h429"
+check "queue full: 429 rate_limit_error with Retry-After" $?
+sleep 0.5
+grep -q '^: keep-alive' "$tmp/qb"
+check "queued stream receives SSE keep-alive comments" $?
+kill -TERM "$PID"; wait "$PID"; rc=$?
+wait $qa $qb
+[ $rc -eq 0 ] && [ "$(tail -n 2 "$tmp/qa" | head -n 1)" = "data: [DONE]" ] &&
+    [ "$(tail -n 2 "$tmp/qb" | head -n 1)" = "data: [DONE]" ] &&
+    [ "$(grep '^data: {' "$tmp/qa" | tail -n 1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')" = cancelled ]
+check "SIGTERM with streams in flight: final chunks, [DONE], exit 0" $?
+
+# ---- auth ----
+printf '# keys\nfile-key-1\n\n' >"$tmp/keys"
+start auth --api-key sekret --api-key-file "$tmp/keys" --log-level info || exit 0
+[ "$(code "$URL/v1/models")" = 401 ] &&
+    [ "$(code -H 'Authorization: Bearer wrong' "$URL/v1/models")" = 401 ] &&
+    [ "$(code -H 'Authorization: Bearer sekretX' "$URL/v1/models")" = 401 ] &&
+    [ "$(code -H 'Authorization: Basic sekret' "$URL/v1/models")" = 401 ]
+check "auth: missing, wrong, longer and non-Bearer keys get 401" $?
+curl -s -m 30 -o "$tmp/err" "$URL/v1/chat/completions" -d "{$msgs}"
+[ "$(jq -r '.error.type' "$tmp/err")" = authentication_error ]
+check "auth: 401 body has the OpenAI error shape" $?
+[ "$(code -H 'Authorization: Bearer sekret' "$URL/v1/models")" = 200 ] &&
+    [ "$(code -H 'Authorization: Bearer file-key-1' "$URL/v1/models")" = 200 ]
+check "auth: keys from --api-key and --api-key-file accepted" $?
+[ "$(code "$URL/health")" = 200 ] && [ "$(code "$URL/metrics")" = 401 ] &&
+    [ "$(code -H 'Authorization: Bearer sekret' "$URL/metrics")" = 200 ]
+check "auth: /health is public, /metrics needs a key" $?
+post /v1/chat/completions "$chat" -H 'Authorization: Bearer sekret' -H 'X-Request-Id: logged-1' >/dev/null
+sleep 0.2
+grep -q 'logged-1 POST /v1/chat/completions 200 model=tiny-qwen2 finish=length choices=1 prompt=6' "$tmp/auth.err" &&
+    grep -q 'completion=12 ttft=' "$tmp/auth.err"
+check "log line carries request id, model, status, tokens and latencies" $?
+kill -TERM "$PID"; wait "$PID"
+
+start pub --api-key sekret --metrics-public --cors-origins 'https://app.example' || exit 0
+[ "$(code "$URL/metrics")" = 200 ]
+check "--metrics-public serves /metrics without a key" $?
+c -i -X OPTIONS -H 'Origin: https://app.example' "$URL/v1/chat/completions" >"$tmp/cors"
+head -n 1 "$tmp/cors" | grep -q ' 204' &&
+    grep -qi '^access-control-allow-origin: https://app.example' "$tmp/cors" &&
+    grep -qi '^access-control-allow-headers:.*authorization' "$tmp/cors"
+check "CORS preflight for an allowed origin" $?
+! c -i -H 'Origin: https://evil.example' "$URL/health" | grep -qi '^access-control-allow-origin'
+check "no CORS header for another origin" $?
+kill -TERM "$PID"; wait "$PID"
+
+# ---- the OpenAI Node SDK suite ----
+if [ -d tests/server/node_modules/openai ] && command -v node >/dev/null; then
+    LLAISYS_SERVER="$srv" node --test --test-reporter=tap tests/server/ >"$tmp/node" 2>&1
+    # top-level TAP results of node's runner: "ok N - name" / "not ok N - name"
+    sed -n 's/^\(not ok\|ok\) [0-9]* - \(.*\)/\1 sdk: \2/p' "$tmp/node"
+    grep -q '^ok ' "$tmp/node" || { echo "not ok sdk suite ran"; sed 's/^/# /' "$tmp/node" | tail -n 30; }
+else
+    echo "# OpenAI SDK suite skipped: run 'npm ci --prefix tests/server' to install it"
+fi
