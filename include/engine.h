@@ -131,7 +131,7 @@ struct engine_stats {
 void engine_opts_resolve(struct engine_opts *o, const struct model *m);
 
 /* Open the model directory (model.h) and its tokenizer, create the runtime, KV pool and
- * buffers. Returns LL_OK (*out owns everything; free with engine_destroy), LL_EINVAL (an option
+ * buffers (opts NULL: every default). Returns LL_OK (*out owns everything; free with engine_destroy), LL_EINVAL (an option
  * out of range: named), or what model_open, tokenizer_load, runtime_create return (LL_EIO,
  * LL_EJSON, LL_EFORMAT, LL_EMODEL, LL_EUNSUPPORTED, LL_ENOMEM). */
 enum ll_status engine_create(struct engine **out, const char *model_dir,

@@ -46,6 +46,13 @@ start() {
     return 1
 }
 
+# stop NAME: SIGTERM the current server, check it exits 0 (under ASan: without leaks)
+stop() {
+    kill -TERM "$PID"; wait "$PID"; rc=$?
+    [ $rc -eq 0 ] || sed 's/^/# /' "$tmp/$1.err" | tail -n 20
+    check "$1 server: SIGTERM, exit 0" $rc
+}
+
 # c ARGS...: curl with a time limit, body to stdout
 c() { curl -s -m 30 "$@"; }
 # code ARGS...: the HTTP status only
@@ -278,9 +285,16 @@ kill "$cpid"; wait "$cpid" 2>/dev/null
 wait_metric llaisys_kv_cache_blocks 'state="in_use"' 0 &&
     wait_metric llaisys_request_cancellations_total 'reason="disconnect"' 2
 check "non-stream client disconnect: request cancelled, KV back to 0" $?
-kill -TERM "$PID"; wait "$PID"; rc=$?
-[ $rc -eq 0 ]
-check "SIGTERM when idle: exit 0" $?
+cli="${LLAISYS_CLI:-./llaisys-cli}"
+if [ -x "$cli" ]; then
+    "$cli" bench-serve --url "$URL" --clients 4 --requests 8 --prompt-tokens 20 --max-tokens 16 \
+        --json >"$tmp/bench" 2>&1
+    [ "$(jq -r .errors "$tmp/bench")" = 0 ] && [ "$(jq -r .requests "$tmp/bench")" = 8 ] &&
+        [ "$(jq -r .generated_tokens "$tmp/bench")" = 128 ] &&
+        [ "$(jq -r '.ttft_p50_s > 0 and .itl_p99_s > 0' "$tmp/bench")" = true ]
+    check "llaisys-cli bench-serve: 8 streamed requests, 128 tokens, latencies" $?
+fi
+stop main
 
 # ---- queue full, keep-alives, shutdown with a stream in flight ----
 start queue --max-seqs 1 --max-queue 1 --sse-keepalive 0.2 --shutdown-grace 0.3 || exit 0
@@ -326,7 +340,7 @@ sleep 0.2
 grep -q 'logged-1 POST /v1/chat/completions 200 model=tiny-qwen2 finish=length choices=1 prompt=6' "$tmp/auth.err" &&
     grep -q 'completion=12 ttft=' "$tmp/auth.err"
 check "log line carries request id, model, status, tokens and latencies" $?
-kill -TERM "$PID"; wait "$PID"
+stop auth
 
 start pub --api-key sekret --metrics-public --cors-origins 'https://app.example' || exit 0
 [ "$(code "$URL/metrics")" = 200 ]
@@ -338,7 +352,37 @@ head -n 1 "$tmp/cors" | grep -q ' 204' &&
 check "CORS preflight for an allowed origin" $?
 ! c -i -H 'Origin: https://evil.example' "$URL/health" | grep -qi '^access-control-allow-origin'
 check "no CORS header for another origin" $?
-kill -TERM "$PID"; wait "$PID"
+stop pub
+
+# ---- 503 while the model loads: config.json is a FIFO, so loading waits for us ----
+mkdir "$tmp/slow"
+for f in model.safetensors generation_config.json tokenizer.json tokenizer_config.json; do
+    ln -s "$PWD/$model/$f" "$tmp/slow/$f"
+done
+mkfifo "$tmp/slow/config.json"
+"$srv" --model "$tmp/slow" --port 0 --log-level info >"$tmp/slow.out" 2>"$tmp/slow.err" &
+PID=$!
+pids="$pids $PID"
+i=0
+URL=""
+while [ -z "$URL" ] && [ $i -lt 300 ]; do
+    sleep 0.1
+    URL=$(sed -n 's/.*listening on \(http:[^,]*\), loading.*/\1/p' "$tmp/slow.err")
+    i=$((i + 1))
+done
+got=$(curl -s -m 30 -D "$tmp/h503" -o "$tmp/b503" -w '%{http_code}' "$URL/health")
+[ "$got" = 503 ] && [ "$(jq -r '.status' "$tmp/b503")" = loading ]
+check "/health answers 503 while the model loads" $?
+got=$(curl -s -m 30 -D "$tmp/h503" -o "$tmp/err" -w '%{http_code}' -d "{$msgs}" "$URL/v1/chat/completions")
+[ "$got" = 503 ] && [ "$(jq -r '.error.type' "$tmp/err")" = server_error ] &&
+    grep -qi '^retry-after:' "$tmp/h503"
+check "generation while loading: 503 with Retry-After" $?
+cat "$model/config.json" >"$tmp/slow/config.json"
+i=0
+while [ "$(code "$URL/health")" != 200 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+[ "$(code "$URL/health")" = 200 ] && [ "$(post /v1/completions '{"prompt":"a","max_tokens":2}' | jq -r '.usage.completion_tokens')" = 2 ]
+check "/health 200 and generation once loaded" $?
+stop slow
 
 # ---- the OpenAI Node SDK suite ----
 if [ -d tests/server/node_modules/openai ] && command -v node >/dev/null; then

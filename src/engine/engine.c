@@ -119,7 +119,8 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     enum ll_status s;
     if ((s = model_open(&e->model, model_dir, err)) != LL_OK)
         goto fail;
-    e->opts = *opts;
+    if (opts)
+        e->opts = *opts;
     engine_opts_resolve(&e->opts, e->model);
     const struct engine_opts *o = &e->opts;
     if ((s = check_opts(o, err)) != LL_OK || (s = tokenizer_load(&e->tok, model_dir, err)) != LL_OK)
@@ -218,6 +219,7 @@ static bool take_mail(struct engine *e)
             finish(e, r, ENGINE_FINISH_CANCELLED, -1, NULL);
             any = true;
         }
+        req_engine_unref(r); /* the cancel list's reference */
     }
     return any;
 }

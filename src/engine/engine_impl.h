@@ -88,7 +88,7 @@ struct engine_req {
     bool cancel_requested;      /* on the cancel list, or handled */
     struct engine_req *cancel_next, *inbox_next;
     pthread_cond_t cond;        /* signalled when the outbox changes */
-    int refs;                   /* caller + engine */
+    int refs;                   /* caller + engine (until finished) + cancel list (while on it) */
     bool caller_released;
 };
 
@@ -146,7 +146,8 @@ bool req_push_output(struct engine_req *r, int32_t id, const char *text, size_t 
                      const struct engine_usage *usage, const struct engine_timings *timings,
                      enum engine_finish finish, int32_t stop_id, const char *msg);
 void req_free(struct engine_req *r);                  /* frees the record (no lock needed) */
-/* Drop the engine's reference to a finished request (takes the lock; may free it). */
+/* Drop the engine's (or the cancel list's) reference to a request (takes the lock; may free
+ * it). */
 void req_engine_unref(struct engine_req *r);
 
 /* scheduler.c: building one step's batch. */

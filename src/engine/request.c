@@ -298,13 +298,16 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
 
 uint64_t engine_req_id(const struct engine_req *r) { return r->id; }
 
-/* Put r on the cancel list unless it is finished or already there (lock held). */
+/* Put r on the cancel list unless it is finished or already there (lock held). The list holds
+ * a reference of its own, dropped by the scheduler once it has read the entry, so the record
+ * stays valid even if the request finishes and both other references go before that. */
 static void cancel_locked(struct engine_req *r)
 {
     struct mailbox *mb = r->mbox;
     if (r->finish != ENGINE_RUNNING || r->cancel_requested)
         return;
     r->cancel_requested = true;
+    r->refs++;
     r->cancel_next = mb->cancels;
     mb->cancels = r;
     pthread_cond_signal(&mb->wake);

@@ -281,8 +281,11 @@ bool gen_job_pump(struct gen_job *j, double timeout_s)
     }
     bool any = poll_all(j);
     if (!any && timeout_s > 0) {
-        /* the choices of one request advance in the same engine steps, so waiting on the
-         * first unfinished one and then polling the rest misses nothing for long */
+        /* the choices of one request usually advance in the same engine steps, so waiting on
+         * the first unfinished one and then polling the rest misses little; but one may wait
+         * in the queue while others run, so with several the wait is kept short */
+        if (j->n_choices > 1 && timeout_s > 0.02)
+            timeout_s = 0.02;
         for (int i = 0; i < j->n_choices; i++) {
             struct gen_choice *c = &j->ch[i];
             if (c->done)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "server_impl.h"
@@ -303,6 +304,18 @@ static enum MHD_Result dispatch(struct http_ctx *c)
     return not_found(c);
 }
 
+/* A fixed, modest socket send buffer (instead of the kernel's autotuning up to megabytes):
+ * streamed text is small, and a client that stops reading then blocks the connection after
+ * about this much, so the write timeout starts counting early instead of after megabytes. */
+static void limit_send_buffer(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int size = 256 * 1024;
+    if (ci)
+        setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -326,6 +339,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         else
             http_random_hex(c->xrid);
         set_cors(c);
+        limit_send_buffer(conn);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;

@@ -56,7 +56,8 @@ static const struct opt_def defs[] = {
     {"--chat-template", "LLAISYS_CHAT_TEMPLATE", T_STR, OFF(chat_template), 0, 0, "FILE",
      "Jinja chat template to use instead of the model's"},
     {"--reasoning-parser", "LLAISYS_REASONING_PARSER", T_STR, OFF(reasoning_parser), 0, 0,
-     "NAME", "split <think> reasoning into reasoning_content: none (default) or deepseek_r1"},
+     "NAME", "none (default); deepseek_r1 (reasoning_content) is refused until the engine's "
+             "reasoning split lands"},
     {"--ctx", "LLAISYS_CTX", T_INT, OFF(engine.n_ctx), 16, 1 << 20, "N",
      "context length per sequence (default min(4096, max_position_embeddings))"},
     {"--kv-memory", "LLAISYS_KV_MEMORY", T_SIZE, OFF(engine.kv_memory), 0, 0, "SIZE",
@@ -64,9 +65,11 @@ static const struct opt_def defs[] = {
     {"--kv-blocks", "LLAISYS_KV_BLOCKS", T_INT, OFF(engine.kv_blocks), 1, 1 << 24, "N",
      "KV cache blocks (overrides --kv-memory)"},
     {"--max-seqs", "LLAISYS_MAX_SEQS", T_INT, OFF(engine.max_seqs), 1, 4096, "N",
-     "sequences decoded at once (default 16)"},
+     "sequences decoded at once (default 32)"},
     {"--max-batch-tokens", "LLAISYS_MAX_BATCH_TOKENS", T_INT, OFF(engine.max_batch_tokens), 1,
-     1 << 20, "N", "tokens per engine step, decode and prompt chunks (default 256)"},
+     1 << 20, "N",
+     "tokens per engine step, decode rows and prompt chunks (default max(128, max-seqs)): "
+     "smaller keeps inter-token latency low while prompts arrive, larger prefills faster"},
     {"--max-queue", "LLAISYS_MAX_QUEUE", T_INT, OFF(engine.max_queue), 1, 1 << 20, "N",
      "requests waiting to start before 429 (default 256)"},
     {"--threads", "LLAISYS_THREADS", T_INT, OFF(engine.n_threads), 1, 1024, "N",
@@ -331,6 +334,13 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
                    "not supported yet (reasoning_content comes with the engine's reasoning split)",
                    o->reasoning_parser);
     }
+    /* The server's own defaults for the batch shape: 32 streams decode together, and a step
+     * carries at most 128 tokens, so a prompt chunk riding along with 32 decode rows keeps the
+     * step (every stream's inter-token gap) short on a 2-core CPU. */
+    if (o->engine.max_seqs == 0)
+        o->engine.max_seqs = 32;
+    if (o->engine.max_batch_tokens == 0)
+        o->engine.max_batch_tokens = o->engine.max_seqs > 128 ? o->engine.max_seqs : 128;
     if (o->write_timeout < 1)
         return bad("--write-timeout", "must be at least 1 second", "0");
     if (o->keepalive <= 0 || o->keepalive > o->write_timeout / 2)

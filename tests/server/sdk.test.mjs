@@ -161,13 +161,13 @@ test('16 concurrent streams equal the same requests run alone (greedy)', async (
   const alone = [];
   for (const p of prompts) {
     const r = await srv.client.chat.completions.create({
-      messages: [{ role: 'user', content: p }], max_tokens: 48, temperature: 0, ignore_eos: true,
+      messages: [{ role: 'user', content: p }], max_tokens: 32, temperature: 0, ignore_eos: true,
     });
     alone.push(r.choices[0].message.content);
   }
   const streams = await Promise.all(prompts.map(async (p) => collect(
     await srv.client.chat.completions.create({
-      messages: [{ role: 'user', content: p }], max_tokens: 48, temperature: 0,
+      messages: [{ role: 'user', content: p }], max_tokens: 32, temperature: 0,
       ignore_eos: true, stream: true,
     }),
   )));

@@ -1,0 +1,150 @@
+/* test_openai_response.c: response bodies and stream chunks (openai_response.h): they parse
+ * as JSON with the OpenAI field names, strings survive escaping byte for byte (NUL, quotes,
+ * control characters, UTF-8), and usage adds up. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "openai_response.h"
+
+static void test_jbuf_escaping(void **state)
+{
+    (void)state;
+    static const char text[] = "a\"b\\c\n\r\t\x01\x1f/\xc3\xa9\xe4\xb8\xad\0end";
+    struct jbuf b = {0};
+    jbuf_lit(&b, "{\"s\":");
+    jbuf_str(&b, text, sizeof text - 1);
+    jbuf_lit(&b, ",\"n\":");
+    jbuf_cstr(&b, NULL);
+    jbuf_lit(&b, ",\"i\":");
+    jbuf_int(&b, -42);
+    jbuf_lit(&b, ",\"x\":");
+    jbuf_num(&b, 0.25);
+    jbuf_lit(&b, ",\"inf\":");
+    jbuf_num(&b, 1.0 / 0.0);
+    jbuf_lit(&b, "}");
+    char *s = jbuf_finish(&b);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "\\u0000end"));
+    assert_non_null(strstr(s, "\\u0001\\u001f"));
+    cJSON *j = cJSON_Parse(s);
+    assert_non_null(j);
+    /* cJSON strings end at the NUL: compare the part before it */
+    assert_string_equal(cJSON_GetObjectItem(j, "s")->valuestring, text);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "n")));
+    assert_int_equal(cJSON_GetObjectItem(j, "i")->valueint, -42);
+    assert_float_equal(cJSON_GetObjectItem(j, "x")->valuedouble, 0.25, 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "inf")));
+    cJSON_Delete(j);
+    free(s);
+    struct jbuf empty = {0};
+    assert_null(jbuf_finish(&empty));
+}
+
+static const struct oai_meta chat_meta = {OAI_CHAT, "chatcmpl-1", 1700000000, "m\"odel"};
+static const struct oai_meta text_meta = {OAI_COMPLETION, "cmpl-1", 1700000001, "m"};
+
+static void test_chat_body(void **state)
+{
+    (void)state;
+    struct oai_choice c[2] = {
+        {.index = 0, .text = "hi", .text_len = 2, .finish_reason = "stop"},
+        {.index = 1, .text = "x\0y", .text_len = 3, .reasoning = "think", .reasoning_len = 5,
+         .finish_reason = "length"},
+    };
+    struct oai_usage u = {.prompt_tokens = 7, .completion_tokens = 9, .cached_tokens = 4,
+                          .reasoning_tokens = 2};
+    char *s = oai_response_body(&chat_meta, c, 2, &u);
+    cJSON *j = cJSON_Parse(s);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "chat.completion");
+    assert_string_equal(cJSON_GetObjectItem(j, "id")->valuestring, "chatcmpl-1");
+    assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "m\"odel");
+    assert_int_equal(cJSON_GetObjectItem(j, "created")->valuedouble, 1700000000);
+    cJSON *ch = cJSON_GetObjectItem(j, "choices");
+    assert_int_equal(cJSON_GetArraySize(ch), 2);
+    cJSON *m0 = cJSON_GetObjectItem(cJSON_GetArrayItem(ch, 0), "message");
+    assert_string_equal(cJSON_GetObjectItem(m0, "role")->valuestring, "assistant");
+    assert_string_equal(cJSON_GetObjectItem(m0, "content")->valuestring, "hi");
+    assert_null(cJSON_GetObjectItem(m0, "reasoning_content"));
+    cJSON *m1 = cJSON_GetObjectItem(cJSON_GetArrayItem(ch, 1), "message");
+    assert_string_equal(cJSON_GetObjectItem(m1, "reasoning_content")->valuestring, "think");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(ch, 1), "finish_reason")->valuestring, "length");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(ch, 0), "logprobs")));
+    cJSON *us = cJSON_GetObjectItem(j, "usage");
+    assert_int_equal(cJSON_GetObjectItem(us, "total_tokens")->valueint, 16);
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(us, "prompt_tokens_details"), "cached_tokens")
+            ->valueint,
+        4);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(us, "completion_tokens_details"),
+                                         "reasoning_tokens")
+                         ->valueint,
+                     2);
+    cJSON_Delete(j);
+    free(s);
+}
+
+static void test_chunks(void **state)
+{
+    (void)state;
+    struct oai_choice role = {.index = 2};
+    char *s = oai_stream_chunk(&chat_meta, &role, true, true);
+    cJSON *j = cJSON_Parse(s);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "chat.completion.chunk");
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_int_equal(cJSON_GetObjectItem(c0, "index")->valueint, 2);
+    cJSON *d = cJSON_GetObjectItem(c0, "delta");
+    assert_string_equal(cJSON_GetObjectItem(d, "role")->valuestring, "assistant");
+    assert_string_equal(cJSON_GetObjectItem(d, "content")->valuestring, "");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "finish_reason")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "usage")));
+    cJSON_Delete(j);
+    free(s);
+
+    struct oai_choice fin = {.index = 0, .finish_reason = "stop"};
+    s = oai_stream_chunk(&chat_meta, &fin, false, false);
+    j = cJSON_Parse(s);
+    c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(c0, "delta")), 0);
+    assert_string_equal(cJSON_GetObjectItem(c0, "finish_reason")->valuestring, "stop");
+    assert_null(cJSON_GetObjectItem(j, "usage"));
+    cJSON_Delete(j);
+    free(s);
+
+    struct oai_choice t = {.index = 0, .text = "tok\n", .text_len = 4};
+    s = oai_stream_chunk(&text_meta, &t, false, false);
+    j = cJSON_Parse(s);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "text_completion");
+    c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_string_equal(cJSON_GetObjectItem(c0, "text")->valuestring, "tok\n");
+    cJSON_Delete(j);
+    free(s);
+
+    struct oai_usage u = {.prompt_tokens = 3, .completion_tokens = 5};
+    s = oai_stream_usage(&text_meta, &u);
+    j = cJSON_Parse(s);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")), 0);
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "total_tokens")->valueint, 8);
+    cJSON_Delete(j);
+    free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jbuf_escaping),
+        cmocka_unit_test(test_chat_body),
+        cmocka_unit_test(test_chunks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,236 @@
+/* test_server.c: the server's parts that need no socket: options (defaults, LLAISYS_*
+ * variables, flags winning, errors), API-key checks and key files, SSE framing, and the
+ * Prometheus exposition of the metrics. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../src/server/server_impl.h"
+
+static int parse(struct server_opts *o, int argc, const char **argv)
+{
+    return server_opts_parse(o, argc, (char **)argv);
+}
+
+static void test_opts_defaults_env_flags(void **state)
+{
+    (void)state;
+    struct server_opts o;
+    const char *a1[] = {"llaisys-server", "--model", "/models/My-Model/"};
+    unsetenv("LLAISYS_PORT");
+    assert_int_equal(parse(&o, 3, a1), 0);
+    assert_string_equal(o.model_dir, "/models/My-Model/");
+    assert_string_equal(o.served_name, "My-Model");
+    assert_string_equal(o.host, "127.0.0.1");
+    assert_int_equal(o.port, 8000);
+    assert_int_equal(o.n_api_keys, 0);
+    assert_true(o.max_body == 8u << 20);
+    assert_true(o.write_timeout == 60 && o.keepalive == 10 && o.request_timeout == 600);
+    assert_int_equal(o.engine.max_seqs, 32); /* the server's defaults */
+    assert_int_equal(o.engine.max_batch_tokens, 128);
+    assert_int_equal(o.log_level, LOG_INFO);
+    server_opts_free(&o);
+
+    setenv("LLAISYS_PORT", "9001", 1);
+    setenv("LLAISYS_MAX_SEQS", "7", 1);
+    setenv("LLAISYS_KV_MEMORY", "2G", 1);
+    setenv("LLAISYS_API_KEY", "envkey", 1);
+    setenv("LLAISYS_EXACT", "yes", 1);
+    const char *a2[] = {"x", "--model", "m", "--port=9002", "--api-key", "k2", "--max-body",
+                        "64K", "--cors-origins", "a, b ,", "--log-level", "debug",
+                        "--write-timeout", "4", "--sse-keepalive", "30", "--metrics-public"};
+    assert_int_equal(parse(&o, 17, a2), 0);
+    assert_int_equal(o.port, 9002);           /* the flag wins */
+    assert_int_equal(o.engine.max_seqs, 7);   /* from the variable */
+    assert_int_equal(o.engine.max_batch_tokens, 128);
+    assert_true(o.engine.kv_memory == (size_t)2 << 30);
+    assert_true(o.engine.exact);
+    assert_int_equal(o.n_api_keys, 2);        /* keys from both */
+    assert_string_equal(o.api_keys[0], "envkey");
+    assert_string_equal(o.api_keys[1], "k2");
+    assert_true(o.max_body == 64 * 1024);
+    assert_int_equal(o.n_cors_origins, 2);
+    assert_string_equal(o.cors_origins[1], "b");
+    assert_int_equal(o.log_level, LOG_DEBUG);
+    assert_true(o.keepalive == 2); /* clamped to half the write timeout */
+    assert_true(o.metrics_public);
+    assert_string_equal(o.served_name, "m");
+    server_opts_free(&o);
+    unsetenv("LLAISYS_PORT");
+    unsetenv("LLAISYS_MAX_SEQS");
+    unsetenv("LLAISYS_KV_MEMORY");
+    unsetenv("LLAISYS_API_KEY");
+    unsetenv("LLAISYS_EXACT");
+}
+
+static void test_opts_errors(void **state)
+{
+    (void)state;
+    static const char *const bad[][4] = {
+        {"--port", "65536", NULL},
+        {"--port", "12x", NULL},
+        {"--max-seqs", "0", NULL},
+        {"--kv-memory", "lots", NULL},
+        {"--request-timeout", "-1", NULL},
+        {"--log-level", "loud", NULL},
+        {"--exact=maybe", NULL},
+        {"--no-such-flag", NULL},
+        {"--threads", NULL},
+        {"--api-key", "has space", NULL},
+        {"--api-key-file", "/nonexistent/keys", NULL},
+        {"--reasoning-parser", "deepseek_r1", NULL}, /* not supported yet */
+        {"--reasoning-parser", "other", NULL},
+        {"--write-timeout", "0", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[8] = {"x", "--model", "m"};
+        int n = 3;
+        for (int k = 0; bad[i][k]; k++)
+            argv[n++] = bad[i][k];
+        struct server_opts o;
+        if (parse(&o, n, argv) != -1)
+            fail_msg("case %zu (%s) was accepted", i, bad[i][0]);
+        server_opts_free(&o);
+    }
+    const char *none[] = {"x", "--port", "1"};
+    struct server_opts o;
+    assert_int_equal(parse(&o, 3, none), -1); /* no --model */
+    server_opts_free(&o);
+    const char *help[] = {"x", "--help"};
+    FILE *saved = stdout;
+    stdout = fopen("/dev/null", "w");
+    int r = parse(&o, 2, help);
+    fclose(stdout);
+    stdout = saved;
+    assert_int_equal(r, 1);
+    server_opts_free(&o);
+}
+
+static void test_auth(void **state)
+{
+    (void)state;
+    assert_true(auth_equal("abc", 3, "abc", 3));
+    assert_false(auth_equal("abd", 3, "abc", 3));
+    assert_false(auth_equal("abcabc", 6, "abc", 3)); /* a repeat of the key is not the key */
+    assert_false(auth_equal("ab", 2, "abc", 3));
+    assert_false(auth_equal("", 0, "abc", 3));
+    assert_true(auth_equal("", 0, "", 0));
+
+    char path[] = "/tmp/llaisys-keys-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "# comment\n\n  key-one  \r\nkey-two\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    struct server_opts o = {0};
+    struct ll_err err;
+    assert_int_equal(auth_load_file(path, &o.api_keys, &o.n_api_keys, &err), LL_OK);
+    assert_int_equal(o.n_api_keys, 2);
+    assert_string_equal(o.api_keys[0], "key-one");
+    assert_true(auth_check(&o, "Bearer key-one"));
+    assert_true(auth_check(&o, "bearer  key-two "));
+    assert_false(auth_check(&o, "Bearer key-three"));
+    assert_false(auth_check(&o, "Bearer key-on"));
+    assert_false(auth_check(&o, "Basic key-one"));
+    assert_false(auth_check(&o, "key-one"));
+    assert_false(auth_check(&o, NULL));
+    struct server_opts none = {0};
+    assert_true(auth_check(&none, NULL));
+    server_opts_free(&o);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "# only a comment\n", 17), 17);
+    close(fd);
+    assert_int_equal(auth_load_file(path, &o.api_keys, &o.n_api_keys, &err), LL_EINVAL);
+    server_opts_free(&o);
+    unlink(path);
+}
+
+static void test_sse(void **state)
+{
+    (void)state;
+    struct sse_buf b = {0};
+    assert_int_equal(sse_pending(&b), 0);
+    assert_true(sse_event(&b, "{\"a\":1}"));
+    assert_true(sse_comment(&b, "keep-alive"));
+    assert_true(sse_done(&b));
+    const char *want = "data: {\"a\":1}\n\n: keep-alive\n\ndata: [DONE]\n\n";
+    assert_int_equal(sse_pending(&b), strlen(want));
+    char out[128] = {0};
+    size_t n = sse_take(&b, out, 5);
+    n += sse_take(&b, out + n, sizeof out - 1 - n);
+    assert_string_equal(out, want);
+    assert_int_equal(sse_pending(&b), 0);
+    for (int i = 0; i < 10000; i++) { /* grows and compacts */
+        assert_true(sse_event(&b, "0123456789"));
+        char tmp[7];
+        assert_int_equal(sse_take(&b, tmp, sizeof tmp), sizeof tmp);
+    }
+    assert_int_equal(sse_pending(&b), 10000 * 18 - 10000 * 7);
+    sse_free(&b);
+}
+
+static void test_metrics_text(void **state)
+{
+    (void)state;
+    struct metrics m;
+    assert_int_equal(metrics_init(&m), LL_OK);
+    metrics_finish(&m, ENGINE_FINISH_STOP, CANCEL_NONE, 10, 5, 0.2);
+    metrics_finish(&m, ENGINE_FINISH_CANCELLED, CANCEL_DISCONNECT, 3, 1, 0);
+    metrics_request(&m, 0.05, 1.5);
+    metrics_itl(&m, 0.3, 3); /* three gaps of 0.1 s */
+    metrics_http(&m, 200);
+    metrics_http(&m, 429);
+    struct engine_stats st = {.running = 2, .waiting = 1, .kv_blocks = 100, .kv_in_use = 25,
+                              .prompt_tokens = 30, .cached_tokens = 10, .preemptions = 4};
+    char *t = metrics_render(&m, &st, "my\"model", SERVER_READY);
+    assert_non_null(t);
+    static const char *const lines[] = {
+        "llaisys_server_ready{model_name=\"my\\\"model\"} 1\n",
+        "llaisys_request_success_total{model_name=\"my\\\"model\",finished_reason=\"stop\"} 1\n",
+        "llaisys_request_success_total{model_name=\"my\\\"model\",finished_reason=\"cancelled\"} 1\n",
+        "llaisys_request_cancellations_total{model_name=\"my\\\"model\",reason=\"disconnect\"} 1\n",
+        "llaisys_prompt_tokens_total{model_name=\"my\\\"model\"} 13\n",
+        "llaisys_generation_tokens_total{model_name=\"my\\\"model\"} 6\n",
+        "llaisys_http_responses_total{model_name=\"my\\\"model\",code=\"429\"} 1\n",
+        "llaisys_inter_token_latency_seconds_bucket{model_name=\"my\\\"model\",le=\"0.075\"} 0\n",
+        "llaisys_inter_token_latency_seconds_bucket{model_name=\"my\\\"model\",le=\"0.1\"} 3\n",
+        "llaisys_inter_token_latency_seconds_bucket{model_name=\"my\\\"model\",le=\"+Inf\"} 3\n",
+        "llaisys_inter_token_latency_seconds_count{model_name=\"my\\\"model\"} 3\n",
+        "llaisys_e2e_request_latency_seconds_count{model_name=\"my\\\"model\"} 1\n",
+        "llaisys_num_requests_running{model_name=\"my\\\"model\"} 2\n",
+        "llaisys_kv_cache_usage_perc{model_name=\"my\\\"model\"} 0.25\n",
+        "llaisys_prefix_cache_hit_ratio{model_name=\"my\\\"model\"} 0.25\n",
+        "llaisys_num_preemptions_total{model_name=\"my\\\"model\"} 4\n",
+        "# TYPE llaisys_time_to_first_token_seconds histogram\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(t, lines[i]))
+            fail_msg("missing line: %s", lines[i]);
+    free(t);
+    t = metrics_render(&m, NULL, "m", SERVER_LOADING); /* while loading: no engine gauges */
+    assert_non_null(strstr(t, "llaisys_server_ready{model_name=\"m\"} 0\n"));
+    assert_null(strstr(t, "llaisys_num_requests_running"));
+    free(t);
+    metrics_free(&m);
+}
+
+int main(void)
+{
+    log_set_level(LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_opts_defaults_env_flags),
+        cmocka_unit_test(test_opts_errors),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_sse),
+        cmocka_unit_test(test_metrics_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
