@@ -2,7 +2,7 @@
 #
 #   make            build the programs and the default model
 #   make test       set up, build, run every test (plain, then under ASan+UBSan)
-#   make run        set up, build, run the main program on the default model
+#   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
 #   make SANITIZE=address|undefined|address,undefined ...   sanitizer build (in its own $(BUILD))
 
@@ -48,6 +48,11 @@ CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
 SERVER   ?= $(if $(SANITIZE),$(BUILD)/llaisys-server,llaisys-server)
 
 .PHONY: all setup test unit run bench clean
+
+# The black-box server tests use the official OpenAI Node SDK (tests/server/package-lock.json).
+NODE_DEPS := tests/server/node_modules/.package-lock.json
+$(NODE_DEPS): tests/server/package.json tests/server/package-lock.json | $(SETUP)
+	npm ci --prefix tests/server --no-audit --no-fund
 all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The default model: a small random Qwen2 with the real DeepSeek-R1-Distill-Qwen tokenizer, so
@@ -103,7 +108,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
-unit: $(TESTS) $(CLI) $(SERVER)
+unit: $(TESTS) $(CLI) $(SERVER) $(NODE_DEPS)
 	@LLAISYS_CLI=$(CLI) LLAISYS_SERVER=$(SERVER) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
@@ -112,12 +117,13 @@ test: $(SETUP)
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
 
 run: all
-	./$(CLI) generate --model $(DEFAULT_MODEL) --chat "Hello! What can you do?" -n 64
+	./$(SERVER) --model $(DEFAULT_MODEL)
 
 # Benchmarks on the r1-1.5b-shaped model, $(THREADS) threads: model (load, RSS, pp128, pp512,
 # tg128), GEMM kernels, tokenizer.
 bench: all $(BENCH_MODEL)/config.json
 	./$(CLI) bench --model $(BENCH_MODEL) --threads $(THREADS)
+	./$(CLI) bench-serve --spawn ./$(SERVER) --model $(BENCH_MODEL) --clients 1,8,32 -- --threads $(THREADS)
 	./$(CLI) bench-matmul --threads $(THREADS)
 	./$(CLI) bench-tokenizer --model $(TOKENIZER)
 

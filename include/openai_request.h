@@ -19,7 +19,7 @@
 
 struct cJSON;
 
-#define OAI_MAX_N 64        /* choices per prompt (`n`) */
+#define OAI_MAX_N 64        /* choices per request (`n` times the prompts) */
 #define OAI_MAX_PROMPTS 64  /* prompts in one /v1/completions request */
 #define OAI_MAX_STOP 16     /* stop strings */
 #define OAI_MAX_LOGIT_BIAS 1024

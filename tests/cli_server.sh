@@ -77,7 +77,7 @@ wait_metric() {
 }
 MKEY=""
 
-if nm "$srv" 2>/dev/null | grep -q __asan_init; then
+if nm "$srv" 2>/dev/null | grep -qE '__(asan|tsan|ubsan)_'; then
     : # sanitizer builds link dynamically
 else
     file -L "$srv" | grep -q 'statically linked'
@@ -342,7 +342,8 @@ grep -q 'logged-1 POST /v1/chat/completions 200 model=tiny-qwen2 finish=length c
 check "log line carries request id, model, status, tokens and latencies" $?
 stop auth
 
-start pub --api-key sekret --metrics-public --cors-origins 'https://app.example' || exit 0
+start pub --api-key sekret --metrics-public --cors-origins 'https://app.example' \
+    --request-timeout 0.3 || exit 0
 [ "$(code "$URL/metrics")" = 200 ]
 check "--metrics-public serves /metrics without a key" $?
 c -i -X OPTIONS -H 'Origin: https://app.example' "$URL/v1/chat/completions" >"$tmp/cors"
@@ -352,6 +353,14 @@ head -n 1 "$tmp/cors" | grep -q ' 204' &&
 check "CORS preflight for an allowed origin" $?
 ! c -i -H 'Origin: https://evil.example' "$URL/health" | grep -qi '^access-control-allow-origin'
 check "no CORS header for another origin" $?
+post /v1/chat/completions "$(echo "$long" | sed 's/"stream":true/"stream":true,"stream_options":{"include_usage":true}/')" \
+    -N -H 'Authorization: Bearer sekret' >"$tmp/tl"
+grep '^data: {' "$tmp/tl" | sed 's/^data: //' >"$tmp/tl.json"
+[ "$(jq -rs '[.[] | select(.choices|length>0) | .choices[0].finish_reason | select(.!=null)] | join(",")' "$tmp/tl.json")" = length ] &&
+    [ "$(tail -n 1 "$tmp/tl.json" | jq -r '.usage.completion_tokens < 4000')" = true ] &&
+    [ "$(metric llaisys_request_cancellations_total 'reason="time_limit"')" = 1 ] &&
+    wait_metric llaisys_kv_cache_blocks 'state="in_use"' 0
+check "--request-timeout: the stream ends with finish_reason length, KV freed" $?
 stop pub
 
 # ---- 503 while the model loads: config.json is a FIFO, so loading waits for us ----
@@ -391,5 +400,5 @@ if [ -d tests/server/node_modules/openai ] && command -v node >/dev/null; then
     sed -n 's/^\(not ok\|ok\) [0-9]* - \(.*\)/\1 sdk: \2/p' "$tmp/node"
     grep -q '^ok ' "$tmp/node" || { echo "not ok sdk suite ran"; sed 's/^/# /' "$tmp/node" | tail -n 30; }
 else
-    echo "# OpenAI SDK suite skipped: run 'npm ci --prefix tests/server' to install it"
+    echo "not ok sdk suite installed (make installs it with 'npm ci --prefix tests/server')"
 fi

@@ -104,13 +104,8 @@ static void test_opts_errors(void **state)
     struct server_opts o;
     assert_int_equal(parse(&o, 3, none), -1); /* no --model */
     server_opts_free(&o);
-    const char *help[] = {"x", "--help"};
-    FILE *saved = stdout;
-    stdout = fopen("/dev/null", "w");
-    int r = parse(&o, 2, help);
-    fclose(stdout);
-    stdout = saved;
-    assert_int_equal(r, 1);
+    const char *version[] = {"x", "--version"};
+    assert_int_equal(parse(&o, 2, version), 1); /* printed: the caller exits 0 */
     server_opts_free(&o);
 }
 

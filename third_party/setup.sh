@@ -11,8 +11,10 @@ top=$(dirname "$here")
 #  - gcc/make/libc6-dev: the toolchain; dpkg-dev + xz-utils: `apt-get source` unpacking.
 #  - libutf8proc-dev, libopenblas-dev (static libopenblas.a), libgfortran-12-dev (OpenBLAS's
 #    static archive needs libgfortran.a), libcmocka-dev: libraries.
-#  - file: lets tests check that the programs are statically linked.
-packages="gcc make libc6-dev dpkg-dev xz-utils file libutf8proc-dev libopenblas-dev libgfortran-12-dev libcmocka-dev"
+#  - file, curl, jq: the black-box tests (static-link check, HTTP requests, JSON checks).
+#  - nodejs + npm (only when no node is on PATH): the OpenAI SDK tests under tests/server/.
+packages="gcc make libc6-dev dpkg-dev xz-utils file curl jq libutf8proc-dev libopenblas-dev libgfortran-12-dev libcmocka-dev"
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages="$packages nodejs npm"
 
 missing=""
 for p in $packages; do

@@ -95,10 +95,11 @@ static void *watch_main(void *arg)
                 jobs[n++] = j;
             }
         }
+        bool short_copy = n < t->n + 1;
         pthread_mutex_unlock(&t->lock);
 
         int timeout = next > 0 ? (int)((next - now) * 1000) + 1 : -1;
-        if (n < t->n + 1 && (timeout < 0 || timeout > 100))
+        if (short_copy && (timeout < 0 || timeout > 100))
             timeout = 100; /* the copy was short of memory: look again soon */
         int r = poll(fds, (nfds_t)n, timeout);
         if (r < 0 && errno != EINTR)
