@@ -109,7 +109,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
 unit: $(TESTS) $(CLI) $(SERVER) $(NODE_DEPS)
-	@LLAISYS_CLI=$(CLI) LLAISYS_SERVER=$(SERVER) ./tests/run.sh $(TESTS)
+	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
 	@$(MAKE) --no-print-directory unit

@@ -44,6 +44,8 @@ struct server_opts {
     char **cors_origins;      /* --cors-origins "a,b" or "*" (default: no CORS headers) */
     int n_cors_origins;
     enum log_level log_level; /* --log-level error|warn|info|debug (default info) */
+    char *webui_dir;          /* --webui-dir DIR: serve the WebUI from DIR, else the built-in */
+    bool no_webui;            /* --no-webui: nothing at / */
 };
 
 /* Fill *o from the defaults, then LLAISYS_* environment variables, then argv (flags win).

@@ -263,6 +263,9 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         }
         return queue(c, 204, r);
     }
+    enum MHD_Result res;
+    if (webui_route(c, &res)) /* the WebUI's files need no key: they hold no data */
+        return res;
     bool public = !strcmp(u, "/health") || (!strcmp(u, "/metrics") && srv->opts->metrics_public);
     if (!public &&
         !auth_check(srv->opts, MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,

@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "server.h"
 #include "server_impl.h"
+#include "util.h"
 
 enum opt_type {
     T_STR,     /* char * */
@@ -94,13 +96,18 @@ static const struct opt_def defs[] = {
      "comma-separated origins allowed by CORS, or * (default: none)"},
     {"--log-level", "LLAISYS_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, "LEVEL",
      "error, warn, info (default) or debug"},
+    {"--webui-dir", "LLAISYS_WEBUI_DIR", T_STR, OFF(webui_dir), 0, 0, "DIR",
+     "serve the WebUI at / from DIR (e.g. webui/dist) instead of the built-in copy"},
+    {"--no-webui", "LLAISYS_NO_WEBUI", T_BOOL, OFF(no_webui), 0, 0, NULL,
+     "do not serve the WebUI (the chat application at /)"},
 };
 
 void server_opts_usage(FILE *f)
 {
     fprintf(f, "usage: llaisys-server --model DIR [options]\n"
                "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models,\n"
-               "/health, /metrics, /tokenize, /detokenize, /v1/requests/{id}/cancel).\n"
+               "/health, /metrics, /tokenize, /detokenize, /v1/requests/{id}/cancel) and a chat\n"
+               "WebUI at /.\n"
                "Plain HTTP only: put a TLS-terminating reverse proxy in front for HTTPS.\n"
                "Every option can also be set by its environment variable; flags win.\n\n");
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
@@ -358,6 +365,14 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     }
     if (set_default_str(&o->host, "127.0.0.1"))
         return -1;
+    if (o->webui_dir && !o->no_webui) {
+        struct stat st;
+        char *index = ll_path_join(o->webui_dir, "index.html");
+        bool ok = index && stat(index, &st) == 0 && S_ISREG(st.st_mode);
+        free(index);
+        if (!ok)
+            return bad("--webui-dir", "must be a directory holding index.html", o->webui_dir);
+    }
     return 0;
 }
 
@@ -388,6 +403,7 @@ void server_opts_print(const struct server_opts *o, const struct engine_opts *e,
     for (int i = 0; i < o->n_cors_origins; i++)
         fprintf(f, "%s%s", i ? "," : "", o->cors_origins[i]);
     fprintf(f, "%s\n  log-level: %s\n", o->n_cors_origins ? "" : "(none)", levels[o->log_level]);
+    fprintf(f, "  webui: %s\n", o->no_webui ? "off" : o->webui_dir ? o->webui_dir : "built in");
 }
 
 void server_opts_free(struct server_opts *o)
@@ -397,6 +413,7 @@ void server_opts_free(struct server_opts *o)
     free(o->host);
     free(o->chat_template);
     free(o->reasoning_parser);
+    free(o->webui_dir);
     free_list(&o->api_keys, &o->n_api_keys);
     free_list(&o->cors_origins, &o->n_cors_origins);
     memset(o, 0, sizeof *o);
