@@ -123,6 +123,7 @@ run: all
 # tg128), GEMM kernels, tokenizer.
 bench: all $(BENCH_MODEL)/config.json
 	./$(CLI) bench --model $(BENCH_MODEL) --threads $(THREADS)
+	./$(CLI) bench-engine --model $(BENCH_MODEL) --threads $(THREADS)
 	./$(CLI) bench-serve --spawn ./$(SERVER) --model $(BENCH_MODEL) --clients 1,8,32 -- --threads $(THREADS)
 	./$(CLI) bench-matmul --threads $(THREADS)
 	./$(CLI) bench-tokenizer --model $(TOKENIZER)
