@@ -38,7 +38,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/webui_assets.o
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
@@ -48,6 +48,23 @@ CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
 SERVER   ?= $(if $(SANITIZE),$(BUILD)/llaisys-server,llaisys-server)
 
 .PHONY: all setup test unit run bench clean
+
+# The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
+# $(BUILD)/webui/, embedded in llaisys-server as a C table by webui/embed.mjs.
+WEBUI_DEPS := webui/node_modules/.package-lock.json
+$(WEBUI_DEPS): webui/package.json webui/package-lock.json | $(SETUP)
+	npm ci --prefix webui --no-audit --no-fund
+$(BUILD)/webui/index.html: $(WEBUI_DEPS) webui/build.mjs $(wildcard webui/src/*)
+	node webui/build.mjs --out $(BUILD)/webui
+$(BUILD)/webui_assets.c: $(BUILD)/webui/index.html webui/embed.mjs
+	node webui/embed.mjs $(BUILD)/webui $@
+$(BUILD)/webui_assets.o: $(BUILD)/webui_assets.c | $(SETUP)
+	$(CC) $(CFLAGS) -Isrc/server -c $< -o $@
+
+# The browser tests drive Debian's chromium with playwright-core (tests/webui/package-lock.json).
+WEBUI_TEST_DEPS := tests/webui/node_modules/.package-lock.json
+$(WEBUI_TEST_DEPS): tests/webui/package.json tests/webui/package-lock.json | $(SETUP)
+	npm ci --prefix tests/webui --no-audit --no-fund
 
 # The black-box server tests use the official OpenAI Node SDK (tests/server/package-lock.json).
 NODE_DEPS := tests/server/node_modules/.package-lock.json
@@ -108,7 +125,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
-unit: $(TESTS) $(CLI) $(SERVER) $(NODE_DEPS)
+unit: $(TESTS) $(CLI) $(SERVER) $(NODE_DEPS) $(WEBUI_TEST_DEPS)
 	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
