@@ -47,7 +47,16 @@ SETUP    := build/.setup-done
 CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
 SERVER   ?= $(if $(SANITIZE),$(BUILD)/llaisys-server,llaisys-server)
 
+# The default model: a small random Qwen2 with the real DeepSeek-R1-Distill-Qwen tokenizer, so
+# every feature runs without downloading weights. The benchmark model has the exact shapes of
+# DeepSeek-R1-Distill-Qwen-1.5B (3.5 GB, generated on first `make bench`).
+TOKENIZER     := models/deepseek-r1-distill-qwen-tokenizer
+DEFAULT_MODEL := models/qwen2-small-random
+BENCH_MODEL   ?= build/models/r1-1.5b-random
+THREADS       ?= 2
+
 .PHONY: all setup test unit run bench clean
+all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
 # $(BUILD)/webui/, embedded in llaisys-server as a C table by webui/embed.mjs.
@@ -70,15 +79,7 @@ $(WEBUI_TEST_DEPS): tests/webui/package.json tests/webui/package-lock.json | $(S
 NODE_DEPS := tests/server/node_modules/.package-lock.json
 $(NODE_DEPS): tests/server/package.json tests/server/package-lock.json | $(SETUP)
 	npm ci --prefix tests/server --no-audit --no-fund
-all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
-# The default model: a small random Qwen2 with the real DeepSeek-R1-Distill-Qwen tokenizer, so
-# every feature runs without downloading weights. The benchmark model has the exact shapes of
-# DeepSeek-R1-Distill-Qwen-1.5B (3.5 GB, generated on first `make bench`).
-TOKENIZER     := models/deepseek-r1-distill-qwen-tokenizer
-DEFAULT_MODEL := models/qwen2-small-random
-BENCH_MODEL   ?= build/models/r1-1.5b-random
-THREADS       ?= 2
 
 $(DEFAULT_MODEL)/config.json: | $(CLI)
 	./$(CLI) mkmodel --preset small --seed 0 --force --tokenizer $(TOKENIZER) $(DEFAULT_MODEL)
@@ -129,6 +130,7 @@ unit: $(TESTS) $(CLI) $(SERVER) $(NODE_DEPS) $(WEBUI_TEST_DEPS)
 	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
+	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
