@@ -12,7 +12,34 @@
  *
  * Determinism: a request's tokens depend only on its prompt and parameters (seed included), not
  * on what else runs, on preemption, or on prefix-cache hits (same math mode and block size).
- * Sampling randomness is drawn from (seed, choice index, token position).
+ * Sampling randomness is drawn from (seed, choice index, token position). Every control below
+ * (bias, penalties, min_tokens, stops, logprobs, the reasoning split) is a function of the
+ * request's own tokens, so it keeps that guarantee.
+ *
+ * Per-request controls, applied to the request's logits row inside the shared batch, in this
+ * order (sampler.h): logit_bias, then the penalties (repetition over prompt and output,
+ * presence / frequency over the output), then eos and stop ids banned while fewer than
+ * min_tokens tokens were generated, then temperature, min_p, top_k, top_p and the draw.
+ * Logprobs (when asked): log_softmax(l / T) of the logits l after bias, penalties and the
+ * min_tokens ban, over the whole vocabulary, before min_p / top_k / top_p (T = 1 when greedy).
+ *
+ * Text path: the token's text (incremental, UTF-8 safe) goes through stop strings and the
+ * reasoning split before it reaches the outbox. A stop string ends the request with "stop"; it
+ * and everything after it are never emitted; text is held back only while its end could still
+ * be the start of a stop string (or of "</think>"), so a match split across tokens is found.
+ * Stop strings are looked for once min_tokens tokens exist (from the min_tokens-th token's text
+ * on). With `reasoning`, the text up to "</think>" is reasoning (engine_output.reasoning), the
+ * rest the answer (engine_output.text): the output starts inside the reasoning when the prompt
+ * leaves a <think> token open (the DeepSeek-R1 template ends with "<think>\n"), else a "<think>"
+ * at the very start of the output opens it; the markers themselves are not emitted.
+ * usage.reasoning_tokens counts the tokens up to and including the one that completed
+ * "</think>" (all of them while it is still open).
+ *
+ * n > 1: submit one request per choice (choice = 0..n-1, same prompt and seed); each draws with
+ * its own seed mixed from (seed, choice). The prompt is computed once: a request whose prompt
+ * shares full KV blocks with the prompt of a running request that is still computing them
+ * waits in the queue until they are in the prefix cache, then takes them (cached_tokens says
+ * how many); only the last, partial block and the prompt's last token are computed again.
  *
  * Threads and ownership:
  *   - The scheduler (engine_step's caller, or the thread engine_start runs) owns all engine
@@ -43,6 +70,9 @@ struct model;
 struct tokenizer;
 
 #define ENGINE_MAX_STOP_IDS 16
+#define ENGINE_MAX_STOP_STRINGS 16
+#define ENGINE_MAX_STOP_LEN 256 /* bytes of one stop string */
+#define ENGINE_MAX_LOGIT_BIAS 4096
 
 /* Engine options; a zero field takes the default given. */
 struct engine_opts {
@@ -60,18 +90,30 @@ struct engine_opts {
     bool no_prefix_cache; /* never share blocks between requests */
 };
 
-/* One request. Arrays are copied by engine_submit. A zeroed struct plus a prompt is greedy
- * decoding up to the end of the context. */
+/* One request. Arrays and strings are copied by engine_submit. A zeroed struct plus a prompt
+ * is greedy decoding up to the end of the context. */
 struct engine_params {
     const int32_t *prompt;          /* (n_prompt) token ids, 1 <= n_prompt < n_ctx */
     int n_prompt;
-    struct sampler_params sampling; /* temperature (<= 0 greedy), top_k, top_p, seed */
-    int choice;                     /* choice index (for n > 1 later); mixes into the seed */
+    struct sampler_params sampling; /* temperature (<= 0 greedy), top_k, top_p, min_p, seed */
+    struct sampler_penalties penalties; /* repetition (0 or 1: off; > 0), presence, frequency */
+    const struct sampler_bias *logit_bias; /* (n_logit_bias) added to the raw logits */
+    int n_logit_bias;               /* <= ENGINE_MAX_LOGIT_BIAS; ids in the vocabulary */
+    int choice;                     /* choice index (n > 1); mixes into the seed */
     int max_tokens;                 /* new tokens at most; <= 0: the rest of the context */
+    int min_tokens;                 /* eos and stop ids banned, stop strings not looked for,
+                                       before this many new tokens (0: none) */
     const int32_t *stop_ids;        /* (n_stop_ids) ids that end the request ("stop") */
     int n_stop_ids;                 /* <= ENGINE_MAX_STOP_IDS */
+    const char *const *stop;        /* (n_stop) stop strings: non-empty, at most
+                                       ENGINE_MAX_STOP_LEN bytes, not starting with a UTF-8
+                                       continuation byte */
+    int n_stop;                     /* <= ENGINE_MAX_STOP_STRINGS */
     bool ignore_eos;                /* do not stop on the model's eos ids */
     bool keep_special;              /* text includes special tokens (default: skipped) */
+    bool logprobs;                  /* report each token's logprob (engine_output.logprobs) */
+    int top_logprobs;               /* and this many alternatives, 0..SAMPLER_MAX_TOP_LOGPROBS */
+    bool reasoning;                 /* split <think> reasoning from the answer (see above) */
 };
 
 enum engine_finish {
@@ -87,6 +129,7 @@ struct engine_usage {
     int cached_tokens;     /* prompt tokens served from the prefix cache at first start */
     int completion_tokens; /* tokens produced so far */
     int preemptions;       /* times this request was preempted */
+    int reasoning_tokens;  /* tokens of the reasoning, "</think>" included (params.reasoning) */
 };
 
 /* Seconds, measured from engine_submit; 0 where not reached yet. */
@@ -103,12 +146,18 @@ struct engine_timings {
 struct engine_output {
     int32_t *ids;       /* (n_ids) new token ids */
     int n_ids, cap_ids;
-    char *text;         /* (text_len) new UTF-8 text, NUL-terminated (NULL while nothing has
-                           come yet); complete characters only (held bytes of an unfinished one
-                           come with the finish, as U+FFFD) */
+    struct sampler_logprobs *logprobs; /* (n_ids) one per new id when params.logprobs, else
+                           NULL or not filled */
+    int cap_logprobs;
+    char *text;         /* (text_len) new UTF-8 text (the answer), NUL-terminated (NULL while
+                           nothing has come yet); complete characters only (held bytes of an
+                           unfinished one come with the finish, as U+FFFD) */
     size_t text_len, cap_text;
+    char *reasoning;    /* (reasoning_len) new reasoning text (params.reasoning), as text */
+    size_t reasoning_len, cap_reasoning;
     enum engine_finish finish; /* ENGINE_RUNNING until the final poll */
     int32_t stop_id;    /* the eos/stop id that ended it (ENGINE_FINISH_STOP), else -1 */
+    int stop_str;       /* index of the stop string that ended it, else -1 */
     struct engine_usage usage;
     struct engine_timings timings;
     char error[256];    /* message when finish is ENGINE_FINISH_ERROR */
@@ -150,7 +199,8 @@ const struct engine_opts *engine_get_opts(const struct engine *e);
 
 /* Queue a request (any thread). On LL_OK *out is the caller's handle (engine_req_release).
  * Returns LL_OK; LL_EINVAL (empty prompt, token id outside the vocabulary, negative or too many
- * stop ids, bad sampling values: the message names it); LL_ETOOLONG (the prompt plus max_tokens
+ * stop ids or stop strings, a bad stop string, a logit_bias id outside the vocabulary, bad
+ * sampling values or penalties, top_logprobs out of range: the message names it); LL_ETOOLONG (the prompt plus max_tokens
  * exceeds the context, or needs more KV blocks than the whole pool: it could never run);
  * LL_EOVERLOADED (max_queue requests already wait); LL_ENOMEM. On error *out is NULL. */
 enum ll_status engine_submit(struct engine *e, const struct engine_params *p,

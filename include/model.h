@@ -41,7 +41,10 @@ struct model_config {
 /* generation_config.json (optional file; has_* false when absent). */
 struct generation_defaults {
     bool has_temperature, has_top_p, has_top_k, has_do_sample;
+    bool has_min_p, has_repetition_penalty;
     float temperature, top_p;
+    float min_p;              /* [0, 1] */
+    float repetition_penalty; /* > 0 */
     int top_k;
     bool do_sample;
     int bos_token_id;        /* -1 if absent */

@@ -69,8 +69,9 @@ struct oai_request {
     bool stream;
     bool include_usage;          /* stream_options.include_usage */
     int max_tokens;              /* max_completion_tokens, else max_tokens; 0: not given */
+    int min_tokens;              /* vLLM extension: 0..max_tokens (default 0) */
     int n;                       /* choices per prompt, 1..OAI_MAX_N (default 1) */
-    bool has_temperature, has_top_p, has_top_k, has_seed;
+    bool has_temperature, has_top_p, has_top_k, has_seed, has_min_p, has_repetition_penalty;
     float temperature;           /* 0..2 */
     float top_p;                 /* (0, 1] */
     int top_k;                   /* -1 or 0: off */
@@ -109,9 +110,8 @@ struct oai_request {
 enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
                                  size_t len, struct oai_error *e);
 
-/* Whether the engine can serve what r asks: LL_OK, or LL_EUNSUPPORTED naming the first field
- * set to a non-default value that is not supported yet (min_p, penalties, logit_bias, logprobs,
- * stop strings, echo). */
+/* Whether the engine can serve what r asks: LL_OK, or LL_EUNSUPPORTED naming the field when
+ * it cannot (echo together with logprobs: the prompt's logprobs are not computed). */
 enum ll_status oai_request_check_supported(const struct oai_request *r, struct oai_error *e);
 
 /* Free what a parse allocated and zero *r (safe on a zeroed struct). */

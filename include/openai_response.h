@@ -46,6 +46,24 @@ struct oai_usage {
     int reasoning_tokens; /* usage.completion_tokens_details.reasoning_tokens */
 };
 
+struct tokenizer;
+
+/* The logprobs of a run of generated tokens, as the engine reports them (engine_output), and
+ * what rendering them needs. Chat writes OpenAI's {"content": [{token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]}]}; completions the legacy {tokens, token_logprobs,
+ * top_logprobs: [{token: logprob}], text_offset}. A token's string is its bytes as UTF-8 (an
+ * invalid byte, e.g. part of a character split across tokens, as U+FFFD; "bytes" has the raw
+ * bytes); -inf is written -9999.0. */
+struct oai_logprobs {
+    const int32_t *ids;                /* (n) */
+    const struct sampler_logprobs *lp; /* (n) */
+    int n;
+    int top;                           /* alternatives to list (at most each lp's n_top) */
+    const struct tokenizer *tok;
+    bool skip_special;                 /* completions: special tokens add no text (offsets) */
+    long long text_offset;             /* completions: character offset of the first token */
+};
+
 /* One choice of a full response, or the delta of one stream chunk. */
 struct oai_choice {
     int index;
@@ -53,8 +71,13 @@ struct oai_choice {
     size_t text_len;
     const char *reasoning;     /* reasoning_content (chat only), NULL: left out */
     size_t reasoning_len;
+    const struct oai_logprobs *logprobs; /* NULL: "logprobs": null */
     const char *finish_reason; /* NULL: null */
 };
+
+/* Characters (code points) in the text the tokens ids[0..n) add (for text_offset). */
+long long oai_logprobs_chars(const struct tokenizer *tok, const int32_t *ids, int n,
+                             bool skip_special);
 
 /* chat.completion / text_completion with choices and usage. */
 char *oai_response_body(const struct oai_meta *m, const struct oai_choice *c, int n,
@@ -62,7 +85,8 @@ char *oai_response_body(const struct oai_meta *m, const struct oai_choice *c, in
 
 /* One stream chunk (chat.completion.chunk / text_completion) for one choice. role_first adds
  * "role":"assistant" to the chat delta; usage_null adds "usage":null (stream_options
- * include_usage asks for it on every chunk). */
+ * include_usage asks for it on every chunk). The chat delta has "content" when c->text is set
+ * (or role_first) and "reasoning_content" when c->reasoning is. */
 char *oai_stream_chunk(const struct oai_meta *m, const struct oai_choice *c, bool role_first,
                        bool usage_null);
 

@@ -2,7 +2,8 @@
 # cli_batch.sh: black-box tests of `llaisys-cli batch` on the tiny-qwen2 fixture: one JSON line
 # per request with the documented fields; batched greedy and seeded outputs equal `generate`'s;
 # the same outputs with a tiny KV pool (preemption) and small prompt chunks; prefix-cache hits
-# are reported; stop ids; bad lines and impossible requests give error lines; bad arguments fail.
+# are reported; stop ids; stop strings; logprobs; n choices sharing the prompt's blocks; bad
+# lines and impossible requests give error lines; bad arguments fail.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 tmp=$(mktemp -d) || exit 1
@@ -98,6 +99,38 @@ case "$first2" in *"$third"*) skip=1 ;; *) skip=0 ;; esac
     echo "$l" | grep -q "\"stop_token_id\":$third" && [ "$(ids_of "$l")" = "$first2" ]; }
 check "stop_token_ids end the request with finish_reason stop" $?
 
+# Stop strings, logprobs, n choices (jq reads the lines).
+if command -v jq >/dev/null; then
+    echo "{\"id\":\"f\",\"ids\":[$j1],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":3}" \
+        >"$tmp/f.jsonl"
+    "$cli" batch --model "$model" --input "$tmp/f.jsonl" >"$tmp/f.out" 2>/dev/null
+    full=$(jq -r '.text' "$tmp/f.out")
+    jq -e '(.logprobs | length) == 12 and ([.logprobs[] | select((.top_logprobs | length) != 3 or
+        .top_logprobs[0][0] != .id or .logprob > 0)] | length) == 0 and .index == 0' "$tmp/f.out" >/dev/null
+    check "logprobs: one entry per token, greedy's token first among 3 alternatives" $?
+    s2=$(jq -r '.text[4:6]' "$tmp/f.out")
+    echo "{\"id\":\"cut\",\"ids\":[$j1],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true}" |
+        jq -c --arg s "$s2" '. + {stop: ["\u0001no", $s]}' >"$tmp/cut.jsonl"
+    "$cli" batch --model "$model" --input "$tmp/cut.jsonl" >"$tmp/cut.out" 2>/dev/null
+    jq -e --arg f "$full" --arg s "$s2" '.finish_reason == "stop" and .stop_reason == $s and
+        (.text as $t | ($f | startswith($t + $s)) and ($t | contains($s) | not))' "$tmp/cut.out" >/dev/null
+    check "stop strings: text cut before the match, stop_reason names it" $?
+    pl="151646"
+    i=1
+    while [ $i -le 40 ]; do pl="$pl,$((2000 + i * 53))"; i=$((i + 1)); done
+    echo "{\"id\":\"n4\",\"ids\":[$pl],\"max_tokens\":6,\"temperature\":1.5,\"seed\":9,\"n\":4,\"ignore_eos\":true}" >"$tmp/n.jsonl"
+    "$cli" batch --model "$model" --input "$tmp/n.jsonl" >"$tmp/n.out" 2>/dev/null
+    "$cli" batch --model "$model" --input "$tmp/n.jsonl" --no-prefix-cache >"$tmp/n2.out" 2>/dev/null
+    [ "$(jq -s -c 'sort_by(.index) | [.[].index]' "$tmp/n.out")" = "[0,1,2,3]" ] &&
+        [ "$(jq -s -c 'sort_by(.index) | [.[].usage.prompt_tokens_details.cached_tokens]' "$tmp/n.out")" = "[0,32,32,32]" ] &&
+        [ "$(jq -s -c 'sort_by(.index) | [.[].token_ids]' "$tmp/n.out")" = \
+          "$(jq -s -c 'sort_by(.index) | [.[].token_ids]' "$tmp/n2.out")" ] &&
+        [ "$(jq -s '[.[].token_ids] | unique | length' "$tmp/n.out")" -ge 2 ]
+    check "n=4: four choices sharing the prompt's blocks, the same without sharing" $?
+else
+    echo "not ok batch tests need jq"
+fi
+
 # Errors: a bad line, an impossible request, a bad field; the others still run.
 cat >"$tmp/bad.jsonl" <<EOT
 {"id":"ok","ids":[$j2],"max_tokens":2,"temperature":0}
@@ -105,6 +138,8 @@ this is not json
 {"id":"long","ids":[$j2],"max_tokens":100000}
 {"id":"temp","ids":[$j2],"temperature":"hot"}
 {"id":"none","max_tokens":2}
+{"id":"badn","ids":[$j2],"n":0}
+{"id":"badstop","ids":[$j2],"stop":[""]}
 EOT
 "$cli" batch --model "$model" --input "$tmp/bad.jsonl" --ctx 64 >"$tmp/bad.out" 2>/dev/null
 rc=$?
@@ -120,6 +155,8 @@ line_of "$tmp/bad.out" temp | grep -q 'temperature.*must be a number'
 check "a bad sampling field is named" $?
 line_of "$tmp/bad.out" none | grep -q 'exactly one of'
 check "a request without a prompt is rejected" $?
+line_of "$tmp/bad.out" badn | grep -q 'must be an integer from 1 to 64' && line_of "$tmp/bad.out" badstop | grep -q 'stop string 0'
+check "a bad n or an empty stop string is rejected" $?
 
 "$cli" batch --model "$model" >/dev/null 2>"$tmp/e1"
 [ $? -eq 2 ] && grep -q -- '--input' "$tmp/e1"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # cli_server.sh: black-box tests of llaisys-server with curl (and jq) on the tiny-qwen2 fixture:
 # routes, streaming and non-streaming chat and completions, greedy and seeded reproducibility,
-# n, usage, request ids, tokenize/detokenize, every error status (400, 401, 404, 413, 429, 503
+# n, usage, request ids, tokenize/detokenize, stop strings, logprobs (both shapes), logit_bias,
+# echo, every sampling control at once, the reasoning split (reasoning_content, streamed and
+# not, with and without </think>), every error status (400, 401, 404, 413, 429, 503
 # shape), a malformed-input table, cancellation by route and by client disconnect (KV back to
 # empty in /metrics), SSE keep-alives, and an orderly SIGTERM. Then the OpenAI Node SDK suite
 # of tests/server/ when its node_modules are installed (npm ci --prefix tests/server).
@@ -101,7 +103,7 @@ check "bad LLAISYS_MAX_SEQS: exit 2 naming it" $?
 [ $rc -eq 1 ] && grep -q '/nonexistent' "$tmp/e"
 check "unloadable model: exit 1 naming it" $?
 
-start main --max-body 65536 --max-seqs 4 || { echo "not ok server starts"; exit 0; }
+start main --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
 echo "ok server starts and prints its URL"
 grep -q 'max-seqs: 4' "$tmp/main.err"
 check "effective configuration printed at start-up" $?
@@ -217,9 +219,12 @@ check "huge max_tokens: message gives the context length" $?
 err "bad role" 400 invalid_request_error /v1/chat/completions '{"messages":[{"role":"wizard","content":"x"}]}'
 err "empty messages" 400 invalid_request_error /v1/chat/completions '{"messages":[]}'
 err "token id outside the vocabulary" 400 invalid_request_error /v1/completions '{"prompt":[5,999999999]}'
-err "not supported yet (stop)" 400 invalid_request_error /v1/chat/completions "{$msgs,\"stop\":[\"x\"]}"
-grep -q 'not supported yet' "$tmp/err"
-check "unsupported field: says not supported yet" $?
+err "echo with logprobs" 400 invalid_request_error /v1/completions '{"prompt":"x","echo":true,"logprobs":1}'
+[ "$(jq -r '.error.param' "$tmp/err")" = echo ] && grep -q 'not supported' "$tmp/err"
+check "unsupported combination: names the field, says not supported" $?
+err "min_tokens above max_tokens" 400 invalid_request_error /v1/chat/completions "{$msgs,\"max_tokens\":2,\"min_tokens\":3}"
+err "logit_bias id outside the vocabulary" 400 invalid_request_error /v1/chat/completions "{$msgs,\"logit_bias\":{\"999999\":1}}"
+err "stop string over 256 bytes" 400 invalid_request_error /v1/chat/completions "{$msgs,\"stop\":[\"$(printf '%0300d' 0)\"]}"
 printf '{"messages":[{"role":"user","content":"\377\376"}]}' >"$tmp/badutf8"
 got=$(curl -s -m 30 -o "$tmp/err" -w '%{http_code}' --data-binary @"$tmp/badutf8" "$URL/v1/chat/completions")
 [ "$got" = 400 ] && grep -q 'UTF-8' "$tmp/err"
@@ -295,6 +300,78 @@ if [ -x "$cli" ]; then
     check "llaisys-cli bench-serve: 8 streamed requests, 128 tokens, latencies" $?
 fi
 stop main
+
+# ---- sampling and stopping controls, logprobs, n, the reasoning split ----
+start ctl --max-seqs 8 || exit 0
+grep -q 'reasoning-parser: auto: deepseek_r1 (the chat template opens <think>)' "$tmp/ctl.err"
+check "reasoning split chosen automatically: the template opens <think>" $?
+cp='{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"ignore_eos":true}'
+post /v1/completions "$cp" >"$tmp/k0"
+full=$(jq -r '.choices[0].text' "$tmp/k0")
+s2=$(jq -r '.choices[0].text[5:7]' "$tmp/k0")  # two characters from the middle
+post /v1/completions "$(echo "$cp" | jq -c --arg s "$s2" '. + {stop: ["\u0001never", $s]}')" >"$tmp/k1"
+got=$(jq -r '.choices[0].text' "$tmp/k1")
+[ "$(jq -r '.choices[0].finish_reason' "$tmp/k1")" = stop ] &&
+    jq -e --arg f "$full" --arg s "$s2" '.choices[0].text as $t | ($f | startswith($t + $s)) and ($t | contains($s) | not)' "$tmp/k1" >/dev/null &&
+    [ "$(jq -r '.usage.completion_tokens < 16' "$tmp/k1")" = true ]
+check "stop string: text cut before it, finish_reason stop" $?
+post /v1/completions "$(echo "$cp" | jq -c --arg s "$s2" '. + {stop: $s, stream: true}')" -N >"$tmp/k2"
+[ "$(grep '^data: {' "$tmp/k2" | sed 's/^data: //' | jq -rsj '[.[] | .choices[0].text] | join("")')" = "$got" ] &&
+    [ "$(grep '^data: {' "$tmp/k2" | sed 's/^data: //' | jq -rs '[.[] | .choices[0].finish_reason | select(.!=null)] | join(",")')" = stop ]
+check "stop string, streamed: the same text, never the stop string" $?
+s1=$(jq -r '.choices[0].text[0:1]' "$tmp/k0")
+post /v1/completions "$(echo "$cp" | jq -c --arg s "$s1" '. + {stop: [$s]}')" >"$tmp/k3"
+[ "$(jq -r '.choices[0].text' "$tmp/k3")" = "" ] && [ "$(jq -r '.choices[0].finish_reason' "$tmp/k3")" = stop ]
+check "stop string at the very start: empty text" $?
+post /v1/completions "$(echo "$cp" | jq -c '. + {logprobs: 3}')" >"$tmp/k4"
+jq -e '.choices[0].logprobs as $l | ($l.tokens | length) == 16 and ($l.token_logprobs | length) == 16 and
+    ($l.top_logprobs | length) == 16 and ($l.text_offset[0] == 0) and
+    ([$l.token_logprobs[] | select(. > 0)] | length) == 0 and
+    ([range(1; 16) as $i | select($l.text_offset[$i] < $l.text_offset[$i - 1])] | length) == 0 and
+    ([$l.top_logprobs[] | select(length < 1 or length > 4)] | length) == 0' "$tmp/k4" >/dev/null &&
+    [ "$(jq -r '.choices[0].text' "$tmp/k4")" = "$full" ]
+check "completions logprobs: tokens, token_logprobs, top_logprobs, text_offset" $?
+first=$(post /tokenize "{\"prompt\":$(jq -c '.choices[0].logprobs.tokens[0]' "$tmp/k4"),\"add_special_tokens\":false}" | jq -r '.tokens[0]')
+post /v1/completions "$(echo "$cp" | jq -c --arg id "$first" '. + {logit_bias: {($id): -100}, logprobs: 0}')" >"$tmp/k5"
+[ -n "$first" ] && [ "$(jq -r '.choices[0].logprobs.tokens[0]' "$tmp/k5")" != "$(jq -r '.choices[0].logprobs.tokens[0]' "$tmp/k4")" ]
+check "logit_bias -100 bans greedy's first token" $?
+post /v1/completions "$(echo "$cp" | jq -c '. + {echo: true}')" >"$tmp/k6"
+[ "$(jq -r '.choices[0].text' "$tmp/k6")" = "Once upon a time$full" ]
+check "echo: the prompt, then the completion" $?
+ex='{"prompt":"Once upon a time","max_tokens":12,"temperature":0.9,"seed":5,"min_p":0.05,"top_k":50,"presence_penalty":0.5,"frequency_penalty":0.5,"repetition_penalty":1.2,"logit_bias":{"11":2},"min_tokens":2,"n":3}'
+post /v1/completions "$ex" >"$tmp/k7"
+post /v1/completions "$ex" >"$tmp/k8"
+[ "$(jq -r '.choices | length' "$tmp/k7")" = 3 ] && [ "$(jq -c '[.choices[].text]' "$tmp/k7")" = "$(jq -c '[.choices[].text]' "$tmp/k8")" ] &&
+    [ "$(jq -r '.usage.completion_tokens' "$tmp/k7")" -ge 6 ]
+check "every control at once, n=3: accepted, seed reproduces each choice" $?
+
+hi='{"messages":[{"role":"user","content":"Hello"}],"max_tokens":10,"temperature":0}'
+post /v1/chat/completions "$hi" >"$tmp/r1"
+jq -e '.choices[0].message.content == "" and (.choices[0].message.reasoning_content | length) > 0 and
+    .usage.completion_tokens_details.reasoning_tokens == 10' "$tmp/r1" >/dev/null
+check "reasoning: no </think>, everything is reasoning_content, 10 reasoning tokens" $?
+post /v1/chat/completions "$(echo "$hi" | jq -c '. + {stream: true, stream_options: {include_usage: true}}')" -N >"$tmp/r2"
+grep '^data: {' "$tmp/r2" | sed 's/^data: //' >"$tmp/r2.json"
+[ "$(jq -rsj '[.[] | select(.choices|length>0) | .choices[0].delta.reasoning_content // ""] | join("")' "$tmp/r2.json")" = \
+  "$(jq -rj '.choices[0].message.reasoning_content' "$tmp/r1")" ] &&
+    [ "$(jq -rsj '[.[] | select(.choices|length>0) | .choices[0].delta.content // ""] | join("")' "$tmp/r2.json")" = "" ] &&
+    [ "$(tail -n 1 "$tmp/r2.json" | jq -r '.usage.completion_tokens_details.reasoning_tokens')" = 10 ]
+check "reasoning streamed as reasoning_content deltas" $?
+# A bias of 100 on </think> (id 151649) makes the tiny model write it within a few tokens: the
+# reasoning is what comes before, the answer what comes after (the chat logprobs list both).
+post /v1/chat/completions "$(echo "$hi" | jq -c '. + {logit_bias: {"151649": 100}, logprobs: true, top_logprobs: 2}')" >"$tmp/r3"
+jq -e '.choices[0].logprobs.content as $c | ([$c[].token] | index("</think>")) as $k |
+    $k != null and .usage.completion_tokens_details.reasoning_tokens == $k + 1 and
+    .choices[0].message.reasoning_content == ([$c[:$k][].token] | join("")) and
+    .choices[0].message.content == ([$c[$k + 1:][].token] | join("")) and
+    ($c | length) == 10 and ([$c[] | select((.top_logprobs | length) != 2)] | length) == 0 and
+    ([$c[] | select(.logprob > 0)] | length) == 0' "$tmp/r3" >/dev/null
+check "reasoning closed by </think>: reasoning before it, content after, reasoning_tokens; chat logprobs" $?
+post /v1/chat/completions "$(echo "$hi" | jq -c '. + {logit_bias: {"151649": 100}, stream: true}')" -N >"$tmp/r4"
+[ "$(grep '^data: {' "$tmp/r4" | sed 's/^data: //' | jq -rsj '[.[] | .choices[0].delta.content // ""] | join("")')" = \
+  "$(jq -rj '.choices[0].message.content' "$tmp/r3")" ]
+check "reasoning closed: the answer streams as content deltas" $?
+stop ctl
 
 # ---- queue full, keep-alives, shutdown with a stream in flight ----
 start queue --max-seqs 1 --max-queue 1 --sse-keepalive 0.2 --shutdown-grace 0.3 || exit 0

@@ -7,6 +7,10 @@
 # the test runner started (browsers, extra servers) are killed. Screenshots of the main states
 # go to build/webui-screenshots/.
 srv="${LLAISYS_SERVER:-./llaisys-server}"
+# The fixture's R1 template opens <think>, so with the reasoning split every answer of the random
+# model would be reasoning; these tests check the answer path, the Thinking panel is covered by
+# render.test.mjs. The variable reaches every server the tests start.
+export LLAISYS_REASONING_PARSER=none
 chromium="${CHROMIUM:-/usr/bin/chromium}"
 model=tests/fixtures/tiny-qwen2
 limit="${WEBUI_TEST_TIMEOUT:-300}"

@@ -124,8 +124,16 @@ static void test_completion_prompts(void **state)
     assert_int_equal(r.prompts[1].ids[1], 3);
     assert_true(r.logprobs);
     assert_int_equal(r.top_logprobs, 2);
+    assert_int_equal(oai_request_check_supported(&r, &e), LL_OK);
+    oai_request_free(&r);
+    /* echo with logprobs would need the prompt's logprobs */
+    assert_int_equal(parse(&r, OAI_COMPLETION, "{\"prompt\":\"a\",\"echo\":true,\"logprobs\":0}",
+                           &e), LL_OK);
     assert_int_equal(oai_request_check_supported(&r, &e), LL_EUNSUPPORTED);
-    assert_string_equal(e.param, "logprobs");
+    assert_string_equal(e.param, "echo");
+    oai_request_free(&r);
+    assert_int_equal(parse(&r, OAI_COMPLETION, "{\"prompt\":\"a\",\"echo\":true}", &e), LL_OK);
+    assert_int_equal(oai_request_check_supported(&r, &e), LL_OK);
     oai_request_free(&r);
 }
 
@@ -278,43 +286,47 @@ static void test_malformed_table(void **state)
     }
 }
 
-/* Fields the engine does not do yet are refused only with non-default values. */
-static void test_not_supported_yet(void **state)
+/* The sampling and stopping controls parse into their fields and are all served. */
+static void test_sampling_controls(void **state)
 {
     (void)state;
-    static const struct {
-        const char *extra;
-        const char *param;
-    } cases[] = {
-        {"\"min_p\":0.1", "min_p"},
-        {"\"presence_penalty\":0.5", "presence_penalty"},
-        {"\"frequency_penalty\":-0.5", "frequency_penalty"},
-        {"\"repetition_penalty\":1.1", "repetition_penalty"},
-        {"\"logit_bias\":{\"11\":5}", "logit_bias"},
-        {"\"logprobs\":true,\"top_logprobs\":2", "logprobs"},
-        {"\"stop\":\"\\n\"", "stop"},
-        {"\"stop\":[\"a\",\"b\"]", "stop"},
-        {"\"min_p\":0,\"presence_penalty\":0,\"frequency_penalty\":0,\"repetition_penalty\":1,"
-         "\"logprobs\":false",
-         NULL},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char body[512];
-        snprintf(body, sizeof body,
-                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}", cases[i].extra);
-        struct oai_request r;
-        struct oai_error e;
-        assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
-        enum ll_status s = oai_request_check_supported(&r, &e);
-        if (cases[i].param) {
-            assert_int_equal(s, LL_EUNSUPPORTED);
-            assert_string_equal(e.param, cases[i].param);
-            assert_non_null(strstr(e.message, "not supported yet"));
-        } else {
-            assert_int_equal(s, LL_OK);
-        }
-        oai_request_free(&r);
-    }
+    struct oai_request r;
+    struct oai_error e;
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_p\":0.1,"
+        "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,"
+        "\"logit_bias\":{\"11\":5,\"12\":-100},\"logprobs\":true,\"top_logprobs\":20,"
+        "\"stop\":[\"a\",\"bc\",\"d\",\"e\",\"f\"],\"min_tokens\":3,\"max_tokens\":9}";
+    assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
+    assert_true(r.has_min_p && r.has_repetition_penalty);
+    assert_float_equal(r.min_p, 0.1, 1e-6);
+    assert_float_equal(r.presence_penalty, 0.5, 1e-6);
+    assert_float_equal(r.frequency_penalty, -0.5, 1e-6);
+    assert_float_equal(r.repetition_penalty, 1.1, 1e-6);
+    assert_int_equal(r.n_logit_bias, 2);
+    assert_int_equal(r.logit_bias[1].id, 12);
+    assert_float_equal(r.logit_bias[1].bias, -100, 1e-6);
+    assert_true(r.logprobs);
+    assert_int_equal(r.top_logprobs, 20);
+    assert_int_equal(r.n_stop, 5);
+    assert_string_equal(r.stop[1], "bc");
+    assert_int_equal(r.min_tokens, 3);
+    assert_int_equal(oai_request_check_supported(&r, &e), LL_OK);
+    oai_request_free(&r);
+    /* defaults: nothing given */
+    assert_int_equal(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                           &e), LL_OK);
+    assert_false(r.has_min_p || r.has_repetition_penalty || r.logprobs);
+    assert_float_equal(r.repetition_penalty, 1, 0);
+    assert_int_equal(r.min_tokens, 0);
+    oai_request_free(&r);
+    /* min_tokens above max_tokens, or negative */
+    assert_int_equal(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                           "\"min_tokens\":10,\"max_tokens\":9}", &e), LL_EINVAL);
+    assert_string_equal(e.param, "min_tokens");
+    assert_int_equal(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                           "\"min_tokens\":-1}", &e), LL_EINVAL);
+    assert_string_equal(e.param, "min_tokens");
 }
 
 static void test_utf8_and_nesting(void **state)
@@ -424,7 +436,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_fields),      cmocka_unit_test(test_chat_defaults),
         cmocka_unit_test(test_completion_prompts), cmocka_unit_test(test_malformed_table),
-        cmocka_unit_test(test_not_supported_yet), cmocka_unit_test(test_utf8_and_nesting),
+        cmocka_unit_test(test_sampling_controls), cmocka_unit_test(test_utf8_and_nesting),
         cmocka_unit_test(test_error_json),       cmocka_unit_test(test_tokenize_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,12 +7,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "openai_response.h"
+#include "tokenizer.h"
 
 static void test_jbuf_escaping(void **state)
 {
@@ -139,12 +141,118 @@ static void test_chunks(void **state)
     free(s);
 }
 
+/* Logprobs in the chat shape and the legacy completions shape. */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    struct tokenizer *tok;
+    assert_int_equal(tokenizer_load(&tok, "tests/fixtures/tiny-qwen2", NULL), LL_OK);
+    /* "hello", " world", then a parrot emoji in two tokens (3 bytes, then 1) */
+    int32_t *enc;
+    size_t n_enc;
+    assert_int_equal(tokenizer_encode(tok, "hello world\xf0\x9f\xa6\x9c", 15, false, &enc, &n_enc,
+                                      NULL), LL_OK);
+    assert_true(n_enc >= 3);
+    int32_t ids[3] = {enc[0], enc[1], 151643}; /* "hello", " world", eos (special) */
+    struct sampler_logprobs lp[3] = {
+        {.logprob = -0.5f, .n_top = 2, .top_ids = {ids[0], ids[1]}, .top_logprobs = {-0.5f, -1.5f}},
+        {.logprob = -INFINITY, .n_top = 2, .top_ids = {ids[0], ids[0]},
+         .top_logprobs = {-0.25f, -0.25f}},
+        {.logprob = -2.0f, .n_top = 0},
+    };
+    struct oai_logprobs L = {.ids = ids, .lp = lp, .n = 3, .top = 2, .tok = tok,
+                             .skip_special = true, .text_offset = 5};
+    struct oai_choice c = {.index = 0, .text = "hello world", .text_len = 11, .logprobs = &L,
+                           .finish_reason = "stop"};
+    struct oai_usage u = {0};
+    char *s = oai_response_body(&chat_meta, &c, 1, &u);
+    cJSON *j = cJSON_Parse(s);
+    assert_non_null(j);
+    cJSON *lps = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                                     "logprobs");
+    cJSON *content = cJSON_GetObjectItem(lps, "content");
+    assert_int_equal(cJSON_GetArraySize(content), 3);
+    cJSON *t0 = cJSON_GetArrayItem(content, 0), *t1 = cJSON_GetArrayItem(content, 1);
+    assert_string_equal(cJSON_GetObjectItem(t0, "token")->valuestring, "hello");
+    assert_float_equal(cJSON_GetObjectItem(t0, "logprob")->valuedouble, -0.5, 1e-6);
+    cJSON *bytes = cJSON_GetObjectItem(t0, "bytes");
+    assert_int_equal(cJSON_GetArraySize(bytes), 5);
+    assert_int_equal(cJSON_GetArrayItem(bytes, 0)->valueint, 'h');
+    cJSON *top = cJSON_GetObjectItem(t0, "top_logprobs");
+    assert_int_equal(cJSON_GetArraySize(top), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(top, 1), "token")->valuestring,
+                        " world");
+    assert_float_equal(cJSON_GetObjectItem(t1, "logprob")->valuedouble, -9999.0, 0);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(content, 2), "token")->valuestring,
+                        "<｜end▁of▁sentence｜>");
+    cJSON_Delete(j);
+    free(s);
+
+    /* legacy: tokens, token_logprobs, top_logprobs (a repeated token string once, the chosen
+     * token added), text_offset in characters (special tokens add none when skipped) */
+    s = oai_response_body(&text_meta, &c, 1, &u);
+    j = cJSON_Parse(s);
+    assert_non_null(j);
+    lps = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                              "logprobs");
+    cJSON *tokens = cJSON_GetObjectItem(lps, "tokens");
+    assert_int_equal(cJSON_GetArraySize(tokens), 3);
+    assert_string_equal(cJSON_GetArrayItem(tokens, 1)->valuestring, " world");
+    cJSON *tl = cJSON_GetObjectItem(lps, "token_logprobs");
+    assert_float_equal(cJSON_GetArrayItem(tl, 2)->valuedouble, -2.0, 1e-6);
+    cJSON *tops = cJSON_GetObjectItem(lps, "top_logprobs");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(tops, 0)), 2);
+    cJSON *t1d = cJSON_GetArrayItem(tops, 1); /* "hello" twice, then the chosen " world" */
+    assert_int_equal(cJSON_GetArraySize(t1d), 2);
+    assert_float_equal(cJSON_GetObjectItem(t1d, "hello")->valuedouble, -0.25, 1e-6);
+    assert_float_equal(cJSON_GetObjectItem(t1d, " world")->valuedouble, -9999.0, 0);
+    cJSON *off = cJSON_GetObjectItem(lps, "text_offset");
+    assert_int_equal(cJSON_GetArrayItem(off, 0)->valueint, 5);
+    assert_int_equal(cJSON_GetArrayItem(off, 1)->valueint, 10);
+    assert_int_equal(cJSON_GetArrayItem(off, 2)->valueint, 16);
+    assert_int_equal(oai_logprobs_chars(tok, ids, 3, true), 11);
+    assert_int_equal(oai_logprobs_chars(tok, ids, 3, false), 11 + 19);
+    cJSON_Delete(j);
+    free(s);
+
+    /* A token that is part of a character: U+FFFD in "token", the raw byte in "bytes". */
+    int32_t part = -1;
+    for (size_t i = 0; i < n_enc; i++) {
+        size_t n;
+        const char *b = tokenizer_id_bytes(tok, enc[i], &n);
+        if (n == 1 && (unsigned char)b[0] >= 0x80)
+            part = enc[i];
+    }
+    assert_true(part >= 0);
+    {
+        struct sampler_logprobs one = {.logprob = -1.0f};
+        struct oai_logprobs P = {.ids = &part, .lp = &one, .n = 1, .tok = tok};
+        struct oai_choice pc = {.index = 0, .logprobs = &P};
+        s = oai_stream_chunk(&chat_meta, &pc, false, false);
+        j = cJSON_Parse(s);
+        assert_non_null(j);
+        cJSON *e0 = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(
+                cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                                    "logprobs"),
+                "content"),
+            0);
+        assert_string_equal(cJSON_GetObjectItem(e0, "token")->valuestring, "\xef\xbf\xbd");
+        assert_true(cJSON_GetArrayItem(cJSON_GetObjectItem(e0, "bytes"), 0)->valueint >= 0x80);
+        cJSON_Delete(j);
+        free(s);
+    }
+    free(enc);
+    tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jbuf_escaping),
         cmocka_unit_test(test_chat_body),
         cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

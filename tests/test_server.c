@@ -63,6 +63,15 @@ static void test_opts_defaults_env_flags(void **state)
     assert_true(o.keepalive == 2); /* clamped to half the write timeout */
     assert_true(o.metrics_public);
     assert_string_equal(o.served_name, "m");
+    assert_null(o.reasoning_parser); /* auto */
+    server_opts_free(&o);
+    const char *a3[] = {"x", "--model", "m", "--reasoning-parser", "deepseek_r1"};
+    assert_int_equal(parse(&o, 5, a3), 0);
+    assert_string_equal(o.reasoning_parser, "deepseek_r1");
+    server_opts_free(&o);
+    const char *a4[] = {"x", "--model", "m", "--reasoning-parser=none"};
+    assert_int_equal(parse(&o, 4, a4), 0);
+    assert_string_equal(o.reasoning_parser, "none");
     server_opts_free(&o);
     unsetenv("LLAISYS_PORT");
     unsetenv("LLAISYS_MAX_SEQS");
@@ -86,7 +95,6 @@ static void test_opts_errors(void **state)
         {"--threads", NULL},
         {"--api-key", "has space", NULL},
         {"--api-key-file", "/nonexistent/keys", NULL},
-        {"--reasoning-parser", "deepseek_r1", NULL}, /* not supported yet */
         {"--reasoning-parser", "other", NULL},
         {"--write-timeout", "0", NULL},
     };

@@ -12,6 +12,7 @@
  * depend only on the sequence's tokens (runtime.h), so the choice is the same whatever the
  * batch, chunking, preemption or prefix-cache hits.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,18 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     const struct model_config *c = &e->model->config;
     for (int i = 0; i < c->n_eos; i++)
         e->eos[e->n_eos++] = c->eos_ids[i];
+    e->think_open = tokenizer_token_to_id(e->tok, "<think>");
+    e->think_close = tokenizer_token_to_id(e->tok, "</think>");
+    /* a detokenizer feed returns at most 3 bytes per input byte (U+FFFD for each invalid one)
+     * of the held bytes (< 4) and one token's */
+    size_t longest = 0;
+    for (int32_t id = 0, nv = tokenizer_vocab_size(e->tok); id < nv; id++) {
+        size_t n = 0;
+        tokenizer_id_bytes(e->tok, id, &n);
+        if (n > longest)
+            longest = n;
+    }
+    e->max_piece = 3 * (longest + 4) + 3;
     *out = e;
     return LL_OK;
 fail:
@@ -160,18 +173,32 @@ fail:
     return s;
 }
 
+static struct engine_usage usage_of(const struct engine_req *r)
+{
+    return (struct engine_usage){
+        .prompt_tokens = r->n_prompt, .cached_tokens = r->cached_tokens,
+        .completion_tokens = r->n_tokens - r->n_prompt, .preemptions = r->preemptions,
+        .reasoning_tokens = r->reasoning_tokens,
+    };
+}
+
+/* Whether stop strings apply to the text of the newest token (min_tokens reached). */
+static bool stops_active(const struct engine_req *r)
+{
+    return r->n_tokens - r->n_prompt >= r->params.min_tokens;
+}
+
 /* Finish r: take it out of the lists, free its blocks, flush its text, publish the finish,
- * drop the engine's reference. */
+ * drop the engine's reference. A stop string found in the flushed text turns "length" into
+ * "stop". */
 static void finish(struct engine *e, struct engine_req *r, enum engine_finish why,
-                   int32_t stop_id, const char *msg)
+                   int32_t stop_id, int stop_str, const char *msg)
 {
     if (r->state == REQ_RUNNING)
         sched_drop_blocks(e, r);
     else if (r->state == REQ_WAITING)
         sched_list_remove(&e->waiting, r);
     double now = ll_now();
-    struct engine_usage u = {r->n_prompt, r->cached_tokens, r->n_tokens - r->n_prompt,
-                             r->preemptions};
     struct engine_timings t = {0};
     t.queue_s = r->t_first_sched > 0 ? r->t_first_sched - r->t_submit : 0;
     t.ttft_s = r->t_first_token > 0 ? r->t_first_token - r->t_submit : 0;
@@ -179,8 +206,28 @@ static void finish(struct engine *e, struct engine_req *r, enum engine_finish wh
     t.decode_s = r->t_first_token > 0 ? now - r->t_first_token : 0;
     size_t len = 0;
     const char *rest = r->stream ? tokenizer_stream_flush(r->stream, &len) : "";
-    if (!req_push_output(r, -1, rest, len, &u, &t, why, stop_id, msg))
-        req_push_output(r, -1, NULL, 0, &u, &t, why, stop_id, msg); /* without the last bytes */
+    struct req_push p = {.id = -1, .text = rest, .len = len, .timings = &t, .finish = why,
+                         .stop_id = stop_id, .stop_str = stop_str, .msg = msg};
+    if (r->use_split) {
+        struct text_split *ts = &r->split;
+        text_split_feed(ts, rest, len, stops_active(r), true);
+        p.text = ts->content;
+        p.len = ts->n_content;
+        p.reasoning = ts->reason;
+        p.reasoning_len = ts->n_reason;
+        if (ts->closed || ts->state == SPLIT_REASONING)
+            r->reasoning_tokens = r->n_tokens - r->n_prompt;
+        if (ts->stop_hit >= 0 && why == ENGINE_FINISH_LENGTH) {
+            p.finish = ENGINE_FINISH_STOP;
+            p.stop_str = ts->stop_hit;
+        }
+    }
+    struct engine_usage u = usage_of(r);
+    p.usage = &u;
+    if (!req_push_output(r, &p)) { /* without the last bytes */
+        p.len = p.reasoning_len = 0;
+        req_push_output(r, &p);
+    }
     tokenizer_stream_free(r->stream);
     r->stream = NULL;
     r->state = REQ_FINISHED;
@@ -192,7 +239,7 @@ static void finish_all(struct engine *e, struct req_list *l, enum engine_finish 
                        const char *msg)
 {
     while (l->head)
-        finish(e, l->head, why, -1, msg);
+        finish(e, l->head, why, -1, -1, msg);
 }
 
 /* Take what the mailbox holds: new requests join the waiting queue, cancels are applied. */
@@ -216,7 +263,7 @@ static bool take_mail(struct engine *e)
         nx = r->cancel_next;
         r->cancel_next = NULL;
         if (r->state != REQ_FINISHED) {
-            finish(e, r, ENGINE_FINISH_CANCELLED, -1, NULL);
+            finish(e, r, ENGINE_FINISH_CANCELLED, -1, -1, NULL);
             any = true;
         }
         req_engine_unref(r); /* the cancel list's reference */
@@ -267,31 +314,70 @@ static bool is_stop(const struct engine *e, const struct engine_req *r, int32_t 
     return false;
 }
 
-/* Sample r's next token from its logits row and act on it. */
-static void take_token(struct engine *e, struct engine_req *r, const float *row)
+/* The request's controls on its logits row (in place): bias, penalties, the min_tokens ban. */
+static void process_logits(const struct engine *e, const struct engine_req *r, float *row)
 {
+    const struct engine_params *p = &r->params;
+    if (p->n_logit_bias)
+        sampler_apply_bias(row, r->bias, p->n_logit_bias);
+    if (r->use_counts)
+        sampler_apply_penalties(row, &r->counts, &p->penalties);
+    if (r->n_tokens - r->n_prompt < p->min_tokens) {
+        if (!p->ignore_eos)
+            for (int i = 0; i < e->n_eos; i++)
+                row[e->eos[i]] = -INFINITY;
+        for (int i = 0; i < p->n_stop_ids; i++)
+            row[r->stop_ids[i]] = -INFINITY;
+    }
+}
+
+/* Sample r's next token from its logits row (modified in place) and act on it. */
+static void take_token(struct engine *e, struct engine_req *r, float *row)
+{
+    process_logits(e, r, row);
     struct sampler_params sp = r->params.sampling;
     sp.seed = r->seed;
     int32_t id = sampler_sample(&e->smp, row, &sp, (uint64_t)r->n_tokens);
+    struct sampler_logprobs lp;
+    if (r->params.logprobs)
+        sampler_logprobs(&e->smp, row, sp.temperature, id, r->params.top_logprobs, &lp);
     double now = ll_now();
     if (r->t_first_token == 0)
         r->t_first_token = now;
     e->counters.generated_tokens++;
     if (is_stop(e, r, id)) {
-        finish(e, r, ENGINE_FINISH_STOP, id, NULL);
+        finish(e, r, ENGINE_FINISH_STOP, id, -1, NULL);
         return;
     }
     r->tokens[r->n_tokens++] = id;
+    if (r->use_counts)
+        token_counts_add(&r->counts, id, true);
     size_t len;
     const char *text = tokenizer_stream_feed(r->stream, id, &len);
-    struct engine_usage u = {r->n_prompt, r->cached_tokens, r->n_tokens - r->n_prompt,
-                             r->preemptions};
-    if (!req_push_output(r, id, text, len, &u, NULL, ENGINE_RUNNING, -1, NULL)) {
-        finish(e, r, ENGINE_FINISH_ERROR, -1, "out of memory for the request's output");
+    struct req_push p = {.id = id, .lp = r->params.logprobs ? &lp : NULL, .text = text,
+                         .len = len, .stop_id = -1, .stop_str = -1};
+    int stop_hit = -1;
+    if (r->use_split) {
+        struct text_split *ts = &r->split;
+        text_split_feed(ts, text, len, stops_active(r), false);
+        p.text = ts->content;
+        p.len = ts->n_content;
+        p.reasoning = ts->reason;
+        p.reasoning_len = ts->n_reason;
+        if (ts->closed)
+            r->reasoning_tokens = r->n_tokens - r->n_prompt;
+        stop_hit = ts->stop_hit;
+    }
+    struct engine_usage u = usage_of(r);
+    p.usage = &u;
+    if (!req_push_output(r, &p)) {
+        finish(e, r, ENGINE_FINISH_ERROR, -1, -1, "out of memory for the request's output");
         return;
     }
-    if (r->n_tokens >= r->max_len)
-        finish(e, r, ENGINE_FINISH_LENGTH, -1, NULL);
+    if (stop_hit >= 0)
+        finish(e, r, ENGINE_FINISH_STOP, -1, stop_hit, NULL);
+    else if (r->n_tokens >= r->max_len)
+        finish(e, r, ENGINE_FINISH_LENGTH, -1, -1, NULL);
 }
 
 static void snapshot_stats(struct engine *e)
@@ -332,7 +418,7 @@ static enum ll_status step(struct engine *e, bool *did_work, struct ll_err *err)
         if (s != LL_OK) {
             /* Should not happen (the scheduler builds valid batches); fail those requests. */
             for (int k = 0; k < e->n_seqs; k++)
-                finish(e, e->b_reqs[k], ENGINE_FINISH_ERROR, -1, ferr.msg);
+                finish(e, e->b_reqs[k], ENGINE_FINISH_ERROR, -1, -1, ferr.msg);
             ll_err_set(err, s, "engine step: %s", ferr.msg);
         } else {
             int row = 0;

@@ -38,6 +38,40 @@ struct mailbox {
     struct engine_stats stats; /* [mbox] snapshot at the end of the last step */
 };
 
+/* text_split.c: a request's text stream → released answer text, released reasoning text,
+ * held-back text and a stop (see engine.h, "Text path"). [sched] once the request runs. */
+enum split_state {
+    SPLIT_START,     /* nothing released yet: a "<think>" here opens the reasoning */
+    SPLIT_REASONING, /* inside <think>: text is reasoning until "</think>" */
+    SPLIT_CONTENT,   /* the answer */
+};
+
+struct text_split {
+    const char *const *stop;    /* (n_stop) stop strings (owned by the request) */
+    const size_t *stop_len;
+    int n_stop;
+    bool reasoning;             /* "<think>" / "</think>" are looked for */
+    enum split_state state;
+    bool done;                  /* a stop was found: everything after is dropped */
+    char *pend;                 /* (n_pend) text not released yet (cap bytes) */
+    size_t n_pend, cap;
+    char *content, *reason;     /* (cap) what the last feed released, by channel */
+    size_t n_content, n_reason;
+    int stop_hit;               /* the last feed found stop string stop_hit, else -1 */
+    bool closed;                /* the last feed passed "</think>" */
+};
+
+/* Buffers for pieces of up to max_piece bytes per feed. Returns LL_OK or LL_ENOMEM. */
+enum ll_status text_split_init(struct text_split *t, const char *const *stop,
+                               const size_t *stop_len, int n_stop, bool reasoning,
+                               enum split_state start, size_t max_piece, struct ll_err *err);
+void text_split_free(struct text_split *t);
+/* Take the next piece of text (len <= max_piece). check_stops: look for stop strings; final:
+ * nothing more comes (release everything held). Results in t->content, t->reason, t->stop_hit,
+ * t->closed. Does not allocate. */
+void text_split_feed(struct text_split *t, const char *text, size_t len, bool check_stops,
+                     bool final);
+
 enum req_state {
     REQ_INBOX,    /* submitted, the scheduler has not taken it yet */
     REQ_WAITING,  /* in the waiting queue (new, or preempted) */
@@ -50,6 +84,10 @@ struct engine_req {
     uint64_t id;                /* [const] */
     struct engine_params params; /* [const] prompt and stop_ids point into this record */
     int32_t stop_ids[ENGINE_MAX_STOP_IDS]; /* [const] */
+    struct sampler_bias *bias;  /* [const] (params.n_logit_bias) copy, or NULL */
+    char *stop_blob;            /* [const] the stop strings, NUL-separated */
+    const char *stop[ENGINE_MAX_STOP_STRINGS]; /* [const] into stop_blob */
+    size_t stop_len[ENGINE_MAX_STOP_STRINGS];
     uint64_t seed;              /* [const] seed mixed with the choice index */
     int n_prompt;               /* [const] */
     int max_len;                /* [const] prompt + at most max_tokens */
@@ -71,17 +109,27 @@ struct engine_req {
     int batch_seq;              /* its index in this step's batch sequences */
     int batch_rows;             /* rows it has in this step's batch */
     struct tokenizer_stream *stream; /* incremental detokenizer */
+    bool use_counts;            /* penalties on: counts holds the prompt and output ids */
+    struct token_counts counts;
+    bool use_split;             /* stop strings or the reasoning split: text goes through split */
+    struct text_split split;
+    int reasoning_tokens;
     int cached_tokens, preemptions;
     double t_first_sched, t_first_token;
 
     /* [mbox] the outbox and the shared fields */
     int32_t *out_ids;
     int out_n, out_cap;
+    struct sampler_logprobs *out_lp; /* (out_n) when params.logprobs */
+    int out_lp_cap;
     char *out_text;
     size_t out_len, out_tcap;
+    char *out_reason;
+    size_t out_rlen, out_rcap;
     enum engine_finish finish;  /* set once, when finished */
     bool finish_reported;       /* a poll has returned the finish */
     int32_t stop_id;
+    int stop_str;
     struct engine_usage usage;
     struct engine_timings timings;
     char error[256];
@@ -107,6 +155,8 @@ struct engine {
     int vocab;
     int32_t eos[2 * LL_MAX_EOS];
     int n_eos;
+    int32_t think_open, think_close; /* ids of "<think>" / "</think>", -1: none */
+    size_t max_piece;           /* most bytes one detokenizer feed or flush returns */
     struct mailbox *mbox;
 
     /* [sched] */
@@ -138,13 +188,23 @@ void mailbox_unref(struct mailbox *mb);               /* takes the lock itself *
 /* Drop one reference to r with mbox->lock held. Returns true when it was the last: the caller
  * then calls req_free(r) and mailbox_unref() after unlocking. */
 bool req_unref_locked(struct engine_req *r);
-/* Append one token (id >= 0, or -1 for none) and text to the outbox, update usage and
- * timings, and when finish != ENGINE_RUNNING record the finish (with stop_id and, for errors,
- * msg); signals pollers. Takes the lock. Returns false, appending nothing, when the outbox could
- * not grow (out of memory); a push without id and text cannot fail. */
-bool req_push_output(struct engine_req *r, int32_t id, const char *text, size_t len,
-                     const struct engine_usage *usage, const struct engine_timings *timings,
-                     enum engine_finish finish, int32_t stop_id, const char *msg);
+/* What one push adds to an outbox. */
+struct req_push {
+    int32_t id;                        /* a new token, or -1 for none */
+    const struct sampler_logprobs *lp; /* its logprobs (params.logprobs), else NULL */
+    const char *text, *reasoning;      /* (len, reasoning_len) new text of each channel */
+    size_t len, reasoning_len;
+    const struct engine_usage *usage;  /* NULL: unchanged */
+    const struct engine_timings *timings;
+    enum engine_finish finish;         /* != ENGINE_RUNNING: record the finish */
+    int32_t stop_id;                   /* with the finish */
+    int stop_str;
+    const char *msg;                   /* for errors */
+};
+/* Append a push to the outbox, update usage and timings, and record the finish; signals
+ * pollers. Takes the lock. Returns false, appending nothing, when the outbox could not grow
+ * (out of memory); a push without id and text cannot fail. */
+bool req_push_output(struct engine_req *r, const struct req_push *p);
 void req_free(struct engine_req *r);                  /* frees the record (no lock needed) */
 /* Drop the engine's (or the cancel list's) reference to a request (takes the lock; may free
  * it). */

@@ -64,6 +64,12 @@ void req_free(struct engine_req *r)
         return;
     tokenizer_stream_free(r->stream);
     pthread_cond_destroy(&r->cond);
+    token_counts_free(&r->counts);
+    text_split_free(&r->split);
+    free(r->bias);
+    free(r->stop_blob);
+    free(r->out_lp);
+    free(r->out_reason);
     free(r->tokens);
     free(r->blocks);
     free(r->hashes);
@@ -106,37 +112,55 @@ static bool grow(void **buf, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-bool req_push_output(struct engine_req *r, int32_t id, const char *text, size_t len,
-                     const struct engine_usage *usage, const struct engine_timings *timings,
-                     enum engine_finish finish, int32_t stop_id, const char *msg)
+static bool append_text(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
+{
+    if (!n)
+        return true;
+    if (!grow((void **)buf, cap, *len + n + 1, 1))
+        return false;
+    memcpy(*buf + *len, text, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return true;
+}
+
+bool req_push_output(struct engine_req *r, const struct req_push *p)
 {
     struct mailbox *mb = r->mbox;
     bool ok = true;
     pthread_mutex_lock(&mb->lock);
-    size_t icap = (size_t)r->out_cap;
-    if (id >= 0 || len > 0) {
+    /* room first, so that a failure appends nothing */
+    if (p->id >= 0) {
+        size_t icap = (size_t)r->out_cap, lcap = (size_t)r->out_lp_cap;
         ok = grow((void **)&r->out_ids, &icap, (size_t)r->out_n + 1, sizeof(int32_t)) &&
-             grow((void **)&r->out_text, &r->out_tcap, r->out_len + len + 1, 1);
+             (!p->lp || grow((void **)&r->out_lp, &lcap, (size_t)r->out_n + 1,
+                             sizeof(struct sampler_logprobs)));
         r->out_cap = (int)icap;
+        r->out_lp_cap = (int)lcap;
     }
+    if (ok && p->len)
+        ok = grow((void **)&r->out_text, &r->out_tcap, r->out_len + p->len + 1, 1);
+    if (ok && p->reasoning_len)
+        ok = grow((void **)&r->out_reason, &r->out_rcap, r->out_rlen + p->reasoning_len + 1, 1);
     if (ok) {
-        if (id >= 0)
-            r->out_ids[r->out_n++] = id;
-        if (len > 0) {
-            memcpy(r->out_text + r->out_len, text, len);
-            r->out_len += len;
-            r->out_text[r->out_len] = '\0';
+        if (p->id >= 0) {
+            if (p->lp)
+                r->out_lp[r->out_n] = *p->lp;
+            r->out_ids[r->out_n++] = p->id;
         }
+        append_text(&r->out_text, &r->out_len, &r->out_tcap, p->text, p->len);
+        append_text(&r->out_reason, &r->out_rlen, &r->out_rcap, p->reasoning, p->reasoning_len);
     }
-    if (usage)
-        r->usage = *usage;
-    if (timings)
-        r->timings = *timings;
-    if (finish != ENGINE_RUNNING && r->finish == ENGINE_RUNNING) {
-        r->finish = finish;
-        r->stop_id = stop_id;
-        if (msg)
-            snprintf(r->error, sizeof r->error, "%s", msg);
+    if (p->usage)
+        r->usage = *p->usage;
+    if (p->timings)
+        r->timings = *p->timings;
+    if (p->finish != ENGINE_RUNNING && r->finish == ENGINE_RUNNING) {
+        r->finish = p->finish;
+        r->stop_id = p->stop_id;
+        r->stop_str = p->stop_str;
+        if (p->msg)
+            snprintf(r->error, sizeof r->error, "%s", p->msg);
         if (r->state == REQ_INBOX || r->stamp == 0)
             mb->queued--; /* never started: it leaves the bounded queue */
     }
@@ -174,6 +198,60 @@ static enum ll_status reject(struct engine *e, struct ll_err *err, enum ll_statu
     return ll_err_set(err, code, "%s", msg);
 }
 
+/* Where the output of a reasoning request starts: inside the reasoning when the prompt's last
+ * think token is an open "<think>", else at the start (where a "<think>" would open it). */
+static enum split_state reasoning_start(const struct engine *e, const struct engine_params *p)
+{
+    for (int i = p->n_prompt - 1; i >= 0; i--) {
+        if (p->prompt[i] == e->think_close && e->think_close >= 0)
+            return SPLIT_START;
+        if (p->prompt[i] == e->think_open && e->think_open >= 0)
+            return SPLIT_REASONING;
+    }
+    return SPLIT_START;
+}
+
+/* Copies and state of the sampling and stopping controls (r->tokens holds the prompt). */
+static enum ll_status submit_controls(struct engine *e, struct engine_req *r,
+                                      const struct engine_params *p, int max_len,
+                                      size_t stop_bytes, struct ll_err *err)
+{
+    if (p->n_logit_bias) {
+        if (!(r->bias = malloc(sizeof *r->bias * (size_t)p->n_logit_bias)))
+            return ll_err_set(err, LL_ENOMEM, "out of memory for logit_bias");
+        memcpy(r->bias, p->logit_bias, sizeof *r->bias * (size_t)p->n_logit_bias);
+    }
+    if (p->n_stop) {
+        if (!(r->stop_blob = malloc(stop_bytes)))
+            return ll_err_set(err, LL_ENOMEM, "out of memory for stop strings");
+        char *w = r->stop_blob;
+        for (int i = 0; i < p->n_stop; i++) {
+            size_t l = strlen(p->stop[i]);
+            memcpy(w, p->stop[i], l + 1);
+            r->stop[i] = w;
+            r->stop_len[i] = l;
+            w += l + 1;
+        }
+    }
+    enum ll_status s;
+    if (sampler_penalties_active(&p->penalties)) {
+        /* every id of the prompt and of the output may be distinct */
+        if ((s = token_counts_init(&r->counts, max_len, err)) != LL_OK)
+            return s;
+        for (int i = 0; i < p->n_prompt; i++)
+            token_counts_add(&r->counts, r->tokens[i], false);
+        r->use_counts = true;
+    }
+    if (p->n_stop || p->reasoning) {
+        enum split_state start = p->reasoning ? reasoning_start(e, p) : SPLIT_CONTENT;
+        if ((s = text_split_init(&r->split, r->stop, r->stop_len, p->n_stop, p->reasoning, start,
+                                 e->max_piece, err)) != LL_OK)
+            return s;
+        r->use_split = true;
+    }
+    return LL_OK;
+}
+
 enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
                              struct engine_req **out, struct ll_err *err)
 {
@@ -198,9 +276,43 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
             return reject(e, err, LL_EINVAL, "stop token id %d is outside the vocabulary",
                           p->stop_ids[i]);
     const struct sampler_params *sp = &p->sampling;
-    if (!isfinite(sp->temperature) || !isfinite(sp->top_p) || sp->top_k < 0)
-        return reject(e, err, LL_EINVAL, "sampling: temperature %g, top_k %d, top_p %g",
-                      (double)sp->temperature, sp->top_k, (double)sp->top_p);
+    if (!isfinite(sp->temperature) || !isfinite(sp->top_p) || sp->top_k < 0 ||
+        !isfinite(sp->min_p) || sp->min_p > 1)
+        return reject(e, err, LL_EINVAL, "sampling: temperature %g, top_k %d, top_p %g, "
+                      "min_p %g", (double)sp->temperature, sp->top_k, (double)sp->top_p,
+                      (double)sp->min_p);
+    const struct sampler_penalties *pen = &p->penalties;
+    if (!isfinite(pen->repetition) || pen->repetition < 0 || !isfinite(pen->presence) ||
+        !isfinite(pen->frequency))
+        return reject(e, err, LL_EINVAL, "penalties: repetition %g (must be > 0), presence %g, "
+                      "frequency %g", (double)pen->repetition, (double)pen->presence,
+                      (double)pen->frequency);
+    if (p->n_logit_bias < 0 || p->n_logit_bias > ENGINE_MAX_LOGIT_BIAS ||
+        (p->n_logit_bias > 0 && !p->logit_bias))
+        return reject(e, err, LL_EINVAL, "%d logit_bias entries (at most %d)", p->n_logit_bias,
+                      ENGINE_MAX_LOGIT_BIAS);
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= e->vocab ||
+            !isfinite(p->logit_bias[i].bias))
+            return reject(e, err, LL_EINVAL, "logit_bias: token id %d (bias %g) is outside the "
+                          "vocabulary (0..%d) or not finite", p->logit_bias[i].id,
+                          (double)p->logit_bias[i].bias, e->vocab - 1);
+    if (p->n_stop < 0 || p->n_stop > ENGINE_MAX_STOP_STRINGS || (p->n_stop > 0 && !p->stop))
+        return reject(e, err, LL_EINVAL, "%d stop strings (at most %d)", p->n_stop,
+                      ENGINE_MAX_STOP_STRINGS);
+    size_t stop_bytes = 0;
+    for (int i = 0; i < p->n_stop; i++) {
+        size_t l = p->stop[i] ? strlen(p->stop[i]) : 0;
+        if (l == 0 || l > ENGINE_MAX_STOP_LEN || ((unsigned char)p->stop[i][0] & 0xc0) == 0x80)
+            return reject(e, err, LL_EINVAL, "stop string %d: must be 1..%d bytes of UTF-8 text",
+                          i, ENGINE_MAX_STOP_LEN);
+        stop_bytes += l + 1;
+    }
+    if (p->top_logprobs < 0 || p->top_logprobs > SAMPLER_MAX_TOP_LOGPROBS)
+        return reject(e, err, LL_EINVAL, "top_logprobs %d (0..%d)", p->top_logprobs,
+                      SAMPLER_MAX_TOP_LOGPROBS);
+    if (p->min_tokens < 0)
+        return reject(e, err, LL_EINVAL, "min_tokens %d", p->min_tokens);
     if (p->choice < 0)
         return reject(e, err, LL_EINVAL, "choice index %d", p->choice);
     if (p->n_prompt >= n_ctx)
@@ -252,16 +364,23 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
         return reject(e, err, s, "%s", err ? err->msg : "tokenizer stream");
     }
     memcpy(r->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+    if ((s = submit_controls(e, r, p, (int)max_len, stop_bytes, err)) != LL_OK) {
+        req_free(r);
+        return reject(e, err, s, "%s", err ? err->msg : "out of memory");
+    }
     r->params = *p;
     r->params.prompt = r->tokens;
     memcpy(r->stop_ids, p->stop_ids ? p->stop_ids : r->stop_ids,
            sizeof(int32_t) * (size_t)p->n_stop_ids);
     r->params.stop_ids = r->stop_ids;
+    r->params.logit_bias = r->bias;
+    r->params.stop = r->stop;
     r->params.max_tokens = (int)(max_len - p->n_prompt);
     r->seed = mix_seed(sp->seed, p->choice);
     r->n_prompt = p->n_prompt;
     r->n_tokens = p->n_prompt;
     r->stop_id = -1;
+    r->stop_str = -1;
     r->usage.prompt_tokens = p->n_prompt;
     r->t_submit = ll_now();
     r->state = REQ_INBOX;
@@ -323,7 +442,8 @@ void engine_cancel(struct engine_req *r)
 /* Swap the outbox into out (lock held). */
 static bool take_locked(struct engine_req *r, struct engine_output *out)
 {
-    bool any = r->out_n > 0 || r->out_len > 0 || (r->finish && !r->finish_reported);
+    bool any = r->out_n > 0 || r->out_len > 0 || r->out_rlen > 0 ||
+               (r->finish && !r->finish_reported);
     int32_t *ids = out->ids;
     int icap = out->cap_ids;
     out->ids = r->out_ids;
@@ -332,6 +452,12 @@ static bool take_locked(struct engine_req *r, struct engine_output *out)
     r->out_ids = ids;
     r->out_cap = icap;
     r->out_n = 0;
+    struct sampler_logprobs *lp = out->logprobs;
+    int lcap = out->cap_logprobs;
+    out->logprobs = r->out_lp;
+    out->cap_logprobs = r->out_lp_cap;
+    r->out_lp = lp;
+    r->out_lp_cap = lcap;
     char *text = out->text;
     size_t tcap = out->cap_text;
     out->text = r->out_text;
@@ -340,10 +466,19 @@ static bool take_locked(struct engine_req *r, struct engine_output *out)
     r->out_text = text;
     r->out_tcap = tcap;
     r->out_len = 0;
+    char *reason = out->reasoning;
+    size_t rcap = out->cap_reasoning;
+    out->reasoning = r->out_reason;
+    out->cap_reasoning = r->out_rcap;
+    out->reasoning_len = r->out_rlen;
+    r->out_reason = reason;
+    r->out_rcap = rcap;
+    r->out_rlen = 0;
     out->finish = r->finish;
     if (r->finish)
         r->finish_reported = true;
     out->stop_id = r->stop_id;
+    out->stop_str = r->stop_str;
     out->usage = r->usage;
     out->timings = r->timings;
     memcpy(out->error, r->error, sizeof out->error);
@@ -374,7 +509,8 @@ bool engine_wait(struct engine_req *r, struct engine_output *out, double timeout
         }
     }
     pthread_mutex_lock(&mb->lock);
-    while (r->out_n == 0 && r->out_len == 0 && !(r->finish && !r->finish_reported)) {
+    while (r->out_n == 0 && r->out_len == 0 && r->out_rlen == 0 &&
+           !(r->finish && !r->finish_reported)) {
         if (timeout_s < 0) {
             pthread_cond_wait(&r->cond, &mb->lock);
         } else if (pthread_cond_timedwait(&r->cond, &mb->lock, &until) == ETIMEDOUT) {
@@ -401,11 +537,15 @@ void engine_req_release(struct engine_req *r)
 void engine_output_free(struct engine_output *out)
 {
     free(out->ids);
+    free(out->logprobs);
     free(out->text);
+    free(out->reasoning);
     out->ids = NULL;
-    out->text = NULL;
-    out->n_ids = out->cap_ids = 0;
+    out->logprobs = NULL;
+    out->text = out->reasoning = NULL;
+    out->n_ids = out->cap_ids = out->cap_logprobs = 0;
     out->text_len = out->cap_text = 0;
+    out->reasoning_len = out->cap_reasoning = 0;
 }
 
 void req_engine_unref(struct engine_req *r) { req_unref(r); }

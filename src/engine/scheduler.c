@@ -12,7 +12,8 @@
  *   3. admission from the waiting queue in order (head of line: no overtaking, so the order of
  *      service never depends on prompt sizes), while max_seqs and the budget allow, no
  *      preemption happened in this step, and the pool can hold the whole prompt beside what is
- *      already promised. Leading full blocks found in the prefix cache are shared, not computed.
+ *      already promised. Leading full blocks found in the prefix cache are shared, not computed;
+ *      a request whose next block is being computed by a running request waits for it.
  * "Started" order is a stamp given at first admission and kept across preemption, so the
  * oldest request always progresses and nothing starves.
  *
@@ -223,6 +224,21 @@ static int match_prefix(struct engine *e, struct engine_req *r, int *from_free)
     return m;
 }
 
+/* Whether a running request is still computing the prompt block that r misses first (block m,
+ * when r could take it from the cache): then r waits for it to be published rather than
+ * compute it again. This is how the choices of one prompt (n > 1) share the prompt's blocks;
+ * it helps any identical prefixes that arrive together. Hashes are chained, so equal hashes of
+ * block m mean equal prefixes (a collision only delays r until that block is computed). */
+static bool wait_for_prefix(const struct engine *e, const struct engine_req *r, int m)
+{
+    if (e->opts.no_prefix_cache || m >= r->n_hashes)
+        return false;
+    for (const struct engine_req *o = e->running.head; o; o = o->next)
+        if (o->n_hashes > m && o->n_published <= m && o->hashes[m] == r->hashes[m])
+            return true;
+    return false;
+}
+
 static void admit(struct engine *e)
 {
     int bs = e->opts.block_size;
@@ -231,6 +247,8 @@ static void admit(struct engine *e)
         struct engine_req *r = e->waiting.head;
         LL_ASSERT(r->n_blocks == 0 && r->n_computed == 0);
         int from_free, m = match_prefix(e, r, &from_free);
+        if (wait_for_prefix(e, r, m))
+            break; /* its prefix is being computed: take it next step (no overtaking) */
         int need = blocks_for(r->n_tokens, bs) - m;
         if (need + from_free > kv_pool_n_free(&e->pool))
             break; /* wait for room; later requests do not overtake */

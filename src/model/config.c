@@ -307,16 +307,21 @@ enum ll_status generation_defaults_parse(struct generation_defaults *g, const ch
     enum ll_status s = json_parse_object(&o, text, len, name, err);
     if (s != LL_OK)
         return s;
-    double temp, top_p;
+    double temp, top_p, min_p, rep;
     if ((s = get_num(o, "temperature", 0, true, 1e6, 1.0, &temp, &g->has_temperature, name,
                      err)) ||
         (s = get_num(o, "top_p", 0, false, 1.0, 1.0, &top_p, &g->has_top_p, name, err)) ||
+        (s = get_num(o, "min_p", 0, true, 1.0, 0.0, &min_p, &g->has_min_p, name, err)) ||
+        (s = get_num(o, "repetition_penalty", 0, false, 1e6, 1.0, &rep,
+                     &g->has_repetition_penalty, name, err)) ||
         (s = get_bool(o, "do_sample", false, &g->do_sample, &g->has_do_sample, name, err)) ||
         (s = get_token_id(o, "bos_token_id", &g->bos_token_id, name, err)) ||
         (s = get_eos(o, g->eos_ids, &g->n_eos, name, err)))
         goto out;
     g->temperature = (float)temp;
     g->top_p = (float)top_p;
+    g->min_p = (float)min_p;
+    g->repetition_penalty = (float)rep;
     g->has_top_k = field(o, "top_k", false) != NULL;
     s = get_int(o, "top_k", false, 0, INT32_MAX, 0, &g->top_k, name, err);
 out:

@@ -1,8 +1,10 @@
 /*
- * sampler.c: next-token choice from f32 logits (see sampler.h).
+ * sampler.c: next-token choice from f32 logits, the logits processing before it (bias,
+ * penalties over a sparse token-count table) and log-probabilities (see sampler.h).
  *
  * Candidates are ordered by (logit descending, id ascending), a total order, so every step is
- * reproducible. Top-k is a quickselect over the ids. Top-p buckets the candidates by
+ * reproducible. Min-p is a threshold on (l - max)/T >= ln(min_p), compared in double, so it
+ * cuts exactly at the bound. Top-k is a quickselect over the ids. Top-p buckets the candidates by
  * d = (max - logit)/T (16 buckets per unit, monotone in the rank), finds the bucket where the
  * cumulative mass reaches top_p, keeps every bucket before it and sorts only that bucket to cut
  * it exactly: the kept set is exactly the sorted prefix Hugging Face keeps, at O(vocab) cost.
@@ -13,6 +15,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -174,8 +177,18 @@ int32_t sampler_sample(struct sampler *s, const float *logits, const struct samp
     }
 
     int n = V;
-    if (p->top_k > 0 && p->top_k < V) {
-        select_top(s->idx, V, p->top_k, logits);
+    if (p->min_p > 0.0f) { /* p_i / p_max = e^((l_i - max)/T) >= min_p */
+        double bound = log((double)p->min_p), dmx = (double)mx, it = (double)inv_t;
+        int kept = 0;
+        for (int j = 0; j < n; j++) {
+            int32_t id = s->idx[j];
+            if (s->w[id] > 0.0f && ((double)logits[id] - dmx) * it >= bound)
+                s->idx[kept++] = id;
+        }
+        n = kept; /* >= 1: the best id always passes */
+    }
+    if (p->top_k > 0 && p->top_k < n) {
+        select_top(s->idx, n, p->top_k, logits);
         n = p->top_k;
     }
     double z = 0.0;
@@ -196,4 +209,172 @@ int32_t sampler_sample(struct sampler *s, const float *logits, const struct samp
         if (s->w[s->idx[j]] > 0.0f)
             return s->idx[j];
     return best;
+}
+
+/* ---- log-probabilities ---- */
+
+void sampler_logprobs(struct sampler *s, const float *logits, float temperature, int32_t chosen,
+                      int n_top, struct sampler_logprobs *out)
+{
+    int V = s->vocab;
+    if (n_top < 0)
+        n_top = 0;
+    if (n_top > SAMPLER_MAX_TOP_LOGPROBS)
+        n_top = SAMPLER_MAX_TOP_LOGPROBS;
+    if (n_top > V)
+        n_top = V;
+    /* the n_top best ids: insertion into a short sorted list, one pass */
+    int cnt = 0;
+    for (int32_t i = 0; i < V; i++) {
+        if (cnt == n_top && (n_top == 0 || !before(logits, i, out->top_ids[cnt - 1])))
+            continue;
+        int at = cnt < n_top ? cnt++ : cnt - 1;
+        while (at > 0 && before(logits, i, out->top_ids[at - 1])) {
+            out->top_ids[at] = out->top_ids[at - 1];
+            at--;
+        }
+        out->top_ids[at] = i;
+    }
+    out->n_top = n_top;
+
+    int32_t best = ll_argmax(logits, V);
+    float mx = logits[best];
+    double inv_t = temperature > 0.0f ? 1.0 / (double)temperature : 1.0;
+    double lse = 0.0; /* log Σ e^((l - max)/T) */
+    if (isfinite(mx)) {
+        float ft = (float)inv_t;
+        for (int i = 0; i < V; i++)
+            s->w[i] = isnan(logits[i]) ? -INFINITY : (logits[i] - mx) * ft;
+        ll_exp(s->w, s->w, V);
+        double z = 0.0;
+        for (int i = 0; i < V; i++)
+            if (!isnan(logits[i]) && logits[i] != -INFINITY)
+                z += s->w[i];
+        lse = log(z);
+    }
+    for (int j = -1; j < n_top; j++) {
+        int32_t id = j < 0 ? chosen : out->top_ids[j];
+        float k = key(logits, id);
+        double lp;
+        if (!isfinite(mx)) /* degenerate row: all the mass on the best key */
+            lp = k == key(logits, best) ? 0.0 : -INFINITY;
+        else if (k == -INFINITY)
+            lp = -INFINITY;
+        else
+            lp = ((double)k - (double)mx) * inv_t - lse;
+        if (lp > 0.0)
+            lp = 0.0;
+        if (j < 0)
+            out->logprob = (float)lp;
+        else
+            out->top_logprobs[j] = (float)lp;
+    }
+}
+
+/* ---- logits processing ---- */
+
+void sampler_apply_bias(float *logits, const struct sampler_bias *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        logits[b[i].id] += b[i].bias;
+}
+
+enum ll_status token_counts_init(struct token_counts *c, int max_distinct, struct ll_err *err)
+{
+    memset(c, 0, sizeof *c);
+    if (max_distinct < 1)
+        max_distinct = 1;
+    int cap = 16;
+    while (cap < 2 * max_distinct)
+        cap *= 2;
+    c->key = malloc(sizeof(int32_t) * (size_t)cap);
+    c->n_out = malloc(sizeof(int32_t) * (size_t)cap);
+    c->in_prompt = malloc((size_t)cap);
+    c->used = malloc(sizeof(int32_t) * (size_t)max_distinct);
+    if (!c->key || !c->n_out || !c->in_prompt || !c->used) {
+        token_counts_free(c);
+        return ll_err_set(err, LL_ENOMEM, "sampler: out of memory for %d token counts",
+                          max_distinct);
+    }
+    c->cap = cap;
+    c->max = max_distinct;
+    memset(c->key, 0xff, sizeof(int32_t) * (size_t)cap); /* -1: empty */
+    return LL_OK;
+}
+
+void token_counts_free(struct token_counts *c)
+{
+    free(c->key);
+    free(c->n_out);
+    free(c->in_prompt);
+    free(c->used);
+    memset(c, 0, sizeof *c);
+}
+
+void token_counts_clear(struct token_counts *c)
+{
+    for (int k = 0; k < c->n_used; k++)
+        c->key[c->used[k]] = -1;
+    c->n_used = 0;
+}
+
+/* The slot holding id, or the empty slot where it would go. */
+static int counts_slot(const struct token_counts *c, int32_t id)
+{
+    uint32_t h = (uint32_t)id * 2654435761u;
+    int mask = c->cap - 1, at = (int)((h ^ (h >> 15)) & (uint32_t)mask);
+    while (c->key[at] != -1 && c->key[at] != id)
+        at = (at + 1) & mask;
+    return at;
+}
+
+bool token_counts_add(struct token_counts *c, int32_t id, bool output)
+{
+    if (!c->cap)
+        return false;
+    int at = counts_slot(c, id);
+    if (c->key[at] == -1) {
+        if (c->n_used == c->max)
+            return false;
+        c->key[at] = id;
+        c->n_out[at] = 0;
+        c->in_prompt[at] = 0;
+        c->used[c->n_used++] = at;
+    }
+    if (output)
+        c->n_out[at]++;
+    else
+        c->in_prompt[at] = 1;
+    return true;
+}
+
+int token_counts_get(const struct token_counts *c, int32_t id, bool *in_prompt)
+{
+    int at = c->cap ? counts_slot(c, id) : -1;
+    bool found = at >= 0 && c->key[at] == id;
+    if (in_prompt)
+        *in_prompt = found && c->in_prompt[at];
+    return found ? c->n_out[at] : 0;
+}
+
+bool sampler_penalties_active(const struct sampler_penalties *p)
+{
+    return (p->repetition > 0.0f && p->repetition != 1.0f) || p->presence != 0.0f ||
+           p->frequency != 0.0f;
+}
+
+void sampler_apply_penalties(float *logits, const struct token_counts *c,
+                             const struct sampler_penalties *p)
+{
+    float rep = p->repetition > 0.0f ? p->repetition : 1.0f;
+    for (int k = 0; k < c->n_used; k++) {
+        int at = c->used[k];
+        int32_t id = c->key[at], n = c->n_out[at];
+        float l = logits[id];
+        if (rep != 1.0f)
+            l = l > 0.0f ? l / rep : l * rep;
+        if (n > 0)
+            l -= p->presence + p->frequency * (float)n;
+        logits[id] = l;
+    }
 }

@@ -1,7 +1,8 @@
 /*
  * gen_job.c: one chat/completions request in flight: its engine requests (one per prompt and
- * choice), the text or SSE chunks made from their outputs, usage, finish reasons, metrics and
- * the request's log line.
+ * choice, with the request's sampling and stopping controls), the text, reasoning_content and
+ * logprobs or the SSE chunks made from their outputs (reasoning and answer in separate chunks),
+ * echo, usage, finish reasons, metrics and the request's log line.
  *
  * A job belongs to its connection's thread (the route handler, then the SSE content reader);
  * the watcher and the cancel route only call gen_job_cancel on it under the live table's lock,
@@ -17,6 +18,7 @@
 
 #include "model.h"
 #include "server_impl.h"
+#include "tokenizer.h"
 #include "util.h"
 
 static uint64_t random_seed(void)
@@ -28,11 +30,22 @@ static uint64_t random_seed(void)
 }
 
 /* Sampling parameters: the request's, else generation_config.json's, else OpenAI's defaults
- * (temperature 1, top_p 1, no top-k). */
-static struct sampler_params sampling(const struct server *srv, const struct oai_request *r)
+ * (temperature 1, top_p 1, no top-k, no min-p, no penalties). */
+static struct sampler_params sampling(const struct server *srv, const struct oai_request *r,
+                                      struct sampler_penalties *pen)
 {
     const struct generation_defaults *g = &engine_model(srv->engine)->gen;
     struct sampler_params p = {.temperature = 1, .top_p = 1};
+    *pen = (struct sampler_penalties){.repetition = 1, .presence = r->presence_penalty,
+                                      .frequency = r->frequency_penalty};
+    if (g->has_min_p)
+        p.min_p = g->min_p;
+    if (g->has_repetition_penalty)
+        pen->repetition = g->repetition_penalty;
+    if (r->has_min_p)
+        p.min_p = r->min_p;
+    if (r->has_repetition_penalty)
+        pen->repetition = r->repetition_penalty;
     if (g->has_do_sample && !g->do_sample)
         p.temperature = 0;
     else if (g->has_temperature)
@@ -56,6 +69,10 @@ static void job_free(struct gen_job *j)
     for (int i = 0; i < j->n_choices; i++) {
         engine_output_free(&j->ch[i].out);
         free(j->ch[i].text);
+        free(j->ch[i].reasoning);
+        free(j->ch[i].ids);
+        free(j->ch[i].lp);
+        free(j->ch[i].echo);
     }
     sse_free(&j->sse);
     free(j->ch);
@@ -125,33 +142,71 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->meta = (struct oai_meta){.kind = r->kind, .id = j->id, .created = (long long)time(NULL),
                                 .model = srv->served_name};
 
-    struct sampler_params sp = sampling(srv, r);
-    for (int p = 0, i = 0; p < n_prompts; p++) {
+    j->logprobs = r->logprobs;
+    j->top_logprobs = r->top_logprobs;
+    j->reasoning = r->kind == OAI_CHAT && srv->reasoning;
+    j->skip_special = r->skip_special_tokens;
+    struct sampler_penalties pen;
+    struct sampler_params sp = sampling(srv, r, &pen);
+    struct sampler_bias *bias = NULL;
+    if (r->n_logit_bias && !(bias = malloc(sizeof *bias * (size_t)r->n_logit_bias))) {
+        job_free(j);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    for (int b = 0; b < r->n_logit_bias; b++)
+        bias[b] = (struct sampler_bias){r->logit_bias[b].id, r->logit_bias[b].bias};
+    enum ll_status s = LL_OK;
+    int i = 0;
+    for (int p = 0; p < n_prompts && s == LL_OK; p++) {
         j->prompt_tokens += n_ids[p];
+        /* the choices of one prompt are submitted together, choice 0 first: the others wait
+         * for its prompt blocks and share them (engine.h) */
         for (int k = 0; k < r->n; k++, i++) {
+            struct gen_choice *ch = &j->ch[i];
+            ch->index = i;
+            ch->prompt = p;
+            struct ll_err err = {0};
+            if (r->echo && (s = tokenizer_decode(srv->tok, prompts[p], (size_t)n_ids[p],
+                                                 r->skip_special_tokens, &ch->echo,
+                                                 &ch->echo_len, &err)) != LL_OK) {
+                oai_error_set(e, s, NULL, NULL, "out of memory");
+                break;
+            }
+            if (ch->echo)
+                ch->chars = oai_logprobs_chars(srv->tok, prompts[p], n_ids[p],
+                                               r->skip_special_tokens);
             struct engine_params ep = {
                 .prompt = prompts[p],
                 .n_prompt = n_ids[p],
                 .sampling = sp,
+                .penalties = pen,
+                .logit_bias = bias,
+                .n_logit_bias = r->n_logit_bias,
                 .choice = k,
                 .max_tokens = r->max_tokens,
+                .min_tokens = r->min_tokens,
                 .stop_ids = r->stop_token_ids,
                 .n_stop_ids = r->n_stop_token_ids,
+                .stop = (const char *const *)r->stop,
+                .n_stop = r->n_stop,
                 .ignore_eos = r->ignore_eos,
                 .keep_special = !r->skip_special_tokens,
+                .logprobs = r->logprobs,
+                .top_logprobs = r->top_logprobs,
+                .reasoning = j->reasoning,
             };
-            struct ll_err err = {0};
-            enum ll_status s = engine_submit(srv->engine, &ep, &j->ch[i].req, &err);
-            if (s != LL_OK) {
+            if ((s = engine_submit(srv->engine, &ep, &ch->req, &err)) != LL_OK) {
                 submit_error(s, &err, n_ids[p], srv->n_ctx, e);
-                for (int q = 0; q < i; q++)
-                    engine_req_release(j->ch[q].req);
-                job_free(j);
-                return s;
+                break;
             }
-            j->ch[i].index = i;
-            j->ch[i].prompt = p;
         }
+    }
+    free(bias);
+    if (s != LL_OK) {
+        for (int q = 0; q < i; q++)
+            engine_req_release(j->ch[q].req);
+        job_free(j);
+        return s;
     }
 
     const union MHD_ConnectionInfo *ci =
@@ -187,6 +242,7 @@ static void usage_of(const struct gen_job *j, struct oai_usage *u)
         const struct gen_choice *c = &j->ch[i];
         u->completion_tokens += c->usage.completion_tokens > c->n_seen
                                     ? c->usage.completion_tokens : c->n_seen;
+        u->reasoning_tokens += c->usage.reasoning_tokens;
         if (c->prompt != last_prompt) /* the prompt's cache hit, once per prompt */
             u->cached_tokens += c->usage.cached_tokens;
         last_prompt = c->prompt;
@@ -199,6 +255,81 @@ static void emit(struct gen_job *j, char *json)
     if (!json || !sse_event(&j->sse, json))
         j->broken = true;
     free(json);
+}
+
+/* Append n bytes to a growable string. false: out of memory. */
+static bool append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < *len + n + 1)
+            nc *= 2;
+        char *t = realloc(*buf, nc);
+        if (!t)
+            return false;
+        *buf = t;
+        *cap = nc;
+    }
+    if (n)
+        memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return true;
+}
+
+/* Keep the ids and logprobs of a poll (non-stream). */
+static bool keep_logprobs(struct gen_choice *c, const struct engine_output *o)
+{
+    if (c->n_lp + o->n_ids > c->cap_lp) {
+        int cap = c->cap_lp ? c->cap_lp : 64;
+        while (cap < c->n_lp + o->n_ids)
+            cap *= 2;
+        int32_t *ids = realloc(c->ids, sizeof *ids * (size_t)cap);
+        if (ids)
+            c->ids = ids;
+        struct sampler_logprobs *lp = ids ? realloc(c->lp, sizeof *lp * (size_t)cap) : NULL;
+        if (!lp)
+            return false;
+        c->lp = lp;
+        c->cap_lp = cap;
+    }
+    memcpy(c->ids + c->n_lp, o->ids, sizeof *c->ids * (size_t)o->n_ids);
+    memcpy(c->lp + c->n_lp, o->logprobs, sizeof *c->lp * (size_t)o->n_ids);
+    c->n_lp += o->n_ids;
+    return true;
+}
+
+/* The logprobs of ids[0..n) for a response. */
+static struct oai_logprobs logprobs_of(const struct gen_job *j, const int32_t *ids,
+                                       const struct sampler_logprobs *lp, int n,
+                                       long long offset)
+{
+    return (struct oai_logprobs){.ids = ids, .lp = lp, .n = n, .top = j->top_logprobs,
+                                 .tok = j->srv->tok, .skip_special = j->skip_special,
+                                 .text_offset = offset};
+}
+
+/* Stream what one poll brought: the reasoning, then the answer, each in its own chunk; the
+ * poll's logprobs ride on the first chunk (or on an empty one when all text is held). */
+static void stream_delta(struct gen_job *j, struct gen_choice *c, const struct engine_output *o)
+{
+    bool lp = j->logprobs && o->n_ids > 0 && o->logprobs;
+    struct oai_logprobs L = lp ? logprobs_of(j, o->ids, o->logprobs, o->n_ids, c->chars)
+                               : (struct oai_logprobs){0};
+    if (lp)
+        c->chars += oai_logprobs_chars(j->srv->tok, o->ids, o->n_ids, j->skip_special);
+    bool sent = false;
+    if (o->reasoning_len && j->meta.kind == OAI_CHAT) {
+        struct oai_choice d = {.index = c->index, .reasoning = o->reasoning,
+                               .reasoning_len = o->reasoning_len, .logprobs = lp ? &L : NULL};
+        emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
+        sent = true;
+    }
+    if (o->text_len || (lp && !sent)) {
+        struct oai_choice d = {.index = c->index, .text = o->text ? o->text : "",
+                               .text_len = o->text_len, .logprobs = lp && !sent ? &L : NULL};
+        emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
+    }
 }
 
 static void handle(struct gen_job *j, struct gen_choice *c)
@@ -215,27 +346,13 @@ static void handle(struct gen_job *j, struct gen_choice *c)
         c->n_seen += o->n_ids;
         c->t_last = now;
     }
-    if (o->text_len) {
-        if (j->stream) {
-            struct oai_choice d = {.index = c->index, .text = o->text, .text_len = o->text_len};
-            emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
-        } else {
-            if (c->len + o->text_len + 1 > c->cap) {
-                size_t cap = c->cap ? c->cap : 256;
-                while (cap < c->len + o->text_len + 1)
-                    cap *= 2;
-                char *t = realloc(c->text, cap);
-                if (!t) {
-                    j->broken = true;
-                    return;
-                }
-                c->text = t;
-                c->cap = cap;
-            }
-            memcpy(c->text + c->len, o->text, o->text_len);
-            c->len += o->text_len;
-            c->text[c->len] = 0;
-        }
+    if (j->stream) {
+        stream_delta(j, c, o);
+    } else if (!append(&c->text, &c->len, &c->cap, o->text, o->text_len) ||
+               !append(&c->reasoning, &c->rlen, &c->rcap, o->reasoning, o->reasoning_len) ||
+               (j->logprobs && o->n_ids > 0 && o->logprobs && !keep_logprobs(c, o))) {
+        j->broken = true;
+        return;
     }
     if (o->finish != ENGINE_RUNNING) {
         c->done = true;
@@ -270,13 +387,15 @@ static bool poll_all(struct gen_job *j)
 
 bool gen_job_pump(struct gen_job *j, double timeout_s)
 {
-    if (j->stream && !j->role_sent) { /* chat streams open with the role of every choice */
-        j->role_sent = true;
-        if (j->meta.kind == OAI_CHAT)
-            for (int i = 0; i < j->n_choices; i++) {
-                struct oai_choice d = {.index = j->ch[i].index};
-                emit(j, oai_stream_chunk(&j->meta, &d, true, j->include_usage));
-            }
+    if (j->stream && !j->role_sent) { /* chat streams open with the role of every choice, */
+        j->role_sent = true;          /* completions with the echoed prompts */
+        for (int i = 0; i < j->n_choices; i++) {
+            struct oai_choice d = {.index = j->ch[i].index, .text = j->ch[i].echo,
+                                   .text_len = j->ch[i].echo_len};
+            if (j->meta.kind == OAI_CHAT || d.text)
+                emit(j, oai_stream_chunk(&j->meta, &d, j->meta.kind == OAI_CHAT,
+                                         j->include_usage));
+        }
         return true;
     }
     bool any = poll_all(j);
@@ -343,13 +462,27 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
         struct oai_choice *cs = calloc(j->n_choices > 0 ? (size_t)j->n_choices : 1, sizeof *cs);
         char *body = NULL;
         if (cs) {
-            for (int i = 0; i < j->n_choices; i++)
-                cs[i] = (struct oai_choice){.index = j->ch[i].index, .text = j->ch[i].text,
-                                            .text_len = j->ch[i].len,
-                                            .finish_reason = finish_reason(j, &j->ch[i])};
+            struct oai_logprobs *lps = calloc((size_t)j->n_choices, sizeof *lps);
+            for (int i = 0; lps && i < j->n_choices; i++) {
+                struct gen_choice *ch = &j->ch[i];
+                size_t cap = ch->echo_len + 1; /* (tokenizer_decode's allocation) */
+                if (ch->echo && !append(&ch->echo, &ch->echo_len, &cap, ch->text, ch->len)) {
+                    j->broken = true; /* the prompt's text, then the completion */
+                    break;
+                }
+                lps[i] = logprobs_of(j, ch->ids, ch->lp, ch->n_lp, ch->chars);
+                cs[i] = (struct oai_choice){
+                    .index = ch->index, .text = ch->echo ? ch->echo : ch->text,
+                    .text_len = ch->echo ? ch->echo_len : ch->len,
+                    .reasoning = j->reasoning ? (ch->reasoning ? ch->reasoning : "") : NULL,
+                    .reasoning_len = ch->rlen, .logprobs = j->logprobs ? &lps[i] : NULL,
+                    .finish_reason = finish_reason(j, ch)};
+            }
             struct oai_usage u;
             usage_of(j, &u);
-            body = oai_response_body(&j->meta, cs, j->n_choices, &u);
+            if (lps && !j->broken)
+                body = oai_response_body(&j->meta, cs, j->n_choices, &u);
+            free(lps);
             free(cs);
         }
         res = http_respond_json(c, 200, body);

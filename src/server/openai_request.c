@@ -626,14 +626,22 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
     if ((s = opt_number(root, "temperature", 0, 2, false, &r->temperature, &r->has_temperature,
                         e)) != LL_OK ||
         (s = opt_number(root, "top_p", 0, 1, true, &r->top_p, &r->has_top_p, e)) != LL_OK ||
-        (s = opt_number(root, "min_p", 0, 1, false, &r->min_p, NULL, e)) != LL_OK ||
+        (s = opt_number(root, "min_p", 0, 1, false, &r->min_p, &r->has_min_p, e)) != LL_OK ||
         (s = opt_number(root, "presence_penalty", -2, 2, false, &r->presence_penalty, NULL,
                         e)) != LL_OK ||
         (s = opt_number(root, "frequency_penalty", -2, 2, false, &r->frequency_penalty, NULL,
                         e)) != LL_OK ||
-        (s = opt_number(root, "repetition_penalty", 0, 100, true, &r->repetition_penalty, NULL,
-                        e)) != LL_OK)
+        (s = opt_number(root, "repetition_penalty", 0, 100, true, &r->repetition_penalty,
+                        &r->has_repetition_penalty, e)) != LL_OK)
         return s;
+    v = 0;
+    if ((s = opt_int(root, "min_tokens", 0, INT32_MAX, &v, NULL, e)) != LL_OK)
+        return s;
+    r->min_tokens = (int)v;
+    if (r->max_tokens > 0 && r->min_tokens > r->max_tokens)
+        return oai_error_set(e, LL_EINVAL, "min_tokens", "invalid_value",
+                             "'min_tokens' (%d) must not exceed '%s' (%d)", r->min_tokens, mt,
+                             r->max_tokens);
     v = 0;
     if ((s = opt_int(root, "top_k", -1, INT32_MAX, &v, &r->has_top_k, e)) != LL_OK)
         return s;
@@ -690,27 +698,11 @@ enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, cons
 
 enum ll_status oai_request_check_supported(const struct oai_request *r, struct oai_error *e)
 {
-    const char *field = NULL;
-    if (r->min_p != 0)
-        field = "min_p";
-    else if (r->presence_penalty != 0)
-        field = "presence_penalty";
-    else if (r->frequency_penalty != 0)
-        field = "frequency_penalty";
-    else if (r->repetition_penalty != 1)
-        field = "repetition_penalty";
-    else if (r->n_logit_bias)
-        field = "logit_bias";
-    else if (r->logprobs)
-        field = "logprobs";
-    else if (r->n_stop)
-        field = "stop";
-    else if (r->echo)
-        field = "echo";
-    if (!field)
-        return LL_OK;
-    return oai_error_set(e, LL_EUNSUPPORTED, field, "unsupported_parameter",
-                         "'%s' is not supported yet by this server", field);
+    if (r->echo && r->logprobs)
+        return oai_error_set(e, LL_EUNSUPPORTED, "echo", "unsupported_parameter",
+                             "'echo' together with 'logprobs' is not supported (the prompt's "
+                             "logprobs are not computed)");
+    return LL_OK;
 }
 
 void oai_request_free(struct oai_request *r)

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "chat_template.h"
 #include "server_impl.h"
 #include "tokenizer.h"
@@ -56,6 +58,53 @@ static enum ll_status load_template(struct server *srv, const char *model_dir,
     return s;
 }
 
+/* Whether the chat template's generation prompt opens "<think>": the text that
+ * add_generation_prompt adds after one user message. */
+static bool template_opens_think(const struct chat_template *t, const char *bos,
+                                 const char *eos)
+{
+    cJSON *ctx = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                             "\"add_generation_prompt\":false}");
+    char *without = NULL, *with = NULL;
+    size_t n0 = 0, n1 = 0;
+    bool opens = false;
+    struct ll_err err = {0};
+    if (ctx && chat_template_render_ex(t, ctx, bos, eos, NULL, &without, &n0, &err) == LL_OK) {
+        cJSON_ReplaceItemInObject(ctx, "add_generation_prompt", cJSON_CreateTrue());
+        if (chat_template_render_ex(t, ctx, bos, eos, NULL, &with, &n1, &err) == LL_OK) {
+            size_t k = 0; /* the common prefix */
+            while (k < n0 && k < n1 && without[k] == with[k])
+                k++;
+            opens = memmem(with + k, n1 - k, "<think>", 7) != NULL;
+        }
+    }
+    free(without);
+    free(with);
+    cJSON_Delete(ctx);
+    return opens;
+}
+
+/* --reasoning-parser: forced on or off, else on when the template opens <think> or the
+ * tokenizer has both <think> and </think>. */
+static void choose_reasoning(struct server *srv)
+{
+    const char *p = srv->opts->reasoning_parser;
+    const char *why;
+    if (p) {
+        srv->reasoning = !strcmp(p, "deepseek_r1");
+        why = "--reasoning-parser";
+    } else if (srv->tmpl && template_opens_think(srv->tmpl, srv->bos, srv->eos)) {
+        srv->reasoning = true;
+        why = "the chat template opens <think>";
+    } else {
+        srv->reasoning = tokenizer_token_to_id(srv->tok, "<think>") >= 0 &&
+                         tokenizer_token_to_id(srv->tok, "</think>") >= 0;
+        why = srv->reasoning ? "the tokenizer has <think> and </think>" : "no <think> tokens";
+    }
+    snprintf(srv->reasoning_why, sizeof srv->reasoning_why, "%s%s (%s)", p ? "" : "auto: ",
+             srv->reasoning ? "deepseek_r1" : "none", why);
+}
+
 int server_run(const struct server_opts *o)
 {
     log_set_level(o->log_level);
@@ -90,6 +139,8 @@ int server_run(const struct server_opts *o)
         s = load_template(&srv, o->model_dir, &err);
     }
     if (s == LL_OK)
+        choose_reasoning(&srv);
+    if (s == LL_OK)
         s = engine_start(srv.engine, &err);
     if (s != LL_OK) {
         fprintf(stderr, "llaisys-server: cannot load %s: %s\n", o->model_dir, err.msg);
@@ -97,6 +148,7 @@ int server_run(const struct server_opts *o)
     }
     srv.n_ctx = engine_get_opts(srv.engine)->n_ctx;
     server_opts_print(o, engine_get_opts(srv.engine), stderr);
+    fprintf(stderr, "  reasoning-parser: %s\n", srv.reasoning_why);
     atomic_store(&srv.state, SERVER_READY);
     log_msg(LOG_INFO, "ready in %.1fs: model '%s' (context %d) at %s", ll_now() - t0,
             srv.served_name, srv.n_ctx, url);

@@ -139,6 +139,8 @@ struct server {
     const struct tokenizer *tok;
     struct chat_template *tmpl;  /* NULL: the model has no chat template */
     char *bos, *eos;             /* what the template sees as bos_token / eos_token */
+    bool reasoning;              /* chat: split <think> reasoning into reasoning_content */
+    char reasoning_why[96];      /* the choice and its reason, for the configuration print */
     int n_ctx;
     uint64_t gen_defaults_seed;  /* mixed into random seeds */
     const char *served_name;
@@ -199,8 +201,16 @@ struct gen_choice {
     enum engine_finish finish;
     struct engine_usage usage;
     double queue_s;
-    char *text;                  /* non-stream: the whole text */
+    char *text;                  /* non-stream: the whole text (after the echoed prompt) */
     size_t len, cap;
+    char *reasoning;             /* non-stream: the whole reasoning */
+    size_t rlen, rcap;
+    int32_t *ids;                /* non-stream with logprobs: (n_lp) tokens and their logprobs */
+    struct sampler_logprobs *lp;
+    int n_lp, cap_lp;
+    char *echo;                  /* completions echo: the prompt's text, else NULL */
+    size_t echo_len;
+    long long chars;             /* characters of the text so far (logprobs text_offset) */
     int n_seen;                  /* tokens seen so far */
     double t_last;               /* when the last ones arrived */
 };
@@ -212,6 +222,8 @@ struct gen_job {
     char xrid[129];
     char method[16], url[64];    /* for the log line */
     bool stream, include_usage;
+    bool logprobs, reasoning, skip_special;
+    int top_logprobs;
     int n_choices;
     struct gen_choice *ch;
     int prompt_tokens;           /* over all prompts, each counted once */

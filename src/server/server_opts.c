@@ -58,8 +58,9 @@ static const struct opt_def defs[] = {
     {"--chat-template", "LLAISYS_CHAT_TEMPLATE", T_STR, OFF(chat_template), 0, 0, "FILE",
      "Jinja chat template to use instead of the model's"},
     {"--reasoning-parser", "LLAISYS_REASONING_PARSER", T_STR, OFF(reasoning_parser), 0, 0,
-     "NAME", "none (default); deepseek_r1 (reasoning_content) is refused until the engine's "
-             "reasoning split lands"},
+     "NAME", "deepseek_r1: chat text up to </think> is reasoning_content; none: no split "
+             "(default: deepseek_r1 when the chat template opens <think> or the tokenizer has "
+             "<think> and </think>)"},
     {"--ctx", "LLAISYS_CTX", T_INT, OFF(engine.n_ctx), 16, 1 << 20, "N",
      "context length per sequence (default min(4096, max_position_embeddings))"},
     {"--kv-memory", "LLAISYS_KV_MEMORY", T_SIZE, OFF(engine.kv_memory), 0, 0, "SIZE",
@@ -334,13 +335,9 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         fprintf(stderr, "llaisys-server: --model DIR is required (or LLAISYS_MODEL); see --help\n");
         return -1;
     }
-    if (o->reasoning_parser && strcmp(o->reasoning_parser, "none")) {
-        if (strcmp(o->reasoning_parser, "deepseek_r1"))
-            return bad("--reasoning-parser", "must be none or deepseek_r1", o->reasoning_parser);
-        return bad("--reasoning-parser",
-                   "not supported yet (reasoning_content comes with the engine's reasoning split)",
-                   o->reasoning_parser);
-    }
+    if (o->reasoning_parser && strcmp(o->reasoning_parser, "none") &&
+        strcmp(o->reasoning_parser, "deepseek_r1"))
+        return bad("--reasoning-parser", "must be none or deepseek_r1", o->reasoning_parser);
     /* The server's own defaults for the batch shape: 32 streams decode together, and a step
      * carries at most 128 tokens, so a prompt chunk riding along with 32 decode rows keeps the
      * step (every stream's inter-token gap) short on a 2-core CPU. */
@@ -384,9 +381,7 @@ void server_opts_print(const struct server_opts *o, const struct engine_opts *e,
             o->served_name, o->host, o->port);
     fprintf(f, "  api-keys: %d%s\n", o->n_api_keys,
             o->n_api_keys ? (o->metrics_public ? " (metrics public)" : "") : " (no auth)");
-    fprintf(f, "  chat-template: %s\n  reasoning-parser: %s\n",
-            o->chat_template ? o->chat_template : "(the model's)",
-            o->reasoning_parser ? o->reasoning_parser : "none");
+    fprintf(f, "  chat-template: %s\n", o->chat_template ? o->chat_template : "(the model's)");
     if (e)
         fprintf(f,
                 "  ctx: %d\n  kv-blocks: %d x %d tokens\n  max-seqs: %d\n  max-batch-tokens: %d\n"

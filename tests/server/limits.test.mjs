@@ -75,7 +75,7 @@ test('a client that reads nothing for --write-timeout is cancelled', async () =>
 });
 
 test('SIGTERM: in-flight streams end with a final chunk, the process exits 0', async () => {
-  const srv = await startServer(['--shutdown-grace', '0.5', '--threads', '1']);
+  const srv = await startServer(['--shutdown-grace', '0.5', '--threads', '1', '--reasoning-parser', 'none']);
   const stream = await srv.client.chat.completions.create({ ...long, stream: true });
   const seen = (async () => {
     let finish;
@@ -93,7 +93,7 @@ test('SIGTERM: in-flight streams end with a final chunk, the process exits 0', a
 });
 
 test('SIGTERM: a short request in flight finishes normally within the grace period', async () => {
-  const srv = await startServer(['--shutdown-grace', '30', '--threads', '1']);
+  const srv = await startServer(['--shutdown-grace', '30', '--threads', '1', '--reasoning-parser', 'none']);
   const stream = await srv.client.chat.completions.create({
     ...long, max_tokens: 300, stream: true, stream_options: { include_usage: true },
   });
