@@ -444,36 +444,29 @@ static bool take_locked(struct engine_req *r, struct engine_output *out)
 {
     bool any = r->out_n > 0 || r->out_len > 0 || r->out_rlen > 0 ||
                (r->finish && !r->finish_reported);
-    int32_t *ids = out->ids;
-    int icap = out->cap_ids;
-    out->ids = r->out_ids;
-    out->cap_ids = r->out_cap;
+    /* Each buffer changes hands with its capacity: the caller's emptied buffer becomes the
+     * outbox's, so repeated polls reuse memory. Lengths go to the caller; the outbox's restart. */
+#define SWAP(a, b)                                                                       \
+    do {                                                                                 \
+        __typeof__(a) swap_tmp_ = (a);                                                   \
+        (a) = (b);                                                                       \
+        (b) = swap_tmp_;                                                                 \
+    } while (0)
+    SWAP(out->ids, r->out_ids);
+    SWAP(out->cap_ids, r->out_cap);
     out->n_ids = r->out_n;
-    r->out_ids = ids;
-    r->out_cap = icap;
     r->out_n = 0;
-    struct sampler_logprobs *lp = out->logprobs;
-    int lcap = out->cap_logprobs;
-    out->logprobs = r->out_lp;
-    out->cap_logprobs = r->out_lp_cap;
-    r->out_lp = lp;
-    r->out_lp_cap = lcap;
-    char *text = out->text;
-    size_t tcap = out->cap_text;
-    out->text = r->out_text;
-    out->cap_text = r->out_tcap;
+    SWAP(out->logprobs, r->out_lp);
+    SWAP(out->cap_logprobs, r->out_lp_cap);
+    SWAP(out->text, r->out_text);
+    SWAP(out->cap_text, r->out_tcap);
     out->text_len = r->out_len;
-    r->out_text = text;
-    r->out_tcap = tcap;
     r->out_len = 0;
-    char *reason = out->reasoning;
-    size_t rcap = out->cap_reasoning;
-    out->reasoning = r->out_reason;
-    out->cap_reasoning = r->out_rcap;
+    SWAP(out->reasoning, r->out_reason);
+    SWAP(out->cap_reasoning, r->out_rcap);
     out->reasoning_len = r->out_rlen;
-    r->out_reason = reason;
-    r->out_rcap = rcap;
     r->out_rlen = 0;
+#undef SWAP
     out->finish = r->finish;
     if (r->finish)
         r->finish_reported = true;
