@@ -40,6 +40,10 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/webui_assets.o
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# What several unit tests share (tests/*.c not named test_*), linked into every test binary
+# through an archive: a test pulls in only the helpers it calls.
+TEST_SUPPORT := $(BUILD)/tests/libsupport.a
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
 LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
 
@@ -122,7 +126,10 @@ $(SERVER): $(SERVER_OBJ) $(LIB)
 endif
 
 # Unit tests: one cmocka binary per module, linked dynamically.
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+$(TEST_SUPPORT): $(TEST_SUPPORT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
@@ -150,4 +157,5 @@ bench: all $(BENCH_MODEL)/config.json
 clean:
 	rm -rf build llaisys-cli llaisys-server
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) \
+         $(TEST_SUPPORT_OBJ:.o=.d)
