@@ -5,6 +5,7 @@
 #   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
 #   make tsan       the engine and server tests under ThreadSanitizer; fails on any report
+#   make format     rewrite the C sources in the style of .clang-format (format-check: list only)
 #   make SANITIZE=address|undefined|address,undefined|thread ...   sanitizer build (own $(BUILD))
 
 CC       ?= gcc
@@ -77,7 +78,7 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit tsan tsan-run run bench clean
+.PHONY: all setup test unit tsan tsan-run format format-check run bench clean
 all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
@@ -181,6 +182,15 @@ tsan-run: $(TSAN_TESTS:%=$(BUILD)/tests/%) $(SERVER) $(NODE_DEPS)
 	    exit 1; \
 	fi; \
 	[ $$rc -eq 0 ] && echo "tsan: no reports"; exit $$rc
+
+# `make format` rewrites the C sources with Debian 12's clang-format (14) and .clang-format;
+# `make format-check` only lists what it would change. Neither installs anything.
+CLANG_FORMAT ?= clang-format
+FORMAT_SRC := $(sort $(wildcard src/*/*.[ch] include/*.h tests/*.[ch]))
+format format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { echo "make $@: $(CLANG_FORMAT) not found;" \
+	    "install it (Debian: apt-get install clang-format) or set CLANG_FORMAT=" >&2; exit 1; }
+	@$(CLANG_FORMAT) $(if $(filter format,$@),-i,--dry-run --Werror) $(FORMAT_SRC)
 
 run: all
 	./$(SERVER) --model $(DEFAULT_MODEL)
