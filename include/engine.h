@@ -122,6 +122,7 @@ enum engine_finish {
     ENGINE_FINISH_LENGTH,    /* max_tokens reached, or the context is full */
     ENGINE_FINISH_CANCELLED, /* engine_cancel / engine_req_release before the end */
     ENGINE_FINISH_ERROR,     /* an internal failure; message in engine_output.error */
+    ENGINE_FINISH_COUNT      /* how many values there are (arrays indexed by the enum) */
 };
 
 struct engine_usage {

@@ -33,6 +33,7 @@ const char *engine_finish_str(enum engine_finish f)
     case ENGINE_FINISH_ERROR:
         return "error";
     case ENGINE_RUNNING:
+    case ENGINE_FINISH_COUNT:
         break;
     }
     return "";
