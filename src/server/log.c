@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "server_impl.h"
+#include "log.h"
 
 static atomic_int level = LOG_INFO;
 

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server_impl.h"
+#include "metrics.h"
+#include "openai_response.h"
 
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
                                      0.25,  0.5,   0.75, 1,    2.5,  5,    7.5,  10,
@@ -62,7 +63,7 @@ void metrics_finish(struct metrics *m, enum engine_finish finish, enum cancel_re
                     int prompt_tokens, int generated_tokens, double queue_s)
 {
     pthread_mutex_lock(&m->lock);
-    if ((unsigned)finish < 5)
+    if ((unsigned)finish < ENGINE_FINISH_COUNT)
         m->finished[finish]++;
     if (why != CANCEL_NONE && (unsigned)why < CANCEL_COUNT)
         m->cancellations[why]++;
@@ -154,7 +155,7 @@ static void hist(struct text *t, const char *name, const char *help, const struc
 }
 
 char *metrics_render(struct metrics *m, const struct engine_stats *st, const char *model,
-                     int state)
+                     bool ready)
 {
     struct text t = {0};
     size_t w = (size_t)snprintf(t.label, sizeof t.label, "model_name=\"");
@@ -175,14 +176,13 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
     pthread_mutex_unlock(&m->lock);
 
     family(&t, "llaisys_server_ready", "gauge", "1 when the model is loaded and serving");
-    sample_u(&t, "llaisys_server_ready", NULL, state == SERVER_READY);
+    sample_u(&t, "llaisys_server_ready", NULL, ready);
 
-    static const char *const finish_names[5] = {"", "stop", "length", "cancelled", "error"};
     family(&t, "llaisys_request_success_total", "counter",
            "Finished choices (engine requests) by finish reason");
-    for (int f = 1; f < 5; f++) {
+    for (int f = ENGINE_RUNNING + 1; f < ENGINE_FINISH_COUNT; f++) {
         char l[48];
-        snprintf(l, sizeof l, "finished_reason=\"%s\"", finish_names[f]);
+        snprintf(l, sizeof l, "finished_reason=\"%s\"", engine_finish_str(f));
         sample_u(&t, "llaisys_request_success_total", l, c.finished[f]);
     }
     static const char *const cancel_names[CANCEL_COUNT] = {"", "disconnect", "cancel_route",

@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
+#include "live.h"
+#include "log.h"
+#include "openai_response.h"
+#include "routes.h"
 #include "server_impl.h"
 
 enum MHD_Result route_health(struct http_ctx *c)
@@ -14,7 +19,7 @@ enum MHD_Result route_health(struct http_ctx *c)
     const char *body = st == SERVER_READY     ? "{\"status\":\"ok\"}"
                        : st == SERVER_LOADING ? "{\"status\":\"loading\"}"
                                               : "{\"status\":\"shutting_down\"}";
-    return http_respond_text(c, st == SERVER_READY ? 200 : 503, "application/json", body);
+    return respond_text(c, st == SERVER_READY ? 200 : 503, "application/json", body);
 }
 
 enum MHD_Result route_metrics(struct http_ctx *c)
@@ -25,9 +30,10 @@ enum MHD_Result route_metrics(struct http_ctx *c)
     bool have = st != SERVER_LOADING && srv->engine;
     if (have)
         engine_get_stats(srv->engine, &stats);
-    char *text = metrics_render(&srv->metrics, have ? &stats : NULL, srv->served_name, st);
+    char *text = metrics_render(&srv->metrics, have ? &stats : NULL, srv->served_name,
+                                st == SERVER_READY);
     if (!text)
-        return http_respond_json(c, 500, NULL);
+        return respond_json(c, 500, NULL);
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -35,11 +41,7 @@ enum MHD_Result route_metrics(struct http_ctx *c)
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    http_add_common_headers(c, r);
-    enum MHD_Result res = MHD_queue_response(c->conn, 200, r);
-    MHD_destroy_response(r);
-    c->status = 200;
-    return res;
+    return respond_queue(c, 200, r);
 }
 
 static void model_object(struct jbuf *b, const struct server *srv)
@@ -66,14 +68,14 @@ enum MHD_Result route_models(struct http_ctx *c)
         jbuf_lit(&b, "{\"object\":\"list\",\"data\":[");
         model_object(&b, srv);
         jbuf_lit(&b, "]}");
-        return http_respond_json(c, 200, jbuf_finish(&b));
+        return respond_json(c, 200, jbuf_finish(&b));
     }
     const char *id = c->url + strlen("/v1/models/");
     struct oai_error e;
     if (route_check_model(c, id, &e) != LL_OK)
-        return http_respond_error(c, &e);
+        return respond_error(c, &e);
     model_object(&b, srv);
-    return http_respond_json(c, 200, jbuf_finish(&b));
+    return respond_json(c, 200, jbuf_finish(&b));
 }
 
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
@@ -84,7 +86,7 @@ enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
         struct oai_error e;
         oai_error_set(&e, LL_ENOTFOUND, NULL, "request_not_found",
                       "No request in flight has the id '%.160s'", id);
-        return http_respond_error(c, &e);
+        return respond_error(c, &e);
     }
     log_msg(LOG_INFO, "%s cancel requested for %s (%d request%s)", c->xrid, id, n,
             n > 1 ? "s" : "");
@@ -94,5 +96,5 @@ enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
     jbuf_lit(&b, ",\"object\":\"request.cancel\",\"cancelled\":");
     jbuf_int(&b, n);
     jbuf_lit(&b, "}");
-    return http_respond_json(c, 200, jbuf_finish(&b));
+    return respond_json(c, 200, jbuf_finish(&b));
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "openai_response.h"
+#include "routes.h"
 #include "server_impl.h"
 #include "tokenizer.h"
 
@@ -33,7 +35,7 @@ enum MHD_Result route_tokenize(struct http_ctx *c)
         n = (int)cnt;
     }
     if (s != LL_OK) {
-        res = http_respond_error(c, &e);
+        res = respond_error(c, &e);
     } else {
         struct jbuf b = {0};
         jbuf_lit(&b, "{\"count\":");
@@ -59,7 +61,7 @@ enum MHD_Result route_tokenize(struct http_ctx *c)
             jbuf_lit(&b, "null");
         }
         jbuf_lit(&b, "}");
-        res = http_respond_json(c, 200, jbuf_finish(&b));
+        res = respond_json(c, 200, jbuf_finish(&b));
     }
     free(ids);
     oai_tokenize_free(&r);
@@ -92,13 +94,13 @@ enum MHD_Result route_detokenize(struct http_ctx *c)
             oai_error_set(&e, s, NULL, NULL, "tokenizer: %s", err.msg);
     }
     if (s != LL_OK) {
-        res = http_respond_error(c, &e);
+        res = respond_error(c, &e);
     } else {
         struct jbuf b = {0};
         jbuf_lit(&b, "{\"prompt\":");
         jbuf_str(&b, text, len);
         jbuf_lit(&b, "}");
-        res = http_respond_json(c, 200, jbuf_finish(&b));
+        res = respond_json(c, 200, jbuf_finish(&b));
     }
     free(text);
     oai_detokenize_free(&r);

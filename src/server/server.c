@@ -18,6 +18,11 @@
 #include <cjson/cJSON.h>
 
 #include "chat_template.h"
+#include "engine.h"
+#include "http.h"
+#include "live.h"
+#include "log.h"
+#include "metrics.h"
 #include "server_impl.h"
 #include "tokenizer.h"
 #include "util.h"

@@ -12,8 +12,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "auth.h"
 #include "server.h"
-#include "server_impl.h"
 #include "util.h"
 
 enum opt_type {
