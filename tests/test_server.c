@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../src/server/auth.h"
-#include "../src/server/log.h"
+#include "log.h"
 #include "../src/server/metrics.h"
 #include "../src/server/sse.h"
 
