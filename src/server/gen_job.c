@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "buf.h"
 #include "gen_job.h"
 #include "live.h"
 #include "log.h"
@@ -38,10 +39,8 @@ struct gen_choice {
     enum engine_finish finish;
     struct engine_usage usage;
     double queue_s;
-    char *text;                  /* non-stream: the whole text (after the echoed prompt) */
-    size_t len, cap;
-    char *reasoning;             /* non-stream: the whole reasoning */
-    size_t rlen, rcap;
+    struct ll_buf text;          /* non-stream: the whole text (after the echoed prompt) */
+    struct ll_buf reasoning;     /* non-stream: the whole reasoning */
     int32_t *ids;                /* non-stream with logprobs: (n_lp) tokens and their logprobs */
     struct sampler_logprobs *lp;
     int n_lp, cap_lp;
@@ -120,8 +119,8 @@ static void job_free(struct gen_job *j)
 {
     for (int i = 0; i < j->n_choices; i++) {
         engine_output_free(&j->ch[i].out);
-        free(j->ch[i].text);
-        free(j->ch[i].reasoning);
+        ll_buf_free(&j->ch[i].text);
+        ll_buf_free(&j->ch[i].reasoning);
         free(j->ch[i].ids);
         free(j->ch[i].lp);
         free(j->ch[i].echo);
@@ -325,26 +324,6 @@ static void emit(struct gen_job *j, char *json)
     free(json);
 }
 
-/* Append n bytes to a growable string. false: out of memory. */
-static bool append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
-{
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < *len + n + 1)
-            nc *= 2;
-        char *t = realloc(*buf, nc);
-        if (!t)
-            return false;
-        *buf = t;
-        *cap = nc;
-    }
-    if (n)
-        memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = 0;
-    return true;
-}
-
 /* Keep the ids and logprobs of a poll (non-stream). */
 static bool keep_logprobs(struct gen_choice *c, const struct engine_output *o)
 {
@@ -416,8 +395,8 @@ static void handle(struct gen_job *j, struct gen_choice *c)
     }
     if (j->stream) {
         stream_delta(j, c, o);
-    } else if (!append(&c->text, &c->len, &c->cap, o->text, o->text_len) ||
-               !append(&c->reasoning, &c->rlen, &c->rcap, o->reasoning, o->reasoning_len) ||
+    } else if (!ll_buf_append(&c->text, o->text, o->text_len) ||
+               !ll_buf_append(&c->reasoning, o->reasoning, o->reasoning_len) ||
                (j->logprobs && o->n_ids > 0 && o->logprobs && !keep_logprobs(c, o))) {
         j->broken = true;
         return;
@@ -568,17 +547,24 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
             struct oai_logprobs *lps = calloc((size_t)j->n_choices, sizeof *lps);
             for (int i = 0; lps && i < j->n_choices; i++) {
                 struct gen_choice *ch = &j->ch[i];
-                size_t cap = ch->echo_len + 1; /* (tokenizer_decode's allocation) */
-                if (ch->echo && !append(&ch->echo, &ch->echo_len, &cap, ch->text, ch->len)) {
-                    j->broken = true; /* the prompt's text, then the completion */
+                if (ch->echo) { /* the prompt's text, then the completion */
+                    struct ll_buf t = {0};
+                    ll_buf_append(&t, ch->echo, ch->echo_len);
+                    ll_buf_append(&t, ch->text.data, ch->text.len);
+                    ll_buf_free(&ch->text);
+                    ch->text = t;
+                }
+                if (ch->text.failed) {
+                    j->broken = true;
                     break;
                 }
                 lps[i] = logprobs_of(j, ch->ids, ch->lp, ch->n_lp, ch->chars);
                 cs[i] = (struct oai_choice){
-                    .index = ch->index, .text = ch->echo ? ch->echo : ch->text,
-                    .text_len = ch->echo ? ch->echo_len : ch->len,
-                    .reasoning = j->reasoning ? (ch->reasoning ? ch->reasoning : "") : NULL,
-                    .reasoning_len = ch->rlen, .logprobs = j->logprobs ? &lps[i] : NULL,
+                    .index = ch->index, .text = ch->text.data, .text_len = ch->text.len,
+                    .reasoning = j->reasoning ? (ch->reasoning.data ? ch->reasoning.data : "")
+                                              : NULL,
+                    .reasoning_len = ch->reasoning.len,
+                    .logprobs = j->logprobs ? &lps[i] : NULL,
                     .finish_reason = finish_reason(j, ch)};
             }
             struct oai_usage u;

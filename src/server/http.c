@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "buf.h"
 #include "http.h"
 #include "log.h"
 #include "request_id.h"
@@ -31,8 +32,7 @@
 /* One request: what the routes see, and the body as it arrives. */
 struct request {
     struct http_ctx c;
-    char *body;                  /* (body_len) NUL-terminated once anything was appended */
-    size_t body_len, body_cap;
+    struct ll_buf body;
     bool body_too_large;
 };
 
@@ -65,25 +65,12 @@ static enum MHD_Result body_too_large(struct http_ctx *c)
     return respond_error(c, &e);
 }
 
+/* Append to the body. false: over the limit, or out of memory. */
 static bool append_body(struct request *q, const char *data, size_t n)
 {
-    size_t limit = q->c.srv->opts->max_body;
-    if (q->body_len + n > limit)
+    if (q->body.len + n > q->c.srv->opts->max_body)
         return false;
-    if (q->body_len + n + 1 > q->body_cap) {
-        size_t cap = q->body_cap ? q->body_cap : 4096;
-        while (cap < q->body_len + n + 1)
-            cap *= 2;
-        char *p = realloc(q->body, cap);
-        if (!p)
-            return false;
-        q->body = p;
-        q->body_cap = cap;
-    }
-    memcpy(q->body + q->body_len, data, n);
-    q->body_len += n;
-    q->body[q->body_len] = 0;
-    return true;
+    return ll_buf_append(&q->body, data, n);
 }
 
 static bool is_get(const struct http_ctx *c)
@@ -212,9 +199,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_size) {
         if (!q->body_too_large && !c->status && !append_body(q, upload_data, *upload_size)) {
             q->body_too_large = true; /* keep reading (and dropping) the rest, then answer */
-            free(q->body);
-            q->body = NULL;
-            q->body_len = q->body_cap = 0;
+            ll_buf_free(&q->body);
         }
         *upload_size = 0;
         return MHD_YES;
@@ -223,10 +208,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (q->body_too_large)
         return body_too_large(c);
-    if (!q->body && !append_body(q, "", 0)) /* routes get a NUL-terminated body */
+    if (!ll_buf_reserve(&q->body, 0)) /* routes get a NUL-terminated body, "" when none */
         return MHD_NO;
-    c->body = q->body;
-    c->body_len = q->body_len;
+    c->body = q->body.data;
+    c->body_len = q->body.len;
     return dispatch(c);
 }
 
@@ -248,7 +233,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                     c->xrid, c->method, c->url, c->status, ll_now() - c->t_arrival);
         }
     }
-    free(q->body);
+    ll_buf_free(&q->body);
     free(c->url);
     free(q);
     *con_cls = NULL;

@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "engine.h"
+#include "json.h"
 #include "live.h"
 #include "log.h"
-#include "openai_response.h"
 #include "routes.h"
 #include "server_impl.h"
 
@@ -44,17 +45,17 @@ enum MHD_Result route_metrics(struct http_ctx *c)
     return respond_queue(c, 200, r);
 }
 
-static void model_object(struct jbuf *b, const struct server *srv)
+static void model_object(struct ll_buf *b, const struct server *srv)
 {
-    jbuf_lit(b, "{\"id\":");
-    jbuf_cstr(b, srv->served_name);
-    jbuf_lit(b, ",\"object\":\"model\",\"created\":");
-    jbuf_int(b, srv->started);
-    jbuf_lit(b, ",\"owned_by\":\"llaisys\",\"root\":");
-    jbuf_cstr(b, srv->served_name);
-    jbuf_lit(b, ",\"parent\":null,\"max_model_len\":");
-    jbuf_int(b, srv->n_ctx);
-    jbuf_lit(b, "}");
+    ll_buf_puts(b, "{\"id\":");
+    ll_json_put_cstr(b, srv->served_name);
+    ll_buf_puts(b, ",\"object\":\"model\",\"created\":");
+    ll_json_put_int(b, srv->started);
+    ll_buf_puts(b, ",\"owned_by\":\"llaisys\",\"root\":");
+    ll_json_put_cstr(b, srv->served_name);
+    ll_buf_puts(b, ",\"parent\":null,\"max_model_len\":");
+    ll_json_put_int(b, srv->n_ctx);
+    ll_buf_puts(b, "}");
 }
 
 enum MHD_Result route_models(struct http_ctx *c)
@@ -63,19 +64,19 @@ enum MHD_Result route_models(struct http_ctx *c)
     if (!route_require_ready(c, &res))
         return res;
     struct server *srv = c->srv;
-    struct jbuf b = {0};
+    struct ll_buf b = {0};
     if (!strcmp(c->url, "/v1/models")) {
-        jbuf_lit(&b, "{\"object\":\"list\",\"data\":[");
+        ll_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         model_object(&b, srv);
-        jbuf_lit(&b, "]}");
-        return respond_json(c, 200, jbuf_finish(&b));
+        ll_buf_puts(&b, "]}");
+        return respond_json(c, 200, ll_buf_take(&b));
     }
     const char *id = c->url + strlen("/v1/models/");
     struct oai_error e;
     if (route_check_model(c, id, &e) != LL_OK)
         return respond_error(c, &e);
     model_object(&b, srv);
-    return respond_json(c, 200, jbuf_finish(&b));
+    return respond_json(c, 200, ll_buf_take(&b));
 }
 
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
@@ -90,11 +91,11 @@ enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
     }
     log_msg(LOG_INFO, "%s cancel requested for %s (%d request%s)", c->xrid, id, n,
             n > 1 ? "s" : "");
-    struct jbuf b = {0};
-    jbuf_lit(&b, "{\"id\":");
-    jbuf_cstr(&b, id);
-    jbuf_lit(&b, ",\"object\":\"request.cancel\",\"cancelled\":");
-    jbuf_int(&b, n);
-    jbuf_lit(&b, "}");
-    return respond_json(c, 200, jbuf_finish(&b));
+    struct ll_buf b = {0};
+    ll_buf_puts(&b, "{\"id\":");
+    ll_json_put_cstr(&b, id);
+    ll_buf_puts(&b, ",\"object\":\"request.cancel\",\"cancelled\":");
+    ll_json_put_int(&b, n);
+    ll_buf_puts(&b, "}");
+    return respond_json(c, 200, ll_buf_take(&b));
 }

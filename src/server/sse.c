@@ -16,69 +16,61 @@
 #include "sse.h"
 #include "util.h"
 
-static bool append(struct sse_buf *b, const char *a, size_t alen, const char *m, size_t mlen,
-                   const char *z, size_t zlen)
+/* Append prefix, text, "\n\n" as one piece (room first, so it is whole or not at all). */
+static bool append(struct sse_buf *q, const char *prefix, const char *text)
 {
-    size_t need = alen + mlen + zlen;
-    if (b->off && b->off >= b->len / 2) { /* compact */
-        memmove(b->data, b->data + b->off, b->len - b->off);
-        b->len -= b->off;
-        b->off = 0;
+    struct ll_buf *b = &q->b;
+    if (q->off && q->off >= b->len / 2) { /* compact */
+        memmove(b->data, b->data + q->off, b->len - q->off);
+        b->len -= q->off;
+        q->off = 0;
     }
-    if (b->len + need > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + need)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p)
-            return false;
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, a, alen);
-    memcpy(b->data + b->len + alen, m, mlen);
-    memcpy(b->data + b->len + alen + mlen, z, zlen);
-    b->len += need;
+    size_t plen = strlen(prefix), tlen = strlen(text);
+    if (!ll_buf_reserve(b, plen + tlen + 2))
+        return false;
+    ll_buf_append(b, prefix, plen);
+    ll_buf_append(b, text, tlen);
+    ll_buf_append(b, "\n\n", 2);
     return true;
 }
 
-bool sse_event(struct sse_buf *b, const char *json)
+bool sse_event(struct sse_buf *q, const char *json)
 {
-    return append(b, "data: ", 6, json, strlen(json), "\n\n", 2);
+    return append(q, "data: ", json);
 }
 
-bool sse_comment(struct sse_buf *b, const char *text)
+bool sse_comment(struct sse_buf *q, const char *text)
 {
-    return append(b, ": ", 2, text, strlen(text), "\n\n", 2);
+    return append(q, ": ", text);
 }
 
-bool sse_done(struct sse_buf *b)
+bool sse_done(struct sse_buf *q)
 {
-    return append(b, "data: [DONE]", 12, "", 0, "\n\n", 2);
+    return append(q, "data: [DONE]", "");
 }
 
-size_t sse_pending(const struct sse_buf *b)
+size_t sse_pending(const struct sse_buf *q)
 {
-    return b->len - b->off;
+    return q->b.len - q->off;
 }
 
-size_t sse_take(struct sse_buf *b, char *dst, size_t max)
+size_t sse_take(struct sse_buf *q, char *dst, size_t max)
 {
-    size_t n = b->len - b->off;
+    size_t n = q->b.len - q->off;
     if (n > max)
         n = max;
     if (n)
-        memcpy(dst, b->data + b->off, n);
-    b->off += n;
-    if (b->off == b->len)
-        b->off = b->len = 0;
+        memcpy(dst, q->b.data + q->off, n);
+    q->off += n;
+    if (q->off == q->b.len)
+        q->off = q->b.len = 0;
     return n;
 }
 
-void sse_free(struct sse_buf *b)
+void sse_free(struct sse_buf *q)
 {
-    free(b->data);
-    memset(b, 0, sizeof *b);
+    ll_buf_free(&q->b);
+    q->off = 0;
 }
 
 /* ---- the streamed response ---- */

@@ -13,16 +13,18 @@
 
 #include <microhttpd.h>
 
+#include "buf.h"
+
 struct http_ctx;
 
 /* Bytes waiting to be written to one stream. Zero-initialised is empty. */
 struct sse_buf {
-    char *data;
-    size_t len, off, cap; /* data[off..len) is pending */
+    struct ll_buf b;
+    size_t off; /* b.data[off..b.len) is pending */
 };
 
-/* Append `data: JSON\n\n`, `: COMMENT\n\n` or `data: [DONE]\n\n`. false: out of memory (the
- * queue is unchanged). */
+/* Append `data: JSON\n\n`, `: COMMENT\n\n` or `data: [DONE]\n\n`, whole or not at all.
+ * false: out of memory (what was pending stays; every later append fails too). */
 bool sse_event(struct sse_buf *b, const char *json);
 bool sse_comment(struct sse_buf *b, const char *text);
 bool sse_done(struct sse_buf *b);
