@@ -502,7 +502,7 @@ static void stream_finish(void *ctx)
 }
 
 /* Serve a stream: an SSE response that owns the job from here. */
-static enum MHD_Result respond_stream(struct gen_job *j, struct http_ctx *c)
+static enum MHD_Result serve_stream(struct gen_job *j, struct http_ctx *c)
 {
     j->status = 200;
     c->log_done = true;
@@ -514,7 +514,7 @@ static enum MHD_Result respond_stream(struct gen_job *j, struct http_ctx *c)
 enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
 {
     if (j->stream)
-        return respond_stream(j, c);
+        return serve_stream(j, c);
     /* libmicrohttpd would count the whole generation as client inactivity */
     MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     while (!gen_job_done(j) && !j->broken)
