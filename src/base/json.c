@@ -47,8 +47,10 @@ enum ll_status ll_json_parse(cJSON **out, const char *text, size_t len, const ch
         else
             col++;
     }
-    return ll_err_set(err, LL_EJSON, "%s: invalid JSON at line %zu, column %zu (byte offset %zu)",
-                      what, line, col, at);
+    return ll_err_set(err, LL_EJSON, "%s: invalid JSON at line %zu, column %zu (byte offset %zu)%s",
+                      what, line, col, at,
+                      at >= len ? ": the text ends early (truncated?)"
+                      : !text[at] ? ": a NUL byte" : "");
 }
 
 const char *ll_json_type_name(const cJSON *v)
