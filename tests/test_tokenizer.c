@@ -1129,7 +1129,7 @@ static void test_malformed_tokenizer_json(void **state)
                                           "{\"add_bos_token\": \"yes\"}",
                                           "{\"add_bos_token\": true, \"bos_token\": \"<nope>\"}",
                                           "[1]"};
-    static const char *const config_field[] = {"ends early", "bos_token", "eos_token",
+    static const char *const config_field[] = {"end of the text", "bos_token", "eos_token",
                                                "add_bos_token", "bos_token", "top level"};
     for (size_t i = 0; i < LL_ARRAY_LEN(configs); i++) {
         tmp_write(&d, "tokenizer_config.json", configs[i], strlen(configs[i]));
