@@ -39,12 +39,12 @@ static void test_chat_fields(void **state)
     assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
     assert_string_equal(r.model, "m");
     assert_int_equal(r.max_tokens, 9); /* max_completion_tokens wins */
-    assert_true(r.has_temperature);
-    assert_float_equal(r.temperature, 0.5, 1e-6);
-    assert_float_equal(r.top_p, 0.9, 1e-6);
-    assert_int_equal(r.top_k, 40);
-    assert_true(r.has_seed);
-    assert_true(r.seed == UINT64_MAX);
+    assert_true(r.sampling.has_temperature);
+    assert_float_equal(r.sampling.temperature, 0.5, 1e-6);
+    assert_float_equal(r.sampling.top_p, 0.9, 1e-6);
+    assert_int_equal(r.sampling.top_k, 40);
+    assert_true(r.sampling.has_seed);
+    assert_true(r.sampling.seed == UINT64_MAX);
     assert_int_equal(r.n, 3);
     assert_true(r.stream && r.include_usage && r.ignore_eos && r.skip_special_tokens);
     assert_int_equal(r.n_stop_token_ids, 2);
@@ -82,10 +82,10 @@ static void test_chat_defaults(void **state)
     assert_null(r.model);
     assert_int_equal(r.max_tokens, 0);
     assert_int_equal(r.n, 1);
-    assert_false(r.has_temperature || r.has_top_p || r.has_top_k || r.has_seed);
+    assert_false(r.sampling.has_temperature || r.sampling.has_top_p || r.sampling.has_top_k ||
+                 r.sampling.has_seed || r.sampling.has_repetition_penalty);
     assert_false(r.stream || r.include_usage || r.logprobs || r.ignore_eos);
     assert_true(r.skip_special_tokens);
-    assert_float_equal(r.repetition_penalty, 1, 0);
     assert_int_equal(r.n_stop, 0);
     assert_int_equal(oai_request_check_supported(&r, &e), LL_OK);
     oai_request_free(&r);
@@ -298,11 +298,11 @@ static void test_sampling_controls(void **state)
         "\"logit_bias\":{\"11\":5,\"12\":-100},\"logprobs\":true,\"top_logprobs\":20,"
         "\"stop\":[\"a\",\"bc\",\"d\",\"e\",\"f\"],\"min_tokens\":3,\"max_tokens\":9}";
     assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
-    assert_true(r.has_min_p && r.has_repetition_penalty);
-    assert_float_equal(r.min_p, 0.1, 1e-6);
-    assert_float_equal(r.presence_penalty, 0.5, 1e-6);
-    assert_float_equal(r.frequency_penalty, -0.5, 1e-6);
-    assert_float_equal(r.repetition_penalty, 1.1, 1e-6);
+    assert_true(r.sampling.has_min_p && r.sampling.has_repetition_penalty);
+    assert_float_equal(r.sampling.min_p, 0.1, 1e-6);
+    assert_float_equal(r.sampling.presence_penalty, 0.5, 1e-6);
+    assert_float_equal(r.sampling.frequency_penalty, -0.5, 1e-6);
+    assert_float_equal(r.sampling.repetition_penalty, 1.1, 1e-6);
     assert_int_equal(r.n_logit_bias, 2);
     assert_int_equal(r.logit_bias[1].id, 12);
     assert_float_equal(r.logit_bias[1].bias, -100, 1e-6);
@@ -316,8 +316,7 @@ static void test_sampling_controls(void **state)
     /* defaults: nothing given */
     assert_int_equal(parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
                            &e), LL_OK);
-    assert_false(r.has_min_p || r.has_repetition_penalty || r.logprobs);
-    assert_float_equal(r.repetition_penalty, 1, 0);
+    assert_false(r.sampling.has_min_p || r.sampling.has_repetition_penalty || r.logprobs);
     assert_int_equal(r.min_tokens, 0);
     oai_request_free(&r);
     /* min_tokens above max_tokens, or negative */

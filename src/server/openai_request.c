@@ -1,8 +1,9 @@
 /*
  * openai_request.c: request bodies of the OpenAI-compatible routes → struct oai_request (and
- * vLLM's /tokenize, /detokenize bodies), with every known field type- and range-checked.
+ * vLLM's /tokenize, /detokenize bodies), with every known field type- and range-checked; the
+ * lines of `llaisys-cli batch`, which are such bodies; and a request → engine parameters.
  *
- * Called on HTTP threads; pure functions of their input. Every error names the field (as
+ * Called on HTTP threads and by the batch command; pure functions of their input. Every error names the field (as
  * OpenAI's error.param) and what was expected. JSON null is treated as an absent field, unknown
  * fields are ignored. The body must be UTF-8 (checked before parsing, so a string never carries
  * invalid bytes into the tokenizer); cJSON bounds nesting depth, so deep input cannot overflow
@@ -33,18 +34,29 @@ enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const c
     return status;
 }
 
-char *oai_error_json(const struct oai_error *e)
+cJSON *oai_error_object(const struct oai_error *e)
 {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *err = cJSON_AddObjectToObject(root, "error");
-    char *out = NULL;
+    cJSON *err = cJSON_CreateObject();
     if (err && cJSON_AddStringToObject(err, "message", e->message) &&
         cJSON_AddStringToObject(err, "type", ll_status_type(e->status)) &&
         (e->param[0] ? cJSON_AddStringToObject(err, "param", e->param)
                      : cJSON_AddNullToObject(err, "param")) &&
         (e->code[0] ? cJSON_AddStringToObject(err, "code", e->code)
                     : cJSON_AddNullToObject(err, "code")))
+        return err;
+    cJSON_Delete(err);
+    return NULL;
+}
+
+char *oai_error_json(const struct oai_error *e)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = oai_error_object(e);
+    char *out = NULL;
+    if (root && err && cJSON_AddItemToObject(root, "error", err))
         out = cJSON_PrintUnformatted(root);
+    else
+        cJSON_Delete(err);
     cJSON_Delete(root);
     return out;
 }
@@ -489,9 +501,10 @@ static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struc
     if (!cJSON_IsString(v) && !cJSON_IsArray(v))
         return wrong_type(e, "stop", "a string or an array of strings", v);
     int cnt = cJSON_IsString(v) ? 1 : cJSON_GetArraySize(v);
-    if (cnt > OAI_MAX_STOP)
+    if (cnt > ENGINE_MAX_STOP_STRINGS)
         return oai_error_set(e, LL_EINVAL, "stop", "invalid_value",
-                             "'stop' may hold at most %d strings, got %d", OAI_MAX_STOP, cnt);
+                             "'stop' may hold at most %d strings, got %d",
+                             ENGINE_MAX_STOP_STRINGS, cnt);
     if (cnt == 0)
         return LL_OK;
     if (!(r->stop = calloc((size_t)cnt, sizeof *r->stop)))
@@ -502,9 +515,11 @@ static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struc
         snprintf(param, sizeof param, "stop[%d]", i);
         if (!cJSON_IsString(x))
             return wrong_type(e, param, "a string", x);
-        if (!x->valuestring[0])
+        size_t l = strlen(x->valuestring);
+        if (l == 0 || l > ENGINE_MAX_STOP_LEN)
             return oai_error_set(e, LL_EINVAL, param, "invalid_value",
-                                 "'%s' must not be empty", param);
+                                 "'%s' must be 1 to %d bytes long, got %zu", param,
+                                 ENGINE_MAX_STOP_LEN, l);
         if (!(r->stop[i] = strdup(x->valuestring)))
             return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
         r->n_stop = i + 1;
@@ -545,10 +560,10 @@ static enum ll_status parse_logit_bias(const cJSON *root, struct oai_request *r,
     if (!cJSON_IsObject(v))
         return wrong_type(e, "logit_bias", "an object mapping token ids to numbers", v);
     int cnt = cJSON_GetArraySize(v);
-    if (cnt > OAI_MAX_LOGIT_BIAS)
+    if (cnt > ENGINE_MAX_LOGIT_BIAS)
         return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
                              "'logit_bias' may hold at most %d entries, got %d",
-                             OAI_MAX_LOGIT_BIAS, cnt);
+                             ENGINE_MAX_LOGIT_BIAS, cnt);
     if (cnt && !(r->logit_bias = calloc((size_t)cnt, sizeof *r->logit_bias)))
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     const cJSON *x;
@@ -559,10 +574,11 @@ static enum ll_status parse_logit_bias(const cJSON *root, struct oai_request *r,
         if (!k[0] || *end || k[0] == '-' || k[0] == '+' || k[0] == ' ' || id > INT32_MAX)
             return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
                                  "'logit_bias' keys must be token ids, got '%.40s'", k);
-        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 ||
-            x->valuedouble > 100)
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -OAI_MAX_BIAS ||
+            x->valuedouble > OAI_MAX_BIAS)
             return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
-                                 "'logit_bias[\"%.20s\"]' must be a number from -100 to 100", k);
+                                 "'logit_bias[\"%.20s\"]' must be a number from %g to %g", k,
+                                 -OAI_MAX_BIAS, OAI_MAX_BIAS);
         r->logit_bias[r->n_logit_bias].id = (int32_t)id;
         r->logit_bias[r->n_logit_bias++].bias = (float)x->valuedouble;
     }
@@ -576,7 +592,7 @@ static enum ll_status parse_logprobs(const cJSON *root, struct oai_request *r,
     enum ll_status s;
     if (r->kind == OAI_COMPLETION) { /* legacy: logprobs is the number of alternatives */
         bool has = false;
-        if ((s = opt_int(root, "logprobs", 0, 5, &k, &has, e)) != LL_OK)
+        if ((s = opt_int(root, "logprobs", 0, OAI_MAX_COMPLETION_LOGPROBS, &k, &has, e)) != LL_OK)
             return s;
         r->logprobs = has;
         r->top_logprobs = (int)k;
@@ -585,7 +601,7 @@ static enum ll_status parse_logprobs(const cJSON *root, struct oai_request *r,
     if ((s = opt_bool(root, "logprobs", &r->logprobs, e)) != LL_OK)
         return s;
     bool has = false;
-    if ((s = opt_int(root, "top_logprobs", 0, OAI_MAX_TOP_LOGPROBS, &k, &has, e)) != LL_OK)
+    if ((s = opt_int(root, "top_logprobs", 0, SAMPLER_MAX_TOP_LOGPROBS, &k, &has, e)) != LL_OK)
         return s;
     if (has && !r->logprobs)
         return oai_error_set(e, LL_EINVAL, "top_logprobs", "invalid_value",
@@ -623,16 +639,17 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
     if ((s = opt_int(root, "n", 1, OAI_MAX_N, &v, NULL, e)) != LL_OK)
         return s;
     r->n = (int)v;
-    if ((s = opt_number(root, "temperature", 0, 2, false, &r->temperature, &r->has_temperature,
-                        e)) != LL_OK ||
-        (s = opt_number(root, "top_p", 0, 1, true, &r->top_p, &r->has_top_p, e)) != LL_OK ||
-        (s = opt_number(root, "min_p", 0, 1, false, &r->min_p, &r->has_min_p, e)) != LL_OK ||
-        (s = opt_number(root, "presence_penalty", -2, 2, false, &r->presence_penalty, NULL,
-                        e)) != LL_OK ||
-        (s = opt_number(root, "frequency_penalty", -2, 2, false, &r->frequency_penalty, NULL,
-                        e)) != LL_OK ||
-        (s = opt_number(root, "repetition_penalty", 0, 100, true, &r->repetition_penalty,
-                        &r->has_repetition_penalty, e)) != LL_OK)
+    struct gen_settings *g = &r->sampling;
+    if ((s = opt_number(root, "temperature", 0, GEN_TEMPERATURE_MAX, false, &g->temperature,
+                        &g->has_temperature, e)) != LL_OK ||
+        (s = opt_number(root, "top_p", 0, 1, true, &g->top_p, &g->has_top_p, e)) != LL_OK ||
+        (s = opt_number(root, "min_p", 0, 1, false, &g->min_p, &g->has_min_p, e)) != LL_OK ||
+        (s = opt_number(root, "presence_penalty", -GEN_PENALTY_MAX, GEN_PENALTY_MAX, false,
+                        &g->presence_penalty, NULL, e)) != LL_OK ||
+        (s = opt_number(root, "frequency_penalty", -GEN_PENALTY_MAX, GEN_PENALTY_MAX, false,
+                        &g->frequency_penalty, NULL, e)) != LL_OK ||
+        (s = opt_number(root, "repetition_penalty", 0, GEN_REPETITION_PENALTY_MAX, true,
+                        &g->repetition_penalty, &g->has_repetition_penalty, e)) != LL_OK)
         return s;
     v = 0;
     if ((s = opt_int(root, "min_tokens", 0, INT32_MAX, &v, NULL, e)) != LL_OK)
@@ -643,14 +660,14 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
                              "'min_tokens' (%d) must not exceed '%s' (%d)", r->min_tokens, mt,
                              r->max_tokens);
     v = 0;
-    if ((s = opt_int(root, "top_k", -1, INT32_MAX, &v, &r->has_top_k, e)) != LL_OK)
+    if ((s = opt_int(root, "top_k", -1, INT32_MAX, &v, &g->has_top_k, e)) != LL_OK)
         return s;
-    r->top_k = (int)v;
+    g->top_k = (int)v;
     v = 0;
     /* doubles hold integers exactly up to 2^53; larger seeds are still deterministic */
-    if ((s = opt_int(root, "seed", INT64_MIN, INT64_MAX, &v, &r->has_seed, e)) != LL_OK)
+    if ((s = opt_int(root, "seed", INT64_MIN, INT64_MAX, &v, &g->has_seed, e)) != LL_OK)
         return s;
-    r->seed = (uint64_t)v;
+    g->seed = (uint64_t)v;
     if ((s = parse_stop(root, r, e)) != LL_OK || (s = parse_stop_ids(root, r, e)) != LL_OK ||
         (s = parse_logit_bias(root, r, e)) != LL_OK || (s = parse_logprobs(root, r, e)) != LL_OK ||
         (s = opt_bool(root, "ignore_eos", &r->ignore_eos, e)) != LL_OK ||
@@ -670,30 +687,94 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
     return LL_OK;
 }
 
-enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
-                                 size_t len, struct oai_error *e)
+static void request_init(struct oai_request *r, enum oai_kind kind)
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->n = 1;
-    r->repetition_penalty = 1;
     r->skip_special_tokens = true;
-    cJSON *root;
-    enum ll_status s = parse_body(&root, body, len, e);
-    if (s != LL_OK)
-        return s;
-    s = parse_fields(root, r, e);
+}
+
+/* The request of r->kind in the object root; on error *r is left empty. */
+static enum ll_status parse_request(struct oai_request *r, const cJSON *root, struct oai_error *e)
+{
+    enum oai_kind kind = r->kind;
+    enum ll_status s = parse_fields(root, r, e);
     if (s == LL_OK)
         s = kind == OAI_CHAT ? chat_context(root, &r->chat_context, e) : parse_prompts(root, r, e);
     if (s == LL_OK && (long long)r->n * (r->n_prompts ? r->n_prompts : 1) > OAI_MAX_N)
         s = oai_error_set(e, LL_EINVAL, "n", "invalid_value",
                           "'n' times the number of prompts may be at most %d", OAI_MAX_N);
-    cJSON_Delete(root);
     if (s != LL_OK) {
         oai_request_free(r);
-        r->kind = kind;
+        request_init(r, kind);
     }
     return s;
+}
+
+enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
+                                 size_t len, struct oai_error *e)
+{
+    request_init(r, kind);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, e);
+    if (s != LL_OK)
+        return s;
+    s = parse_request(r, root, e);
+    cJSON_Delete(root);
+    return s;
+}
+
+enum ll_status oai_batch_line_parse(struct oai_request *r, cJSON **id, const char *line,
+                                    size_t len, struct oai_error *e)
+{
+    *id = NULL;
+    request_init(r, OAI_COMPLETION);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, line, len, e);
+    if (s != LL_OK)
+        return s;
+    const cJSON *idv = cJSON_GetObjectItemCaseSensitive(root, "id");
+    bool chat = member(root, "messages") != NULL, prompt = member(root, "prompt") != NULL;
+    if (idv && !(*id = cJSON_Duplicate(idv, true)))
+        s = oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    else if (member(root, "ids"))
+        s = oai_error_set(e, LL_EINVAL, "ids", "invalid_value",
+                          "'ids' is not a request field: give token ids as \"prompt\": [ids]");
+    else if (chat && prompt)
+        s = oai_error_set(e, LL_EINVAL, "prompt", "invalid_value",
+                          "a line holds 'messages' (a chat request) or 'prompt' (a completions "
+                          "request), not both");
+    else if (!chat && !prompt)
+        s = oai_error_set(e, LL_EINVAL, "messages", "missing_required_parameter",
+                          "a line needs 'messages' (a chat request) or 'prompt' (a completions "
+                          "request)");
+    if (s == LL_OK) {
+        r->kind = chat ? OAI_CHAT : OAI_COMPLETION;
+        s = parse_request(r, root, e);
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
+void oai_request_params(const struct oai_request *r, const struct generation_defaults *g,
+                        struct engine_params *out)
+{
+    *out = (struct engine_params){
+        .logit_bias = r->logit_bias,
+        .n_logit_bias = r->n_logit_bias,
+        .max_tokens = r->max_tokens,
+        .min_tokens = r->min_tokens,
+        .stop_ids = r->stop_token_ids,
+        .n_stop_ids = r->n_stop_token_ids,
+        .stop = (const char *const *)r->stop,
+        .n_stop = r->n_stop,
+        .ignore_eos = r->ignore_eos,
+        .keep_special = !r->skip_special_tokens,
+        .logprobs = r->logprobs,
+        .top_logprobs = r->top_logprobs,
+    };
+    gen_params_resolve(out, &r->sampling, g);
 }
 
 enum ll_status oai_request_check_supported(const struct oai_request *r, struct oai_error *e)
