@@ -104,7 +104,7 @@ enum ll_status tok_load_config(struct tokenizer *tok, const char *model_dir, str
         cJSON *root = NULL;
         st = ll_read_file(path, &data, &len, err);
         if (st == LL_OK)
-            st = tok_parse_json(path, data, len, &root, err);
+            st = ll_json_parse(&root, data, len, path, err);
         if (st == LL_OK)
             st = apply_config(tok, root, path, err);
         cJSON_Delete(root);
