@@ -100,8 +100,11 @@ struct oai_request {
 
 /* Parse a request body of `kind` (len bytes, need not be NUL-terminated). On LL_OK *r owns its
  * fields; on error *r is left empty (safe to free) and *e says what and where. Returns LL_OK;
- * LL_EUTF8 (body not UTF-8), LL_EJSON (syntax: names the byte offset), LL_EINVAL (a field of
- * the wrong type or out of range: param names it; also a missing required field), LL_ENOMEM. */
+ * LL_EUTF8 (body not UTF-8), LL_EJSON (syntax: names the line, column and byte offset),
+ * LL_ETYPE (the body or a field of the wrong type, code "invalid_type"), LL_EINVAL (a field out
+ * of range, code "invalid_value", or missing, "missing_required_parameter"; param names it),
+ * LL_EUNSUPPORTED (a field the server does not implement: suffix, non-text content parts),
+ * LL_ENOMEM. */
 enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
                                  size_t len, struct oai_error *e);
 
@@ -155,9 +158,5 @@ enum ll_status oai_detokenize_parse(struct oai_detokenize_request *r, const char
                                     size_t len, struct oai_error *e);
 void oai_tokenize_free(struct oai_tokenize_request *r);
 void oai_detokenize_free(struct oai_detokenize_request *r);
-
-/* Whether s[0..len) is valid UTF-8 (no overlongs, surrogates or code points > U+10FFFF). On
- * false, *bad_at (may be NULL) gets the offset of the first invalid byte. */
-bool oai_utf8_valid(const char *s, size_t len, size_t *bad_at);
 
 #endif
