@@ -133,6 +133,7 @@ if command -v jq >/dev/null; then
 {"id":"mp","prompt":[[$j1],[$j2]],"max_tokens":3,"temperature":0,"n":2,"ignore_eos":true}
 {"id":"ec","prompt":"Hello, world","max_tokens":6,"temperature":0,"ignore_eos":true,"echo":true}
 {"id":"rs","prompt":[$j1],"max_tokens":8,"temperature":1,"ignore_eos":true}
+{"prompt":[$j2],"max_tokens":1,"temperature":0}
 EOT
     "$cli" batch --model "$model" --input "$tmp/mp.jsonl" >"$tmp/mp.out" 2>/dev/null
     g1=$(echo "$want" | cut -d' ' -f1-3 | tr ' ' ',')
@@ -142,6 +143,8 @@ EOT
     check "two prompts, n=2: four lines, index = prompt x n + choice, each prompt's greedy ids" $?
     jq -s -e --arg t "Hello, world$gott" 'map(select(.id == "ec"))[0].text == $t' "$tmp/mp.out" >/dev/null
     check "echo: the prompt's text, then the completion" $?
+    [ "$(jq -s -c 'map(select(.id == 4))[0].token_ids' "$tmp/mp.out")" = "[$(echo "$want2" | cut -d' ' -f1)]" ]
+    check "a line without an id is named by its line number" $?
     seed=$(grep '^{"id":"rs"' "$tmp/mp.out" | sed -n 's/.*"seed":\([0-9]*\).*/\1/p')
     echo "{\"id\":\"rs\",\"prompt\":[$j1],\"max_tokens\":8,\"temperature\":1,\"ignore_eos\":true,\"seed\":$seed}" \
         >"$tmp/rs.jsonl"
@@ -172,7 +175,7 @@ rc=$?
 check "batch exits 1 when a request failed" $?
 line_of "$tmp/bad.out" ok | grep -q '"finish_reason":"length"'
 check "good requests run beside bad lines" $?
-grep '^{"id":2,' "$tmp/bad.out" | grep -q '"error":{"message":"line 2: .*not valid JSON.*","type":"invalid_request_error","param":null,"code":"invalid_json"}'
+grep '^{"id":2,' "$tmp/bad.out" | grep -q '"error":{"message":"line 2: request: invalid JSON at line 1, column 1 (byte offset 0)","type":"invalid_request_error","param":null,"code":"invalid_json"}'
 check "a line that is not JSON gives an error line naming it, in the server's error shape" $?
 line_of "$tmp/bad.out" long | grep -q 'exceeds the context'
 check "a request beyond the context is rejected with a clear error" $?

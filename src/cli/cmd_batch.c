@@ -27,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
 #include "chat_template.h"
 #include "commands.h"
 #include "engine.h"
@@ -61,8 +62,7 @@ struct job {
     int32_t *ids;             /* generated ids */
     struct sampler_logprobs *lp; /* (n_ids) when logprobs were asked for */
     int n_ids, cap_ids;
-    char *text;               /* the echoed prompt, then the generated text */
-    size_t len, cap;
+    struct ll_buf text;       /* the echoed prompt, then the generated text */
 };
 
 static void print_line(cJSON *o)
@@ -102,7 +102,7 @@ static void print_result(const struct job *j, const struct engine_output *out)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "id", cJSON_Duplicate(j->line->id, true));
     cJSON_AddNumberToObject(o, "index", j->index);
-    cJSON_AddItemToObject(o, "text", cJSON_CreateString(j->text ? j->text : ""));
+    cJSON_AddItemToObject(o, "text", cJSON_CreateString(j->text.data ? j->text.data : ""));
     cJSON *ids = cJSON_AddArrayToObject(o, "token_ids");
     for (int i = 0; i < j->n_ids; i++)
         cJSON_AddItemToArray(ids, cJSON_CreateNumber(j->ids[i]));
@@ -154,26 +154,6 @@ static void print_result(const struct job *j, const struct engine_output *out)
     print_line(o);
 }
 
-/* Append n bytes to the job's text. Returns false on out of memory. */
-static bool text_append(struct job *j, const char *s, size_t n)
-{
-    if (j->len + n + 1 > j->cap) {
-        size_t c = j->cap ? j->cap : 256;
-        while (c < j->len + n + 1)
-            c *= 2;
-        char *t = realloc(j->text, c);
-        if (!t)
-            return false;
-        j->text = t;
-        j->cap = c;
-    }
-    if (n)
-        memcpy(j->text + j->len, s, n);
-    j->len += n;
-    j->text[j->len] = '\0';
-    return true;
-}
-
 /* Append what a poll returned to the job. Returns false on out of memory. */
 static bool job_take(struct job *j, const struct engine_output *out)
 {
@@ -199,7 +179,7 @@ static bool job_take(struct job *j, const struct engine_output *out)
     if (out->n_ids && lps && out->logprobs)
         memcpy(j->lp + j->n_ids, out->logprobs, sizeof *j->lp * (size_t)out->n_ids);
     j->n_ids += out->n_ids;
-    return text_append(j, out->text, out->text_len);
+    return ll_buf_append(&j->text, out->text, out->text_len);
 }
 
 static void job_free(struct job *j)
@@ -207,7 +187,7 @@ static void job_free(struct job *j)
     engine_req_release(j->req);
     free(j->ids);
     free(j->lp);
-    free(j->text);
+    ll_buf_free(&j->text);
     memset(j, 0, sizeof *j);
 }
 
@@ -338,7 +318,7 @@ static enum ll_status submit_line(struct batch_ctx *c, struct line *l, struct oa
                 size_t len = 0;
                 s = tokenizer_decode(c->tok, ids, (size_t)n, r->skip_special_tokens, &text,
                                      &len, &err);
-                if (s == LL_OK && !text_append(j, text, len))
+                if (s == LL_OK && !ll_buf_append(&j->text, text, len))
                     s = ll_err_set(&err, LL_ENOMEM, "out of memory");
                 free(text);
             }
@@ -401,24 +381,8 @@ int cmd_batch(int argc, char **argv)
     struct ll_err err = {0};
     char *data = NULL;
     size_t len = 0;
-    if (!strcmp(input, "-")) {
-        size_t cap = 1 << 16, k;
-        data = malloc(cap);
-        while (data && (k = fread(data + len, 1, cap - len - 1, stdin)) > 0) {
-            len += k;
-            if (len + 1 == cap) {
-                char *nd = realloc(data, cap *= 2);
-                if (!nd)
-                    free(data);
-                data = nd;
-            }
-        }
-        if (!data) {
-            fprintf(stderr, "llaisys-cli batch: out of memory reading stdin\n");
-            return 1;
-        }
-        data[len] = '\0';
-    } else if (ll_read_file(input, &data, &len, &err) != LL_OK) {
+    if (!strcmp(input, "-") ? ll_read_stream(stdin, "standard input", &data, &len, &err) != LL_OK
+                            : ll_read_file(input, &data, &len, &err) != LL_OK) {
         fprintf(stderr, "llaisys-cli batch: %s\n", err.msg);
         return 1;
     }
@@ -457,6 +421,8 @@ int cmd_batch(int argc, char **argv)
         struct line *l = calloc(1, sizeof *l);
         enum ll_status s = l ? oai_batch_line_parse(&l->req, &l->id, line, n, &e)
                              : oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
+        if (s == LL_OK && !l->id && !(l->id = cJSON_CreateNumber(line_no)))
+            s = oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
         if (s == LL_OK)
             s = oai_request_check_supported(&l->req, &e);
         if (s == LL_OK)
