@@ -3,11 +3,14 @@
  * vLLM's /tokenize, /detokenize bodies), with every known field type- and range-checked; the
  * lines of `llaisys-cli batch`, which are such bodies; and a request → engine parameters.
  *
- * Called on HTTP threads and by the batch command; pure functions of their input. Every error names the field (as
- * OpenAI's error.param) and what was expected. JSON null is treated as an absent field, unknown
- * fields are ignored. The body must be UTF-8 (checked before parsing, so a string never carries
- * invalid bytes into the tokenizer); cJSON bounds nesting depth, so deep input cannot overflow
- * the stack.
+ * Called on HTTP threads and by the batch command; pure functions of their input. Every error
+ * names the field (as OpenAI's error.param) and what was expected. JSON null is treated as an
+ * absent field, unknown fields are ignored. The body must be UTF-8 (checked before parsing, so a
+ * string never carries invalid bytes into the tokenizer); cJSON bounds nesting depth, so deep
+ * input cannot overflow the stack. Types and ranges are checked by base's JSON getters (json.h):
+ * a wrong type is LL_ETYPE with error.code "invalid_type", a value out of range LL_EINVAL with
+ * "invalid_value"; the ranges of sampling values are gen_params.h's, the limits of stops and
+ * logit_bias the engine's.
  */
 #include "openai_request.h"
 
@@ -237,7 +240,8 @@ static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct
                              "'%s' must be one of system, developer, user, assistant, tool; "
                              "got '%.40s'", param, role->valuestring);
     cJSON *content = NULL;
-    enum ll_status s = content_to_json(ll_json_member(m, "content"), i, role->valuestring, &content, e);
+    enum ll_status s =
+        content_to_json(ll_json_member(m, "content"), i, role->valuestring, &content, e);
     if (s != LL_OK)
         return s;
     cJSON *copy = cJSON_Duplicate(m, true);
@@ -646,7 +650,8 @@ enum ll_status oai_batch_line_parse(struct oai_request *r, cJSON **id, const cha
     if (s != LL_OK)
         return s;
     const cJSON *idv = cJSON_GetObjectItemCaseSensitive(root, "id");
-    bool chat = ll_json_member(root, "messages") != NULL, prompt = ll_json_member(root, "prompt") != NULL;
+    bool chat = ll_json_member(root, "messages") != NULL;
+    bool prompt = ll_json_member(root, "prompt") != NULL;
     if (idv && !(*id = cJSON_Duplicate(idv, true)))
         s = oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     else if (ll_json_member(root, "ids"))
