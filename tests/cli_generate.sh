@@ -2,7 +2,9 @@
 # cli_generate.sh: black-box tests of `llaisys-cli generate`, `score` and `bench` on the tiny-qwen2
 # fixture: greedy ids equal the float64 reference (tiny-qwen2.expected.json) over its stable
 # prefix on both math paths, score's top-1 agrees with the reference, seeded sampling repeats,
-# text and chat prompts run, and bad arguments fail with a message naming the problem.
+# text and chat prompts run, sampling defaults follow gen_params.h's policy, and bad arguments
+# fail with a message naming the problem. (tests/cli_params.sh compares generate with batch and
+# the server.)
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 exp=tests/fixtures/tiny-qwen2.expected.json
@@ -75,6 +77,21 @@ check "generate --chat: template prompt of chat_hello, reference greedy ids" $?
 "$cli" generate --model "$model" --chat "Who are you?" -n 8 --seed 1 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 0 ] && [ -s "$tmp/out" ] && grep -q 'sampling: temperature 0.6' "$tmp/err"
 check "generate --chat streams text, sampling defaults from generation_config.json" $?
+
+# The default policy of gen_params.h: a generation_config.json without sampling fields samples
+# at temperature 1 with nothing else on (generate used to decode greedily, with top-k 50).
+mkdir "$tmp/plain"
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+    ln -s "$PWD/$model/$f" "$tmp/plain/$f"
+done
+echo '{"bos_token_id":151646,"eos_token_id":151643}' >"$tmp/plain/generation_config.json"
+"$cli" generate --model "$tmp/plain" --prompt "Once upon a time" -n 4 --seed 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] &&
+    grep -q 'sampling: temperature 1, top-k 0, top-p 1, min-p 0, repetition penalty 1, seed 2$' "$tmp/err"
+check "generate without sampling fields in generation_config: temperature 1, nothing else on" $?
+"$cli" generate --model "$model" --prompt hi --temp 2.5 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- '--temp must be in \[0, 2\]' "$tmp/err"
+check "generate --temp above 2 is refused, as by the server" $?
 
 # Bad input: non-zero exit and a message naming the problem.
 "$cli" generate --model "$tmp/nonexistent" --prompt hi >"$tmp/out" 2>"$tmp/err"

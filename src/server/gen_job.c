@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "buf.h"
@@ -71,49 +70,6 @@ struct gen_job {
     int status;                  /* HTTP status answered */
     struct live_entry live;      /* registration with the watcher (its flags: [live]) */
 };
-
-static uint64_t random_seed(void)
-{
-    uint64_t s;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
-        s = (uint64_t)(ll_now() * 1e9) ^ (uint64_t)(uintptr_t)&s;
-    return s;
-}
-
-/* Sampling parameters: the request's, else generation_config.json's, else OpenAI's defaults
- * (temperature 1, top_p 1, no top-k, no min-p, no penalties). */
-static struct sampler_params sampling(const struct server *srv, const struct oai_request *r,
-                                      struct sampler_penalties *pen)
-{
-    const struct generation_defaults *g = &engine_model(srv->engine)->gen;
-    struct sampler_params p = {.temperature = 1, .top_p = 1};
-    *pen = (struct sampler_penalties){.repetition = 1, .presence = r->presence_penalty,
-                                      .frequency = r->frequency_penalty};
-    if (g->has_min_p)
-        p.min_p = g->min_p;
-    if (g->has_repetition_penalty)
-        pen->repetition = g->repetition_penalty;
-    if (r->has_min_p)
-        p.min_p = r->min_p;
-    if (r->has_repetition_penalty)
-        pen->repetition = r->repetition_penalty;
-    if (g->has_do_sample && !g->do_sample)
-        p.temperature = 0;
-    else if (g->has_temperature)
-        p.temperature = g->temperature;
-    if (g->has_top_p)
-        p.top_p = g->top_p;
-    if (g->has_top_k)
-        p.top_k = g->top_k;
-    if (r->has_temperature)
-        p.temperature = r->temperature;
-    if (r->has_top_p)
-        p.top_p = r->top_p;
-    if (r->has_top_k)
-        p.top_k = r->top_k > 0 ? r->top_k : 0;
-    p.seed = r->has_seed ? r->seed : random_seed();
-    return p;
-}
 
 static void job_free(struct gen_job *j)
 {
@@ -206,15 +162,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->top_logprobs = r->top_logprobs;
     j->reasoning = r->kind == OAI_CHAT && srv->reasoning;
     j->skip_special = r->skip_special_tokens;
-    struct sampler_penalties pen;
-    struct sampler_params sp = sampling(srv, r, &pen);
-    struct sampler_bias *bias = NULL;
-    if (r->n_logit_bias && !(bias = malloc(sizeof *bias * (size_t)r->n_logit_bias))) {
-        job_free(j);
-        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
-    }
-    for (int b = 0; b < r->n_logit_bias; b++)
-        bias[b] = (struct sampler_bias){r->logit_bias[b].id, r->logit_bias[b].bias};
+    struct engine_params base;
+    oai_request_params(r, &engine_model(srv->engine)->gen, &base);
     enum ll_status s = LL_OK;
     int i = 0;
     for (int p = 0; p < n_prompts && s == LL_OK; p++) {
@@ -235,33 +184,17 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
             if (ch->echo)
                 ch->chars = oai_logprobs_chars(srv->tok, prompts[p], n_ids[p],
                                                r->skip_special_tokens);
-            struct engine_params ep = {
-                .prompt = prompts[p],
-                .n_prompt = n_ids[p],
-                .sampling = sp,
-                .penalties = pen,
-                .logit_bias = bias,
-                .n_logit_bias = r->n_logit_bias,
-                .choice = k,
-                .max_tokens = r->max_tokens,
-                .min_tokens = r->min_tokens,
-                .stop_ids = r->stop_token_ids,
-                .n_stop_ids = r->n_stop_token_ids,
-                .stop = (const char *const *)r->stop,
-                .n_stop = r->n_stop,
-                .ignore_eos = r->ignore_eos,
-                .keep_special = !r->skip_special_tokens,
-                .logprobs = r->logprobs,
-                .top_logprobs = r->top_logprobs,
-                .reasoning = j->reasoning,
-            };
+            struct engine_params ep = base;
+            ep.prompt = prompts[p];
+            ep.n_prompt = n_ids[p];
+            ep.choice = k;
+            ep.reasoning = j->reasoning;
             if ((s = engine_submit(srv->engine, &ep, &ch->req, &err)) != LL_OK) {
                 submit_error(s, &err, n_ids[p], srv->n_ctx, e);
                 break;
             }
         }
     }
-    free(bias);
     if (s != LL_OK) {
         for (int q = 0; q < i; q++)
             engine_req_release(j->ch[q].req);
