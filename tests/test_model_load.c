@@ -30,6 +30,8 @@
 #include "model.h"
 #include "model_config.h"
 #include "model_registry.h"
+#include "qwen2.h" /* the weight checks look inside the qwen2 family's own struct */
+#include "runtime.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -173,7 +175,7 @@ static void test_fixture_weights(void **state)
     struct ll_err err = {0};
     if (model_open(&m, FIXTURE, &err) != LL_OK)
         fail_msg("%s", err.msg);
-    const struct qwen2_weights *w = &m->weights;
+    const struct qwen2_weights *w = m->weights;
     assert_int_equal(w->embed.ndim, 2);
     assert_int_equal(w->embed.shape[0], 151936);
     assert_int_equal(w->embed.shape[1], 64);
@@ -271,7 +273,7 @@ static void test_mkmodel_tiny(void **state)
     assert_int_equal(c->eos_ids[0], 151643);
     assert_true(m->gen.temperature == 0.6f && m->gen.top_p == 0.95f && m->gen.do_sample);
 
-    const struct qwen2_weights *w = &m->weights;
+    const struct qwen2_weights *w = m->weights;
     assert_ptr_equal(w->lm_head.data, w->embed.data);
     check_generated(&w->embed, &s, "model.embed_tokens.weight");
     check_generated(&w->final_norm, &s, "model.norm.weight");
@@ -321,7 +323,7 @@ static void test_mkmodel_untied(void **state)
     assert_true(c->rms_eps == 1e-5f);
     assert_int_equal(c->bos_token_id, 1);
     assert_int_equal(c->eos_ids[0], 2);
-    const struct qwen2_weights *w = &m->weights;
+    const struct qwen2_weights *w = m->weights;
     assert_ptr_not_equal(w->lm_head.data, w->embed.data);
     assert_int_equal(w->lm_head.shape[0], 1000);
     assert_int_equal(w->layers[0].wq.shape[0], 64);
@@ -478,7 +480,7 @@ static void test_sharded_model(void **state)
     if (model_open(&a, dir, &err) != LL_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(model_open(&b, base_dir, &err), LL_OK);
-    const struct qwen2_weights *wa = &a->weights, *wb = &b->weights;
+    const struct qwen2_weights *wa = a->weights, *wb = b->weights;
     assert_memory_equal(wa->embed.data, wb->embed.data, 1000 * 32 * 2);
     assert_memory_equal(wa->lm_head.data, wb->lm_head.data, 1000 * 32 * 2);
     for (int l = 0; l < 2; l++) {
@@ -501,8 +503,10 @@ static void test_mixed_dtype(void **state)
     struct ll_err err = {0};
     if (model_open(&m, dir, &err) != LL_OK)
         fail_msg("%s", err.msg);
-    assert_int_equal(m->weights.final_norm.dtype, LL_F32);
-    assert_int_equal(m->weights.embed.dtype, LL_BF16);
+    const struct qwen2_weights *w = m->weights;
+    assert_int_equal(w->final_norm.dtype, LL_F32);
+    assert_int_equal(w->embed.dtype, LL_BF16);
+    assert_int_equal(m->weight_dtype, LL_BF16);
     model_close(m);
 }
 
@@ -693,10 +697,53 @@ static void test_not_a_dir(void **state)
     model_close(NULL);
 }
 
+/* The registry routes by config.json model_type and everything after open goes through
+ * m->family: this test names no family's weights struct (m->weights is opaque). */
+static void test_registry_routes(void **state)
+{
+    (void)state;
+    const struct model_family *f = model_registry_find("qwen2");
+    assert_non_null(f);
+    assert_string_equal(f->model_type, "qwen2");
+    assert_ptr_equal(model_registry_find_arch("Qwen2ForCausalLM"), f);
+    assert_null(model_registry_find("llama"));
+    assert_null(model_registry_find_arch("LlamaForCausalLM"));
+    assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
+    char names[64], cut[3];
+    model_registry_names(names, sizeof names);
+    assert_string_equal(names, "qwen2");
+    model_registry_names(cut, sizeof cut);
+    assert_string_equal(cut, "qw");
+
+    struct model *m = NULL;
+    struct ll_err err = {0};
+    if (model_open(&m, FIXTURE, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_ptr_equal(m->family, model_registry_find(m->config.model_type));
+    assert_non_null(m->weights);
+    assert_int_equal(m->weight_dtype, LL_BF16);
+    struct runtime_opts o = {.n_ctx = 8, .max_batch = 1, .n_threads = 1};
+    struct model_runtime *rt = NULL;
+    if (runtime_create(&rt, m, &o, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_ptr_equal(rt->model, m);
+    float *logits = malloc(sizeof(float) * (size_t)m->config.vocab_size);
+    assert_non_null(logits);
+    int32_t tok = 1, pos = 0;
+    struct ll_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos};
+    assert_int_equal(runtime_forward(rt, &b, logits, &err), LL_OK);
+    for (int i = 0; i < m->config.vocab_size; i++)
+        assert_true(isfinite(logits[i]));
+    free(logits);
+    runtime_free(rt);
+    model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_config),
+        cmocka_unit_test(test_registry_routes),
         cmocka_unit_test(test_fixture_weights),
         cmocka_unit_test(test_mkmodel_tiny),
         cmocka_unit_test(test_mkmodel_untied),

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_registry.h"
 #include "ops.h"
 #include "util.h"
 
@@ -206,8 +205,9 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
         r->table[i] = i;
     r->seq0 = (struct ll_kv_seq){r->table, nblk};
 
+    const struct qwen2_weights *W = m->weights;
     for (int l = 0; l < c->n_layers; l++) {
-        const struct qwen2_layer *L = &m->weights.layers[l];
+        const struct qwen2_layer *L = &W->layers[l];
         float *b = r->bias + per_layer * l;
         LL_ASSERT(L->bq.data && L->bk.data && L->bv.data); /* qwen2_bind requires them */
         widen(b, &L->bq, r->qdim);
@@ -299,7 +299,7 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
 {
     struct qwen2_runtime *r = (struct qwen2_runtime *)rt;
     const struct model *m = rt->model;
-    const struct qwen2_weights *W = &m->weights;
+    const struct qwen2_weights *W = m->weights;
     const struct runtime_opts *o = &rt->opts;
     struct ll_pool *pool = rt->pool;
     enum ll_math math = o->math;
