@@ -16,8 +16,7 @@
 
 #include "engine.h"
 #include "errors.h"
-
-enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+#include "log.h"
 
 /* Everything the server is configured with. Strings are owned by the struct
  * (server_opts_free); a 0 engine field takes the engine's default. */

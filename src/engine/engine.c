@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "log.h"
 #include "model.h"
 #include "reasoning.h"
 #include "util.h"
@@ -478,7 +479,7 @@ static void *scheduler_main(void *arg)
         bool did;
         struct ll_err err = {0};
         if (step(e, &did, &err) != LL_OK)
-            fprintf(stderr, "llaisys engine: %s\n", err.msg);
+            log_msg(LOG_ERROR, "engine: %s", err.msg);
     }
     return NULL;
 }

@@ -31,6 +31,7 @@
 #include <microhttpd.h>
 
 #include "engine.h"
+#include "log.h"
 #include "openai_request.h"
 #include "openai_response.h"
 #include "server.h"
@@ -39,12 +40,6 @@ struct cJSON;
 struct chat_template;
 struct gen_job;
 struct tokenizer;
-
-/* ---- log.c: one line per event on stderr, with the time and level ---- */
-
-void log_set_level(enum log_level l);
-bool log_enabled(enum log_level l);
-void log_msg(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- sse.c: bytes waiting to be written to one SSE stream ---- */
 

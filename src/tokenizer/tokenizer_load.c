@@ -262,7 +262,7 @@ static enum ll_status load_added(struct loader *L, const cJSON *added)
             return fail(L, LL_EFORMAT, "%s.content: expected a non-empty string", where);
         const char *text = content->valuestring;
         size_t len = strlen(text);
-        if (tok_utf8_valid_prefix(text, len) != len)
+        if (ll_utf8_valid_prefix(text, len) != len)
             return fail(L, LL_EFORMAT, "%s.content: not valid UTF-8", where);
         struct tok_added *t = &tok->added[tok->n_added];
         enum ll_status st;
