@@ -5,9 +5,10 @@
 #include "isa.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "log.h"
 
 static const char *const names[] = {
     [LL_ISA_SCALAR] = "scalar",
@@ -30,7 +31,7 @@ static void cap_init(void)
             cap_requested = true;
             return;
         }
-    fprintf(stderr, "llaisys: LLAISYS_KERNEL=%s unknown (scalar|avx2|avx512); ignored\n", env);
+    log_msg(LOG_WARN, "LLAISYS_KERNEL=%s unknown (scalar|avx2|avx512); ignored", env);
 }
 
 enum ll_isa ll_isa_cap(bool *requested)

@@ -21,7 +21,7 @@ enum ll_isa {
 };
 
 /* The cap LLAISYS_KERNEL sets (LL_ISA_AVX512 when it is unset or empty), read once per process.
- * An unknown value is reported on the log and ignored (no cap). *requested (may be NULL) tells
+ * An unknown value is reported on the log (log.h) and ignored (no cap). *requested (may be NULL) tells
  * whether a valid value was given. Any thread. */
 enum ll_isa ll_isa_cap(bool *requested);
 

@@ -13,11 +13,11 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "isa.h"
+#include "log.h"
 #include "matmul_kernels.h"
 #include "util.h"
 
@@ -166,7 +166,7 @@ static void variant_init(void)
     while (v > V_SCALAR && !cpu_runs(v))
         v--;
     if (requested && v != want)
-        fprintf(stderr, "llaisys: LLAISYS_KERNEL=%s: this CPU cannot run the %s matmul; using %s\n",
+        log_msg(LOG_WARN, "LLAISYS_KERNEL=%s: this CPU cannot run the %s matmul; using %s",
                 ll_isa_name(cap), variants[want].name, variants[v].name);
     variant_cur = &variants[v];
 }
