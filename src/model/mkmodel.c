@@ -28,11 +28,11 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "hash.h"
 #include "util.h"
 
 #define CHUNK_BYTES ((uint64_t)8 << 20)
 #define EMBED_STD 0.02 /* embeddings, lm_head, biases, and the spread of norm weights */
-#define GOLDEN 0x9E3779B97F4A7C15ull
 
 /* Files mkmodel writes; a directory holding only these may be replaced with force. */
 static const char *const written_files[] = {
@@ -123,19 +123,12 @@ struct gen_tensor {
     float offset; /* 1 for norm weights, else 0 */
 };
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t name_key(uint64_t seed, const char *name)
 {
     uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a */
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         h = (h ^ *p) * 0x100000001B3ull;
-    return mix64(mix64(seed + GOLDEN) ^ h);
+    return ll_mix64(ll_mix64(seed + LL_GOLDEN64) ^ h);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -164,7 +157,7 @@ static void init_of(struct gen_tensor *t)
 /* The bf16 bits of element i. Sum of four 16-bit uniforms: mean 131070, std 37837.23. */
 static inline uint16_t gen_bf16(const struct gen_tensor *t, uint64_t i)
 {
-    uint64_t r = mix64(t->key + (i + 1) * GOLDEN);
+    uint64_t r = ll_mix64(t->key + (i + 1) * LL_GOLDEN64);
     int32_t sum = (int32_t)(r & 0xFFFF) + (int32_t)((r >> 16) & 0xFFFF) +
                   (int32_t)((r >> 32) & 0xFFFF) + (int32_t)(r >> 48);
     return ll_f32_to_bf16((float)(sum - 131070) * t->scale + t->offset);
