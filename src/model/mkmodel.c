@@ -29,6 +29,8 @@
 
 #include "dtype.h"
 #include "hash.h"
+#include "json.h"
+#include "tokenizer.h"
 #include "util.h"
 
 #define CHUNK_BYTES ((uint64_t)8 << 20)
@@ -502,15 +504,6 @@ static enum ll_status generation_write(int bos, int eos, const char *path, struc
 
 /* ---- tokenizer files ---- */
 
-/* The content of a special-token entry of tokenizer_config.json (a string or {content}). */
-static const char *token_content(const cJSON *cfg, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (cJSON_IsObject(v))
-        v = cJSON_GetObjectItemCaseSensitive(v, "content");
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* The id of token text `content` in tokenizer.json (added tokens, then the model's vocab). */
 static int token_id(const cJSON *tok, const char *content)
 {
@@ -554,26 +547,24 @@ struct file_text {
 
 /* Read the two tokenizer files, derive bos/eos ids when the spec leaves them -1, and check the
  * vocabulary covers the tokenizer. */
-static enum ll_status tokenizer_load(const struct mkmodel_spec *s, const char *dir,
-                                     struct file_text *tok_json, struct file_text *tok_cfg,
-                                     int *bos, int *eos, struct ll_err *err)
+static enum ll_status tokenizer_files_read(const struct mkmodel_spec *s, const char *dir,
+                                           struct file_text *tok_json, struct file_text *tok_cfg,
+                                           int *bos, int *eos, struct ll_err *err)
 {
     char *p1 = ll_path_join(dir, "tokenizer.json"), *p2 = ll_path_join(dir, "tokenizer_config.json");
-    cJSON *tok = NULL, *cfg = NULL;
+    cJSON *tok = NULL;
+    struct tokenizer_config cfg = {0};
     enum ll_status st;
     if (!p1 || !p2) {
         st = ll_err_set(err, LL_ENOMEM, "out of memory");
         goto out;
     }
+    /* The raw texts are copied as they are; tokenizer_config.json's fields come from its reader. */
     if ((st = ll_read_file(p1, &tok_json->text, &tok_json->len, err)) ||
-        (st = ll_read_file(p2, &tok_cfg->text, &tok_cfg->len, err)))
+        (st = ll_read_file(p2, &tok_cfg->text, &tok_cfg->len, err)) ||
+        (st = ll_json_parse(&tok, tok_json->text, tok_json->len, p1, err)) ||
+        (st = tokenizer_config_read(&cfg, dir, err)))
         goto out;
-    tok = cJSON_ParseWithLength(tok_json->text, tok_json->len);
-    cfg = cJSON_ParseWithLength(tok_cfg->text, tok_cfg->len);
-    if (!tok || !cfg) {
-        st = ll_err_set(err, LL_EJSON, "%s: invalid JSON", tok ? p2 : p1);
-        goto out;
-    }
     int n_tok = token_count(tok);
     if (n_tok == 0) {
         st = ll_err_set(err, LL_ETOKENIZER, "%s: no tokens found", p1);
@@ -584,13 +575,13 @@ static enum ll_status tokenizer_load(const struct mkmodel_spec *s, const char *d
                         s->vocab_size, n_tok, p1);
         goto out;
     }
-    const char *names[2] = {"bos_token", "eos_token"};
+    const char *names[2] = {"bos_token", "eos_token"}, *content[2] = {cfg.bos_token, cfg.eos_token};
     int *ids[2] = {bos, eos}, given[2] = {s->bos_token_id, s->eos_token_id};
     for (int i = 0; i < 2; i++) {
         *ids[i] = given[i];
         if (given[i] >= 0)
             continue;
-        const char *c = token_content(cfg, names[i]);
+        const char *c = content[i];
         if (!c) {
             st = ll_err_set(err, LL_ETOKENIZER, "%s: no %s", p2, names[i]);
             goto out;
@@ -602,7 +593,7 @@ static enum ll_status tokenizer_load(const struct mkmodel_spec *s, const char *d
     }
 out:
     cJSON_Delete(tok);
-    cJSON_Delete(cfg);
+    tokenizer_config_free(&cfg);
     free(p1);
     free(p2);
     return st;
@@ -682,7 +673,7 @@ enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer
     if ((st = out_dir_check(out, force, err)))
         goto out;
     int bos = s->bos_token_id, eos = s->eos_token_id;
-    if (tokenizer_dir && (st = tokenizer_load(s, tokenizer_dir, &tj, &tc, &bos, &eos, err)))
+    if (tokenizer_dir && (st = tokenizer_files_read(s, tokenizer_dir, &tj, &tc, &bos, &eos, err)))
         goto out;
 
     if (mkdir(tmp, 0755) != 0) {
