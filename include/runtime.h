@@ -31,7 +31,8 @@
 
 /* Sizes and modes of a runtime; zero size fields take the defaults given (math is taken as is). */
 struct runtime_opts {
-    int n_ctx;          /* positions per sequence (default min(4096, max_position)) */
+    int n_ctx;          /* positions per sequence, >= 1 (no default here: engine_opts_resolve
+                           chooses it) */
     int n_slots;        /* KV slots in the cache (default n_ctx: one contiguous sequence) */
     int block_size;     /* slots per KV block (default n_slots) */
     int max_batch;      /* tokens per forward step (default 512) */
@@ -76,7 +77,7 @@ void runtime_free(struct model_runtime *rt);
 enum ll_status runtime_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
                                struct ll_err *err);
 
-/* Fill defaults of opts for model m (used by runtime_create; exposed for the CLI's messages). */
+/* Fill the zero sizes of opts but n_ctx (used by runtime_create; m is not read). */
 void runtime_opts_resolve(struct runtime_opts *opts, const struct model *m);
 
 #endif

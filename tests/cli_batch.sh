@@ -164,6 +164,23 @@ check "batch without --input fails with usage" $?
 "$cli" batch --model "$model" --input "$tmp/in.jsonl" --max-seqs 0 >/dev/null 2>"$tmp/e2"
 [ $? -eq 2 ] && grep -q -- '--max-seqs' "$tmp/e2"
 check "batch rejects a bad engine option" $?
+# One range per engine option, the engine's: threads <= 256, max-batch-tokens <= 65536.
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --threads 257 >/dev/null 2>"$tmp/e2"
+[ $? -eq 2 ] && grep -q -- '--threads: must be an integer from 1 to 256' "$tmp/e2"
+check "batch --threads above the engine's 256 is refused with the range" $?
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --max-batch-tokens=65537 >/dev/null \
+    2>"$tmp/e2"
+[ $? -eq 2 ] && grep -q -- '--max-batch-tokens: must be an integer from 1 to 65536' "$tmp/e2"
+check "batch --max-batch-tokens=N above 65536 is refused with the range" $?
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --kv-memory 12Q >/dev/null 2>"$tmp/e2"
+[ $? -eq 2 ] && grep -q -- '--kv-memory: must be a size' "$tmp/e2"
+check "batch --kv-memory with a bad unit is refused" $?
+"$cli" batch --help >"$tmp/help"
+grep -q -- '--max-seqs N .*sequences decoded at once (1 to 4096; default 16)' "$tmp/help" &&
+    grep -q -- '--ctx N .*default min(4096, max_position_embeddings)' "$tmp/help"
+check "batch --help prints the engine-option table with ranges and defaults" $?
+grep -q '^engine: threads: 2, ctx: 4096, max-seqs: 16, max-batch-tokens: 256, ' "$tmp/err"
+check "batch prints the resolved engine options by their flag names" $?
 "$cli" batch --model "$model" --input "$tmp/nope.jsonl" >/dev/null 2>"$tmp/e3"
 [ $? -eq 1 ] && grep -q 'nope.jsonl' "$tmp/e3"
 check "batch names a missing input file" $?

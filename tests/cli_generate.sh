@@ -93,6 +93,18 @@ check "generate out-of-vocabulary id fails naming it" $?
 "$cli" generate --model "$model" --ids "1 2 3 4 5" --ctx 4 >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "context" "$tmp/err"
 check "generate prompt longer than --ctx fails" $?
+"$cli" generate --model "$model" --ids "1" --ctx 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--ctx: must be an integer from 2 to" "$tmp/err"
+check "generate --ctx below the engine's 2 is refused with the range" $?
+"$cli" generate --model "$model" --ids "1 2" --ctx=3 --threads=1 --exact --temp 0 --print-ids -n 5 \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(wc -w <"$tmp/out")" -eq 1 ] && grep -q "context full" "$tmp/err"
+check "generate takes --ctx=N and stops when the context is full" $?
+"$cli" score --model "$model" --ids "1 2" --threads 300 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--threads: must be an integer from 1 to 256" "$tmp/err"
+check "score --threads uses the engine's range" $?
+"$cli" generate --help | grep -q -- '--threads N .*compute threads (1 to 256; default 2)'
+check "generate --help prints the engine-option lines" $?
 "$cli" generate --model "$model" >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q -- "--prompt" "$tmp/err"
 check "generate without a prompt fails" $?

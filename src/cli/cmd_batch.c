@@ -41,7 +41,7 @@ static void batch_usage(FILE *f)
                "Runs every request of FILE (one JSON object per line; '-' reads stdin) at once\n"
                "and prints one JSON line per finished request.\n\n"
                "  --stats        print the engine's counters to stderr at the end\n\n");
-    engine_args_usage(f);
+    engine_args_usage(f, ENGINE_OPTS_ALL);
 }
 
 #define BATCH_MAX_N 64
@@ -528,7 +528,7 @@ int cmd_batch(int argc, char **argv)
     struct engine_opts o = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int r = engine_args_parse("batch", argc, argv, &i, &o);
+        int r = engine_args_parse("batch", ENGINE_OPTS_ALL, argc, argv, &i, &o);
         if (r < 0)
             return 2;
         if (r > 0)

@@ -16,12 +16,18 @@
 
 #include "chat_template.h"
 #include "commands.h"
+#include "engine_args.h"
 #include "model.h"
 #include "run_common.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "tokenizer.h"
 #include "util.h"
+
+/* The engine options generate takes (it runs the model without the engine). */
+#define GENERATE_ENGINE_OPTS                                                                 \
+    (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_CTX) |                     \
+     ENGINE_OPT_BIT(ENGINE_OPT_EXACT))
 
 static void generate_usage(FILE *f)
 {
@@ -38,27 +44,30 @@ static void generate_usage(FILE *f)
             "                 else 50 when sampling, as Hugging Face)\n"
             "  --top-p P      nucleus sampling (default generation_config.json, else 1)\n"
             "  --seed S       sampling seed (default: from the clock, printed to stderr)\n"
-            "  --print-ids    print token ids instead of text\n"
-            "  --exact        f32 activations and KV cache (default: bf16 fast path)\n"
-            "  --threads N    compute threads (default 2)\n"
-            "  --ctx N        context length (default min(4096, max_position_embeddings))\n");
+            "  --print-ids    print token ids instead of text\n\n");
+    engine_args_usage(f, GENERATE_ENGINE_OPTS);
 }
 
 struct gen_opts {
     const char *dir, *prompt, *chat, *ids;
-    long long n, threads, ctx, top_k;
+    long long n, top_k;
     double temp, top_p;
-    bool has_temp, has_top_k, has_top_p, has_seed, print_ids, exact;
+    bool has_temp, has_top_k, has_top_p, has_seed, print_ids;
     unsigned long long seed;
+    struct engine_opts engine; /* --threads, --ctx, --exact */
 };
 
 static int parse_args(int argc, char **argv, struct gen_opts *g)
 {
     memset(g, 0, sizeof *g);
     g->n = 256;
-    g->threads = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int r = engine_args_parse("generate", GENERATE_ENGINE_OPTS, argc, argv, &i, &g->engine);
+        if (r < 0)
+            return -1;
+        if (r > 0)
+            continue;
         bool v = i + 1 < argc;
         long long x;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -74,12 +83,6 @@ static int parse_args(int argc, char **argv, struct gen_opts *g)
             g->ids = argv[++i];
         } else if (!strcmp(a, "-n") && v) {
             if (run_parse_int("generate", a, argv[++i], 0, 1 << 30, &g->n))
-                return -1;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (run_parse_int("generate", a, argv[++i], 1, 256, &g->threads))
-                return -1;
-        } else if (!strcmp(a, "--ctx") && v) {
-            if (run_parse_int("generate", a, argv[++i], 1, 1 << 24, &g->ctx))
                 return -1;
         } else if (!strcmp(a, "--top-k") && v) {
             if (run_parse_int("generate", a, argv[++i], 0, 1 << 30, &g->top_k))
@@ -108,8 +111,6 @@ static int parse_args(int argc, char **argv, struct gen_opts *g)
             g->has_seed = true;
         } else if (!strcmp(a, "--print-ids")) {
             g->print_ids = true;
-        } else if (!strcmp(a, "--exact")) {
-            g->exact = true;
         } else {
             fprintf(stderr, "llaisys-cli generate: unknown or incomplete option '%s'\n", a);
             generate_usage(stderr);
@@ -246,9 +247,9 @@ int cmd_generate(int argc, char **argv)
                        i, ids[i], V);
             goto fail;
         }
-    struct runtime_opts o = {.n_ctx = (int)g.ctx, .n_threads = (int)g.threads,
-                             .math = g.exact ? LL_MATH_EXACT : LL_MATH_FAST};
-    runtime_opts_resolve(&o, m);
+    engine_opts_resolve(&g.engine, &m->config);
+    struct runtime_opts o = {.n_ctx = g.engine.n_ctx, .n_threads = g.engine.n_threads,
+                             .math = g.engine.exact ? LL_MATH_EXACT : LL_MATH_FAST};
     if (n_prompt >= o.n_ctx) {
         ll_err_set(&err, LL_ETOOLONG, "the prompt has %d tokens, the context only %d (--ctx)",
                    n_prompt, o.n_ctx);

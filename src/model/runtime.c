@@ -1,6 +1,7 @@
 /*
  * runtime.c: the family-independent face of the forward pass (see runtime.h): option defaults
- * and dispatch to m->family. Called by the thread that owns the runtime.
+ * (n_ctx is the caller's: engine_opts_resolve picks the default context) and dispatch to
+ * m->family. Called by the thread that owns the runtime.
  */
 #include "runtime.h"
 
@@ -8,10 +9,7 @@
 
 void runtime_opts_resolve(struct runtime_opts *o, const struct model *m)
 {
-    if (o->n_ctx <= 0)
-        o->n_ctx = m->config.max_position > 0 && m->config.max_position < 4096
-                       ? m->config.max_position
-                       : 4096;
+    (void)m;
     if (o->n_slots <= 0)
         o->n_slots = o->n_ctx;
     if (o->block_size <= 0)

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "tokenizer.h"
 #include "tokenizer_impl.h"
 #include "util.h"
@@ -130,7 +131,7 @@ enum ll_status tokenizer_config_read(struct tokenizer_config *cfg, const char *m
     cJSON *root = NULL;
     enum ll_status st = ll_read_file(cfg->path, &data, &len, err);
     if (st == LL_OK)
-        st = tok_parse_json(cfg->path, data, len, &root, err);
+        st = ll_json_parse(&root, data, len, cfg->path, err);
     if (st == LL_OK) {
         cfg->found = true;
         st = read_fields(cfg, root, err);
