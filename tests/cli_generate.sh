@@ -131,3 +131,12 @@ check "generate without a prompt fails" $?
 [ $? -eq 0 ] && grep -q '^| pp16 ' "$tmp/out" && grep -q '^| tg4 ' "$tmp/out" &&
     grep -q 'VmRSS' "$tmp/out"
 check "bench prints pp and tg rows and memory" $?
+
+# LLAISYS_KERNEL is the one dispatch knob: it caps every kernel family; an unknown value is
+# reported and ignored.
+LLAISYS_KERNEL=scalar "$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$tmp/out" 2>&1
+[ $? -eq 0 ] && grep -q 'kernels: matmul scalar, ops scalar, attention scalar;' "$tmp/out"
+check "LLAISYS_KERNEL=scalar makes every kernel scalar" $?
+LLAISYS_KERNEL=sse9 "$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q 'LLAISYS_KERNEL=sse9 unknown (scalar|avx2|avx512)' "$tmp/err"
+check "LLAISYS_KERNEL with an unknown value is reported" $?

@@ -135,7 +135,7 @@ int cmd_bench(int argc, char **argv)
 
     const struct model_config *c = &m->config;
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights)\n", dir, c->n_layers,
-           c->hidden_size, V, ll_dtype_name(m->weights.layers[0].wq.dtype));
+           c->hidden_size, V, ll_dtype_name(m->weight_dtype));
     printf("kernels: matmul %s, ops %s, attention %s; math %s; threads %d; max batch %d\n",
            ll_matmul_variant(), ll_ops_variant(), ll_attention_variant(c->head_dim),
            eo.exact ? "exact" : "fast", eo.n_threads, o.max_batch);

@@ -395,7 +395,7 @@ int cmd_bench_engine(int argc, char **argv)
     const struct model_config *c = &engine_model(b.e)->config;
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights); load %.3f s\n", dir,
            c->n_layers, c->hidden_size, b.vocab,
-           ll_dtype_name(engine_model(b.e)->weights.layers[0].wq.dtype), ll_now() - t0);
+           ll_dtype_name(engine_model(b.e)->weight_dtype), ll_now() - t0);
     printf("kernels: matmul %s\n", ll_matmul_variant());
     engine_args_print(stdout, b.e);
     print_loadavg("at start");

@@ -20,6 +20,7 @@
 #include "engine_impl.h"
 #include "log.h"
 #include "model.h"
+#include "reasoning.h"
 #include "util.h"
 
 const char *engine_finish_str(enum engine_finish f)
@@ -97,8 +98,8 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     const struct model_config *c = &e->model->config;
     for (int i = 0; i < c->n_eos; i++)
         e->eos[e->n_eos++] = c->eos_ids[i];
-    e->think_open = tokenizer_token_to_id(e->tok, "<think>");
-    e->think_close = tokenizer_token_to_id(e->tok, "</think>");
+    e->think_open = tokenizer_token_to_id(e->tok, LL_REASONING_OPEN);
+    e->think_close = tokenizer_token_to_id(e->tok, LL_REASONING_CLOSE);
     /* a detokenizer feed returns at most 3 bytes per input byte (U+FFFD for each invalid one)
      * of the held bytes (< 4) and one token's */
     size_t longest = 0;

@@ -23,6 +23,7 @@
 #include "live.h"
 #include "log.h"
 #include "metrics.h"
+#include "reasoning.h"
 #include "server_impl.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -80,7 +81,7 @@ static bool template_opens_think(const struct chat_template *t, const char *bos,
             size_t k = 0; /* the common prefix */
             while (k < n0 && k < n1 && without[k] == with[k])
                 k++;
-            opens = memmem(with + k, n1 - k, "<think>", 7) != NULL;
+            opens = memmem(with + k, n1 - k, LL_REASONING_OPEN, strlen(LL_REASONING_OPEN)) != NULL;
         }
     }
     free(without);
@@ -102,8 +103,8 @@ static void choose_reasoning(struct server *srv)
         srv->reasoning = true;
         why = "the chat template opens <think>";
     } else {
-        srv->reasoning = tokenizer_token_to_id(srv->tok, "<think>") >= 0 &&
-                         tokenizer_token_to_id(srv->tok, "</think>") >= 0;
+        srv->reasoning = tokenizer_token_to_id(srv->tok, LL_REASONING_OPEN) >= 0 &&
+                         tokenizer_token_to_id(srv->tok, LL_REASONING_CLOSE) >= 0;
         why = srv->reasoning ? "the tokenizer has <think> and </think>" : "no <think> tokens";
     }
     snprintf(srv->reasoning_why, sizeof srv->reasoning_why, "%s%s (%s)", p ? "" : "auto: ",
