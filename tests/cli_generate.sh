@@ -132,6 +132,11 @@ check "generate without a prompt fails" $?
     grep -q 'VmRSS' "$tmp/out"
 check "bench prints pp and tg rows and memory" $?
 
+# a prompt shorter than the untimed warm-up pass, and no decode rows
+"$cli" bench --model "$model" --pp 4 --tg 0 --reps 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q '^| pp4 ' "$tmp/out" && ! grep -q '^| tg' "$tmp/out"
+check "bench takes a prompt shorter than its warm-up and --tg 0" $?
+
 # LLAISYS_KERNEL is the one dispatch knob: it caps every kernel family; an unknown value is
 # reported and ignored.
 LLAISYS_KERNEL=scalar "$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$tmp/out" 2>&1

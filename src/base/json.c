@@ -223,21 +223,16 @@ void ll_json_put_str(struct ll_buf *b, const char *s, size_t len)
 
 void ll_json_put_str_lossy(struct ll_buf *b, const char *s, size_t len)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    ll_buf_putc(b, '"');
-    size_t i = 0;
-    while (i < len) {
-        size_t good = ll_utf8_valid_prefix(s + i, len - i);
-        put_escaped(b, s + i, good);
-        i += good;
-        if (i >= len)
-            break;
-        enum ll_utf8_status st;
-        uint32_t cp;
-        i += ll_utf8_scan(u + i, len - i, &st, &cp);
-        ll_buf_append(b, LL_UTF8_REPLACEMENT, 3);
+    if (ll_utf8_valid_prefix(s, len) == len) {
+        ll_json_put_str(b, s, len);
+        return;
     }
-    ll_buf_putc(b, '"');
+    struct ll_buf fixed = {0};
+    if (ll_buf_put_utf8_lossy(&fixed, s, len))
+        ll_json_put_str(b, fixed.data, fixed.len);
+    else
+        b->failed = true;
+    ll_buf_free(&fixed);
 }
 
 void ll_json_put_cstr(struct ll_buf *b, const char *s)

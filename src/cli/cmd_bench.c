@@ -55,6 +55,8 @@ static void stats(const double *v, int n, double *mean, double *sd, double *best
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
+#define WARMUP_TOKENS 8 /* the untimed first pass */
+
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = NULL, *pp_s = "128,512";
@@ -112,6 +114,8 @@ int cmd_bench(int argc, char **argv)
         goto fail;
     engine_opts_resolve(&eo, NULL); /* threads; the context is what the tests need */
     int n_ctx = max_pp > 4 + tg ? max_pp : 4 + (int)tg;
+    if (n_ctx < WARMUP_TOKENS)
+        n_ctx = WARMUP_TOKENS;
     struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 512, .n_threads = eo.n_threads,
                              .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST};
     if (runtime_create(&rt, m, &o, &err) != LL_OK)
@@ -119,15 +123,15 @@ int cmd_bench(int argc, char **argv)
     double load_s = ll_now() - t0;
     int V = m->config.vocab_size;
     logits = malloc(sizeof(float) * V);
-    ids = malloc(sizeof(int32_t) * (size_t)(n_ctx > 4 ? n_ctx : 4));
+    ids = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!logits || !ids || !t) {
         ll_err_set(&err, LL_ENOMEM, "out of memory");
         goto fail;
     }
     /* Warm-up: pages the weights in and starts the pool's threads; not timed. */
     t0 = ll_now();
-    fill_ids(ids, 8, V, 99);
-    if (run_prompt(rt, ids, 8, 0, logits, &err) != LL_OK)
+    fill_ids(ids, WARMUP_TOKENS, V, 99);
+    if (run_prompt(rt, ids, WARMUP_TOKENS, 0, logits, &err) != LL_OK)
         goto fail;
     double warm_s = ll_now() - t0;
     double rss, hwm;

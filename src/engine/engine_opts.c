@@ -5,7 +5,8 @@
  * limit), a context of at least 2 positions (one prompt token and one new token), at most
  * 65536 tokens per step (the batch buffers are sized by it at creation), at most 2^24 KV blocks
  * and 2^30 KV slots. The default values live only in this file, in resolve (and the profile
- * table it reads); the help text is written from the same constants.
+ * table it reads), except the thread count, which the runtime shares (LL_POOL_DEFAULT_THREADS);
+ * the help text is written from the same constants.
  */
 #include "engine_opts.h"
 
@@ -14,9 +15,9 @@
 
 #include "model.h"
 #include "parse.h"
+#include "pool.h"
 #include "util.h"
 
-#define DEFAULT_THREADS 2
 #define DEFAULT_BLOCK_SIZE 16
 #define DEFAULT_MAX_QUEUE 256
 #define CTX_CAP 4096               /* the default context: min(this, max_position_embeddings) */
@@ -103,7 +104,7 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
     char dflt[96] = "";
     switch ((enum engine_opt_id)(d - engine_opt_defs)) {
     case ENGINE_OPT_THREADS:
-        snprintf(dflt, sizeof dflt, "%d", DEFAULT_THREADS);
+        snprintf(dflt, sizeof dflt, "%d", LL_POOL_DEFAULT_THREADS);
         break;
     case ENGINE_OPT_CTX:
         snprintf(dflt, sizeof dflt, "min(%d, max_position_embeddings)", CTX_CAP);
@@ -150,7 +151,7 @@ void engine_opts_resolve(struct engine_opts *o, const struct model_config *c)
 {
     LL_ASSERT((unsigned)o->profile < ENGINE_PROFILE_COUNT);
     if (o->n_threads <= 0)
-        o->n_threads = DEFAULT_THREADS;
+        o->n_threads = LL_POOL_DEFAULT_THREADS;
     if (o->block_size <= 0)
         o->block_size = DEFAULT_BLOCK_SIZE;
     if (o->max_seqs <= 0)

@@ -7,9 +7,8 @@
 
 #include "model_registry.h"
 
-void runtime_opts_resolve(struct runtime_opts *o, const struct model *m)
+void runtime_opts_resolve(struct runtime_opts *o)
 {
-    (void)m;
     if (o->n_slots <= 0)
         o->n_slots = o->n_ctx;
     if (o->block_size <= 0)
@@ -17,7 +16,7 @@ void runtime_opts_resolve(struct runtime_opts *o, const struct model *m)
     if (o->max_batch <= 0)
         o->max_batch = 512;
     if (o->n_threads <= 0)
-        o->n_threads = 2;
+        o->n_threads = LL_POOL_DEFAULT_THREADS;
 }
 
 enum ll_status runtime_create(struct model_runtime **out, const struct model *m,
