@@ -16,6 +16,7 @@
     X(LL_ENOMEM,          "out of memory",               500, "server_error")             \
     X(LL_EIO,             "I/O error",                   500, "server_error")             \
     X(LL_EINVAL,          "invalid argument",            400, "invalid_request_error")    \
+    X(LL_ETYPE,           "wrong type",                  400, "invalid_request_error")    \
     X(LL_EJSON,           "malformed JSON",              400, "invalid_request_error")    \
     X(LL_EFORMAT,         "malformed file",              500, "server_error")             \
     X(LL_EUTF8,           "invalid UTF-8",               400, "invalid_request_error")    \

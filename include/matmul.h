@@ -27,15 +27,17 @@
  * AVX-512 variants agree bit for bit; on the fast path too, except that the AVX2 variant does not
  * flush denormal products and sums (so it can differ where such tiny values arise).
  *
- * Scratch: the fast path keeps a bf16 copy of x in a buffer owned by the calling thread; it grows
- * to the largest M·K seen (the only allocation, so after warm-up ll_matmul does not allocate) and
- * is freed when the thread exits. Work is split over the pool's threads; pool may be NULL
- * (single thread). Not reentrant on one pool (see pool.h).
+ * Scratch: the fast path with bf16 weights rounds x once into a bf16 copy in caller-owned scratch
+ * (sized by ll_matmul_scratch_bytes for the largest M and K the caller will use, allocated once,
+ * e.g. at runtime creation), so ll_matmul never allocates and cannot fail. Work is split over the
+ * pool's threads; pool may be NULL (single thread). Not reentrant on one pool (see pool.h), nor
+ * on one scratch buffer.
  */
 #ifndef LLAISYS_MATMUL_H
 #define LLAISYS_MATMUL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "dtype.h"
 #include "pool.h"
@@ -45,10 +47,16 @@ enum ll_math {
     LL_MATH_FAST,
 };
 
-/* out = x · Wᵀ + bias (shapes above); M, N, K >= 0. Cannot fail (aborts only if the one-time
- * scratch growth finds no memory). */
+/* Bytes of scratch that ll_matmul calls with M <= max_m and K <= max_k need (a multiple of 64;
+ * max_m, max_k >= 0). */
+size_t ll_matmul_scratch_bytes(int max_m, int max_k);
+
+/* out = x · Wᵀ + bias (shapes above); M, N, K >= 0. scratch: 64-byte aligned, scratch_bytes >=
+ * ll_matmul_scratch_bytes(M, K), caller-owned; only the fast path with bf16 weights uses it (it
+ * may be NULL, 0 for any other call). Cannot fail. */
 void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
-               int M, int N, int K, enum ll_math math, struct ll_pool *pool);
+               int M, int N, int K, enum ll_math math, void *scratch, size_t scratch_bytes,
+               struct ll_pool *pool);
 
 /* The plain scalar reference for the same contract and the same reduction order, single thread
  * (used by tests; slow). Its results equal the exact path of every variant bit for bit, and the
@@ -56,9 +64,10 @@ void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, c
 void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,
                    const float *bias, int M, int N, int K, enum ll_math math);
 
-/* Name of the variant ll_matmul uses ("avx512bf16", "avx2", "scalar"): the best this CPU runs,
- * unless the environment variable LLAISYS_KERNEL=scalar|avx2|avx512 asks for another (a variant
- * the CPU lacks falls back to the best one it has, with a warning on stderr). Chosen once. */
+/* Name of the variant ll_matmul uses ("avx512bf16", "avx2", "scalar"): the best this CPU runs
+ * within the cap of the environment variable LLAISYS_KERNEL=scalar|avx2|avx512, the kernels' one
+ * dispatch knob (it caps ops and attention the same way; a level the CPU lacks falls back to the
+ * best one it has, with a warning on the log). Chosen once. */
 const char *ll_matmul_variant(void);
 
 /* Switch variant by name ("scalar", "avx2", "avx512" or "avx512bf16"), for tests and benchmarks;

@@ -1,6 +1,8 @@
 /*
  * model.h: a loaded model: configuration, generation defaults, weights (mmap'd), and the family
  * implementation picked from config.json `model_type` through the registry (model_registry.c).
+ * Nothing here is family-specific: the family binds its tensors into a struct of its own, which
+ * only the family's files look into.
  *
  * Ownership: model_open() returns a model that owns its mmaps and every allocation; model_close()
  * frees everything. Tensors point into the mmaps (read-only) or into model-owned buffers.
@@ -60,22 +62,6 @@ struct ll_tensor {
     const void *data;
 };
 
-/* One decoder layer of the Qwen2 family (biases only on q/k/v). Shapes in HF layout (out, in). */
-struct qwen2_layer {
-    struct ll_tensor attn_norm;                 /* (hidden) */
-    struct ll_tensor wq, wk, wv, wo;            /* (nh*hd, hidden) (nkv*hd, hidden) x2 (hidden, nh*hd) */
-    struct ll_tensor bq, bk, bv;                /* (nh*hd) (nkv*hd) (nkv*hd) */
-    struct ll_tensor mlp_norm;                  /* (hidden) */
-    struct ll_tensor w_gate, w_up, w_down;      /* (inter, hidden) x2, (hidden, inter) */
-};
-
-struct qwen2_weights {
-    struct ll_tensor embed;      /* (vocab, hidden) model.embed_tokens.weight */
-    struct ll_tensor final_norm; /* (hidden) model.norm.weight */
-    struct ll_tensor lm_head;    /* (vocab, hidden); == embed when tied */
-    struct qwen2_layer *layers;  /* n_layers entries */
-};
-
 struct model_family; /* model_registry.h */
 struct safetensors;  /* safetensors.h */
 
@@ -85,7 +71,10 @@ struct model {
     struct generation_defaults gen;
     const struct model_family *family;
     struct safetensors *st;      /* the mmap'd weight files */
-    struct qwen2_weights weights;
+    void *weights;               /* the family's own weights struct (e.g. struct qwen2_weights
+                                    in qwen2.h): made by family->bind, freed by family->unbind;
+                                    opaque to everything outside the family */
+    enum ll_dtype weight_dtype;  /* dtype of the projection weights (set by bind; for reports) */
 };
 
 /* Open a Hugging Face model directory: config.json, generation_config.json (optional),

@@ -6,8 +6,9 @@
  * family up once; everything after calls through m->family.
  *
  * Adding a model family = adding its file(s) under src/model/ (e.g. llama_bind.c with its bind
- * function, its forward pass) plus one entry in the table of model_registry.c; nothing else
- * branches on the model type.
+ * function and weights struct, its forward pass, a header declaring them) plus one entry in the
+ * table of model_registry.c; nothing else branches on the model type or sees the family's
+ * weights (struct model holds them as an opaque pointer).
  *
  * Thread use: the table is constant; any thread may read it.
  */
@@ -26,14 +27,14 @@ struct ll_batch;
 struct model_family {
     const char *model_type;           /* config.json model_type, e.g. "qwen2" */
     const char *const *architectures; /* config.json architectures it also answers to, NULL-ended */
-    /* Point m->weights at the tensors of m->st, checking every name, shape and dtype against
-     * m->config. Returns LL_OK, LL_EMODEL (missing tensor, wrong shape), LL_EUNSUPPORTED (dtype
-     * other than BF16/F16/F32) or LL_ENOMEM; on failure leaves nothing to free but what unbind
-     * frees. */
+    /* Make the family's weights struct, store it in m->weights (opaque to everyone else) and
+     * point it at the tensors of m->st, checking every name, shape and dtype against m->config;
+     * set m->weight_dtype. Returns LL_OK, LL_EMODEL (missing tensor, wrong shape),
+     * LL_EUNSUPPORTED (dtype other than BF16/F16/F32) or LL_ENOMEM; on failure leaves nothing to
+     * free but what unbind frees. */
     enum ll_status (*bind)(struct model *m, struct ll_err *err);
-    /* Free what bind allocated (safe after a failed or partial bind). */
+    /* Free m->weights and whatever bind allocated (safe after a failed or partial bind). */
     void (*unbind)(struct model *m);
-    /* Forward-pass entry points of the family go below (added by the model code). */
     /* runtime.h: create/free the forward state, run one step (NULL: the family cannot run). */
     enum ll_status (*runtime_create)(struct model_runtime **out, const struct model *m,
                                      const struct runtime_opts *opts, struct ll_err *err);
@@ -48,9 +49,5 @@ const struct model_family *model_registry_find(const char *model_type);
 const struct model_family *model_registry_find_arch(const char *architecture);
 /* Write the known model_type names, comma-separated, into buf (always NUL-terminated). */
 void model_registry_names(char *buf, size_t size);
-
-/* Family entry points (one block per family; defined in src/model/<family>_*.c). */
-enum ll_status qwen2_bind(struct model *m, struct ll_err *err); /* qwen2_bind.c */
-void qwen2_unbind(struct model *m);                               /* qwen2_bind.c */
 
 #endif

@@ -62,7 +62,8 @@ int ll_argmax(const float *x, int n);
  * out may equal x. */
 void ll_exp(float *out, const float *x, int n);
 
-/* Name of the variant the ops use on this CPU ("avx512" or "scalar"). */
+/* Name of the variant the ops use on this CPU ("avx512" or "scalar"; LLAISYS_KERNEL=scalar|avx2
+ * caps it to "scalar", see matmul.h). */
 const char *ll_ops_variant(void);
 
 #endif

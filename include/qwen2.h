@@ -1,6 +1,7 @@
 /*
- * qwen2.h: the Qwen2 family's forward pass (the implementation behind runtime.h for
- * model_type "qwen2"), registered in the family table of model_registry.c.
+ * qwen2.h: the Qwen2 family (model_type "qwen2"): its weights struct, bound by qwen2_bind.c, and
+ * its forward pass (qwen2.c), the implementation behind runtime.h. Registered in the family
+ * table of model_registry.c; nothing outside the qwen2 files (and their tests) looks inside.
  *
  * Per step: embedding → per layer (RMSNorm → q/k/v with bias → RoPE on q, k → K/V into the cache
  * → attention → o → residual → RMSNorm → gate, up → SwiGLU → down → residual) → final RMSNorm and
@@ -9,7 +10,32 @@
 #ifndef LLAISYS_QWEN2_H
 #define LLAISYS_QWEN2_H
 
+#include "model.h"
 #include "runtime.h"
+
+/* One decoder layer (biases only on q/k/v). Shapes in HF layout (out, in). */
+struct qwen2_layer {
+    struct ll_tensor attn_norm;            /* (hidden) */
+    struct ll_tensor wq, wk, wv, wo;       /* (nh*hd, hidden) (nkv*hd, hidden) x2 (hidden, nh*hd) */
+    struct ll_tensor bq, bk, bv;           /* (nh*hd) (nkv*hd) (nkv*hd) */
+    struct ll_tensor mlp_norm;             /* (hidden) */
+    struct ll_tensor w_gate, w_up, w_down; /* (inter, hidden) x2, (hidden, inter) */
+};
+
+/* What m->weights points at for a qwen2 model. Tensors point into the safetensors mmaps. */
+struct qwen2_weights {
+    struct ll_tensor embed;      /* (vocab, hidden) model.embed_tokens.weight */
+    struct ll_tensor final_norm; /* (hidden) model.norm.weight */
+    struct ll_tensor lm_head;    /* (vocab, hidden); == embed when tied */
+    struct qwen2_layer *layers;  /* n_layers entries */
+};
+
+/* As model_family.bind / unbind (model_registry.h): allocate a struct qwen2_weights into
+ * m->weights and point it at the tensors of m->st, checking every name, shape and dtype against
+ * m->config. Returns LL_OK, LL_EMODEL, LL_EUNSUPPORTED or LL_ENOMEM. qwen2_unbind frees it (safe
+ * after a failed or partial bind). */
+enum ll_status qwen2_bind(struct model *m, struct ll_err *err);
+void qwen2_unbind(struct model *m);
 
 /* As runtime_create / runtime_free / runtime_forward (runtime.h), for a qwen2 model. */
 enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct model *m,

@@ -31,6 +31,12 @@ static const char *const variant_names[] = {"scalar", "avx2", "avx512"};
 static char default_variant[32];
 static struct ll_pool *pool2, *pool3;
 
+/* Matmul scratch for every call below with M <= SCRATCH_M and K <= SCRATCH_K (made in setup). */
+enum { SCRATCH_M = 64, SCRATCH_K = 1536 };
+static void *scratch_buf;
+static size_t scratch_size;
+#define SCRATCH scratch_buf, scratch_size
+
 /* ---- helpers ---- */
 
 static uint64_t rng_state;
@@ -204,7 +210,10 @@ static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math,
     size_t n_out = (size_t)M * N;
     float *ref = malloc(n_out * sizeof *ref), *got = malloc(n_out * sizeof *got);
     double *d = malloc(n_out * sizeof *d), *mag = malloc(n_out * sizeof *mag);
-    assert_true(ref && got && d && mag);
+    /* scratch of exactly the size asked for (AddressSanitizer catches a read or write past it) */
+    size_t sb = ll_matmul_scratch_bytes(M, K);
+    void *scratch = aligned_alloc(64, sb);
+    assert_true(ref && got && d && mag && scratch);
 
     ll_matmul_ref(ref, x, w, t, bias, M, N, K, math);
     matmul_double(d, mag, x, w, t, bias, M, N, K, math);
@@ -221,7 +230,7 @@ static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math,
         /* the slow scalar variant runs with one pool only */
         for (int p = v == 0 ? 1 : 0; p < (v == 0 ? 2 : 3); p++) {
             memset(got, 0xff, n_out * sizeof *got);
-            ll_matmul(got, x, w, t, bias, M, N, K, math, pools[p]);
+            ll_matmul(got, x, w, t, bias, M, N, K, math, scratch, sb, pools[p]);
             snprintf(what, sizeof what, "%s %s %s M=%d N=%d K=%d threads=%d", variant_names[v],
                      ll_dtype_name(t), math_name(math), M, N, K, ll_pool_size(pools[p]));
             expect_same_bits(got, ref, n_out, what);
@@ -235,6 +244,7 @@ static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math,
     free(got);
     free(d);
     free(mag);
+    free(scratch);
 }
 
 static const int shape_m[] = {1, 2, 3, 7, 16, 33, 130};
@@ -294,8 +304,8 @@ static void test_fast_non_bf16_is_exact(void **state)
         float *x = rand_f32((size_t)M * K, 1.0);
         void *w = rand_w(types[i], (size_t)N * K, 1.0);
         float a[5 * 40], b[5 * 40];
-        ll_matmul(a, x, w, types[i], NULL, M, N, K, LL_MATH_FAST, pool2);
-        ll_matmul(b, x, w, types[i], NULL, M, N, K, LL_MATH_EXACT, pool2);
+        ll_matmul(a, x, w, types[i], NULL, M, N, K, LL_MATH_FAST, SCRATCH, pool2);
+        ll_matmul(b, x, w, types[i], NULL, M, N, K, LL_MATH_EXACT, SCRATCH, pool2);
         expect_same_bits(a, b, (size_t)M * N, "fast == exact for non-bf16 weights");
         free(x);
         free(w);
@@ -316,13 +326,14 @@ static void check_determinism(enum ll_dtype t, enum ll_math math, int N, int K)
     assert_true(full && other && batch);
     char what[160];
 
-    ll_matmul(full, x, w, t, bias, ROWS, N, K, math, pool2);
+    ll_matmul(full, x, w, t, bias, ROWS, N, K, math, SCRATCH, pool2);
     /* each row alone, single thread and two threads */
     for (int r = 0; r < ROWS; r++) {
         float one[300];
         assert_true(N <= 300);
         for (int p = 0; p < 2; p++) {
-            ll_matmul(one, x + (size_t)r * K, w, t, bias, 1, N, K, math, p ? pool2 : NULL);
+            ll_matmul(one, x + (size_t)r * K, w, t, bias, 1, N, K, math, SCRATCH,
+                      p ? pool2 : NULL);
             snprintf(what, sizeof what, "%s %s %s N=%d K=%d row %d alone, threads=%d",
                      ll_matmul_variant(), ll_dtype_name(t), math_name(math), N, K, r, p ? 2 : 1);
             expect_same_bits(one, full + (size_t)r * N, (size_t)N, what);
@@ -334,7 +345,7 @@ static void check_determinism(enum ll_dtype t, enum ll_math math, int N, int K)
             memcpy(batch + (size_t)i * K, x + (size_t)((2 * M - 1 - i) % ROWS) * K,
                    (size_t)K * sizeof *x);
         struct ll_pool *pool = M % 3 == 0 ? NULL : M % 3 == 1 ? pool2 : pool3;
-        ll_matmul(other, batch, w, t, bias, M, N, K, math, pool);
+        ll_matmul(other, batch, w, t, bias, M, N, K, math, SCRATCH, pool);
         for (int i = 0; i < M; i++) {
             snprintf(what, sizeof what, "%s %s %s N=%d K=%d row %d at %d of %d, threads=%d",
                      ll_matmul_variant(), ll_dtype_name(t), math_name(math), N, K,
@@ -385,14 +396,14 @@ static void test_bias(void **state)
     float with[9 * 33], without[9 * 33];
     for (int mode = 0; mode < 2; mode++) {
         enum ll_math math = mode ? LL_MATH_FAST : LL_MATH_EXACT;
-        ll_matmul(with, x, w, LL_BF16, bias, M, N, K, math, pool2);
-        ll_matmul(without, x, w, LL_BF16, NULL, M, N, K, math, pool2);
+        ll_matmul(with, x, w, LL_BF16, bias, M, N, K, math, SCRATCH, pool2);
+        ll_matmul(without, x, w, LL_BF16, NULL, M, N, K, math, SCRATCH, pool2);
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++) /* bias is added once, after the sum over K */
                 assert_int_equal(bits(with[m * N + n]), bits(without[m * N + n] + bias[n]));
         /* K = 0: out is the bias, or zero */
-        ll_matmul(with, x, w, LL_BF16, bias, M, N, 0, math, pool2);
-        ll_matmul(without, x, w, LL_BF16, NULL, M, N, 0, math, pool2);
+        ll_matmul(with, x, w, LL_BF16, bias, M, N, 0, math, SCRATCH, pool2);
+        ll_matmul(without, x, w, LL_BF16, NULL, M, N, 0, math, SCRATCH, pool2);
         for (int i = 0; i < M * N; i++) {
             assert_int_equal(bits(with[i]), bits(bias[i % N]));
             assert_true(without[i] == 0.0f);
@@ -400,8 +411,8 @@ static void test_bias(void **state)
     }
     /* M = 0 or N = 0 writes nothing */
     with[0] = 42.0f;
-    ll_matmul(with, x, w, LL_BF16, bias, 0, N, K, LL_MATH_FAST, pool2);
-    ll_matmul(with, x, w, LL_BF16, bias, M, 0, K, LL_MATH_FAST, pool2);
+    ll_matmul(with, x, w, LL_BF16, bias, 0, N, K, LL_MATH_FAST, SCRATCH, pool2);
+    ll_matmul(with, x, w, LL_BF16, bias, M, 0, K, LL_MATH_FAST, SCRATCH, pool2);
     assert_true(with[0] == 42.0f);
     free(x);
     free(w);
@@ -425,7 +436,7 @@ static void test_denormals(void **state)
     for (int mode = 0; mode < 2; mode++) {
         enum ll_math math = mode ? LL_MATH_FAST : LL_MATH_EXACT;
         ll_matmul_ref(ref, x, w, LL_BF16, NULL, M, N, K, math);
-        ll_matmul(got, x, w, LL_BF16, NULL, M, N, K, math, NULL);
+        ll_matmul(got, x, w, LL_BF16, NULL, M, N, K, math, SCRATCH, NULL);
         expect_same_bits(got, ref, (size_t)M * N, mode ? "tiny values, fast" : "tiny values, exact");
     }
     restore_variant();
@@ -435,9 +446,26 @@ static void test_denormals(void **state)
 
 /* ---- scratch, variants, OpenBLAS ---- */
 
+/* What ll_matmul_scratch_bytes asks for: M rows of K rounded up to 32 bf16 (64 bytes). */
+static void test_scratch_size(void **state)
+{
+    (void)state;
+    assert_int_equal(ll_matmul_scratch_bytes(0, 100), 0);
+    assert_int_equal(ll_matmul_scratch_bytes(5, 0), 0);
+    assert_int_equal(ll_matmul_scratch_bytes(1, 1), 64);
+    assert_int_equal(ll_matmul_scratch_bytes(1, 32), 64);
+    assert_int_equal(ll_matmul_scratch_bytes(3, 33), 3 * 128);
+    assert_int_equal(ll_matmul_scratch_bytes(512, 8960), (size_t)512 * 8960 * 2);
+}
+
+struct thread_job {
+    float out[3];
+    void *scratch;
+};
+
 static void *thread_matmul(void *arg)
 {
-    float *out = arg;
+    struct thread_job *j = arg;
     float x[40], w32[3 * 40];
     uint16_t w[3 * 40];
     for (int i = 0; i < 40; i++)
@@ -446,20 +474,33 @@ static void *thread_matmul(void *arg)
         w32[i] = (float)(i % 11) / 5.0f - 1.0f;
         w[i] = ll_f32_to_bf16(w32[i]);
     }
-    ll_matmul(out, x, w, LL_BF16, NULL, 1, 3, 40, LL_MATH_FAST, NULL);
+    for (int rep = 0; rep < 200; rep++)
+        ll_matmul(j->out, x, w, LL_BF16, NULL, 1, 3, 40, LL_MATH_FAST, j->scratch,
+                  ll_matmul_scratch_bytes(1, 40), NULL);
     return NULL;
 }
 
-/* The fast path's per-thread scratch is released when the thread exits (LeakSanitizer checks). */
-static void test_scratch_per_thread(void **state)
+/* No hidden shared state: two threads at once, each with its own scratch, get the bits one
+ * thread alone gets. */
+static void test_scratch_per_caller(void **state)
 {
     (void)state;
-    float a[3], b[3];
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, thread_matmul, a), 0);
-    pthread_join(th, NULL);
-    thread_matmul(b);
-    expect_same_bits(a, b, 3, "same result on another thread");
+    size_t sb = ll_matmul_scratch_bytes(1, 40);
+    struct thread_job a = {.scratch = aligned_alloc(64, sb)},
+                      b = {.scratch = aligned_alloc(64, sb)},
+                      c = {.scratch = aligned_alloc(64, sb)};
+    assert_true(a.scratch && b.scratch && c.scratch);
+    thread_matmul(&c);
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, thread_matmul, &a), 0);
+    assert_int_equal(pthread_create(&tb, NULL, thread_matmul, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    expect_same_bits(a.out, c.out, 3, "thread a");
+    expect_same_bits(b.out, c.out, 3, "thread b");
+    free(a.scratch);
+    free(b.scratch);
+    free(c.scratch);
 }
 
 static void test_variant_names(void **state)
@@ -484,7 +525,7 @@ static void test_openblas_baseline(void **state)
     float *ours = malloc((size_t)M * N * sizeof *ours), *blas = malloc((size_t)M * N * sizeof *blas);
     double *d = malloc((size_t)M * N * sizeof *d), *mag = malloc((size_t)M * N * sizeof *mag);
     assert_true(ours && blas && d && mag);
-    ll_matmul(ours, x, w, LL_F32, NULL, M, N, K, LL_MATH_EXACT, pool2);
+    ll_matmul(ours, x, w, LL_F32, NULL, M, N, K, LL_MATH_EXACT, SCRATCH, pool2);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, 0.0f, blas, N);
     matmul_double(d, mag, x, w, LL_F32, NULL, M, N, K, LL_MATH_EXACT);
     for (int i = 0; i < M * N; i++) {
@@ -505,6 +546,9 @@ static int setup(void **state)
     snprintf(default_variant, sizeof default_variant, "%s", ll_matmul_variant());
     if (ll_pool_create(&pool2, 2, NULL) != LL_OK || ll_pool_create(&pool3, 3, NULL) != LL_OK)
         return -1;
+    scratch_size = ll_matmul_scratch_bytes(SCRATCH_M, SCRATCH_K);
+    if (!(scratch_buf = aligned_alloc(64, scratch_size)))
+        return -1;
     printf("matmul variant: %s\n", default_variant);
     return 0;
 }
@@ -514,6 +558,7 @@ static int teardown(void **state)
     (void)state;
     ll_pool_free(pool2);
     ll_pool_free(pool3);
+    free(scratch_buf);
     return 0;
 }
 
@@ -531,7 +576,8 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_bias),
         cmocka_unit_test(test_denormals),
-        cmocka_unit_test(test_scratch_per_thread),
+        cmocka_unit_test(test_scratch_size),
+        cmocka_unit_test(test_scratch_per_caller),
         cmocka_unit_test(test_openblas_baseline),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

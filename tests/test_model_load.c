@@ -30,6 +30,8 @@
 #include "model.h"
 #include "model_config.h"
 #include "model_registry.h"
+#include "qwen2.h" /* the weight checks look inside the qwen2 family's own struct */
+#include "runtime.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -173,7 +175,7 @@ static void test_fixture_weights(void **state)
     struct ll_err err = {0};
     if (model_open(&m, FIXTURE, &err) != LL_OK)
         fail_msg("%s", err.msg);
-    const struct qwen2_weights *w = &m->weights;
+    const struct qwen2_weights *w = m->weights;
     assert_int_equal(w->embed.ndim, 2);
     assert_int_equal(w->embed.shape[0], 151936);
     assert_int_equal(w->embed.shape[1], 64);
@@ -271,7 +273,7 @@ static void test_mkmodel_tiny(void **state)
     assert_int_equal(c->eos_ids[0], 151643);
     assert_true(m->gen.temperature == 0.6f && m->gen.top_p == 0.95f && m->gen.do_sample);
 
-    const struct qwen2_weights *w = &m->weights;
+    const struct qwen2_weights *w = m->weights;
     assert_ptr_equal(w->lm_head.data, w->embed.data);
     check_generated(&w->embed, &s, "model.embed_tokens.weight");
     check_generated(&w->final_norm, &s, "model.norm.weight");
@@ -321,7 +323,7 @@ static void test_mkmodel_untied(void **state)
     assert_true(c->rms_eps == 1e-5f);
     assert_int_equal(c->bos_token_id, 1);
     assert_int_equal(c->eos_ids[0], 2);
-    const struct qwen2_weights *w = &m->weights;
+    const struct qwen2_weights *w = m->weights;
     assert_ptr_not_equal(w->lm_head.data, w->embed.data);
     assert_int_equal(w->lm_head.shape[0], 1000);
     assert_int_equal(w->layers[0].wq.shape[0], 64);
@@ -478,7 +480,7 @@ static void test_sharded_model(void **state)
     if (model_open(&a, dir, &err) != LL_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(model_open(&b, base_dir, &err), LL_OK);
-    const struct qwen2_weights *wa = &a->weights, *wb = &b->weights;
+    const struct qwen2_weights *wa = a->weights, *wb = b->weights;
     assert_memory_equal(wa->embed.data, wb->embed.data, 1000 * 32 * 2);
     assert_memory_equal(wa->lm_head.data, wb->lm_head.data, 1000 * 32 * 2);
     for (int l = 0; l < 2; l++) {
@@ -501,8 +503,10 @@ static void test_mixed_dtype(void **state)
     struct ll_err err = {0};
     if (model_open(&m, dir, &err) != LL_OK)
         fail_msg("%s", err.msg);
-    assert_int_equal(m->weights.final_norm.dtype, LL_F32);
-    assert_int_equal(m->weights.embed.dtype, LL_BF16);
+    const struct qwen2_weights *w = m->weights;
+    assert_int_equal(w->final_norm.dtype, LL_F32);
+    assert_int_equal(w->embed.dtype, LL_BF16);
+    assert_int_equal(m->weight_dtype, LL_BF16);
     model_close(m);
 }
 
@@ -559,25 +563,25 @@ static const struct bad_dir bad_dirs[] = {
     {"config not an object", M_WRITE, "config.json", "[1, 2]", NULL, {0}, LL_EJSON,
      "config.json", "not a JSON object"},
     {"missing hidden_size", M_CONFIG, "config.json", "hidden_size", NULL, {0}, LL_EMODEL,
-     "config.json", "missing field \"hidden_size\""},
+     "config.json", "missing field 'hidden_size'"},
     {"hidden_size a string", M_CONFIG, "config.json", "hidden_size", "\"32\"", {0}, LL_EMODEL,
-     "config.json", "\"hidden_size\" must be an integer, got a string"},
+     "config.json", "'hidden_size' must be an integer, not a string"},
     {"hidden_size fractional", M_CONFIG, "config.json", "hidden_size", "32.5", {0}, LL_EMODEL,
-     "config.json", "\"hidden_size\" must be an integer"},
+     "config.json", "'hidden_size' must be an integer, got 32.5"},
     {"negative layers", M_CONFIG, "config.json", "num_hidden_layers", "-2", {0}, LL_EMODEL,
-     "config.json", "\"num_hidden_layers\" = -2 is out of range"},
+     "config.json", "'num_hidden_layers' must be between 1 and 1024, got -2"},
     {"heads not a multiple of kv heads", M_CONFIG, "config.json", "num_key_value_heads", "3",
      {0}, LL_EMODEL, "config.json", "not a multiple of num_key_value_heads"},
     {"tie_word_embeddings a string", M_CONFIG, "config.json", "tie_word_embeddings", "\"no\"",
-     {0}, LL_EMODEL, "config.json", "\"tie_word_embeddings\" must be true or false"},
+     {0}, LL_EMODEL, "config.json", "'tie_word_embeddings' must be a boolean, not a string"},
     {"eos not an int", M_CONFIG, "config.json", "eos_token_id", "\"</s>\"", {0}, LL_EMODEL,
-     "config.json", "\"eos_token_id\" must be a non-negative integer or a list"},
+     "config.json", "'eos_token_id' must be a non-negative integer or a list"},
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"llama\"", {0},
      LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
-     "config.json", "\"model_type\" must be a string"},
+     "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"yarn\"}", {0},
      LL_EUNSUPPORTED, "config.json", "rope_scaling is not supported"},
     {"sliding window", M_CONFIG, "config.json", "use_sliding_window", "true", {0},
@@ -599,9 +603,10 @@ static const struct bad_dir bad_dirs[] = {
     {"bad generation_config.json", M_WRITE, "generation_config.json", "{\"top_p\": 0.9,", NULL,
      {0}, LL_EJSON, "generation_config.json", "invalid JSON"},
     {"generation temperature a string", M_GEN, "generation_config.json", "temperature",
-     "\"hot\"", {0}, LL_EMODEL, "generation_config.json", "\"temperature\" must be a number"},
+     "\"hot\"", {0}, LL_EMODEL, "generation_config.json",
+     "'temperature' must be a number, not a string"},
     {"generation top_p out of range", M_GEN, "generation_config.json", "top_p", "1.5", {0},
-     LL_EMODEL, "generation_config.json", "\"top_p\" = 1.5 is out of range"},
+     LL_EMODEL, "generation_config.json", "'top_p' must be greater than 0 and at most 1, got 1.5"},
     {"no weights", M_RM, "model.safetensors", NULL, NULL, {0}, LL_EIO, "model.safetensors",
      "neither model.safetensors nor model.safetensors.index.json"},
     {"missing tensor", M_TENSOR, NULL, NULL, NULL, {.name = "model.norm.weight", .drop = true},
@@ -693,10 +698,53 @@ static void test_not_a_dir(void **state)
     model_close(NULL);
 }
 
+/* The registry routes by config.json model_type and everything after open goes through
+ * m->family: this test names no family's weights struct (m->weights is opaque). */
+static void test_registry_routes(void **state)
+{
+    (void)state;
+    const struct model_family *f = model_registry_find("qwen2");
+    assert_non_null(f);
+    assert_string_equal(f->model_type, "qwen2");
+    assert_ptr_equal(model_registry_find_arch("Qwen2ForCausalLM"), f);
+    assert_null(model_registry_find("llama"));
+    assert_null(model_registry_find_arch("LlamaForCausalLM"));
+    assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
+    char names[64], cut[3];
+    model_registry_names(names, sizeof names);
+    assert_string_equal(names, "qwen2");
+    model_registry_names(cut, sizeof cut);
+    assert_string_equal(cut, "qw");
+
+    struct model *m = NULL;
+    struct ll_err err = {0};
+    if (model_open(&m, FIXTURE, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_ptr_equal(m->family, model_registry_find(m->config.model_type));
+    assert_non_null(m->weights);
+    assert_int_equal(m->weight_dtype, LL_BF16);
+    struct runtime_opts o = {.n_ctx = 8, .max_batch = 1, .n_threads = 1};
+    struct model_runtime *rt = NULL;
+    if (runtime_create(&rt, m, &o, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_ptr_equal(rt->model, m);
+    float *logits = malloc(sizeof(float) * (size_t)m->config.vocab_size);
+    assert_non_null(logits);
+    int32_t tok = 1, pos = 0;
+    struct ll_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos};
+    assert_int_equal(runtime_forward(rt, &b, logits, &err), LL_OK);
+    for (int i = 0; i < m->config.vocab_size; i++)
+        assert_true(isfinite(logits[i]));
+    free(logits);
+    runtime_free(rt);
+    model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_config),
+        cmocka_unit_test(test_registry_routes),
         cmocka_unit_test(test_fixture_weights),
         cmocka_unit_test(test_mkmodel_tiny),
         cmocka_unit_test(test_mkmodel_untied),

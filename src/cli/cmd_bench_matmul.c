@@ -109,6 +109,8 @@ struct ours_call {
     enum ll_dtype wtype;
     int m, n, k;
     enum ll_math math;
+    void *scratch; /* (scratch_bytes) ll_matmul's, sized for (m, k) */
+    size_t scratch_bytes;
     struct ll_pool *pool;
 };
 
@@ -117,7 +119,8 @@ static void run_ours(void *arg)
     struct ours_call *c = arg;
     const char *w = c->w + (size_t)c->next * c->copy_bytes;
     c->next = (c->next + 1) % c->n_copies;
-    ll_matmul(c->out, c->x, w, c->wtype, NULL, c->m, c->n, c->k, c->math, c->pool);
+    ll_matmul(c->out, c->x, w, c->wtype, NULL, c->m, c->n, c->k, c->math, c->scratch,
+              c->scratch_bytes, c->pool);
 }
 
 struct blas_run {
@@ -265,9 +268,11 @@ int cmd_bench_matmul(int argc, char **argv)
         float *w32 = use_blas ? malloc(nw * sizeof *w32 * (size_t)copies32) : NULL;
         float *x = malloc((size_t)max_m * sh->k * sizeof *x);
         float *out = malloc((size_t)max_m * sh->n * sizeof *out);
-        if (!w || !x || !out || (use_blas && !w32)) {
+        size_t scratch_bytes = ll_matmul_scratch_bytes(max_m, sh->k);
+        void *scratch = aligned_alloc(64, scratch_bytes);
+        if (!w || !x || !out || !scratch || (use_blas && !w32)) {
             fprintf(stderr, "bench-matmul: out of memory for shape %s\n", sh->name);
-            free(w), free(w32), free(x), free(out);
+            free(w), free(w32), free(x), free(out), free(scratch);
             rc = 1;
             break;
         }
@@ -292,7 +297,8 @@ int cmd_bench_matmul(int argc, char **argv)
             int m = ms[i];
             double flop = 2.0 * m * sh->n * sh->k;
             double wbytes = (double)nw * ll_dtype_size(wtype);
-            struct ours_call oc = {out, x, w, copy_bytes, copies, 0, wtype, m, sh->n, sh->k, math, pool};
+            struct ours_call oc = {out, x, w, copy_bytes, copies, 0, wtype, m, sh->n, sh->k, math,
+                                   scratch, scratch_bytes, pool};
             double t = time_calls(run_ours, &oc, budget);
             printf("%-8s %6d %5d %4d %9.3f %8.1f %8.1f", sh->name, sh->n, sh->k, m, t * 1e3,
                    flop / t * 1e-9, wbytes / t * 1e-9);
@@ -308,6 +314,7 @@ int cmd_bench_matmul(int argc, char **argv)
         free(w32);
         free(x);
         free(out);
+        free(scratch);
     }
     ll_pool_free(pool);
     return rc;

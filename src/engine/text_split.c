@@ -14,9 +14,10 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "reasoning.h"
 #include "util.h"
 
-static const char open_tag[] = "<think>", close_tag[] = "</think>";
+static const char open_tag[] = LL_REASONING_OPEN, close_tag[] = LL_REASONING_CLOSE;
 #define OPEN_LEN (sizeof open_tag - 1)
 #define CLOSE_LEN (sizeof close_tag - 1)
 

@@ -1,7 +1,8 @@
 /*
- * matmul.c: ll_matmul's dispatch (variant chosen once by CPU features or LLAISYS_KERNEL), its
- * split over the thread pool, the per-thread bf16 scratch for activations, and the scalar variant,
- * which is also the reference ll_matmul_ref (see matmul.h for the contract and reduction order).
+ * matmul.c: ll_matmul's dispatch (variant chosen once by CPU features, capped by LLAISYS_KERNEL),
+ * its split over the thread pool, and the scalar variant, which is also the reference
+ * ll_matmul_ref (see matmul.h for the contract and reduction order). The bf16 copy of the
+ * activations on the fast path goes into the caller's scratch: nothing here allocates.
  *
  * Called from the thread that owns the pool (scheduler / CLI / tests); the kernels run on the
  * pool's threads on disjoint output ranges. The scalar code below spells out the reduction order
@@ -12,10 +13,11 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "isa.h"
+#include "log.h"
 #include "matmul_kernels.h"
 #include "util.h"
 
@@ -155,27 +157,18 @@ static int variant_by_name(const char *name)
     return -1;
 }
 
+/* The best variant within the LLAISYS_KERNEL cap (isa.h) that this CPU runs. */
 static void variant_init(void)
 {
-    int best = V_SCALAR;
-    for (int v = V_COUNT - 1; v > V_SCALAR; v--)
-        if (cpu_runs(v)) {
-            best = v;
-            break;
-        }
-    const char *env = getenv("LLAISYS_KERNEL");
-    if (env && *env) {
-        int v = variant_by_name(env);
-        if (v < 0)
-            fprintf(stderr, "llaisys: LLAISYS_KERNEL=%s unknown (scalar|avx2|avx512); using %s\n",
-                    env, variants[best].name);
-        else if (!cpu_runs(v))
-            fprintf(stderr, "llaisys: LLAISYS_KERNEL=%s: this CPU cannot run it; using %s\n", env,
-                    variants[best].name);
-        else
-            best = v;
-    }
-    variant_cur = &variants[best];
+    bool requested;
+    enum ll_isa cap = ll_isa_cap(&requested);
+    int want = cap == LL_ISA_AVX512 ? V_AVX512 : cap == LL_ISA_AVX2 ? V_AVX2 : V_SCALAR, v = want;
+    while (v > V_SCALAR && !cpu_runs(v))
+        v--;
+    if (requested && v != want)
+        log_msg(LOG_WARN, "LLAISYS_KERNEL=%s: this CPU cannot run the %s matmul; using %s",
+                ll_isa_name(cap), variants[want].name, variants[v].name);
+    variant_cur = &variants[v];
 }
 
 static const struct variant *variant_get(void)
@@ -197,48 +190,6 @@ bool ll_matmul_set_variant(const char *name)
     pthread_once(&variant_once, variant_init);
     variant_cur = &variants[v];
     return true;
-}
-
-/* ---- per-thread scratch for the bf16 copy of x ---- */
-
-struct scratch {
-    void *buf; /* 64-byte aligned */
-    size_t cap;
-};
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *p)
-{
-    struct scratch *s = p;
-    free(s->buf);
-    free(s);
-}
-
-static void scratch_key_init(void)
-{
-    LL_ASSERT(pthread_key_create(&scratch_key, scratch_free) == 0);
-}
-
-/* A buffer of at least `bytes` owned by the calling thread; grows only past its largest size. */
-static void *scratch_get(size_t bytes)
-{
-    pthread_once(&scratch_once, scratch_key_init);
-    struct scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        LL_ASSERT(s != NULL);
-        LL_ASSERT(pthread_setspecific(scratch_key, s) == 0);
-    }
-    if (s->cap < bytes) {
-        size_t cap = (bytes + 4095) & ~(size_t)4095;
-        free(s->buf);
-        s->buf = aligned_alloc(64, cap);
-        LL_ASSERT(s->buf != NULL);
-        s->cap = cap;
-    }
-    return s->buf;
 }
 
 /* ---- splitting one call over the pool ---- */
@@ -278,13 +229,21 @@ static void mm_call_kernel(void *ctx, int ith, int nth)
     }
 }
 
+/* Elements per row of the bf16 copy of x: K rounded up to whole chunks (64-byte multiples). */
 static size_t xb_stride_for(int K)
 {
     return ((size_t)K + LL_MM_CHUNK_FAST - 1) / LL_MM_CHUNK_FAST * LL_MM_CHUNK_FAST;
 }
 
+size_t ll_matmul_scratch_bytes(int max_m, int max_k)
+{
+    LL_ASSERT(max_m >= 0 && max_k >= 0);
+    return (size_t)max_m * xb_stride_for(max_k) * sizeof(uint16_t);
+}
+
 void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
-               int M, int N, int K, enum ll_math math, struct ll_pool *pool)
+               int M, int N, int K, enum ll_math math, void *scratch, size_t scratch_bytes,
+               struct ll_pool *pool)
 {
     LL_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0)
@@ -296,7 +255,9 @@ void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, c
     struct mm_call call = {.job = &job, .v = variant_get()};
     if (job.fast) {
         job.xb_stride = xb_stride_for(K);
-        job.xb = scratch_get((size_t)M * job.xb_stride * sizeof(uint16_t));
+        LL_ASSERT(scratch && ((uintptr_t)scratch & 63) == 0 &&
+                  scratch_bytes >= ll_matmul_scratch_bytes(M, K));
+        job.xb = scratch;
         if ((size_t)M * (size_t)K >= ROUND_PARALLEL_MIN && ll_pool_size(pool) > 1 && M > 1)
             ll_pool_run(pool, mm_call_round, &call);
         else

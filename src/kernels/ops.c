@@ -1,6 +1,7 @@
 /*
  * ops.c: scalar references of the row-wise ops (embedding, RMSNorm, RoPE, SwiGLU, add, softmax,
- * argmax) and the one-time choice of their SIMD variants (ops_avx512.c).
+ * argmax) and the one-time choice of their SIMD variants (ops_avx512.c; used when the CPU has
+ * AVX-512 F/BW/VL/DQ and LLAISYS_KERNEL, isa.h, does not cap below avx512).
  *
  * Called from any thread (the forward pass calls them from pool workers on disjoint rows).
  * The variant is chosen once under pthread_once and never changes afterwards, so a value is
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "isa.h"
 #include "ops_simd.h"
 #include "util.h"
 
@@ -26,7 +28,7 @@ static void ops_pick_variant(void)
     __builtin_cpu_init();
     ops_use_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                     !getenv("LLAISYS_NO_SIMD");
+                     ll_isa_cap(NULL) >= LL_ISA_AVX512;
 }
 
 int ll_simd_avx512(void)

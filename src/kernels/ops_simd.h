@@ -9,8 +9,8 @@
 
 #include "dtype.h"
 
-/* 1 when the AVX-512 variants are in use (F, BW, VL, DQ present and LLAISYS_NO_SIMD unset);
- * decided once per process (ops.c). */
+/* 1 when the AVX-512 variants are in use (F, BW, VL, DQ present and LLAISYS_KERNEL, isa.h, not
+ * below avx512); decided once per process (ops.c). */
 int ll_simd_avx512(void);
 
 void ll_swiglu_avx512(float *out, const float *gate, const float *up, int n);

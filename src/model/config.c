@@ -10,88 +10,52 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "json.h"
 #include "util.h"
 
-static const char *json_type_name(const cJSON *v)
-{
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    return "invalid";
-}
-
-/* Parse text as a JSON object; on failure report line and column. */
+/* Parse text as a JSON object (ll_json_parse names line and column). */
 static enum ll_status json_parse_object(cJSON **out, const char *text, size_t len,
                                         const char *name, struct ll_err *err)
 {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (root) {
-        const char *p = end;
-        while (p < text + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-            p++;
-        if (p < text + len) {
-            end = p;
-            cJSON_Delete(root);
-            root = NULL;
-        }
-    }
-    if (!root) {
-        size_t at = end ? (size_t)(end - text) : 0, line = 1, col = 1;
-        for (size_t i = 0; i < at && i < len; i++) {
-            if (text[i] == '\n')
-                line++, col = 1;
-            else
-                col++;
-        }
-        return ll_err_set(err, LL_EJSON, "%s: invalid JSON at line %zu, column %zu", name, line,
-                          col);
-    }
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
+    enum ll_status s = ll_json_parse(out, text, len, name, err);
+    if (s != LL_OK)
+        return s;
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
         return ll_err_set(err, LL_EJSON, "%s: top level is not a JSON object", name);
     }
-    *out = root;
     return LL_OK;
 }
 
-/* The field, or NULL when absent (or null and !required). */
-static const cJSON *field(const cJSON *o, const char *key, bool required)
+/* A getter's failure (json.h) as a model-file error: LL_EMODEL, the file named first. */
+static enum ll_status in_file(enum ll_status s, const char *name, struct ll_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (v && cJSON_IsNull(v) && !required)
-        return NULL;
-    return v;
+    if (s == LL_OK)
+        return LL_OK;
+    ll_err_prefix(err, "%s: ", name);
+    if (err)
+        err->code = LL_EMODEL;
+    return LL_EMODEL;
 }
 
-/* An integer field in [min, max]. Absent: *out = dflt, or LL_EMODEL when required. */
+/* An integer field in [min, max]. Absent (or null): *out = dflt, or LL_EMODEL when required. */
 static enum ll_status get_int(const cJSON *o, const char *key, bool required, long long min,
                               long long max, int dflt, int *out, const char *name,
                               struct ll_err *err)
 {
-    const cJSON *v = field(o, key, required);
-    if (!v) {
-        if (required)
-            return ll_err_set(err, LL_EMODEL, "%s: missing field \"%s\"", name, key);
-        *out = dflt;
-        return LL_OK;
-    }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
-        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" must be an integer, got %s", name, key,
-                          cJSON_IsNumber(v) ? "a fraction" : json_type_name(v));
-    if (v->valuedouble < (double)min || v->valuedouble > (double)max)
-        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" = %.17g is out of range [%lld, %lld]",
-                          name, key, v->valuedouble, min, max);
-    *out = (int)v->valuedouble;
+    long long v = dflt;
+    bool present;
+    enum ll_status s = ll_json_get_int(o, key, min, max, &v, &present, err);
+    if (s != LL_OK)
+        return in_file(s, name, err);
+    if (!present && required)
+        return ll_err_set(err, LL_EMODEL, "%s: missing field '%s'", name, key);
+    *out = (int)v;
     return LL_OK;
 }
 
@@ -100,39 +64,16 @@ static enum ll_status get_num(const cJSON *o, const char *key, double min, bool 
                               double max, double dflt, double *out, bool *present,
                               const char *name, struct ll_err *err)
 {
-    const cJSON *v = field(o, key, false);
-    if (present)
-        *present = v != NULL;
-    if (!v) {
-        *out = dflt;
-        return LL_OK;
-    }
-    if (!cJSON_IsNumber(v))
-        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" must be a number, got %s", name, key,
-                          json_type_name(v));
-    double d = v->valuedouble;
-    if (!isfinite(d) || d > max || d < min || (d == min && !min_ok))
-        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" = %.17g is out of range %s%g, %g]",
-                          name, key, d, min_ok ? "[" : "(", min, max);
-    *out = d;
-    return LL_OK;
+    *out = dflt;
+    return in_file(ll_json_get_num(o, key, min, max, !min_ok, out, present, err), name, err);
 }
 
+/* A boolean field. Absent: *out = dflt. */
 static enum ll_status get_bool(const cJSON *o, const char *key, bool dflt, bool *out,
                                bool *present, const char *name, struct ll_err *err)
 {
-    const cJSON *v = field(o, key, false);
-    if (present)
-        *present = v != NULL;
-    if (!v) {
-        *out = dflt;
-        return LL_OK;
-    }
-    if (!cJSON_IsBool(v))
-        return ll_err_set(err, LL_EMODEL, "%s: field \"%s\" must be true or false, got %s", name,
-                          key, json_type_name(v));
-    *out = cJSON_IsTrue(v);
-    return LL_OK;
+    *out = dflt;
+    return in_file(ll_json_get_bool(o, key, out, present, err), name, err);
 }
 
 /* A token id field: absent/null -> -1. */
@@ -147,32 +88,30 @@ static enum ll_status get_eos(const cJSON *o, int *ids, int *n, const char *name
                               struct ll_err *err)
 {
     *n = 0;
-    const cJSON *v = field(o, "eos_token_id", false);
+    const cJSON *v = ll_json_member(o, "eos_token_id");
+    long long id;
     if (!v)
         return LL_OK;
     if (cJSON_IsArray(v)) {
         int k = 0;
         for (const cJSON *e = v->child; e; e = e->next, k++) {
-            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) ||
-                e->valuedouble < 0 || e->valuedouble > INT32_MAX)
+            if (!ll_json_is_int(e, 0, INT32_MAX, &id))
                 return ll_err_set(err, LL_EMODEL,
-                                  "%s: field \"eos_token_id\"[%d] must be a non-negative integer",
-                                  name, k);
+                                  "%s: 'eos_token_id'[%d] must be a non-negative integer", name,
+                                  k);
             if (*n == LL_MAX_EOS)
-                return ll_err_set(err, LL_EMODEL,
-                                  "%s: field \"eos_token_id\" lists more than %d ids", name,
-                                  LL_MAX_EOS);
-            ids[(*n)++] = (int)e->valuedouble;
+                return ll_err_set(err, LL_EMODEL, "%s: 'eos_token_id' lists more than %d ids",
+                                  name, LL_MAX_EOS);
+            ids[(*n)++] = (int)id;
         }
         return LL_OK;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-        v->valuedouble > INT32_MAX)
+    if (!ll_json_is_int(v, 0, INT32_MAX, &id))
         return ll_err_set(err, LL_EMODEL,
-                          "%s: field \"eos_token_id\" must be a non-negative integer or a list of "
-                          "them, got %s",
-                          name, json_type_name(v));
-    ids[(*n)++] = (int)v->valuedouble;
+                          "%s: 'eos_token_id' must be a non-negative integer or a list of them, "
+                          "got %s",
+                          name, ll_json_type_name(v));
+    ids[(*n)++] = (int)id;
     return LL_OK;
 }
 
@@ -182,28 +121,26 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
     enum ll_status s;
     memset(c, 0, sizeof *c);
 
-    const cJSON *arch = field(o, "architectures", false);
+    const cJSON *arch = ll_json_member(o, "architectures");
     if (arch) {
         if (!cJSON_IsArray(arch) || (arch->child && !cJSON_IsString(arch->child)))
-            return ll_err_set(err, LL_EMODEL,
-                              "%s: field \"architectures\" must be a list of strings", name);
+            return ll_err_set(err, LL_EMODEL, "%s: 'architectures' must be a list of strings",
+                              name);
         if (arch->child) {
             if (strlen(arch->child->valuestring) >= sizeof c->architecture)
-                return ll_err_set(err, LL_EMODEL, "%s: field \"architectures\"[0] is too long",
-                                  name);
+                return ll_err_set(err, LL_EMODEL, "%s: 'architectures'[0] is too long", name);
             strcpy(c->architecture, arch->child->valuestring);
         }
     }
-    const cJSON *mt = field(o, "model_type", false);
+    const char *mt = NULL;
+    if ((s = in_file(ll_json_get_str(o, "model_type", &mt, NULL, err), name, err)))
+        return s;
     if (!mt && !c->architecture[0])
-        return ll_err_set(err, LL_EMODEL, "%s: missing field \"model_type\"", name);
+        return ll_err_set(err, LL_EMODEL, "%s: missing field 'model_type'", name);
     if (mt) {
-        if (!cJSON_IsString(mt))
-            return ll_err_set(err, LL_EMODEL, "%s: field \"model_type\" must be a string, got %s",
-                              name, json_type_name(mt));
-        if (strlen(mt->valuestring) >= sizeof c->model_type)
-            return ll_err_set(err, LL_EMODEL, "%s: field \"model_type\" is too long", name);
-        strcpy(c->model_type, mt->valuestring);
+        if (strlen(mt) >= sizeof c->model_type)
+            return ll_err_set(err, LL_EMODEL, "%s: 'model_type' is too long", name);
+        strcpy(c->model_type, mt);
     }
 
     if ((s = get_int(o, "hidden_size", true, 1, 1 << 16, 0, &c->hidden_size, name, err)) ||
@@ -246,14 +183,14 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
     c->rms_eps = (float)eps;
 
     /* Features that would change the math: refuse rather than compute something else. */
-    const cJSON *act = field(o, "hidden_act", false);
+    const cJSON *act = ll_json_member(o, "hidden_act");
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: hidden_act %s%s%s is not supported (only \"silu\")", name,
                           cJSON_IsString(act) ? "\"" : "",
-                          cJSON_IsString(act) ? act->valuestring : json_type_name(act),
+                          cJSON_IsString(act) ? act->valuestring : ll_json_type_name(act),
                           cJSON_IsString(act) ? "\"" : "");
-    if (field(o, "rope_scaling", false))
+    if (ll_json_member(o, "rope_scaling"))
         return ll_err_set(err, LL_EUNSUPPORTED, "%s: rope_scaling is not supported (must be null)",
                           name);
     bool sliding;
@@ -322,8 +259,9 @@ enum ll_status generation_defaults_parse(struct generation_defaults *g, const ch
     g->top_p = (float)top_p;
     g->min_p = (float)min_p;
     g->repetition_penalty = (float)rep;
-    g->has_top_k = field(o, "top_k", false) != NULL;
-    s = get_int(o, "top_k", false, 0, INT32_MAX, 0, &g->top_k, name, err);
+    long long top_k = 0;
+    s = in_file(ll_json_get_int(o, "top_k", 0, INT32_MAX, &top_k, &g->has_top_k, err), name, err);
+    g->top_k = (int)top_k;
 out:
     cJSON_Delete(o);
     if (s != LL_OK)

@@ -2,8 +2,8 @@
  * qwen2.c: the Qwen2 forward pass over a flat batch (see qwen2.h, runtime.h).
  *
  * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
- * biases widened to f32, and one scratch allocation carved into the activation buffers of a
- * max_batch step. qwen2_forward() allocates nothing.
+ * biases widened to f32, and one scratch allocation carved into the matmul scratch and the
+ * activation buffers of a max_batch step. qwen2_forward() allocates nothing.
  *
  * Called by the thread that owns the runtime; the matmuls, attention and the row-wise steps run
  * on the pool (one ll_pool_run per op, rows split by (ith, nth)). Every row-wise step computes a
@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_registry.h"
 #include "ops.h"
 #include "util.h"
 
@@ -32,6 +31,9 @@ struct qwen2_runtime {
     struct ll_kv_seq seq0;
     /* scratch, carved from mem */
     void *mem;
+    void *mm;       /* (mm_bytes) ll_matmul's scratch for max_batch rows of the widest K; first
+                       in mem, so 64-byte aligned; NULL in exact math (unused there) */
+    size_t mm_bytes;
     float *x;       /* (max_batch, hidden) residual stream */
     float *xn;      /* (max_batch, hidden) normed input of the next matmul */
     float *tmp;     /* (max_batch, hidden) o / down projection output */
@@ -150,7 +152,7 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     *out = NULL;
     const struct model_config *c = &m->config;
     struct runtime_opts o = *opts;
-    runtime_opts_resolve(&o, m);
+    runtime_opts_resolve(&o);
     if (o.n_ctx < 1 || o.max_batch < 1 || o.n_threads < 1 || o.n_threads > 256 ||
         o.block_size < 1 || o.n_slots % o.block_size)
         return ll_err_set(err, LL_EINVAL,
@@ -195,7 +197,10 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     size_t floats = B * (3 * (size_t)r->hidden + 2 * (size_t)r->qdim + 2 * (size_t)r->kvdim +
                          2 * (size_t)r->inter) +
                     att_floats;
-    size_t bytes = floats * sizeof(float) + 3 * B * sizeof(int32_t);
+    int widest_k = r->hidden > r->qdim ? r->hidden : r->qdim;
+    widest_k = r->inter > widest_k ? r->inter : widest_k;
+    r->mm_bytes = o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    size_t bytes = r->mm_bytes + floats * sizeof(float) + 3 * B * sizeof(int32_t);
     r->mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!r->table || !r->bias || !r->mem) {
         qwen2_runtime_free(&r->base);
@@ -206,8 +211,9 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
         r->table[i] = i;
     r->seq0 = (struct ll_kv_seq){r->table, nblk};
 
+    const struct qwen2_weights *W = m->weights;
     for (int l = 0; l < c->n_layers; l++) {
-        const struct qwen2_layer *L = &m->weights.layers[l];
+        const struct qwen2_layer *L = &W->layers[l];
         float *b = r->bias + per_layer * l;
         LL_ASSERT(L->bq.data && L->bk.data && L->bv.data); /* qwen2_bind requires them */
         widen(b, &L->bq, r->qdim);
@@ -215,7 +221,8 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
         widen(b + r->qdim + r->kvdim, &L->bv, r->kvdim);
     }
 
-    float *p = r->mem;
+    r->mm = r->mm_bytes ? r->mem : NULL;
+    float *p = (float *)((char *)r->mem + r->mm_bytes);
     r->x = p, p += B * r->hidden;
     r->xn = p, p += B * r->hidden;
     r->tmp = p, p += B * r->hidden;
@@ -294,15 +301,21 @@ static void gather_rows(float *buf, const int32_t *rows, int n, int dim)
             memmove(buf + (size_t)j * dim, buf + (size_t)rows[j] * dim, sizeof(float) * dim);
 }
 
+/* out (n, w.shape[0]) = x (n, w.shape[1]) · wᵀ + bias, on the runtime's pool and scratch. */
+static void linear(struct qwen2_runtime *r, float *out, const float *x, const struct ll_tensor *w,
+                   const float *bias, int n)
+{
+    ll_matmul(out, x, w->data, w->dtype, bias, n, (int)w->shape[0], (int)w->shape[1],
+              r->base.opts.math, r->mm, r->mm_bytes, r->base.pool);
+}
+
 enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
                              struct ll_err *err)
 {
     struct qwen2_runtime *r = (struct qwen2_runtime *)rt;
     const struct model *m = rt->model;
-    const struct qwen2_weights *W = &m->weights;
+    const struct qwen2_weights *W = m->weights;
     const struct runtime_opts *o = &rt->opts;
-    struct ll_pool *pool = rt->pool;
-    enum ll_math math = o->math;
     const struct ll_kv_seq *seqs = NULL;
     int n_seqs = 0, n_want = 0;
     enum ll_status st = check_batch(r, b, &seqs, &n_seqs, &n_want, err);
@@ -319,14 +332,12 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
     for (int l = 0; l < nl; l++) {
         const struct qwen2_layer *L = &W->layers[l];
         const float *bias = r->bias + per_layer * l;
-        ll_matmul(r->q, r->xn, L->wq.data, L->wq.dtype, bias, n, r->qdim, H, math, pool);
-        ll_matmul(r->k, r->xn, L->wk.data, L->wk.dtype, bias + r->qdim, n, r->kvdim, H, math,
-                  pool);
-        ll_matmul(r->v, r->xn, L->wv.data, L->wv.dtype, bias + r->qdim + r->kvdim, n, r->kvdim,
-                  H, math, pool);
+        linear(r, r->q, r->xn, &L->wq, bias, n);
+        linear(r, r->k, r->xn, &L->wk, bias + r->qdim, n);
+        linear(r, r->v, r->xn, &L->wv, bias + r->qdim + r->kvdim, n);
         run_step(r, STEP_ROPE_KV, n, l, NULL, b->pos);
         ab.n_tokens = n;
-        ll_attention(r->att, r->q, &rt->kv, l, &ab, r->n_heads, r->scores, o->n_ctx, pool);
+        ll_attention(r->att, r->q, &rt->kv, l, &ab, r->n_heads, r->scores, o->n_ctx, rt->pool);
 
         if (l == nl - 1 && n_want < n) {
             /* From here on only the rows that want logits matter. */
@@ -337,19 +348,16 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
                 return LL_OK;
         }
 
-        ll_matmul(r->tmp, r->att, L->wo.data, L->wo.dtype, NULL, n, H, r->qdim, math, pool);
+        linear(r, r->tmp, r->att, &L->wo, NULL, n);
         run_step(r, STEP_ADD_NORM, n, l, &L->mlp_norm, NULL);
-        ll_matmul(r->gate, r->xn, L->w_gate.data, L->w_gate.dtype, NULL, n, r->inter, H, math,
-                  pool);
-        ll_matmul(r->up, r->xn, L->w_up.data, L->w_up.dtype, NULL, n, r->inter, H, math, pool);
+        linear(r, r->gate, r->xn, &L->w_gate, NULL, n);
+        linear(r, r->up, r->xn, &L->w_up, NULL, n);
         run_step(r, STEP_SWIGLU, n, l, NULL, NULL);
-        ll_matmul(r->tmp, r->gate, L->w_down.data, L->w_down.dtype, NULL, n, H, r->inter, math,
-                  pool);
+        linear(r, r->tmp, r->gate, &L->w_down, NULL, n);
         run_step(r, STEP_ADD_NORM, n, l, l + 1 < nl ? &W->layers[l + 1].attn_norm : &W->final_norm,
                  NULL);
     }
     /* n == n_want here (the last layer gathered them, or every row wants logits). */
-    ll_matmul(logits, r->xn, W->lm_head.data, W->lm_head.dtype, NULL, n, r->vocab, H, math,
-              pool);
+    linear(r, logits, r->xn, &W->lm_head, NULL, n);
     return LL_OK;
 }

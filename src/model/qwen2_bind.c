@@ -1,5 +1,6 @@
 /*
- * qwen2_bind.c: binds the Qwen2 family's weights (Hugging Face names) to struct qwen2_weights.
+ * qwen2_bind.c: binds the Qwen2 family's weights (Hugging Face names) to a struct qwen2_weights
+ * that it allocates into m->weights (qwen2.h).
  *
  * Every tensor is looked up by name and checked against the config before use: dtype BF16, F16
  * or F32 (each tensor may differ; the kernels dispatch per tensor), exact shape. lm_head.weight
@@ -12,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "model_registry.h"
+#include "qwen2.h"
 #include "safetensors.h"
 
 static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
@@ -77,13 +77,15 @@ static enum ll_status check_layer_count(const struct model *m, struct ll_err *er
 enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
 {
     const struct model_config *c = &m->config;
-    struct qwen2_weights *w = &m->weights;
     const int64_t h = c->hidden_size, q = (int64_t)c->n_heads * c->head_dim,
                   kv = (int64_t)c->n_kv_heads * c->head_dim, ff = c->intermediate_size,
                   v = c->vocab_size;
     enum ll_status s;
 
-    memset(w, 0, sizeof *w);
+    struct qwen2_weights *w = calloc(1, sizeof *w);
+    if (!w)
+        return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
+    m->weights = w;
     w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers)
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
@@ -129,11 +131,15 @@ enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
                 return s;
         }
     }
+    m->weight_dtype = w->layers[0].wq.dtype;
     return LL_OK;
 }
 
 void qwen2_unbind(struct model *m)
 {
-    free(m->weights.layers);
-    memset(&m->weights, 0, sizeof m->weights);
+    struct qwen2_weights *w = m->weights;
+    if (w)
+        free(w->layers);
+    free(w);
+    m->weights = NULL;
 }

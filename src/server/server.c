@@ -18,6 +18,12 @@
 #include <cjson/cJSON.h>
 
 #include "chat_template.h"
+#include "engine.h"
+#include "http.h"
+#include "live.h"
+#include "log.h"
+#include "metrics.h"
+#include "reasoning.h"
 #include "server_impl.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -63,8 +69,19 @@ static enum ll_status load_template(struct server *srv, const char *model_dir,
 static bool template_opens_think(const struct chat_template *t, const char *bos,
                                  const char *eos)
 {
-    cJSON *ctx = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                             "\"add_generation_prompt\":false}");
+    /* {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false} */
+    cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
+    cJSON *msg = cJSON_CreateObject();
+    if (msg && !cJSON_AddItemToArray(msgs, msg)) {
+        cJSON_Delete(msg);
+        msg = NULL;
+    }
+    if (!msg || !cJSON_AddStringToObject(msg, "role", "user") ||
+        !cJSON_AddStringToObject(msg, "content", "x") ||
+        !cJSON_AddFalseToObject(ctx, "add_generation_prompt")) {
+        cJSON_Delete(ctx);
+        ctx = NULL;
+    }
     char *without = NULL, *with = NULL;
     size_t n0 = 0, n1 = 0;
     bool opens = false;
@@ -75,7 +92,7 @@ static bool template_opens_think(const struct chat_template *t, const char *bos,
             size_t k = 0; /* the common prefix */
             while (k < n0 && k < n1 && without[k] == with[k])
                 k++;
-            opens = memmem(with + k, n1 - k, "<think>", 7) != NULL;
+            opens = memmem(with + k, n1 - k, LL_REASONING_OPEN, strlen(LL_REASONING_OPEN)) != NULL;
         }
     }
     free(without);
@@ -97,8 +114,8 @@ static void choose_reasoning(struct server *srv)
         srv->reasoning = true;
         why = "the chat template opens <think>";
     } else {
-        srv->reasoning = tokenizer_token_to_id(srv->tok, "<think>") >= 0 &&
-                         tokenizer_token_to_id(srv->tok, "</think>") >= 0;
+        srv->reasoning = tokenizer_token_to_id(srv->tok, LL_REASONING_OPEN) >= 0 &&
+                         tokenizer_token_to_id(srv->tok, LL_REASONING_CLOSE) >= 0;
         why = srv->reasoning ? "the tokenizer has <think> and </think>" : "no <think> tokens";
     }
     snprintf(srv->reasoning_why, sizeof srv->reasoning_why, "%s%s (%s)", p ? "" : "auto: ",

@@ -89,23 +89,16 @@ void jr_emit(struct jrender *r, const struct jnode *at, const char *s, size_t le
 {
     if (!len)
         return;
-    if (len > r->lim->max_output - r->out_len)
+    if (len > r->lim->max_output - r->out.len)
         jr_fail(r, at, LL_ETOOLONG, "rendered text exceeds %zu bytes", r->lim->max_output);
-    if (r->out_len + len + 1 > r->out_cap) {
-        size_t cap = r->out_cap ? r->out_cap : 4096;
-        while (cap < r->out_len + len + 1)
-            cap *= 2;
-        r->out = jr_realloc(r, r->out, cap);
-        r->out_cap = cap;
-    }
-    memcpy(r->out + r->out_len, s, len);
-    r->out_len += len;
+    if (!ll_buf_append(&r->out, s, len))
+        jr_fail(r, NULL, LL_ENOMEM, "out of memory");
 }
 
 struct jv jr_take(struct jrender *r, size_t mark)
 {
-    struct jv v = jv_str(r, r->out ? r->out + mark : "", r->out_len - mark);
-    r->out_len = mark;
+    struct jv v = jv_str(r, r->out.data ? r->out.data + mark : "", r->out.len - mark);
+    r->out.len = mark;
     return v;
 }
 
@@ -1242,16 +1235,10 @@ enum ll_status jrender_run(const struct jnode *root, const struct jlimits *lim,
         set_var(r, in[i].name, v);
     }
     exec_block(r, root);
-    jr_emit(r, NULL, "", 0);
-    if (!r->out) {
-        r->out = jr_malloc(r, 1);
-        r->out_cap = 1;
-    }
-    r->out[r->out_len] = 0;
-    *out = r->out;
     if (out_len)
-        *out_len = r->out_len;
-    r->out = NULL;
+        *out_len = r->out.len;
+    if (!(*out = ll_buf_take(&r->out)))
+        jr_fail(r, NULL, LL_ENOMEM, "out of memory");
 done:
     /* free every object still alive (variables, cycles through namespaces, or everything
      * that was in flight when an error unwound the evaluator) */
@@ -1269,7 +1256,7 @@ done:
     }
     free(r->vars);
     free(r->frames);
-    free(r->out);
+    ll_buf_free(&r->out);
     free(r);
     return st;
 }

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "errors.h"
 
 /* ------------------------------------------------------------------ arena (compile time) */
@@ -363,8 +364,7 @@ struct jrender {
     const struct jlimits *lim;
     struct jobj head; /* circular list of every live heap object */
     size_t live_bytes;
-    char *out;
-    size_t out_len, out_cap;
+    struct ll_buf out; /* the rendered text so far */
     struct jvar *vars;
     size_t nvars, vars_cap;
     struct jframe *frames;
@@ -397,7 +397,7 @@ void jr_step(struct jrender *r, const struct jnode *at, uint64_t n);
 /* Output buffer: append bytes; mark the current end; take [mark, end) as a string value and
  * truncate the buffer back to mark. */
 void jr_emit(struct jrender *r, const struct jnode *at, const char *s, size_t len);
-static inline size_t jr_mark(const struct jrender *r) { return r->out_len; }
+static inline size_t jr_mark(const struct jrender *r) { return r->out.len; }
 struct jv jr_take(struct jrender *r, size_t mark);
 /* Call a function value with evaluated arguments. */
 struct jv jr_call(struct jrender *r, const struct jnode *at, struct jv fn, const struct jargs *args);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
 #include "util.h"
 
 #define JV_MAX_DEPTH 512
@@ -85,70 +86,25 @@ char *jarena_strndup(struct jarena *a, const char *s, size_t len)
 
 int32_t jutf8_next(const char *str, size_t len, size_t *i)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t p = *i;
-    unsigned c = s[p];
-    int n;
-    int32_t cp;
-    if (c < 0x80) {
-        *i = p + 1;
-        return (int32_t)c;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-        n = 1;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 2;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 3;
-        cp = c & 0x07;
-    } else {
-        *i = p + 1;
-        return -(int32_t)c; /* invalid lead byte: one raw byte */
+    enum ll_utf8_status st;
+    uint32_t cp;
+    size_t k = ll_utf8_scan((const unsigned char *)str + *i, len - *i, &st, &cp);
+    if (st != LL_UTF8_OK) { /* one raw byte that does not decode */
+        int32_t c = (unsigned char)str[*i];
+        *i += 1;
+        return -c;
     }
-    for (int k = 1; k <= n; k++) {
-        if (p + (size_t)k >= len || (s[p + k] & 0xC0) != 0x80) {
-            *i = p + 1;
-            return -(int32_t)c;
-        }
-        cp = (cp << 6) | (s[p + k] & 0x3F);
-    }
-    if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-        *i = p + 1;
-        return -(int32_t)c;
-    }
-    *i = p + 1 + (size_t)n;
-    return cp;
+    *i += k;
+    return (int32_t)cp;
 }
 
 int jutf8_put(char *out, int32_t cp)
 {
-    unsigned char *o = (unsigned char *)out;
     if (cp < 0) { /* a raw byte that did not decode */
-        o[0] = (unsigned char)(-cp);
+        out[0] = (char)(unsigned char)(-cp);
         return 1;
     }
-    if (cp < 0x80) {
-        o[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xC0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
+    return ll_utf8_encode(out, (uint32_t)cp);
 }
 
 size_t jutf8_count(const char *s, size_t len)

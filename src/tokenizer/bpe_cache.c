@@ -88,7 +88,7 @@ bool tok_cache_get(struct tok_cache *c, const char *key, size_t n, struct tok_id
     /* a pre-token of n bytes has at most n ids: make room before taking the lock */
     if (n > TOK_CACHE_MAX_KEY || tok_ids_reserve(out, n) != LL_OK)
         return false;
-    uint64_t h = tok_hash_bytes(key, n);
+    uint64_t h = ll_hash_bytes(key, n);
     struct shard *sh = &c->shards[h >> 60];
     bool hit = false;
     pthread_mutex_lock(&sh->lock);
@@ -108,7 +108,7 @@ void tok_cache_put(struct tok_cache *c, const char *key, size_t n, const int32_t
     if (n > TOK_CACHE_MAX_KEY || n_ids > n)
         return;
     size_t need = (n_ids * sizeof(int32_t) + n + 3) & ~(size_t)3; /* keep ids 4-aligned */
-    uint64_t h = tok_hash_bytes(key, n);
+    uint64_t h = ll_hash_bytes(key, n);
     struct shard *sh = &c->shards[h >> 60];
     pthread_mutex_lock(&sh->lock);
     if (sh->count >= MAX_ENTRIES || sh->used + need > ARENA_BYTES)

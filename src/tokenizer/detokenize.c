@@ -41,10 +41,10 @@ enum ll_status tokenizer_decode(const struct tokenizer *tok, const int32_t *ids,
         }
     }
     buf[k] = '\0';
-    if (tok_utf8_valid_prefix(buf, k) != k) {
+    if (ll_utf8_valid_prefix(buf, k) != k) {
         char *fixed;
         size_t fixed_len;
-        enum ll_status st = tok_utf8_repair(buf, k, &fixed, &fixed_len);
+        enum ll_status st = ll_utf8_repair(buf, k, &fixed, &fixed_len);
         free(buf);
         if (st != LL_OK)
             return ll_err_set(err, st, "tokenizer: out of memory decoding %zu ids", n_ids);
@@ -102,15 +102,15 @@ const char *tokenizer_stream_feed(struct tokenizer_stream *s, int32_t id, size_t
             s->out[k++] = (char)s->in[i++];
             continue;
         }
-        enum tok_utf8_status st;
+        enum ll_utf8_status st;
         uint32_t cp;
-        size_t step = tok_utf8_scan(s->in + i, n - i, &st, &cp);
-        if (st == TOK_UTF8_SHORT) { /* wait for the rest of the character */
+        size_t step = ll_utf8_scan(s->in + i, n - i, &st, &cp);
+        if (st == LL_UTF8_SHORT) { /* wait for the rest of the character */
             memcpy(s->held, s->in + i, step);
             s->n_held = step;
             break;
         }
-        if (st == TOK_UTF8_OK) {
+        if (st == LL_UTF8_OK) {
             memcpy(s->out + k, s->in + i, step);
             k += step;
         } else {

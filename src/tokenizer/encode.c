@@ -61,9 +61,9 @@ enum ll_status tokenizer_encode(const struct tokenizer *tok, const char *text, s
     char *fixed = NULL;
     enum ll_status st = LL_OK;
 
-    if (tok_utf8_valid_prefix(text, len) != len) {
+    if (ll_utf8_valid_prefix(text, len) != len) {
         size_t fixed_len;
-        if ((st = tok_utf8_repair(text, len, &fixed, &fixed_len)) != LL_OK)
+        if ((st = ll_utf8_repair(text, len, &fixed, &fixed_len)) != LL_OK)
             goto fail;
         text = fixed;
         len = fixed_len;

@@ -14,6 +14,9 @@
 
 #include "errors.h"
 #include "tokenizer.h"
+#include "hash.h"
+#include "json.h"
+#include "utf8.h"
 
 #define TOK_MAX_ID ((1 << 21) - 1) /* ids from a file are below this (fits the merge map) */
 #define TOK_MAX_SPECIAL 8     /* special tokens the post-processor may add on each side */
@@ -38,29 +41,6 @@ static inline enum ll_status tok_ids_push(struct tok_ids *ids, int32_t id)
         return LL_ENOMEM;
     ids->v[ids->n++] = id;
     return LL_OK;
-}
-
-/* 64-bit hash of a byte string (not cryptographic; tables are sized by the loader). */
-static inline uint64_t tok_hash_bytes(const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
-    while (n >= 8) {
-        uint64_t w = (uint64_t)s[0] | (uint64_t)s[1] << 8 | (uint64_t)s[2] << 16 |
-                     (uint64_t)s[3] << 24 | (uint64_t)s[4] << 32 | (uint64_t)s[5] << 40 |
-                     (uint64_t)s[6] << 48 | (uint64_t)s[7] << 56;
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    for (size_t i = 0; i < n; i++)
-        w |= (uint64_t)s[i] << (8 * i);
-    h = (h ^ w) * 0x94d049bb133111ebull;
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 32);
 }
 
 /* ---- string → id map (vocab.c); keys are arena strings ---- */
@@ -107,7 +87,7 @@ static inline uint64_t tok_pair_key(int32_t left, int32_t right)
 }
 static inline size_t tok_pair_slot(const struct tok_pairmap *m, uint64_t key)
 {
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & m->mask;
+    return (size_t)((key * LL_GOLDEN64) >> 32) & m->mask;
 }
 /* Rank of the merge of (left, right), or UINT32_MAX when there is none. */
 static inline uint32_t tok_pairmap_rank(const struct tok_pairmap *m, int32_t left, int32_t right)
@@ -179,12 +159,7 @@ enum ll_status tok_pretokenize(const struct tokenizer *tok, const char *s, size_
 /* The one pre-tokenizer pattern implemented, as tokenizer.json writes it. */
 extern const char tok_qwen2_pattern[];
 
-/* ---- UTF-8 (utf8_repair.c) ---- */
-enum tok_utf8_status { TOK_UTF8_OK, TOK_UTF8_BAD, TOK_UTF8_SHORT };
-/* Look at the sequence starting at s (n ≥ 1 bytes): returns its length and sets *st to OK (a
- * valid character, *cp set), BAD (a maximal invalid subpart: to become one U+FFFD) or SHORT (all
- * n bytes are a valid but unfinished prefix). */
-size_t tok_utf8_scan(const unsigned char *s, size_t n, enum tok_utf8_status *st, uint32_t *cp);
+/* ---- UTF-8 (utf8.h) ---- */
 /* Decode one character of valid UTF-8 (n ≥ 1); returns its length. */
 static inline size_t tok_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
@@ -192,17 +167,12 @@ static inline size_t tok_utf8_decode(const unsigned char *s, size_t n, uint32_t 
         *cp = s[0];
         return 1;
     }
-    enum tok_utf8_status st;
-    size_t k = tok_utf8_scan(s, n, &st, cp);
-    if (st != TOK_UTF8_OK) /* only valid text reaches here; treat defensively as one byte */
+    enum ll_utf8_status st;
+    size_t k = ll_utf8_scan(s, n, &st, cp);
+    if (st != LL_UTF8_OK) /* only valid text reaches here; treat defensively as one byte */
         *cp = 0xFFFD;
     return k ? k : 1;
 }
-/* Length of the longest valid UTF-8 prefix of s. */
-size_t tok_utf8_valid_prefix(const char *s, size_t n);
-/* Copy s with every maximal invalid subpart (and an unfinished tail) replaced by U+FFFD into a
- * malloc'd buffer. LL_OK or LL_ENOMEM. */
-enum ll_status tok_utf8_repair(const char *s, size_t n, char **out, size_t *out_len);
 
 /* ---- byte-level mapping (byte_level.c) ---- */
 /* The GPT-2 table: byte → code point. */
@@ -235,10 +205,6 @@ void tok_cache_put(struct tok_cache *c, const char *key, size_t n, const int32_t
 
 /* ---- loading (tokenizer_load.c, tokenizer_config.c) ---- */
 struct cJSON;
-/* Parse the JSON text read from path (data[len] must be a NUL, as ll_read_file leaves it); the
- * whole text must be one JSON value. On error names path, line and column (LL_EJSON). */
-enum ll_status tok_parse_json(const char *path, const char *data, size_t len, struct cJSON **out,
-                              struct ll_err *err);
 /* Read DIR/tokenizer_config.json if present: bos/eos tokens and add_bos/eos_token. */
 enum ll_status tok_load_config(struct tokenizer *tok, const char *model_dir, struct ll_err *err);
 

@@ -83,7 +83,7 @@ void tok_strmap_free(struct tok_strmap *m)
 void tok_strmap_put(struct tok_strmap *m, const char *arena, uint32_t off, uint32_t len,
                     int32_t id)
 {
-    uint32_t h = (uint32_t)tok_hash_bytes(arena + off, len);
+    uint32_t h = (uint32_t)ll_hash_bytes(arena + off, len);
     for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
         struct tok_strmap_slot *s = &m->slots[i];
         if (s->len == UINT32_MAX) {
@@ -102,7 +102,7 @@ void tok_strmap_put(struct tok_strmap *m, const char *arena, uint32_t off, uint3
 int32_t tok_strmap_get(const struct tok_strmap *m, const char *arena, const char *key,
                        size_t len)
 {
-    uint32_t h = (uint32_t)tok_hash_bytes(key, len);
+    uint32_t h = (uint32_t)ll_hash_bytes(key, len);
     for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
         const struct tok_strmap_slot *s = &m->slots[i];
         if (s->len == UINT32_MAX)

@@ -1,13 +1,13 @@
 /*
- * log.c: the server's log: one line per event on stderr, "TIME LEVEL message", written with a
- * single fprintf so lines of concurrent threads do not interleave. Any thread.
+ * log.c: the levelled log (see log.h): one line per event on stderr, "TIME LEVEL message",
+ * written with a single fprintf so lines of concurrent threads do not interleave. Any thread.
  */
+#include "log.h"
+
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
-
-#include "server_impl.h"
 
 static atomic_int level = LOG_INFO;
 

@@ -1,0 +1,31 @@
+/*
+ * isa.h: private to the kernels: the instruction-set cap every kernel family (matmul, the
+ * row-wise ops, attention) applies when it picks its variant once at start-up.
+ *
+ * The one dispatch knob is the environment variable LLAISYS_KERNEL=scalar|avx2|avx512 (avx512bf16,
+ * the matmul variant's name, is taken as avx512): the
+ * highest instruction set any kernel may use (scalar: the plain C references everywhere; avx2:
+ * the AVX2 matmul, scalar ops and attention; avx512: everything may use AVX-512). Unset or
+ * empty, each family uses the best variant the CPU runs. Each family still checks the CPU for
+ * its own variant's features and falls back to what the CPU runs (matmul reports it).
+ */
+#ifndef LLAISYS_ISA_H
+#define LLAISYS_ISA_H
+
+#include <stdbool.h>
+
+enum ll_isa {
+    LL_ISA_SCALAR,
+    LL_ISA_AVX2,
+    LL_ISA_AVX512,
+};
+
+/* The cap LLAISYS_KERNEL sets (LL_ISA_AVX512 when it is unset or empty), read once per process.
+ * An unknown value is reported on the log (log.h) and ignored (no cap). *requested (may be
+ * NULL) tells whether a valid value was given. Any thread. */
+enum ll_isa ll_isa_cap(bool *requested);
+
+/* The name of a level as LLAISYS_KERNEL spells it ("scalar", "avx2", "avx512"). */
+const char *ll_isa_name(enum ll_isa isa);
+
+#endif
