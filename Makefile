@@ -162,10 +162,12 @@ test: $(SETUP)
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
 
 # `make tsan`: the engine and server tests against a ThreadSanitizer build (build/san-thread):
-# the unit tests below and tests/cli_server.sh (with the SDK suite) on its llaisys-server.
-# Every process writes its reports to build/san-thread/tsan-logs/tsan.PID (and exits 66 after
-# one); any report fails the target and is printed at the end.
-TSAN_TESTS := test_engine test_sampling_controls test_server test_pool
+# the unit tests below (the engine, its thread pool, the server's parts, and the tokenizer and
+# template that every HTTP thread shares) and tests/cli_server.sh (with the SDK suite) on its
+# llaisys-server. Every process writes its reports to build/san-thread/tsan-logs/tsan.PID (and
+# exits 66 after one); any report fails the target and is printed at the end.
+TSAN_TESTS := test_engine test_sampling_controls test_pool test_server test_live test_tokenizer \
+              test_template
 tsan: $(SETUP)
 	@$(MAKE) --no-print-directory SANITIZE=thread tsan-run
 
