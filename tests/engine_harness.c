@@ -123,8 +123,7 @@ void run_together(struct engine *e, const struct engine_params *p, int n, struct
     assert_pool_empty(e);
 }
 
-void run_each_alone(struct engine_opts o, const struct engine_params *p, int n,
-                    struct result *res)
+void run_each_alone(struct engine_opts o, const struct engine_params *p, int n, struct result *res)
 {
     o.no_prefix_cache = true;
     struct engine *e = make_engine(o);
@@ -161,8 +160,12 @@ void other_params(struct engine_params *p, int n)
         int len = 10 + (i * 7) % 25;
         make_prompt(prompts[i], len, 9000 + (uint64_t)i);
         p[i] = (struct engine_params){
-            .prompt = prompts[i], .n_prompt = len, .max_tokens = 2 + i % 3, .ignore_eos = true,
-            .sampling = {.temperature = 0.7f + 0.05f * (float)i, .top_p = 0.9f,
+            .prompt = prompts[i],
+            .n_prompt = len,
+            .max_tokens = 2 + i % 3,
+            .ignore_eos = true,
+            .sampling = {.temperature = 0.7f + 0.05f * (float)i,
+                         .top_p = 0.9f,
                          .seed = 77 + (uint64_t)i},
         };
     }

@@ -60,8 +60,7 @@ void run_together(struct engine *e, const struct engine_params *p, int n, struct
 
 /* Runs each of the n requests on its own, one after the other, in one engine with options o and
  * no prefix cache, into res[0..n); asserts that none was served from a cache. */
-void run_each_alone(struct engine_opts o, const struct engine_params *p, int n,
-                    struct result *res);
+void run_each_alone(struct engine_opts o, const struct engine_params *p, int n, struct result *res);
 
 /* Fills p[0..n) (n <= 16) with the requests that keep another company in the determinism
  * checks: prompts of 10..34 ids, 2..4 tokens each, sampled (temperature, top_p) with seeds of
