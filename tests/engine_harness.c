@@ -45,8 +45,8 @@ struct engine_req *submit(struct engine *e, const struct engine_params *p)
 
 bool result_add(struct result *res, const struct engine_output *out)
 {
-    if (res->n + out->n_ids > MAXOUT || res->len + out->text_len >= sizeof res->text ||
-        res->rlen + out->reasoning_len >= sizeof res->reasoning)
+    if (res->n + out->n_ids > MAXOUT || res->len + out->text.len >= sizeof res->text ||
+        res->rlen + out->reasoning.len >= sizeof res->reasoning)
         return false;
     if (out->n_ids) {
         memcpy(res->ids + res->n, out->ids, sizeof(int32_t) * (size_t)out->n_ids);
@@ -55,13 +55,13 @@ bool result_add(struct result *res, const struct engine_output *out)
                    sizeof(struct sampler_logprobs) * (size_t)out->n_ids);
     }
     res->n += out->n_ids;
-    if (out->text_len)
-        memcpy(res->text + res->len, out->text, out->text_len);
-    res->len += out->text_len;
+    if (out->text.len)
+        memcpy(res->text + res->len, out->text.data, out->text.len);
+    res->len += out->text.len;
     res->text[res->len] = '\0';
-    if (out->reasoning_len)
-        memcpy(res->reasoning + res->rlen, out->reasoning, out->reasoning_len);
-    res->rlen += out->reasoning_len;
+    if (out->reasoning.len)
+        memcpy(res->reasoning + res->rlen, out->reasoning.data, out->reasoning.len);
+    res->rlen += out->reasoning.len;
     res->reasoning[res->rlen] = '\0';
     res->finish = out->finish;
     res->stop_id = out->stop_id;
