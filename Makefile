@@ -75,7 +75,7 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit run bench clean install
+.PHONY: all setup test unit run bench bench-python clean install
 all: $(CLI) $(SERVER) $(SO) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
@@ -149,7 +149,10 @@ $(SO): $(API_OBJ) $(LIB) src/api/llaisys.map
 # install: the header, the shared library (with its soname link), a static archive that
 # carries cJSON (so -lllaisys needs only Debian's libraries), llaisys.pc, and the Python package
 # (python/llaisys, told where the library was installed).
-PYDIR ?= $(PREFIX)/lib/python3/dist-packages
+# Debian's python3 looks in /usr/lib/python3/dist-packages and /usr/local/lib/python3.X/...
+PYDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell \
+          /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || \
+          echo 3)/dist-packages)
 install: $(SO) $(LIB) include/llaisys.h src/api/llaisys.pc.in $(wildcard python/llaisys/*.py)
 	@set -e; d="$(DESTDIR)$(PREFIX)"; py="$(DESTDIR)$(PYDIR)/llaisys"; \
 	install -d "$$d/include" "$$d/lib/pkgconfig" "$$py"; \
@@ -185,7 +188,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 unit: $(TESTS) $(CLI) $(SERVER) $(SO) $(API_EXAMPLE) $(NODE_DEPS) $(WEBUI_TEST_DEPS)
 	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) \
 	    LLAISYS_LIBRARY=$(abspath $(SO)) LLAISYS_API_EXAMPLE=$(abspath $(API_EXAMPLE)) \
-	    LLAISYS_SANITIZE=$(SANITIZE) ./tests/run.sh $(TESTS)
+	    LLAISYS_PREFIX=$(TEST_PREFIX) LLAISYS_SANITIZE=$(SANITIZE) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
 	@$(MAKE) --no-print-directory all
@@ -204,6 +207,13 @@ bench: all $(BENCH_MODEL)/config.json
 	./$(CLI) bench-serve --spawn ./$(SERVER) --model $(BENCH_MODEL) --clients 1,8,32 -- --threads $(THREADS)
 	./$(CLI) bench-matmul --threads $(THREADS)
 	./$(CLI) bench-tokenizer --model $(TOKENIZER)
+	$(MAKE) --no-print-directory bench-python
+
+# The Python path against the C engine (python/llaisys/bench.py): the same streams through
+# one library call, a Python step/collect loop, and a Python stream.
+bench-python: all $(BENCH_MODEL)/config.json
+	PYTHONPATH=python LLAISYS_LIBRARY=$(abspath $(SO)) /usr/bin/python3 -m llaisys.bench \
+	    --model $(BENCH_MODEL) --threads $(THREADS) --streams 1,16 --prompt 128 --gen 32
 
 clean:
 	rm -rf build llaisys-cli llaisys-server

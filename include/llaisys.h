@@ -405,7 +405,7 @@ struct llaisys_timings {
 /* What one poll brings: everything new since the previous poll. Pointers point into the
  * request's buffers, valid until the next poll or release of that request. */
 struct llaisys_event {
-    const int32_t *ids;         /* (n_ids) new token ids */
+    const int32_t *ids;         /* (n_ids) new token ids (never NULL) */
     int32_t n_ids;
     const char *text;           /* (text_len) new answer text, NUL-terminated, whole UTF-8
                                    characters (never NULL) */

@@ -368,13 +368,13 @@ static void test_decode_errors(void **state)
     assert_int_equal(decode_seq(m, 0, many, 1, NULL), LLAISYS_ERR_INVALID_POS);
     assert_non_null(strstr(llaisys_last_error(), "n_ctx 64"));
     assert_int_equal(pos_max(m, 0), 63);
+    int32_t *tokens = b.token;
     b.token = NULL;
     b.n_tokens = 1;
     assert_int_equal(llaisys_decode(m, &b), LLAISYS_ERR_INVALID_ARG);
-    b.token = NULL;
     assert_int_equal(llaisys_decode(m, NULL), LLAISYS_ERR_INVALID_ARG);
     assert_int_equal(llaisys_decode(NULL, &b), LLAISYS_ERR_INVALID_ARG);
-    b.token = calloc(1, sizeof(int32_t));
+    b.token = tokens;
     llaisys_batch_free(b);
     llaisys_model_destroy(m);
 }
@@ -778,6 +778,7 @@ static void run_to_end(llaisys_engine *e, llaisys_request *r, struct collected *
         assert_true(got == 0 || got == 1);
         c->states_seen |= 1 << ev.state;
         assert_true(c->n + ev.n_ids <= 256);
+        assert_non_null(ev.ids);
         memcpy(c->ids + c->n, ev.ids, sizeof(int32_t) * (size_t)ev.n_ids);
         c->n += ev.n_ids;
         assert_true(c->len + ev.text_len < sizeof c->text);

@@ -257,7 +257,8 @@ static int32_t prompt_ids(llaisys_engine *e, const struct oai_request *q, int32_
         *ids = malloc(sizeof(int32_t) * (cnt ? cnt : 1));
         if (!*ids)
             return api_fail(LLAISYS_ERR_NO_MEMORY, "out of memory for the prompt");
-        memcpy(*ids, q->prompts[0].ids, sizeof(int32_t) * cnt);
+        if (cnt)
+            memcpy(*ids, q->prompts[0].ids, sizeof(int32_t) * cnt);
         s = LL_OK;
     }
     if (s != LL_OK)
@@ -542,6 +543,8 @@ int32_t llaisys_request_poll(llaisys_request *r, double timeout_s, struct llaisy
     if (!r || !ev)
         return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_request_poll: NULL argument");
     memset(ev, 0, sizeof *ev);
+    static const int32_t none[1];
+    ev->ids = none;
     ev->text = ev->reasoning = "";
     ev->stop_token_id = -1;
     ev->seed = r->seed;
@@ -560,7 +563,8 @@ int32_t llaisys_request_poll(llaisys_request *r, double timeout_s, struct llaisy
     else
         any = engine_wait(r->req, &r->out, timeout_s);
     const struct engine_output *o = &r->out;
-    ev->ids = o->ids;
+    if (o->ids)
+        ev->ids = o->ids;
     ev->n_ids = o->n_ids;
     if (o->text) {
         ev->text = o->text;

@@ -307,7 +307,8 @@ int32_t llaisys_model_tokenize(const llaisys_model *m, const char *text, size_t 
         free(ids);
         return api_fail(LLAISYS_ERR_TOO_LONG, "the text encodes to more than 2^31 tokens");
     }
-    memcpy(out, ids, sizeof(int32_t) * (n < (size_t)cap ? n : (size_t)cap));
+    if (n && cap)
+        memcpy(out, ids, sizeof(int32_t) * (n < (size_t)cap ? n : (size_t)cap));
     free(ids);
     return (int32_t)n;
 }
