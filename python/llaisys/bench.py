@@ -6,8 +6,8 @@ new tokens with eos ignored, all submitted at once) runs three ways on one engin
   loop    LLM.submit, then LLM.step + LLM.collect from Python until done (a Python poll of
           every request after every step);
   stream  LLM.stream, one stream only (a generator step, poll and Delta per token).
-Each prints the best wall time of --repeat runs, generated tokens/s, and the ratio to the C
-path. The prefix cache is off and every run has its own prompts, so no run helps another.
+Each prints its best wall time over --repeat rounds (a round runs every path once, so a change
+of load hits them all), generated tokens/s, and the ratio to the C path. The prefix cache is off and every run has its own prompts, so no run helps another.
 Timings on a shared machine are noisy: compare ratios taken back to back.
 
 usage: python3 -m llaisys.bench --model DIR [--streams 1,16] [--prompt 128] [--gen 32]
@@ -74,19 +74,19 @@ def main(argv=None):
         print("| ---: | --- | ---: | ---: | ---: |")
         salt = 1
         for S in streams:
-            base = None
-            for path in ("C", "loop", "stream"):
-                if path == "stream" and S != 1:
-                    continue
-                wall = None
-                for _ in range(args.repeat):
+            paths = ["C", "loop", "stream"] if S == 1 else ["C", "loop"]
+            best = {}
+            for _ in range(args.repeat):  # rounds of every path, so load changes hit all
+                for path in paths:
                     salt += 1
                     w, n = run(llm, path, S, args.prompt, args.gen, salt)
-                    wall = w if wall is None else min(wall, w)
-                rate = n / wall
-                base = base or rate
-                print("| %d | %s | %.2f | %.1f | %.3f |" % (S, path, wall, rate, rate / base))
-                sys.stdout.flush()
+                    best[path] = min(best.get(path, w), w)
+            base = n / best["C"]
+            for path in paths:
+                rate = n / best[path]
+                print("| %d | %s | %.2f | %.1f | %.3f |" % (S, path, best[path], rate,
+                                                             rate / base))
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":
