@@ -195,14 +195,15 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
 uint64_t engine_req_id(const struct engine_req *r);
 
 /* Where a request is (any thread): waiting (never started), running (holds KV blocks),
- * preempted (gave its blocks up, waits to recompute), finished. */
+ * preempted (gave its blocks up, waits to recompute), finished; *finish (may be NULL) gets why
+ * it finished (ENGINE_RUNNING until then). */
 enum engine_req_state {
     ENGINE_REQ_WAITING,
     ENGINE_REQ_RUNNING,
     ENGINE_REQ_PREEMPTED,
     ENGINE_REQ_FINISHED,
 };
-enum engine_req_state engine_req_state(const struct engine_req *r);
+enum engine_req_state engine_req_state(const struct engine_req *r, enum engine_finish *finish);
 
 /* Ask for a request to end (any thread, any state; a no-op once finished). It finishes as
  * ENGINE_FINISH_CANCELLED at the next step boundary and its KV blocks are freed. */

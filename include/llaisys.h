@@ -279,9 +279,10 @@ LLAISYS_API int32_t llaisys_kv_reset_prefix_cache(llaisys_model *m);
  * The engine: requests served by continuous batching
  *
  * Threads: llaisys_engine_submit, llaisys_engine_stats, llaisys_request_cancel,
- * llaisys_request_status, llaisys_request_id may be called from any thread at any time between
- * create and destroy. llaisys_engine_step, _start, _stop, _reset_prefix_cache and _generate
- * serialise on an internal lock (one runs at a time). llaisys_request_poll and
+ * llaisys_request_state, llaisys_request_id may be called from any thread at any time between
+ * create and destroy. llaisys_engine_step, _has_work, _start, _stop, _reset_prefix_cache and
+ * _generate serialise on an internal lock (one runs at a time; _has_work waits for a step in
+ * progress). llaisys_request_poll and
  * llaisys_request_release are called by one thread at a time per request (the event points
  * into the request's buffers). llaisys_engine_destroy is called once, when no other call on the
  * engine is running; requests released after it stay valid to release.
@@ -438,8 +439,10 @@ LLAISYS_API int32_t llaisys_request_poll(llaisys_request *r, double timeout_s,
 /* Ask the request to end (any thread; a no-op once finished): it finishes as cancelled at the
  * next step and its KV blocks are freed. */
 LLAISYS_API void llaisys_request_cancel(llaisys_request *r);
-/* enum llaisys_request_state, now (any thread). */
-LLAISYS_API int32_t llaisys_request_state(const llaisys_request *r);
+/* enum llaisys_request_state, now (any thread); *finish (may be NULL) gets enum llaisys_finish
+ * (LLAISYS_FINISH_NONE until finished, then why, also after the last event was polled).
+ * LLAISYS_ERR_INVALID_ARG for a NULL request. */
+LLAISYS_API int32_t llaisys_request_state(const llaisys_request *r, int32_t *finish);
 /* The request's id: from 1, in submit order, unique within its engine. */
 LLAISYS_API uint64_t llaisys_request_id(const llaisys_request *r);
 /* Give the handle up (cancels the request if it is still running). NULL is a no-op. */

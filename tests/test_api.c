@@ -875,7 +875,10 @@ static void test_engine_submit_poll(void **state)
              "], \"max_tokens\": %d, \"temperature\": 0, \"ignore_eos\": true}", K);
     llaisys_request *r = submit(e, body);
     assert_int_equal(llaisys_request_id(r), 1);
-    assert_int_equal(llaisys_request_state(r), LLAISYS_REQ_WAITING);
+    int32_t f0 = -1;
+    assert_int_equal(llaisys_request_state(r, &f0), LLAISYS_REQ_WAITING);
+    assert_int_equal(f0, LLAISYS_FINISH_NONE);
+    assert_int_equal(llaisys_request_state(NULL, &f0), LLAISYS_ERR_INVALID_ARG);
     assert_true(llaisys_engine_has_work(e));
     struct llaisys_event ev;
     assert_int_equal(llaisys_request_poll(r, 0, &ev), 0);
@@ -886,7 +889,7 @@ static void test_engine_submit_poll(void **state)
     int32_t did = -1;
     assert_int_equal(llaisys_engine_step(e, &did), LLAISYS_OK);
     assert_int_equal(did, 1);
-    assert_int_equal(llaisys_request_state(r), LLAISYS_REQ_RUNNING);
+    assert_int_equal(llaisys_request_state(r, NULL), LLAISYS_REQ_RUNNING);
     struct collected c;
     run_to_end(e, r, &c, true);
     assert_int_equal(c.n, K);
@@ -899,7 +902,9 @@ static void test_engine_submit_poll(void **state)
     assert_int_equal(c.last.stop_token_id, -1);
     assert_null(c.last.logprobs);
     assert_true(c.states_seen & (1 << LLAISYS_REQ_RUNNING));
-    assert_int_equal(llaisys_request_state(r), LLAISYS_REQ_FINISHED);
+    int32_t fin = -1;
+    assert_int_equal(llaisys_request_state(r, &fin), LLAISYS_REQ_FINISHED);
+    assert_int_equal(fin, LLAISYS_FINISH_LENGTH);
     /* the text is the decoded ids */
     llaisys_model *m = open_model(TINY, params(64, 64, 1));
     char *t = llaisys_model_detokenize(m, want, K, true);
@@ -1057,8 +1062,8 @@ static void test_engine_cancel_preempt(void **state)
     int seen = 0;
     while (llaisys_engine_has_work(e)) {
         assert_int_equal(llaisys_engine_step(e, NULL), LLAISYS_OK);
-        seen |= 1 << llaisys_request_state(r0);
-        seen |= 1 << llaisys_request_state(r1);
+        seen |= 1 << llaisys_request_state(r0, NULL);
+        seen |= 1 << llaisys_request_state(r1, NULL);
     }
     assert_true(seen & (1 << LLAISYS_REQ_PREEMPTED));
     struct collected c0, c1;
@@ -1077,7 +1082,7 @@ static void test_engine_cancel_preempt(void **state)
     llaisys_request *r = submit(e, body[0]);
     llaisys_engine_step(e, NULL);
     llaisys_engine_step(e, NULL);
-    assert_int_equal(llaisys_request_state(r), LLAISYS_REQ_RUNNING);
+    assert_int_equal(llaisys_request_state(r, NULL), LLAISYS_REQ_RUNNING);
     llaisys_request_cancel(r);
     llaisys_request_cancel(r); /* twice is fine */
     struct collected c;
@@ -1085,6 +1090,9 @@ static void test_engine_cancel_preempt(void **state)
     assert_int_equal(c.last.finish, LLAISYS_FINISH_CANCELLED);
     assert_true(c.n < 40);
     llaisys_request_cancel(r); /* after the finish: nothing */
+    int32_t why = -1;
+    assert_int_equal(llaisys_request_state(r, &why), LLAISYS_REQ_FINISHED);
+    assert_int_equal(why, LLAISYS_FINISH_CANCELLED);
     llaisys_request_release(r);
     struct llaisys_engine_stats st;
     llaisys_engine_stats(e, &st);

@@ -158,7 +158,7 @@ _PROTOS = {
     "llaisys_finish_str": (_c.c_char_p, [_I]),
     "llaisys_request_poll": (_I, [_P, _c.c_double, _c.POINTER(Event)]),
     "llaisys_request_cancel": (None, [_P]),
-    "llaisys_request_state": (_I, [_P]),
+    "llaisys_request_state": (_I, [_P, _c.POINTER(_I)]),
     "llaisys_request_id": (_c.c_uint64, [_P]),
     "llaisys_request_release": (None, [_P]),
 }

@@ -148,7 +148,16 @@ class Request:
     def state(self):
         if not self._h:
             return "finished"
-        return _lib.STATES[check(LIB.llaisys_request_state(self._h))]
+        return _lib.STATES[check(LIB.llaisys_request_state(self._h, None))]
+
+    @property
+    def status(self):
+        """(state, finish reason or None), now: ("running", None), ("finished", "stop")..."""
+        if not self._h:
+            return "finished", self.output.finish_reason
+        f = ctypes.c_int32()
+        st = check(LIB.llaisys_request_state(self._h, ctypes.byref(f)))
+        return _lib.STATES[st], _lib.FINISH[f.value]
 
     @property
     def finished(self):

@@ -32,7 +32,7 @@ class Model:
         self.n_batch = LIB.llaisys_model_n_batch(h)
 
     def close(self):
-        if self._h:
+        if getattr(self, "_h", None):
             LIB.llaisys_model_destroy(self._h)
             self._h = None
 

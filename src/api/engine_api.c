@@ -48,6 +48,7 @@ struct llaisys_request {
     struct engine_req *req;
     struct oai_request oreq;     /* the parsed body (its stop strings name stop_reason) */
     uint64_t seed;
+    int n_prompt;
     char *echo;                  /* the prompt's text when "echo" (sent in the first event) */
     size_t echo_len;
     bool echo_sent;
@@ -285,6 +286,10 @@ static int32_t submit(llaisys_engine *e, const char *body, size_t len, llaisys_r
         return oai_fail(&oe);
     }
     const struct oai_request *q = &r->oreq;
+    if (q->kind == OAI_COMPLETION && q->n_prompts < 1) {
+        llaisys_request_release(r);
+        return api_fail(LLAISYS_ERR_INVALID_ARG, "the prompt is empty (param: prompt)");
+    }
     if (q->n > 1 || (q->kind == OAI_COMPLETION && q->n_prompts > 1)) {
         bool n = q->n > 1;
         llaisys_request_release(r);
@@ -312,6 +317,7 @@ static int32_t submit(llaisys_engine *e, const char *body, size_t len, llaisys_r
     ep.n_prompt = n_ids;
     ep.reasoning = q->kind == OAI_CHAT && e->reasoning;
     r->seed = ep.sampling.seed;
+    r->n_prompt = n_ids;
     s = engine_submit(e->e, &ep, &r->req, &err);
     free(ids);
     if (s != LL_OK) {
@@ -478,11 +484,17 @@ static int32_t finish_code(enum engine_finish f)
     return LLAISYS_FINISH_NONE;
 }
 
-int32_t llaisys_request_state(const llaisys_request *r)
+int32_t llaisys_request_state(const llaisys_request *r, int32_t *finish)
 {
+    if (finish)
+        *finish = LLAISYS_FINISH_NONE;
     if (!r)
         return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_request_state: NULL request");
-    switch (engine_req_state(r->req)) {
+    enum engine_finish f;
+    enum engine_req_state st = engine_req_state(r->req, &f);
+    if (finish)
+        *finish = finish_code(f);
+    switch (st) {
     case ENGINE_REQ_WAITING:
         return LLAISYS_REQ_WAITING;
     case ENGINE_REQ_RUNNING:
@@ -554,8 +566,8 @@ int32_t llaisys_request_poll(llaisys_request *r, double timeout_s, struct llaisy
         r->echo_sent = true;
         ev->text = r->echo;
         ev->text_len = r->echo_len;
-        ev->state = llaisys_request_state(r);
-        ev->usage.prompt_tokens = r->out.usage.prompt_tokens;
+        ev->state = llaisys_request_state(r, NULL);
+        ev->usage.prompt_tokens = r->n_prompt;
         return 1;
     }
     if (timeout_s == 0)
@@ -578,7 +590,7 @@ int32_t llaisys_request_poll(llaisys_request *r, double timeout_s, struct llaisy
         return api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_request_poll: out of memory for "
                         "logprobs");
     ev->finish = finish_code(o->finish);
-    ev->state = ev->finish ? LLAISYS_REQ_FINISHED : llaisys_request_state(r);
+    ev->state = ev->finish ? LLAISYS_REQ_FINISHED : llaisys_request_state(r, NULL);
     if (o->finish == ENGINE_FINISH_STOP) {
         ev->stop_token_id = o->stop_id;
         if (o->stop_str >= 0 && o->stop_str < r->oreq.n_stop)

@@ -102,6 +102,8 @@ def test_cancel(tiny_llm):
         tiny_llm.step()
     assert r.state == "running"
     tiny_llm.cancel(r)
+    tiny_llm.step()
+    assert r.status == ("finished", "cancelled")  # before its last event is collected
     deltas = tiny_llm.run()
     assert deltas[-1].finished and deltas[-1].finish_reason == "cancelled"
     assert r.output.finish_reason == "cancelled"
