@@ -108,7 +108,9 @@ enum llaisys_math {
 };
 
 /* Creation parameters; zero fields take the defaults given. Start from
- * llaisys_model_default_params(). The ranges are the engine options' (llaisys-server --help). */
+ * llaisys_model_default_params(). The ranges are the engine options' (llaisys-server --help).
+ * Weights are used in the dtype the files hold (bf16, f16, f32): there is no quantization
+ * parameter yet. */
 struct llaisys_model_params {
     int32_t n_ctx;      /* positions per sequence; 0: min(4096, max_position_embeddings) */
     int32_t kv_tokens;  /* KV capacity in tokens, rounded up to whole blocks; 0: kv_blocks */
