@@ -7,8 +7,9 @@ new tokens with eos ignored, all submitted at once) runs three ways on one engin
           every request after every step);
   stream  LLM.stream, one stream only (a generator step, poll and Delta per token).
 Each prints its best wall time over --repeat rounds (a round runs every path once, so a change
-of load hits them all), generated tokens/s, and the ratio to the C path. The prefix cache is off and every run has its own prompts, so no run helps another.
-Timings on a shared machine are noisy: compare ratios taken back to back.
+of load hits them all), generated tokens/s, and the ratio to the C path. The prefix cache is
+off and every run has its own prompts, so no run helps another. Timings on a shared machine
+are noisy: compare ratios taken back to back.
 
 usage: python3 -m llaisys.bench --model DIR [--streams 1,16] [--prompt 128] [--gen 32]
                                 [--repeat 1] [--threads N] [any engine option as --name value]
@@ -48,7 +49,8 @@ def run(llm, path, S, P, G, salt):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m llaisys.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python3 -m llaisys.bench",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--streams", default="1,16")
     ap.add_argument("--prompt", type=int, default=128)

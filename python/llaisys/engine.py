@@ -10,7 +10,7 @@ the server does, and the same settings give the same tokens as `llaisys-cli gene
 import ctypes
 import dataclasses
 import json
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Union
 
 from . import _lib
 from ._lib import LIB, LlaisysError, check
