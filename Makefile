@@ -1,6 +1,7 @@
 # llaisys Makefile: objects under $(BUILD)/, programs at the top level.
 #
-#   make            build the programs and the default model
+#   make            build the programs, the library (build/libllaisys.so, .a) and the default model
+#   make install PREFIX=DIR   install llaisys.h, the libraries, llaisys.pc and the Python package
 #   make test       set up, build, run every test (plain, then under ASan+UBSan)
 #   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
@@ -32,7 +33,7 @@ LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
 LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c \
-                              src/model/*.c src/engine/*.c) \
+                              src/model/*.c src/engine/*.c src/api/*.c) \
                    $(filter-out src/server/server_main.c,$(wildcard src/server/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 SERVER_SRC := src/server/server_main.c
@@ -45,7 +46,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # What several unit tests share (tests/*.c not named test_*), linked into every test binary
 # through an archive: a test pulls in only the helpers it calls.
 TEST_SUPPORT := $(BUILD)/tests/libsupport.a
-TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC) tests/api_example.c,$(wildcard tests/*.c)))
 
 # The ThreadSanitizer build (SANITIZE=thread, used by `make tsan`):
 # - cJSON is compiled in from its source, instrumented, so that races on its globals show (the
@@ -66,6 +67,25 @@ endif
 LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
 
+# The library: its objects are position-independent with hidden symbols, so the same objects
+# make the static archive (which the programs and the unit tests link) and the shared library,
+# which exports only include/llaisys.h's API (LLAISYS_API, and src/api/llaisys.map for what
+# comes from static archives). Its soname carries LLAISYS_API_VERSION.
+API_VERSION := $(shell sed -n 's/^\#define LLAISYS_API_VERSION \([0-9]*\).*/\1/p' include/llaisys.h)
+SO       := $(BUILD)/libllaisys.so
+SONAME   := libllaisys.so.$(API_VERSION)
+API_OBJ  := $(filter $(BUILD)/src/api/%,$(LIB_OBJ))
+$(LIB_OBJ): CFLAGS += -fPIC -fvisibility=hidden
+# Objects compiled before those flags existed rebuild once: they are older than this stamp.
+LIB_STAMP := $(BUILD)/.lib-objects-pic
+$(LIB_OBJ): $(LIB_STAMP)
+$(LIB_STAMP):
+	@mkdir -p $(@D) && touch $@
+PREFIX   ?= /usr/local
+# `make test` installs into this prefix and builds tests/api_example.c against it (pkg-config).
+TEST_PREFIX := $(abspath $(BUILD))/prefix
+API_EXAMPLE := $(BUILD)/tests/api_example
+
 # The programs: statically linked in a normal build, dynamically in a sanitizer build.
 CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
 SERVER   ?= $(if $(SANITIZE),$(BUILD)/llaisys-server,llaisys-server)
@@ -78,8 +98,8 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit tsan tsan-run format format-check run bench clean
-all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
+.PHONY: all setup test unit tsan tsan-run format format-check run bench bench-python clean install
+all: $(CLI) $(SERVER) $(SO) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
 # $(BUILD)/webui/, embedded in llaisys-server as a C table by webui/embed.mjs.
@@ -144,6 +164,45 @@ $(SERVER): $(SERVER_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 endif
 
+$(SO): $(API_OBJ) $(LIB) src/api/llaisys.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/api/llaisys.map \
+	    -Wl,--exclude-libs,ALL -Wl,--no-undefined -o $@ $(API_OBJ) $(LIB) $(TP)/cjson/libcjson.a \
+	    -lutf8proc -lopenblas -lm -pthread
+
+# install: the header, the shared library (with its soname link), a static archive that
+# carries cJSON (so -lllaisys needs only Debian's libraries), llaisys.pc, and the Python package
+# (python/llaisys, told where the library was installed).
+# Debian's python3 looks in /usr/lib/python3/dist-packages and /usr/local/lib/python3.X/...
+PYDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell \
+          /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || \
+          echo 3)/dist-packages)
+install: $(SO) $(LIB) include/llaisys.h src/api/llaisys.pc.in $(wildcard python/llaisys/*.py)
+	@set -e; d="$(DESTDIR)$(PREFIX)"; py="$(DESTDIR)$(PYDIR)/llaisys"; \
+	install -d "$$d/include" "$$d/lib/pkgconfig" "$$py"; \
+	install -m 644 include/llaisys.h "$$d/include/"; \
+	install -m 755 $(SO) "$$d/lib/$(SONAME)"; ln -sf $(SONAME) "$$d/lib/libllaisys.so"; \
+	tmp=$$(mktemp -d); cp $(LIB) "$$tmp/libllaisys.a"; \
+	(cd "$$tmp" && ar x $(abspath $(TP)/cjson/libcjson.a) && ar rs libllaisys.a cJSON.o 2>/dev/null); \
+	install -m 644 "$$tmp/libllaisys.a" "$$d/lib/"; rm -rf "$$tmp"; \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(API_VERSION).0|' src/api/llaisys.pc.in \
+	    >"$$d/lib/pkgconfig/llaisys.pc"; \
+	install -m 644 python/llaisys/*.py "$$py/"; \
+	echo 'LIBRARY = "$(PREFIX)/lib/$(SONAME)"' >"$$py/_installed.py"; \
+	echo "installed llaisys (API $(API_VERSION)) into $(DESTDIR)$(PREFIX), Python package into $$py"
+
+$(TEST_PREFIX)/lib/pkgconfig/llaisys.pc: $(SO) $(LIB) include/llaisys.h src/api/llaisys.pc.in \
+                                         $(wildcard python/llaisys/*.py)
+	@$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX) >/dev/null
+
+# The API example, built as an application would: C99, against the installed library.
+$(API_EXAMPLE): tests/api_example.c $(TEST_PREFIX)/lib/pkgconfig/llaisys.pc
+	@mkdir -p $(@D)
+	PKG_CONFIG_PATH=$(TEST_PREFIX)/lib/pkgconfig; export PKG_CONFIG_PATH; \
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -O1 -g \
+	    $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer) \
+	    $$(pkg-config --cflags llaisys) $< -o $@ $$(pkg-config --libs llaisys) \
+	    -Wl,-rpath,$$(pkg-config --variable=libdir llaisys)
+
 # Unit tests: one cmocka binary per module, linked dynamically.
 $(TEST_SUPPORT): $(TEST_SUPPORT_OBJ)
 	@rm -f $@
@@ -152,8 +211,10 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
-unit: $(TESTS) $(CLI) $(SERVER) $(NODE_DEPS) $(WEBUI_TEST_DEPS)
-	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) ./tests/run.sh $(TESTS)
+unit: $(TESTS) $(CLI) $(SERVER) $(SO) $(API_EXAMPLE) $(NODE_DEPS) $(WEBUI_TEST_DEPS)
+	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) \
+	    LLAISYS_LIBRARY=$(abspath $(SO)) LLAISYS_API_EXAMPLE=$(abspath $(API_EXAMPLE)) \
+	    LLAISYS_PREFIX=$(TEST_PREFIX) LLAISYS_SANITIZE=$(SANITIZE) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
 	@$(MAKE) --no-print-directory all
@@ -205,6 +266,13 @@ bench: all $(BENCH_MODEL)/config.json
 	./$(CLI) bench-serve --spawn ./$(SERVER) --model $(BENCH_MODEL) --clients 1,8,32 -- --threads $(THREADS)
 	./$(CLI) bench-matmul --threads $(THREADS)
 	./$(CLI) bench-tokenizer --model $(TOKENIZER)
+	$(MAKE) --no-print-directory bench-python
+
+# The Python path against the C engine (python/llaisys/bench.py): the same streams through
+# one library call, a Python step/collect loop, and a Python stream.
+bench-python: all $(BENCH_MODEL)/config.json
+	PYTHONPATH=python LLAISYS_LIBRARY=$(abspath $(SO)) /usr/bin/python3 -m llaisys.bench \
+	    --model $(BENCH_MODEL) --threads $(THREADS) --streams 1,16 --prompt 128 --gen 32
 
 clean:
 	rm -rf build llaisys-cli llaisys-server

@@ -193,6 +193,17 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
 /* The request's id (unique within the engine, from 1, in submit order). */
 uint64_t engine_req_id(const struct engine_req *r);
 
+/* Where a request is (any thread): waiting (never started), running (holds KV blocks),
+ * preempted (gave its blocks up, waits to recompute), finished; *finish (may be NULL) gets why
+ * it finished (ENGINE_RUNNING until then). */
+enum engine_req_state {
+    ENGINE_REQ_WAITING,
+    ENGINE_REQ_RUNNING,
+    ENGINE_REQ_PREEMPTED,
+    ENGINE_REQ_FINISHED,
+};
+enum engine_req_state engine_req_state(const struct engine_req *r, enum engine_finish *finish);
+
 /* Ask for a request to end (any thread, any state; a no-op once finished). It finishes as
  * ENGINE_FINISH_CANCELLED at the next step boundary and its KV blocks are freed. */
 void engine_cancel(struct engine_req *r);
@@ -221,6 +232,15 @@ enum ll_status engine_step(struct engine *e, bool *did_work, struct ll_err *err)
 /* Run engine_step until every submitted request has finished (for the CLI and tests). Returns
  * LL_OK or engine_step's error. */
 enum ll_status engine_run_until_idle(struct engine *e, struct ll_err *err);
+
+/* Whether a step has anything to do: a request submitted, waiting or running, or a cancel to
+ * apply. From the controlling thread, while the engine's own thread is not running. */
+bool engine_has_work(struct engine *e);
+
+/* Forget the prefix cache (every cached block becomes free). From the controlling thread, while
+ * the engine's own thread is not running. Returns false, changing nothing, while a request
+ * holds KV blocks. */
+bool engine_reset_prefix_cache(struct engine *e);
 
 /* Start the engine's scheduler thread: steps in a loop, sleeps while idle, wakes on submit and
  * cancel. Returns LL_OK, LL_EINVAL (already started) or LL_ENOMEM (no thread). */

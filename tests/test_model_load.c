@@ -579,7 +579,7 @@ static const struct bad_dir bad_dirs[] = {
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"llama\"", {0},
-     LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2)"},
+     LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"yarn\"}", {0},
@@ -710,9 +710,12 @@ static void test_registry_routes(void **state)
     assert_null(model_registry_find("llama"));
     assert_null(model_registry_find_arch("LlamaForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
+    const struct model_family *mock = model_registry_find("mock");
+    assert_non_null(mock);
+    assert_true(mock->no_weights && !f->no_weights);
     char names[64], cut[3];
     model_registry_names(names, sizeof names);
-    assert_string_equal(names, "qwen2");
+    assert_string_equal(names, "qwen2, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 
@@ -735,6 +738,21 @@ static void test_registry_routes(void **state)
     assert_int_equal(runtime_forward(rt, &b, logits, &err), LL_OK);
     for (int i = 0; i < m->config.vocab_size; i++)
         assert_true(isfinite(logits[i]));
+    runtime_free(rt);
+    model_close(m);
+
+    /* config.json's model_type picks the family: the mock directory has no weight files */
+    if (model_open(&m, "tests/fixtures/mock", &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_ptr_equal(m->family, mock);
+    assert_null(m->st);
+    assert_int_equal(m->config.vocab_size, 151936);
+    assert_int_equal(m->config.n_eos, 1);
+    if (runtime_create(&rt, m, &o, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(runtime_forward(rt, &b, logits, &err), LL_OK);
+    for (int i = 0; i < m->config.vocab_size; i++)
+        assert_true(logits[i] >= -4.0f && logits[i] < 4.0f);
     free(logits);
     runtime_free(rt);
     model_close(m);

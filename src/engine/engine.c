@@ -403,6 +403,24 @@ enum ll_status engine_run_until_idle(struct engine *e, struct ll_err *err)
     }
 }
 
+bool engine_has_work(struct engine *e)
+{
+    pthread_mutex_lock(&e->mbox->lock);
+    bool mail = e->mbox->inbox_head || e->mbox->cancels;
+    pthread_mutex_unlock(&e->mbox->lock);
+    return mail || e->waiting.n || e->running.n;
+}
+
+bool engine_reset_prefix_cache(struct engine *e)
+{
+    LL_ASSERT(!e->threaded);
+    if (e->running.n)
+        return false;
+    kv_pool_reset(&e->pool);
+    snapshot_stats(e);
+    return true;
+}
+
 /* ---- threaded mode ---- */
 
 static void *scheduler_main(void *arg)

@@ -130,6 +130,7 @@ struct engine_req {
     struct engine_usage usage;
     struct engine_timings timings;
     char error[256];
+    enum engine_req_state pub_state; /* waiting, running or preempted (finished: see finish) */
     bool cancel_requested;      /* on the cancel list, or handled */
     struct engine_req *cancel_next, *inbox_next;
     pthread_cond_t cond;        /* signalled when the outbox changes */

@@ -403,6 +403,16 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
 
 uint64_t engine_req_id(const struct engine_req *r) { return r->id; }
 
+enum engine_req_state engine_req_state(const struct engine_req *r, enum engine_finish *finish)
+{
+    pthread_mutex_lock(&r->mbox->lock);
+    enum engine_req_state s = r->finish != ENGINE_RUNNING ? ENGINE_REQ_FINISHED : r->pub_state;
+    if (finish)
+        *finish = r->finish;
+    pthread_mutex_unlock(&r->mbox->lock);
+    return s;
+}
+
 /* Put r on the cancel list unless it is finished or already there (lock held). The list holds
  * a reference of its own, dropped by the scheduler once it has read the entry, so the record
  * stays valid even if the request finishes and both other references go before that. */

@@ -102,6 +102,9 @@ static void preempt(struct engine *e, struct engine_req *r)
     LL_ASSERT(r->state == REQ_RUNNING && r->batch_step != e->step_no);
     sched_drop_blocks(e, r);
     r->state = REQ_WAITING;
+    pthread_mutex_lock(&e->mbox->lock);
+    r->pub_state = ENGINE_REQ_PREEMPTED;
+    pthread_mutex_unlock(&e->mbox->lock);
     r->preemptions++;
     e->counters.preemptions++;
     e->preempted_now = true;
@@ -258,13 +261,15 @@ static void admit(struct engine *e)
         r->n_published = m;
         r->n_computed = m * bs;
         e->counters.cached_tokens += (uint64_t)(m * bs);
-        if (r->stamp == 0) { /* first start */
+        pthread_mutex_lock(&e->mbox->lock);
+        r->pub_state = ENGINE_REQ_RUNNING;
+        if (r->stamp == 0) /* first start */
+            e->mbox->queued--;
+        pthread_mutex_unlock(&e->mbox->lock);
+        if (r->stamp == 0) {
             r->stamp = ++e->next_stamp;
             r->cached_tokens = m * bs;
             r->t_first_sched = ll_now();
-            pthread_mutex_lock(&e->mbox->lock);
-            e->mbox->queued--;
-            pthread_mutex_unlock(&e->mbox->lock);
         }
         sched_list_remove(&e->waiting, r);
         r->state = REQ_RUNNING;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "json.h"
+#include "model_registry.h"
 #include "util.h"
 
 /* Parse text as a JSON object (ll_json_parse names line and column). */
@@ -141,6 +142,18 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
         if (strlen(mt) >= sizeof c->model_type)
             return ll_err_set(err, LL_EMODEL, "%s: 'model_type' is too long", name);
         strcpy(c->model_type, mt);
+    }
+
+    const struct model_family *fam = mt ? model_registry_find(mt) : NULL;
+    if (fam && fam->no_weights) {
+        /* a family without weights sets its own shapes (its bind); only these are read */
+        if ((s = get_int(o, "vocab_size", true, 1, 1 << 24, 0, &c->vocab_size, name, err)) ||
+            (s = get_int(o, "max_position_embeddings", false, 1, 1 << 30, 32768,
+                         &c->max_position, name, err)) ||
+            (s = get_token_id(o, "bos_token_id", &c->bos_token_id, name, err)) ||
+            (s = get_eos(o, c->eos_ids, &c->n_eos, name, err)))
+            return s;
+        return LL_OK;
     }
 
     if ((s = get_int(o, "hidden_size", true, 1, 1 << 16, 0, &c->hidden_size, name, err)) ||

@@ -61,7 +61,7 @@ static enum ll_status open_steps(struct model *m, const char *dir, struct ll_err
         (s = family_pick(m, cfg_path, err)) ||
         (s = generation_defaults_read(&m->gen, gen_path, err)) ||
         (s = model_config_merge_eos(&m->config, &m->gen, cfg_path, gen_path, err)) ||
-        (s = st_open_dir(&m->st, dir, err)))
+        (!m->family->no_weights && (s = st_open_dir(&m->st, dir, err))))
         goto out;
     s = m->family->bind(m, err);
 out:

@@ -242,57 +242,6 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
 
 /* ---- the step ---- */
 
-/* Check the batch against the runtime and resolve each row's sequence and slot; *n_want gets
- * the number of rows that want logits (their indices in r->rows). Returns as qwen2_forward. */
-static enum ll_status check_batch(struct qwen2_runtime *r, const struct ll_batch *b,
-                                  const struct ll_kv_seq **seqs, int *n_seqs, int *n_want_out,
-                                  struct ll_err *err)
-{
-    const struct runtime_opts *o = &r->base.opts;
-    if (b->n_tokens < 1 || b->n_tokens > o->max_batch)
-        return ll_err_set(err, LL_EINVAL, "batch of %d tokens (must be 1..%d)", b->n_tokens,
-                          o->max_batch);
-    *seqs = b->seqs ? b->seqs : &r->seq0;
-    *n_seqs = b->seqs ? b->n_seqs : 1;
-    int bs = o->block_size, nblk_phys = o->n_slots / bs, n_want = 0;
-    for (int i = 0; i < b->n_tokens; i++) {
-        int t = b->token[i], p = b->pos[i], sq = b->seq ? b->seq[i] : 0;
-        if (t < 0 || t >= r->vocab)
-            return ll_err_set(err, LL_EINVAL,
-                              "batch row %d: token id %d outside the vocabulary (%d)", i, t,
-                              r->vocab);
-        if (p < 0 || p >= o->n_ctx)
-            return ll_err_set(err, p < 0 ? LL_EINVAL : LL_ETOOLONG,
-                              "batch row %d: position %d outside the context (0..%d)", i, p,
-                              o->n_ctx - 1);
-        if (sq < 0 || sq >= *n_seqs)
-            return ll_err_set(err, LL_EINVAL, "batch row %d: sequence %d of %d", i, sq,
-                              *n_seqs);
-        const struct ll_kv_seq *s = &(*seqs)[sq];
-        if (p / bs >= s->n_blocks)
-            return ll_err_set(err, LL_ETOOLONG,
-                              "batch row %d: position %d past the sequence's %d KV blocks of %d",
-                              i, p, s->n_blocks, bs);
-        for (int k = 0; k <= p / bs; k++)
-            if (s->block_table[k] < 0 || s->block_table[k] >= nblk_phys)
-                return ll_err_set(err, LL_EINVAL,
-                                  "batch row %d: block %d of sequence %d is %d (cache has %d)", i,
-                                  k, sq, s->block_table[k], nblk_phys);
-        int slot = s->block_table[p / bs] * bs + p % bs;
-        if (b->slot && b->slot[i] != slot)
-            return ll_err_set(err, LL_EINVAL,
-                              "batch row %d: slot %d but the block table gives %d", i,
-                              b->slot[i], slot);
-        r->slot[i] = slot;
-        r->seqi[i] = sq;
-        bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
-        if (want)
-            r->rows[n_want++] = i;
-    }
-    *n_want_out = n_want;
-    return LL_OK;
-}
-
 /* Move rows r->rows[0..n) of a (rows, dim) buffer to the front, in order (in place). */
 static void gather_rows(float *buf, const int32_t *rows, int n, int dim)
 {
@@ -316,20 +265,23 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
     const struct model *m = rt->model;
     const struct qwen2_weights *W = m->weights;
     const struct runtime_opts *o = &rt->opts;
-    const struct ll_kv_seq *seqs = NULL;
-    int n_seqs = 0, n_want = 0;
-    enum ll_status st = check_batch(r, b, &seqs, &n_seqs, &n_want, err);
+    struct runtime_rows rr;
+    enum ll_status st = runtime_batch_resolve(rt, b, &r->seq0, r->slot, r->seqi, r->rows, &rr,
+                                              err);
     if (st)
         return st;
 
-    int n = b->n_tokens, H = r->hidden, nl = m->config.n_layers;
+    int n = b->n_tokens, H = r->hidden, nl = m->config.n_layers, n_want = rr.n_want;
     size_t per_layer = (size_t)r->qdim + 2 * (size_t)r->kvdim;
-    struct ll_attn_batch ab = {n, b->pos, r->seqi, seqs, o->block_size};
+    struct ll_attn_batch ab = {n, b->pos, r->seqi, rr.seqs, o->block_size};
 
     ll_embedding(r->x, W->embed.data, W->embed.dtype, b->token, n, H);
     run_step(r, STEP_NORM, n, 0, &W->layers[0].attn_norm, NULL);
 
     for (int l = 0; l < nl; l++) {
+        if (b->abort_cb && b->abort_cb(b->abort_data))
+            return ll_err_set(err, LL_EABORTED, "the step was aborted before layer %d of %d", l,
+                              nl);
         const struct qwen2_layer *L = &W->layers[l];
         const float *bias = r->bias + per_layer * l;
         linear(r, r->q, r->xn, &L->wq, bias, n);

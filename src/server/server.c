@@ -15,8 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <cjson/cJSON.h>
-
 #include "chat_template.h"
 #include "engine.h"
 #include "http.h"
@@ -64,62 +62,11 @@ static enum ll_status load_template(struct server *srv, const char *model_dir,
     return s;
 }
 
-/* Whether the chat template's generation prompt opens "<think>": the text that
- * add_generation_prompt adds after one user message. */
-static bool template_opens_think(const struct chat_template *t, const char *bos,
-                                 const char *eos)
-{
-    /* {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false} */
-    cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
-    cJSON *msg = cJSON_CreateObject();
-    if (msg && !cJSON_AddItemToArray(msgs, msg)) {
-        cJSON_Delete(msg);
-        msg = NULL;
-    }
-    if (!msg || !cJSON_AddStringToObject(msg, "role", "user") ||
-        !cJSON_AddStringToObject(msg, "content", "x") ||
-        !cJSON_AddFalseToObject(ctx, "add_generation_prompt")) {
-        cJSON_Delete(ctx);
-        ctx = NULL;
-    }
-    char *without = NULL, *with = NULL;
-    size_t n0 = 0, n1 = 0;
-    bool opens = false;
-    struct ll_err err = {0};
-    if (ctx && chat_template_render_ex(t, ctx, bos, eos, NULL, &without, &n0, &err) == LL_OK) {
-        cJSON_ReplaceItemInObject(ctx, "add_generation_prompt", cJSON_CreateTrue());
-        if (chat_template_render_ex(t, ctx, bos, eos, NULL, &with, &n1, &err) == LL_OK) {
-            size_t k = 0; /* the common prefix */
-            while (k < n0 && k < n1 && without[k] == with[k])
-                k++;
-            opens = memmem(with + k, n1 - k, LL_REASONING_OPEN, strlen(LL_REASONING_OPEN)) != NULL;
-        }
-    }
-    free(without);
-    free(with);
-    cJSON_Delete(ctx);
-    return opens;
-}
-
-/* --reasoning-parser: forced on or off, else on when the template opens <think> or the
- * tokenizer has both <think> and </think>. */
+/* --reasoning-parser: forced on or off, else detected (reasoning.h). */
 static void choose_reasoning(struct server *srv)
 {
-    const char *p = srv->opts->reasoning_parser;
-    const char *why;
-    if (p) {
-        srv->reasoning = !strcmp(p, "deepseek_r1");
-        why = "--reasoning-parser";
-    } else if (srv->tmpl && template_opens_think(srv->tmpl, srv->bos, srv->eos)) {
-        srv->reasoning = true;
-        why = "the chat template opens <think>";
-    } else {
-        srv->reasoning = tokenizer_token_to_id(srv->tok, LL_REASONING_OPEN) >= 0 &&
-                         tokenizer_token_to_id(srv->tok, LL_REASONING_CLOSE) >= 0;
-        why = srv->reasoning ? "the tokenizer has <think> and </think>" : "no <think> tokens";
-    }
-    snprintf(srv->reasoning_why, sizeof srv->reasoning_why, "%s%s (%s)", p ? "" : "auto: ",
-             srv->reasoning ? "deepseek_r1" : "none", why);
+    srv->reasoning = reasoning_choose(srv->opts->reasoning_parser, srv->tmpl, srv->bos, srv->eos,
+                                      srv->tok, srv->reasoning_why, sizeof srv->reasoning_why);
 }
 
 int server_run(const struct server_opts *o)
