@@ -578,13 +578,13 @@ int32_t llaisys_request_poll(llaisys_request *r, double timeout_s, struct llaisy
     if (o->ids)
         ev->ids = o->ids;
     ev->n_ids = o->n_ids;
-    if (o->text) {
-        ev->text = o->text;
-        ev->text_len = o->text_len;
+    if (o->text.len) {
+        ev->text = o->text.data;
+        ev->text_len = o->text.len;
     }
-    if (o->reasoning) {
-        ev->reasoning = o->reasoning;
-        ev->reasoning_len = o->reasoning_len;
+    if (o->reasoning.len) {
+        ev->reasoning = o->reasoning.data;
+        ev->reasoning_len = o->reasoning.len;
     }
     if (!fill_logprobs(r, ev))
         return api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_request_poll: out of memory for "
