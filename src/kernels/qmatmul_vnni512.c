@@ -30,22 +30,37 @@
 #define GEMV_G 4 /* groups per tile when a block has a single row of x */
 #define MAX_ACC 12
 
-static const size_t x_block_bytes = 256 * 1024;
+static const size_t x_block_bytes = 512 * 1024;
+/* Bytes of a weight panel's slice of K kept in L1 while every tile of a block of x runs on it. */
+static const size_t panel_slice_bytes = 16 * 1024;
 
-/* The tile (mr rows of x from xq, ng groups from wq/wd) over all blocks, stored to out. */
+/* Blocks [b0, b1) of the tile (mr rows of x from xq, ng groups from wq/wd): the f32
+ * accumulators start at zero if b0 is 0, else from the partial sums in out; they are stored to
+ * out, plus bias after the last block. */
 INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_job *j,
                  const int8_t *xq, const float *xd, const int32_t *xs, const uint8_t *wq,
-                 const uint16_t *wd, float *out, const float *bias, int ncols)
+                 const uint16_t *wd, float *out, const float *bias, int ncols, size_t b0,
+                 size_t b1)
 {
     const size_t K = (size_t)j->K, nb = (size_t)j->nb;
     const size_t wq_g = nb * (size_t)(q4 ? 4 : 8) * 64, wd_g = nb * LL_QGROUP; /* per group */
     const __m512i flip = _mm512_set1_epi8((char)0x80), low4 = _mm512_set1_epi8(0x0f);
     __m512 acc[MAX_ACC];
-#pragma GCC unroll 12
-    for (int i = 0; i < mr * ng; i++)
-        acc[i] = _mm512_setzero_ps();
+    __mmask16 mask[TILE_G > GEMV_G ? TILE_G : GEMV_G];
+#pragma GCC unroll 4
+    for (int g = 0; g < ng; g++) {
+        int c = ncols - LL_QGROUP * g;
+        mask[g] = c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << c) - 1);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < mr; m++)
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++)
+            acc[m * ng + g] = b0 == 0 ? _mm512_setzero_ps()
+                                      : _mm512_maskz_loadu_ps(mask[g], out + (size_t)m * (size_t)j->N +
+                                                                           LL_QGROUP * g);
 
-    for (size_t b = 0; b < nb; b++) {
+    for (size_t b = b0; b < b1; b++) {
         __m512i s[MAX_ACC];
 #pragma GCC unroll 12
         for (int i = 0; i < mr * ng; i++)
@@ -95,22 +110,22 @@ INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_j
         }
     }
 
+    const int add_bias = bias && b1 == nb;
 #pragma GCC unroll 4
     for (int g = 0; g < ng; g++) {
-        int c = ncols - LL_QGROUP * g;
-        __mmask16 mask = c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << c) - 1);
-        __m512 bv = bias ? _mm512_maskz_loadu_ps(mask, bias + LL_QGROUP * g) : _mm512_setzero_ps();
+        __m512 bv = add_bias ? _mm512_maskz_loadu_ps(mask[g], bias + LL_QGROUP * g)
+                             : _mm512_setzero_ps();
 #pragma GCC unroll 4
         for (int m = 0; m < mr; m++) {
-            __m512 r = bias ? _mm512_add_ps(acc[m * ng + g], bv) : acc[m * ng + g];
-            _mm512_mask_storeu_ps(out + (size_t)m * (size_t)j->N + LL_QGROUP * g, mask, r);
+            __m512 r = add_bias ? _mm512_add_ps(acc[m * ng + g], bv) : acc[m * ng + g];
+            _mm512_mask_storeu_ps(out + (size_t)m * (size_t)j->N + LL_QGROUP * g, mask[g], r);
         }
     }
 }
 
 #define TILE_CASE(Q4, MR, NG)                                                                  \
     case (Q4) * 256 + (MR) * 16 + (NG):                                                        \
-        tile(Q4, MR, NG, j, xq, xd, xs, wq, wd, out, bias, ncols);                             \
+        tile(Q4, MR, NG, j, xq, xd, xs, wq, wd, out, bias, ncols, b0, b1);                     \
         break;
 #define TILE_CASES(Q4)                                                                         \
     TILE_CASE(Q4, 1, 1) TILE_CASE(Q4, 1, 2) TILE_CASE(Q4, 1, 3) TILE_CASE(Q4, 1, 4)            \
@@ -120,7 +135,7 @@ INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_j
 
 static void tile_any(int q4, int mr, int ng, const struct ll_qmm_job *j, const int8_t *xq,
                      const float *xd, const int32_t *xs, const uint8_t *wq, const uint16_t *wd,
-                     float *out, const float *bias, int ncols)
+                     float *out, const float *bias, int ncols, size_t b0, size_t b1)
 {
     switch (q4 * 256 + mr * 16 + ng) {
         TILE_CASES(0)
@@ -142,21 +157,30 @@ void ll_qmm_kernel_vnni512(const struct ll_qmm_job *j, int m0, int m1, int g0, i
     const size_t wq_g = nb * (size_t)ll_q_steps(j->w->type) * 64, wd_g = nb * LL_QGROUP;
     int block = (int)(x_block_bytes / (size_t)j->K);
     block = block < TILE_M ? TILE_M : block / TILE_M * TILE_M;
+    /* blocks of K per slice: the panel's slice stays in L1 across the tiles of a block of x */
+    size_t slice = panel_slice_bytes / (wq_g / nb * TILE_G);
+    slice = slice < 1 ? 1 : slice;
 
     for (int mb = m0; mb < m1; mb += block) {
         const int mb_end = min_int(m1, mb + block);
         const int panel = mb_end - mb == 1 ? GEMV_G : TILE_G;
+        /* a block of one tile reads each weight once: no need to slice K */
+        const size_t kc = mb_end - mb > TILE_M ? slice : nb;
         for (int g = g0; g < g1; g += panel) {
             const int ng = min_int(panel, g1 - g);
             const int ncols = min_int(ng * LL_QGROUP, j->N - g * LL_QGROUP);
             const uint8_t *wq = j->w->qs + (size_t)g * wq_g;
             const uint16_t *wd = j->w->d + (size_t)g * wd_g;
             const float *bias = j->bias ? j->bias + (size_t)g * LL_QGROUP : NULL;
-            for (int m = mb; m < mb_end; m += TILE_M) {
-                const int mr = min_int(TILE_M, mb_end - m);
-                tile_any(q4, mr, ng, j, j->xq + (size_t)m * (size_t)j->K, j->xd + (size_t)m * nb,
-                         j->xs + (size_t)m * nb, wq, wd,
-                         j->out + (size_t)m * (size_t)j->N + (size_t)g * LL_QGROUP, bias, ncols);
+            for (size_t b0 = 0; b0 < nb; b0 += kc) {
+                const size_t b1 = b0 + kc < nb ? b0 + kc : nb;
+                for (int m = mb; m < mb_end; m += TILE_M) {
+                    const int mr = min_int(TILE_M, mb_end - m);
+                    tile_any(q4, mr, ng, j, j->xq + (size_t)m * (size_t)j->K,
+                             j->xd + (size_t)m * nb, j->xs + (size_t)m * nb, wq, wd,
+                             j->out + (size_t)m * (size_t)j->N + (size_t)g * LL_QGROUP, bias,
+                             ncols, b0, b1);
+                }
             }
         }
     }

@@ -16,6 +16,7 @@
  * Tiles of TILE_M rows of x × TILE_U units fit the 16 ymm registers.
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "qmatmul_kernels.h"
 #include "quant_layout.h"
@@ -32,7 +33,9 @@
 #define MAX_ACC 6
 #define UNIT 8   /* output rows per unit */
 
-static const size_t x_block_bytes = 256 * 1024;
+static const size_t x_block_bytes = 512 * 1024;
+/* Bytes of a weight panel's slice of K kept in L1 while every tile of a block of x runs on it. */
+static const size_t panel_slice_bytes = 16 * 1024;
 
 INLINE __m256i bcast4(const int8_t *p)
 {
@@ -52,11 +55,14 @@ INLINE __m256i dot_s8(__m256i s, __m256i w, __m256i a)
 #endif
 }
 
-/* The tile (mr rows of x, nu units from wq/wd) over all blocks, stored to out. wq and wd point at
- * unit 0's bytes in block 0; unit u is at + (u/2)·group stride + (u%2)·half. */
+/* Blocks [b0, b1) of the tile (mr rows of x, nu units from wq/wd; wq and wd point at unit 0's
+ * bytes in block 0, unit u is at + (u/2)·group stride + (u%2)·half): the f32 accumulators start
+ * at zero if b0 is 0, else from the partial sums in out; they are stored to out, plus bias after
+ * the last block. */
 INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_job *j,
                  const int8_t *xq, const float *xd, const int32_t *xs, const uint8_t *wq,
-                 const uint16_t *wd, float *out, const float *bias, int ncols)
+                 const uint16_t *wd, float *out, const float *bias, int ncols, size_t b0,
+                 size_t b1)
 {
     const size_t K = (size_t)j->K, nb = (size_t)j->nb;
     const size_t wq_g = nb * (size_t)(q4 ? 4 : 8) * 64, wd_g = nb * LL_QGROUP;
@@ -64,11 +70,24 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
 #define UD(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * UNIT)
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     __m256 acc[MAX_ACC];
-#pragma GCC unroll 6
-    for (int i = 0; i < mr * nu; i++)
-        acc[i] = _mm256_setzero_ps();
+#pragma GCC unroll 3
+    for (int m = 0; m < mr; m++)
+#pragma GCC unroll 4
+        for (int u = 0; u < nu; u++) {
+            const float *o = out + (size_t)m * (size_t)j->N + (size_t)(UNIT * u);
+            const int c = ncols - UNIT * u;
+            if (b0 == 0 || c <= 0) {
+                acc[m * nu + u] = _mm256_setzero_ps();
+            } else if (c >= UNIT) {
+                acc[m * nu + u] = _mm256_loadu_ps(o);
+            } else {
+                float r[UNIT] = {0};
+                memcpy(r, o, (size_t)c * sizeof *r);
+                acc[m * nu + u] = _mm256_loadu_ps(r);
+            }
+        }
 
-    for (size_t b = 0; b < nb; b++) {
+    for (size_t b = b0; b < b1; b++) {
         __m256i s[MAX_ACC];
 #pragma GCC unroll 6
         for (int i = 0; i < mr * nu; i++)
@@ -131,6 +150,7 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
         }
     }
 
+    const int add_bias = bias && b1 == nb;
 #pragma GCC unroll 4
     for (int u = 0; u < nu; u++) {
         int c = ncols - UNIT * u;
@@ -141,7 +161,7 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
             _mm256_storeu_ps(r, acc[m * nu + u]);
             float *o = out + (size_t)m * (size_t)j->N + (size_t)(UNIT * u);
             for (int i = 0; i < UNIT && i < c; i++)
-                o[i] = bias ? r[i] + bias[UNIT * u + i] : r[i];
+                o[i] = add_bias ? r[i] + bias[UNIT * u + i] : r[i];
         }
     }
 #undef UQ
@@ -150,7 +170,7 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
 
 #define TILE_CASE(Q4, MR, NU)                                                                  \
     case (Q4) * 256 + (MR) * 16 + (NU):                                                        \
-        tile(Q4, MR, NU, j, xq, xd, xs, wq, wd, out, bias, ncols);                             \
+        tile(Q4, MR, NU, j, xq, xd, xs, wq, wd, out, bias, ncols, b0, b1);                     \
         break;
 #define TILE_CASES(Q4)                                                                         \
     TILE_CASE(Q4, 1, 1) TILE_CASE(Q4, 1, 2) TILE_CASE(Q4, 1, 3) TILE_CASE(Q4, 1, 4)            \
@@ -159,7 +179,7 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
 
 static void tile_any(int q4, int mr, int nu, const struct ll_qmm_job *j, const int8_t *xq,
                      const float *xd, const int32_t *xs, const uint8_t *wq, const uint16_t *wd,
-                     float *out, const float *bias, int ncols)
+                     float *out, const float *bias, int ncols, size_t b0, size_t b1)
 {
     switch (q4 * 256 + mr * 16 + nu) {
         TILE_CASES(0)
@@ -184,10 +204,15 @@ void YMM_KERNEL(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
     const int u_end = min_int(2 * g1, (j->N + UNIT - 1) / UNIT);
     int block = (int)(x_block_bytes / (size_t)j->K);
     block = block < TILE_M ? TILE_M : block / TILE_M * TILE_M;
+    /* blocks of K per slice: the panel's slice stays in L1 across the tiles of a block of x */
+    size_t slice = panel_slice_bytes / (wq_g / nb / 2 * TILE_U);
+    slice = slice < 1 ? 1 : slice;
 
     for (int mb = m0; mb < m1; mb += block) {
         const int mb_end = min_int(m1, mb + block);
         const int panel = mb_end - mb == 1 ? GEMV_U : TILE_U;
+        /* a block of one tile reads each weight once: no need to slice K */
+        const size_t kc = mb_end - mb > TILE_M ? slice : nb;
         for (int u = 2 * g0; u < u_end; u += panel) {
             /* u is even here (tiles start on a group), as tile()'s unit addressing assumes */
             const int nu = min_int(panel, u_end - u);
@@ -195,11 +220,15 @@ void YMM_KERNEL(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
             const uint8_t *wq = j->w->qs + (size_t)(u / 2) * wq_g;
             const uint16_t *wd = j->w->d + (size_t)(u / 2) * wd_g;
             const float *bias = j->bias ? j->bias + (size_t)u * UNIT : NULL;
-            for (int m = mb; m < mb_end; m += TILE_M) {
-                const int mr = min_int(TILE_M, mb_end - m);
-                tile_any(q4, mr, nu, j, j->xq + (size_t)m * (size_t)j->K, j->xd + (size_t)m * nb,
-                         j->xs + (size_t)m * nb, wq, wd,
-                         j->out + (size_t)m * (size_t)j->N + (size_t)u * UNIT, bias, ncols);
+            for (size_t b0 = 0; b0 < nb; b0 += kc) {
+                const size_t b1 = b0 + kc < nb ? b0 + kc : nb;
+                for (int m = mb; m < mb_end; m += TILE_M) {
+                    const int mr = min_int(TILE_M, mb_end - m);
+                    tile_any(q4, mr, nu, j, j->xq + (size_t)m * (size_t)j->K,
+                             j->xd + (size_t)m * nb, j->xs + (size_t)m * nb, wq, wd,
+                             j->out + (size_t)m * (size_t)j->N + (size_t)u * UNIT, bias, ncols,
+                             b0, b1);
+                }
             }
         }
     }
