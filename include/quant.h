@@ -12,7 +12,11 @@
  *
  * The layout: rows are interleaved in groups of LL_QGROUP = 16, because the integer dot-product
  * kernels (qmatmul.h) then compute 16 output rows per vector instruction with one activation
- * value broadcast, and each block's sum lands whole in one lane: no horizontal reductions.
+ * value broadcast, and each block's sum lands whole in one lane: no horizontal reductions, and
+ * the per-block f32 work (convert, scale, FMA) is shared by 16 rows. Measured against plain
+ * row-major planes (qs (N, K), d (N, K/32), the per-block f32 work done per output element as
+ * llama.cpp does): q8_0, M = 16 and 128, 1536 x 1536, one Xeon core (AVX-512 VNNI), ~70 GOP/s
+ * row-major against ~330 interleaved. Decode (M = 1) streams either at memory speed.
  * With G = ceil(N / 16) groups (rows N .. 16·G−1 are padding, all bytes zero) and nb = K / 32:
  *
  *   d  plane: (G, nb, 16) f16 — d[g][b][r] is the scale of block b of row 16g + r.

@@ -10,13 +10,14 @@
  * thread multiplies its share of the columns), so exactly one component owns the cores (not for
  * the quantized types).
  * Weights are streamed from memory as in a real forward pass (3 GB per decode step): the benchmark
- * keeps enough copies of each weight matrix to exceed the caches (WEIGHT_SET_BYTES) and uses the
+ * keeps enough copies of each weight matrix to exceed the caches (weight_set_bytes) and uses the
  * next copy on every call. Timings are medians of repeated calls after one warm-up call.
  */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "matmul.h"
@@ -37,7 +38,14 @@ static const struct shape shapes[] = {
 
 static const int default_ms[] = {1, 4, 16, 64, 128, 512};
 
-#define WEIGHT_SET_BYTES ((size_t)256 << 20) /* well past the 32 MiB L3 */
+/* Bytes of weight copies cycled through: 256 MiB, or twice the L3 where that is larger (some
+ * server parts have L3s of a few hundred MiB). */
+static size_t weight_set_bytes(void)
+{
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t set = (size_t)256 << 20;
+    return l3 > 0 && 2 * (size_t)l3 > set ? 2 * (size_t)l3 : set;
+}
 
 static void usage(FILE *f)
 {
@@ -297,8 +305,9 @@ int cmd_bench_matmul(int argc, char **argv)
                ll_matmul_variant(), threads, math == LL_MATH_FAST ? "fast" : "exact",
                ll_dtype_name(wtype),
                use_blas ? "; sgemm = OpenBLAS f32, single-threaded in each pool thread" : "");
-    printf("pool: one ll_pool_run of an empty op, round trip: %.2f us\n",
-           time_calls(run_empty, pool, budget) / 100 * 1e6);
+    printf("pool: one ll_pool_run of an empty op, round trip: %.2f us; weights cycled through "
+           "%zu MiB of copies\n", time_calls(run_empty, pool, budget) / 100 * 1e6,
+           weight_set_bytes() >> 20);
     printf("%-8s %6s %5s %4s %9s %8s %8s %s\n", "shape", "N", "K", "M", "ms", "GFLOP/s",
            "W GB/s", use_blas ? " sgemm GFLOP/s" : "");
 
@@ -316,8 +325,9 @@ int cmd_bench_matmul(int argc, char **argv)
             qs_bytes = ll_qweight_qs_bytes(qtype, sh->n, sh->k);
             copy_bytes = qs_bytes + ll_qweight_d_bytes(sh->n, sh->k);
         }
-        int copies = (int)((WEIGHT_SET_BYTES + copy_bytes - 1) / copy_bytes);
-        int copies32 = (int)((WEIGHT_SET_BYTES + nw * 4 - 1) / (nw * 4));
+        size_t set = weight_set_bytes();
+        int copies = (int)((set + copy_bytes - 1) / copy_bytes);
+        int copies32 = (int)((set + nw * 4 - 1) / (nw * 4));
         char *w = malloc(copy_bytes * (size_t)copies);
         float *w32 = use_blas ? malloc(nw * sizeof *w32 * (size_t)copies32) : NULL;
         float *x = malloc((size_t)max_m * sh->k * sizeof *x);
