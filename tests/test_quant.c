@@ -239,6 +239,20 @@ static void test_q8_crafted(void **state)
     ll_dequantize_row(out, &q.w, row);
     for (int i = 0; i < 32; i++)
         assert_true(out[i] == src[row * K + i]);
+    /* row 18, d = 0.25 again: halves round away from zero (x / d = ±2.5 → ±3, ±0.5 → ±1), the
+     * rest to nearest */
+    static const float x18[] = {31.75f, 0.625f, -0.625f, 0.125f, -0.125f, 0.124f, 0.626f, -0.374f};
+    static const float q18[] = {127, 3, -3, 1, -1, 0, 3, -1};
+    float src18[20 * 32] = {0};
+    memcpy(src18 + 18 * 32, x18, sizeof x18);
+    struct qmat q2;
+    qmat_from(&q2, LL_Q8_0, src18, N, K);
+    ll_dequantize_row(out, &q2.w, 18);
+    for (int i = 0; i < 8; i++)
+        if (out[i] != 0.25f * q18[i])
+            fail_msg("row 18 element %d: %g dequantized to %g, want %g", i, x18[i], out[i],
+                     0.25f * q18[i]);
+    qmat_free(&q2);
     /* padding rows 20..31 of group 1 are zero, scales and data */
     for (int r = 20 - 16; r < 16; r++) {
         assert_int_equal(q.d[16 + r], 0);
@@ -294,6 +308,16 @@ static void test_q4_crafted(void **state)
         assert_true(out[i] == -0.4375f * (float)(qs - 8));
         assert_true(fabsf(out[i] - x) <= 0.4375f);
     }
+    qmat_free(&q);
+    /* halves round away from zero before the + 8: d = 0.5, x / d = ±2.5 → q = 11 and 5 */
+    float src2[64] = {-4.0f, 1.25f, -1.25f, 0.25f, -0.25f, 3.6f};
+    static const int want2[] = {0, 11, 5, 9, 7, 15};
+    qmat_from(&q, LL_Q4_0, src2, 1, 64);
+    ll_dequantize_row(out, &q.w, 0);
+    for (int i = 0; i < 6; i++)
+        if (out[i] != 0.5f * (float)(want2[i] - 8))
+            fail_msg("tie row element %d: %g dequantized to %g, want q = %d", i, src2[i], out[i],
+                     want2[i]);
     qmat_free(&q);
 }
 

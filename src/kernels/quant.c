@@ -99,9 +99,18 @@ static float src_at(const void *src, enum ll_dtype t, size_t i)
     return ((const float *)src)[i];
 }
 
-static int clamp_int(float v, int lo, int hi)
+/* v rounded to nearest, ties away from zero (as roundf), then clamped to [lo, hi]. Clamping
+ * first gives the same result and keeps the conversion in range; the rounding is spelled out
+ * because roundf is a library call on baseline x86-64. */
+static int round_clamp(float v, int lo, int hi)
 {
-    return v < (float)lo ? lo : v > (float)hi ? hi : (int)v;
+    if (v <= (float)lo)
+        return lo;
+    if (v >= (float)hi)
+        return hi;
+    int i = (int)v; /* truncated; v − i is exact */
+    float f = v - (float)i;
+    return f >= 0.5f ? i + 1 : f <= -0.5f ? i - 1 : i;
 }
 
 /* One block x[0..32) into the planes. Returns false if a value is not finite or the scale
@@ -123,16 +132,17 @@ static bool quantize_block(uint8_t *qs, uint16_t *d, enum ll_qtype t, int nb, in
     if (!isfinite(ds))
         return false;
     d[ll_q_d_index(nb, n, b)] = dh;
+    int q[LL_QBLOCK];
     for (int i = 0; i < LL_QBLOCK; i++) {
-        float r = ds != 0.0f ? roundf(x[i] / ds) : 0.0f;
-        size_t o = ll_q_offset(t, nb, n, b, i);
-        if (t == LL_Q8_0) {
-            qs[o] = (uint8_t)(int8_t)clamp_int(r, -127, 127);
-        } else {
-            uint8_t q = (uint8_t)clamp_int(r + 8.0f, 0, 15);
-            qs[o] = i < 16 ? (uint8_t)((qs[o] & 0xf0) | q) : (uint8_t)((qs[o] & 0x0f) | q << 4);
-        }
+        float r = ds != 0.0f ? x[i] / ds : 0.0f;
+        q[i] = t == LL_Q8_0 ? round_clamp(r, -127, 127) : round_clamp(r, -8, 7) + 8;
     }
+    if (t == LL_Q8_0)
+        for (int i = 0; i < LL_QBLOCK; i++)
+            qs[ll_q_offset(t, nb, n, b, i)] = (uint8_t)(int8_t)q[i];
+    else /* byte j: element j in the low nibble, j + 16 in the high one */
+        for (int i = 0; i < LL_QBLOCK / 2; i++)
+            qs[ll_q_offset(t, nb, n, b, i)] = (uint8_t)(q[i] | q[i + LL_QBLOCK / 2] << 4);
     return true;
 }
 
