@@ -14,9 +14,11 @@
  * Tiles of up to TILE_M rows of x × TILE_G groups keep TILE_M·TILE_G integer and f32 accumulators
  * in registers, so each weight vector loaded serves TILE_M rows of x; activations are broadcast
  * from memory. Rows of x are taken in blocks that fit in L2 (x_block_bytes); for each block a
- * thread walks its groups panel by panel and runs every tile of the block against the panel, so
- * the panel is read from memory once per block. A lone row of x (decode) streams weights
- * straight through, GEMV_G groups at a time.
+ * thread walks its groups panel by panel, and each panel slice by slice along K (a slice of
+ * panel_slice_bytes stays in L1), running every tile of the block against the slice, so weights
+ * come from memory once per block. Between slices the f32 accumulators wait in out unchanged, so
+ * the per-block sequence is the same as without slicing. A lone row of x (decode) streams
+ * weights straight through, GEMV_G groups at a time, unsliced.
  */
 #include <immintrin.h>
 

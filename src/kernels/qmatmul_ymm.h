@@ -13,7 +13,8 @@
  *     weight's sign onto the activation (|q| · ±a ≤ 128 · 127 · 2 fits) and widens each step
  *     with vpmaddwd. q4_0 pair sums are at most 15 · 127 · 2 = 3810, so the 8 of a block add up
  *     in 16 bits (≤ 30480) and are widened once per block; correction 8 × block sum.
- * Tiles of TILE_M rows of x × TILE_U units fit the 16 ymm registers.
+ * Tiles of TILE_M rows of x × TILE_U units fit the 16 ymm registers; blocks of x and slices of
+ * K as in qmatmul_vnni512.c.
  */
 #include <immintrin.h>
 #include <string.h>
