@@ -61,9 +61,11 @@ const char *chat_template_source(const struct chat_template *t);
 
 /* Load the chat template of a Hugging Face model directory: tokenizer_config.json's
  * "chat_template" (a string, or a list of {name, template} from which "default" is taken), else
- * a chat_template.jinja file beside it. *bos / *eos receive the bos_token / eos_token (a string
- * or {"content": ...}) as malloc'd strings, or NULL when absent; either pointer may be NULL if
- * not wanted. Errors: LL_EIO (file), LL_EJSON, LL_EFORMAT (no or malformed template fields),
+ * a chat_template.jinja file beside it; the file is read by tokenizer_config_read (tokenizer.h).
+ * *bos / *eos receive its bos_token / eos_token (the same strings tokenizer_bos_token /
+ * tokenizer_eos_token give) as malloc'd strings, or NULL when absent; either pointer may be NULL
+ * if not wanted. Errors: LL_EIO (no tokenizer_config.json, or unreadable), LL_EJSON, LL_EFORMAT
+ * (not an object, a special token of the wrong type, no or malformed chat_template),
  * LL_ETEMPLATE (compile error, prefixed with the file), LL_ENOMEM. */
 enum ll_status chat_template_load_model(struct chat_template **out, char **bos, char **eos,
                                         const char *model_dir, struct ll_err *err);

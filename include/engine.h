@@ -61,6 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine_opts.h"
 #include "errors.h"
 #include "sampler.h"
 
@@ -73,22 +74,6 @@ struct tokenizer;
 #define ENGINE_MAX_STOP_STRINGS 16
 #define ENGINE_MAX_STOP_LEN 256 /* bytes of one stop string */
 #define ENGINE_MAX_LOGIT_BIAS 4096
-
-/* Engine options; a zero field takes the default given. */
-struct engine_opts {
-    int n_threads;        /* compute threads (default 2) */
-    int n_ctx;            /* positions per sequence (default min(4096, max_position_embeddings)) */
-    int block_size;       /* tokens per KV block (default 16) */
-    int kv_blocks;        /* KV blocks in the pool (default: from kv_memory, else
-                             max(n_ctx, max_seqs · n_ctx / 4) tokens' worth) */
-    size_t kv_memory;     /* bytes of K/V storage, used when kv_blocks is 0 */
-    int max_seqs;         /* sequences running at once (default 16) */
-    int max_batch_tokens; /* tokens per step, decode and prompt chunks together (default 256;
-                             must be >= max_seqs) */
-    int max_queue;        /* requests submitted and not yet started (default 256) */
-    bool exact;           /* f32 activations and KV (LL_MATH_EXACT); default bf16 fast path */
-    bool no_prefix_cache; /* never share blocks between requests */
-};
 
 /* One request. Arrays and strings are copied by engine_submit. A zeroed struct plus a prompt
  * is greedy decoding up to the end of the context. */
@@ -122,6 +107,7 @@ enum engine_finish {
     ENGINE_FINISH_LENGTH,    /* max_tokens reached, or the context is full */
     ENGINE_FINISH_CANCELLED, /* engine_cancel / engine_req_release before the end */
     ENGINE_FINISH_ERROR,     /* an internal failure; message in engine_output.error */
+    ENGINE_FINISH_COUNT      /* how many values there are (arrays indexed by the enum) */
 };
 
 struct engine_usage {
@@ -176,13 +162,12 @@ struct engine_stats {
     double busy_s;              /* time spent in steps that did work */
 };
 
-/* Fill the defaults of opts for model m and pick the pool size (what engine_create uses). */
-void engine_opts_resolve(struct engine_opts *o, const struct model *m);
-
-/* Open the model directory (model.h) and its tokenizer, create the runtime, KV pool and
- * buffers (opts NULL: every default). Returns LL_OK (*out owns everything; free with engine_destroy), LL_EINVAL (an option
- * out of range: named), or what model_open, tokenizer_load, runtime_create return (LL_EIO,
- * LL_EJSON, LL_EFORMAT, LL_EMODEL, LL_EUNSUPPORTED, LL_ENOMEM). */
+/* Open the model directory (model.h) and its tokenizer, resolve the options for the model
+ * (engine_opts_resolve; opts NULL: every default), create the runtime, KV pool and buffers.
+ * Returns LL_OK (*out owns everything; free with engine_destroy), LL_EINVAL (an option out of
+ * range or at odds with another: engine_opts_check names it; or a KV pool of no block), or what
+ * model_open, tokenizer_load, runtime_create return (LL_EIO, LL_EJSON, LL_EFORMAT, LL_EMODEL,
+ * LL_EUNSUPPORTED, LL_ENOMEM). */
 enum ll_status engine_create(struct engine **out, const char *model_dir,
                              const struct engine_opts *opts, struct ll_err *err);
 

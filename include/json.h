@@ -21,7 +21,10 @@ struct cJSON;
 
 /* Parse text[0..len) as one JSON value (whitespace around it allowed) into *out (free with
  * cJSON_Delete). Returns LL_OK, LL_ENOMEM, or LL_EJSON with
- * "WHAT: invalid JSON at line L, column C (byte offset B)"; *out is NULL on error. */
+ * "WHAT: invalid JSON at line L, column C (byte offset B)", followed by ": at the end of the text
+ * (truncated?)" or ": a control byte (0xXX)" where that is the case (raw bytes below 0x20 other
+ * than tab, LF and CR are refused anywhere, as RFC 8259 says; cJSON alone would skip them as
+ * whitespace); *out is NULL on error. */
 enum ll_status ll_json_parse(struct cJSON **out, const char *text, size_t len, const char *what,
                              struct ll_err *err);
 

@@ -16,14 +16,17 @@
 
 #include "engine.h"
 #include "errors.h"
+#include "gen_params.h"
 
 struct cJSON;
 
+/* Limits of a request. Stop strings, stop ids, logit_bias entries and top_logprobs take the
+ * engine's and the sampler's (ENGINE_MAX_*, SAMPLER_MAX_TOP_LOGPROBS); sampling values the
+ * ranges of gen_params.h. */
 #define OAI_MAX_N 64        /* choices per request (`n` times the prompts) */
 #define OAI_MAX_PROMPTS 64  /* prompts in one /v1/completions request */
-#define OAI_MAX_STOP 16     /* stop strings */
-#define OAI_MAX_LOGIT_BIAS 1024
-#define OAI_MAX_TOP_LOGPROBS 20
+#define OAI_MAX_BIAS 100.0  /* a logit_bias value lies in [-100, 100] */
+#define OAI_MAX_COMPLETION_LOGPROBS 5 /* the legacy completions "logprobs" number */
 
 /* An error as the routes report it: the status gives the HTTP code and error.type (errors.h);
  * param and code are OpenAI's error.param / error.code ("" for null). */
@@ -43,6 +46,10 @@ enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const c
  * (caller frees); NULL on no memory. */
 char *oai_error_json(const struct oai_error *e);
 
+/* The inner error object {"message", "type", "param", "code"} as a new cJSON tree (caller
+ * deletes); NULL on no memory. */
+struct cJSON *oai_error_object(const struct oai_error *e);
+
 enum oai_kind {
     OAI_CHAT,       /* /v1/chat/completions */
     OAI_COMPLETION, /* /v1/completions */
@@ -56,11 +63,6 @@ struct oai_prompt {
     int n_ids;
 };
 
-struct oai_logit_bias {
-    int32_t id;
-    float bias;     /* -100 .. 100 */
-};
-
 /* A parsed generation request. Owned by the caller; free with oai_request_free. Fields not
  * given keep the defaults documented here; has_* tells whether one was given. */
 struct oai_request {
@@ -71,21 +73,14 @@ struct oai_request {
     int max_tokens;              /* max_completion_tokens, else max_tokens; 0: not given */
     int min_tokens;              /* vLLM extension: 0..max_tokens (default 0) */
     int n;                       /* choices per prompt, 1..OAI_MAX_N (default 1) */
-    bool has_temperature, has_top_p, has_top_k, has_seed, has_min_p, has_repetition_penalty;
-    float temperature;           /* 0..2 */
-    float top_p;                 /* (0, 1] */
-    int top_k;                   /* -1 or 0: off */
-    uint64_t seed;               /* any int64, two's complement */
-    float min_p;                 /* 0..1 (default 0) */
-    float presence_penalty;      /* -2..2 (default 0) */
-    float frequency_penalty;     /* -2..2 (default 0) */
-    float repetition_penalty;    /* > 0 (default 1) */
-    struct oai_logit_bias *logit_bias; /* (n_logit_bias) */
-    int n_logit_bias;
+    struct gen_settings sampling; /* temperature, top_p, top_k, min_p, seed and the penalties,
+                                     each with has_* (gen_params.h decides the rest) */
+    struct sampler_bias *logit_bias; /* (n_logit_bias) values in [-OAI_MAX_BIAS, OAI_MAX_BIAS] */
+    int n_logit_bias;            /* <= ENGINE_MAX_LOGIT_BIAS */
     bool logprobs;               /* chat: logprobs; completions: logprobs not null */
     int top_logprobs;            /* chat: top_logprobs; completions: the logprobs number */
-    char **stop;                 /* (n_stop) non-empty strings */
-    int n_stop;
+    char **stop;                 /* (n_stop) strings of 1..ENGINE_MAX_STOP_LEN bytes */
+    int n_stop;                  /* <= ENGINE_MAX_STOP_STRINGS */
     int32_t stop_token_ids[ENGINE_MAX_STOP_IDS]; /* vLLM extension */
     int n_stop_token_ids;
     bool ignore_eos;             /* vLLM extension (default false) */
@@ -105,8 +100,11 @@ struct oai_request {
 
 /* Parse a request body of `kind` (len bytes, need not be NUL-terminated). On LL_OK *r owns its
  * fields; on error *r is left empty (safe to free) and *e says what and where. Returns LL_OK;
- * LL_EUTF8 (body not UTF-8), LL_EJSON (syntax: names the byte offset), LL_EINVAL (a field of
- * the wrong type or out of range: param names it; also a missing required field), LL_ENOMEM. */
+ * LL_EUTF8 (body not UTF-8), LL_EJSON (syntax: names the line, column and byte offset),
+ * LL_ETYPE (the body or a field of the wrong type, code "invalid_type"), LL_EINVAL (a field out
+ * of range, code "invalid_value", or missing, "missing_required_parameter"; param names it),
+ * LL_EUNSUPPORTED (a field the server does not implement: suffix, non-text content parts),
+ * LL_ENOMEM. */
 enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
                                  size_t len, struct oai_error *e);
 
@@ -116,6 +114,23 @@ enum ll_status oai_request_check_supported(const struct oai_request *r, struct o
 
 /* Free what a parse allocated and zero *r (safe on a zeroed struct). */
 void oai_request_free(struct oai_request *r);
+
+/* The engine parameters of r for the model whose generation_config.json gave g: sampling and
+ * penalties by gen_params_resolve (gen_params.h), every other control copied from r. The
+ * prompt, choice and reasoning fields are left zero for the caller; arrays and strings point
+ * into r (valid while r is; engine_submit copies them). */
+void oai_request_params(const struct oai_request *r, const struct generation_defaults *g,
+                        struct engine_params *out);
+
+/* One line of `llaisys-cli batch` (len bytes): a /v1/chat/completions body when it has
+ * "messages", else a /v1/completions body, parsed and checked as oai_request_parse does, plus
+ * the batch's own "id" (any JSON value, echoed in the output). A line with both "messages" and
+ * "prompt", or with neither, is refused (param names the field); so is "ids" (token ids are
+ * given as "prompt"). *id gets a copy of "id" (NULL when absent, or when the line is not a
+ * JSON object), the caller's to cJSON_Delete whatever the status. Returns as
+ * oai_request_parse. */
+enum ll_status oai_batch_line_parse(struct oai_request *r, struct cJSON **id, const char *line,
+                                    size_t len, struct oai_error *e);
 
 /* POST /tokenize (vLLM): either {"prompt": string, "add_special_tokens" (default true)} or
  * {"messages": [...], "add_generation_prompt" (default true), "add_special_tokens" (default
@@ -143,9 +158,5 @@ enum ll_status oai_detokenize_parse(struct oai_detokenize_request *r, const char
                                     size_t len, struct oai_error *e);
 void oai_tokenize_free(struct oai_tokenize_request *r);
 void oai_detokenize_free(struct oai_detokenize_request *r);
-
-/* Whether s[0..len) is valid UTF-8 (no overlongs, surrogates or code points > U+10FFFF). On
- * false, *bad_at (may be NULL) gets the offset of the first invalid byte. */
-bool oai_utf8_valid(const char *s, size_t len, size_t *bad_at);
 
 #endif

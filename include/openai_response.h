@@ -1,6 +1,6 @@
 /*
  * openai_response.h: response bodies and stream chunks of the OpenAI-compatible routes, written
- * with a small JSON writer that takes strings with a length (generated text may hold NUL bytes).
+ * with json.h's writers, strings with a length (generated text may hold NUL bytes).
  *
  * Pure functions; any thread. Every builder returns a malloc'd NUL-terminated string the caller
  * frees, or NULL when out of memory.
@@ -13,23 +13,6 @@
 #include <stdint.h>
 
 #include "openai_request.h"
-
-/* A growable JSON text. Writers append; on allocation failure the buffer turns failed and
- * further appends do nothing, so a sequence of appends is checked once at jbuf_finish. */
-struct jbuf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-};
-
-void jbuf_raw(struct jbuf *b, const char *s, size_t len);   /* bytes as they are */
-void jbuf_lit(struct jbuf *b, const char *s);               /* a NUL-terminated literal */
-void jbuf_str(struct jbuf *b, const char *s, size_t len);   /* a JSON string, escaped */
-void jbuf_cstr(struct jbuf *b, const char *s);              /* same; NULL writes null */
-void jbuf_int(struct jbuf *b, long long v);
-void jbuf_num(struct jbuf *b, double v);                     /* non-finite writes null */
-/* The text (caller frees) or NULL if any append failed (the buffer is freed either way). */
-char *jbuf_finish(struct jbuf *b);
 
 /* What identifies a response: object kind, id, creation time, model name. */
 struct oai_meta {
@@ -51,9 +34,9 @@ struct tokenizer;
 /* The logprobs of a run of generated tokens, as the engine reports them (engine_output), and
  * what rendering them needs. Chat writes OpenAI's {"content": [{token, logprob, bytes,
  * top_logprobs: [{token, logprob, bytes}]}]}; completions the legacy {tokens, token_logprobs,
- * top_logprobs: [{token: logprob}], text_offset}. A token's string is its bytes as UTF-8 (an
- * invalid byte, e.g. part of a character split across tokens, as U+FFFD; "bytes" has the raw
- * bytes); -inf is written -9999.0. */
+ * top_logprobs: [{token: logprob}], text_offset}. A token's string is its bytes as UTF-8, each
+ * maximal invalid subpart (e.g. the part of a character split across tokens) as one U+FFFD, as
+ * Python's errors="replace" does; "bytes" has the raw bytes. -inf is written -9999.0. */
 struct oai_logprobs {
     const int32_t *ids;                /* (n) */
     const struct sampler_logprobs *lp; /* (n) */

@@ -12,6 +12,9 @@
 #ifndef LLAISYS_POOL_H
 #define LLAISYS_POOL_H
 
+/* Compute threads when nobody says how many (the engine options and the runtime use it). */
+#define LL_POOL_DEFAULT_THREADS 2
+
 #include "errors.h"
 
 struct ll_pool;

@@ -31,11 +31,13 @@
 
 /* Sizes and modes of a runtime; zero size fields take the defaults given (math is taken as is). */
 struct runtime_opts {
-    int n_ctx;          /* positions per sequence (default min(4096, max_position)) */
+    int n_ctx;          /* positions per sequence, >= 1 (no default here: engine_opts_resolve
+                           chooses it) */
     int n_slots;        /* KV slots in the cache (default n_ctx: one contiguous sequence) */
     int block_size;     /* slots per KV block (default n_slots) */
     int max_batch;      /* tokens per forward step (default 512) */
-    int n_threads;      /* compute threads, the caller's included (default 2) */
+    int n_threads;      /* compute threads, the caller's included (default
+                           LL_POOL_DEFAULT_THREADS) */
     enum ll_math math;  /* LL_MATH_FAST (bf16 activations in matmul, bf16 KV; the usual choice)
                            or LL_MATH_EXACT (f32 activations, f32 KV) */
 };
@@ -76,7 +78,7 @@ void runtime_free(struct model_runtime *rt);
 enum ll_status runtime_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
                                struct ll_err *err);
 
-/* Fill defaults of opts for model m (used by runtime_create; exposed for the CLI's messages). */
-void runtime_opts_resolve(struct runtime_opts *opts, const struct model *m);
+/* Fill the zero sizes of opts but n_ctx (used by runtime_create). */
+void runtime_opts_resolve(struct runtime_opts *opts);
 
 #endif

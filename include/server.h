@@ -19,7 +19,7 @@
 #include "log.h"
 
 /* Everything the server is configured with. Strings are owned by the struct
- * (server_opts_free); a 0 engine field takes the engine's default. */
+ * (server_opts_free). */
 struct server_opts {
     char *model_dir;          /* --model (required) */
     char *served_name;        /* --served-model-name (default: the model directory's name) */
@@ -30,9 +30,9 @@ struct server_opts {
     bool metrics_public;      /* --metrics-public: /metrics without a key */
     char *chat_template;      /* --chat-template FILE, else NULL (the model's) */
     char *reasoning_parser;   /* --reasoning-parser NAME, else NULL */
-    struct engine_opts engine; /* --ctx, --kv-memory, --kv-blocks, --max-seqs,
-                                  --max-batch-tokens, --max-queue, --threads, --exact,
-                                  --no-prefix-cache */
+    struct engine_opts engine; /* the engine's options (engine_opts.h: --threads, --ctx, ...),
+                                  server profile, resolved but for what needs the model
+                                  (n_ctx and the KV pool stay 0 until engine_create) */
     size_t max_body;          /* --max-body bytes (default 8 MiB) */
     double request_timeout;   /* --request-timeout seconds per request, 0: none (default 600) */
     double write_timeout;     /* --write-timeout seconds without client progress (default 60) */
@@ -47,15 +47,17 @@ struct server_opts {
     bool no_webui;            /* --no-webui: nothing at / */
 };
 
-/* Fill *o from the defaults, then LLAISYS_* environment variables, then argv (flags win).
+/* Fill *o from the defaults, then LLAISYS_* environment variables, then argv (flags win); the
+ * engine's options go through the engine's table (engine_opts.h) and are checked together.
  * Returns 0 (ready), 1 (--help or --version was printed: exit 0) or -1 (a message naming the
  * option was printed to stderr: exit 2). *o must be freed with server_opts_free in every case. */
 int server_opts_parse(struct server_opts *o, int argc, char **argv);
 
-/* Print the usage text (every flag, its variable and default). */
+/* Print the usage text (every flag, its variable and default; the engine's from its table). */
 void server_opts_usage(FILE *f);
 
-/* Print the effective configuration, one "name: value" per line (keys are not printed). */
+/* Print the effective configuration, one "name: value" per line (keys are not printed; the
+ * engine's options by engine_opts_print, named as their flags). */
 void server_opts_print(const struct server_opts *o, const struct engine_opts *resolved, FILE *f);
 
 void server_opts_free(struct server_opts *o);

@@ -82,6 +82,34 @@ int32_t tokenizer_eos_id(const struct tokenizer *tok);
 const char *tokenizer_bos_token(const struct tokenizer *tok);
 const char *tokenizer_eos_token(const struct tokenizer *tok);
 
+/* DIR/tokenizer_config.json (transformers' file; optional), the fields llaisys uses. This is the
+ * one reader of that file: the tokenizer (bos/eos, add_bos/eos_token), the chat template loader
+ * (chat_template, bos_token/eos_token as the template sees them) and mkmodel take it from here. */
+struct tokenizer_config {
+    char *path;                  /* DIR/tokenizer_config.json, for messages */
+    bool found;                  /* the file exists (when not, every field below is empty) */
+    char *bos_token, *eos_token; /* bos_token / eos_token: a string, or an AddedToken object's
+                                    "content"; NULL when absent or null */
+    bool has_add_bos, add_bos;   /* add_bos_token, when the file gives it */
+    bool has_add_eos, add_eos;   /* add_eos_token, when the file gives it */
+    char *chat_template;         /* chat_template: the string, or of a list of {name, template}
+                                    the "default" entry (else the only one); NULL when absent,
+                                    null, or unusable */
+    const char *chat_template_error; /* why a chat_template that is present is unusable (static
+                                        text, e.g. a list without "default"); NULL otherwise */
+};
+
+/* Read DIR/tokenizer_config.json into *cfg (every field set; free with tokenizer_config_free,
+ * also after an error). A missing file is LL_OK with found false. Returns LL_OK, LL_EIO
+ * (unreadable), LL_EJSON (not JSON: line and column), LL_EFORMAT (not an object, or bos_token /
+ * eos_token / add_bos_token / add_eos_token of the wrong type: names the file and the field) or
+ * LL_ENOMEM. A malformed chat_template is not an error here (only templates need it): it is
+ * reported in chat_template_error. */
+enum ll_status tokenizer_config_read(struct tokenizer_config *cfg, const char *model_dir,
+                                     struct ll_err *err);
+/* Free what tokenizer_config_read allocated (safe on a zeroed struct). */
+void tokenizer_config_free(struct tokenizer_config *cfg);
+
 /* Incremental decoder for streaming: feed ids one at a time, get back only complete UTF-8.
  * Bytes of a character split across tokens are held until it is complete; byte sequences that
  * can never become valid come out as U+FFFD at once. The concatenation of every feed and the

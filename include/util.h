@@ -6,6 +6,7 @@
 #define LLAISYS_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "errors.h"
@@ -24,6 +25,9 @@ _Noreturn void ll_assert_fail(const char *expr, const char *file, int line);
 /* Read a whole file into a NUL-terminated malloc'd buffer (caller frees). *len excludes the NUL.
  * Returns LL_OK, LL_EIO (names the path and errno text) or LL_ENOMEM. */
 enum ll_status ll_read_file(const char *path, char **data, size_t *len, struct ll_err *err);
+/* The same for the rest of an open stream (stdin, a pipe); name is used in messages. */
+enum ll_status ll_read_stream(FILE *f, const char *name, char **data, size_t *len,
+                              struct ll_err *err);
 
 /* Join a directory and a file name into a malloc'd path (caller frees); NULL on no memory. */
 char *ll_path_join(const char *dir, const char *name);

@@ -1,9 +1,11 @@
 #!/bin/sh
-# cli_batch.sh: black-box tests of `llaisys-cli batch` on the tiny-qwen2 fixture: one JSON line
-# per request with the documented fields; batched greedy and seeded outputs equal `generate`'s;
-# the same outputs with a tiny KV pool (preemption) and small prompt chunks; prefix-cache hits
-# are reported; stop ids; stop strings; logprobs; n choices sharing the prompt's blocks; bad
-# lines and impossible requests give error lines; bad arguments fail.
+# cli_batch.sh: black-box tests of `llaisys-cli batch` on the tiny-qwen2 fixture: lines are
+# /v1/completions or /v1/chat/completions bodies; one JSON line per request with the documented
+# fields; batched greedy and seeded outputs equal `generate`'s; the same outputs with a tiny KV
+# pool (preemption) and small prompt chunks; prefix-cache hits are reported; stop ids; stop
+# strings; logprobs; n choices sharing the prompt's blocks; several prompts in one line; echo;
+# bad lines and impossible requests give error lines in the server's error shape, with the
+# server's ranges; bad arguments fail.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 tmp=$(mktemp -d) || exit 1
@@ -21,9 +23,9 @@ p2="151646 785 4226 304 1156 1052"
 j1=$(echo "$p1" | tr ' ' ',')
 j2=$(echo "$p2" | tr ' ' ',')
 cat >"$tmp/in.jsonl" <<EOT
-{"id":"g1","ids":[$j1],"max_tokens":8,"temperature":0,"ignore_eos":true}
-{"id":"g2","ids":[$j2],"max_tokens":7,"temperature":0,"ignore_eos":true}
-{"id":"s1","ids":[$j1],"max_tokens":9,"temperature":0.8,"top_p":0.9,"top_k":40,"seed":11,"ignore_eos":true}
+{"id":"g1","prompt":[$j1],"max_tokens":8,"temperature":0,"ignore_eos":true}
+{"id":"g2","prompt":[$j2],"max_tokens":7,"temperature":0,"ignore_eos":true}
+{"id":"s1","prompt":[$j1],"max_tokens":9,"temperature":0.8,"top_p":0.9,"top_k":40,"seed":11,"ignore_eos":true}
 {"id":"t1","prompt":"Hello, world","max_tokens":6,"temperature":0,"ignore_eos":true}
 {"id":"c1","messages":[{"role":"user","content":"Hi there"}],"max_tokens":5,"temperature":0,"ignore_eos":true}
 EOT
@@ -74,8 +76,8 @@ pre="151646"
 i=1
 while [ $i -le 40 ]; do pre="$pre,$((1000 + i * 37))"; i=$((i + 1)); done
 cat >"$tmp/pre.jsonl" <<EOT
-{"id":"p1","ids":[$pre,5,6],"max_tokens":3,"temperature":0}
-{"id":"p2","ids":[$pre,7,8,9],"max_tokens":3,"temperature":0}
+{"id":"p1","prompt":[$pre,5,6],"max_tokens":3,"temperature":0}
+{"id":"p2","prompt":[$pre,7,8,9],"max_tokens":3,"temperature":0}
 EOT
 "$cli" batch --model "$model" --input "$tmp/pre.jsonl" --max-seqs 1 >"$tmp/pre.out" 2>/dev/null
 line_of "$tmp/pre.out" p1 | grep -q '"cached_tokens":0' &&
@@ -89,7 +91,7 @@ check "--no-prefix-cache: no hit, same tokens" $?
 
 # Stop ids: stop at the third greedy token of request 1.
 third=$(echo "$want" | cut -d' ' -f3)
-echo "{\"id\":\"st\",\"ids\":[$j1],\"max_tokens\":8,\"temperature\":0,\"stop_token_ids\":[$third]}" \
+echo "{\"id\":\"st\",\"prompt\":[$j1],\"max_tokens\":8,\"temperature\":0,\"stop_token_ids\":[$third]}" \
     >"$tmp/stop.jsonl"
 "$cli" batch --model "$model" --input "$tmp/stop.jsonl" >"$tmp/stop.out" 2>/dev/null
 l=$(line_of "$tmp/stop.out" st)
@@ -101,7 +103,7 @@ check "stop_token_ids end the request with finish_reason stop" $?
 
 # Stop strings, logprobs, n choices (jq reads the lines).
 if command -v jq >/dev/null; then
-    echo "{\"id\":\"f\",\"ids\":[$j1],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":3}" \
+    echo "{\"id\":\"f\",\"prompt\":[$j1],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":3}" \
         >"$tmp/f.jsonl"
     "$cli" batch --model "$model" --input "$tmp/f.jsonl" >"$tmp/f.out" 2>/dev/null
     full=$(jq -r '.text' "$tmp/f.out")
@@ -109,7 +111,7 @@ if command -v jq >/dev/null; then
         .top_logprobs[0][0] != .id or .logprob > 0)] | length) == 0 and .index == 0' "$tmp/f.out" >/dev/null
     check "logprobs: one entry per token, greedy's token first among 3 alternatives" $?
     s2=$(jq -r '.text[4:6]' "$tmp/f.out")
-    echo "{\"id\":\"cut\",\"ids\":[$j1],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true}" |
+    echo "{\"id\":\"cut\",\"prompt\":[$j1],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true}" |
         jq -c --arg s "$s2" '. + {stop: ["\u0001no", $s]}' >"$tmp/cut.jsonl"
     "$cli" batch --model "$model" --input "$tmp/cut.jsonl" >"$tmp/cut.out" 2>/dev/null
     jq -e --arg f "$full" --arg s "$s2" '.finish_reason == "stop" and .stop_reason == $s and
@@ -118,7 +120,7 @@ if command -v jq >/dev/null; then
     pl="151646"
     i=1
     while [ $i -le 40 ]; do pl="$pl,$((2000 + i * 53))"; i=$((i + 1)); done
-    echo "{\"id\":\"n4\",\"ids\":[$pl],\"max_tokens\":6,\"temperature\":1.5,\"seed\":9,\"n\":4,\"ignore_eos\":true}" >"$tmp/n.jsonl"
+    echo "{\"id\":\"n4\",\"prompt\":[$pl],\"max_tokens\":6,\"temperature\":1.5,\"seed\":9,\"n\":4,\"ignore_eos\":true}" >"$tmp/n.jsonl"
     "$cli" batch --model "$model" --input "$tmp/n.jsonl" >"$tmp/n.out" 2>/dev/null
     "$cli" batch --model "$model" --input "$tmp/n.jsonl" --no-prefix-cache >"$tmp/n2.out" 2>/dev/null
     [ "$(jq -s -c 'sort_by(.index) | [.[].index]' "$tmp/n.out")" = "[0,1,2,3]" ] &&
@@ -127,19 +129,45 @@ if command -v jq >/dev/null; then
           "$(jq -s -c 'sort_by(.index) | [.[].token_ids]' "$tmp/n2.out")" ] &&
         [ "$(jq -s '[.[].token_ids] | unique | length' "$tmp/n.out")" -ge 2 ]
     check "n=4: four choices sharing the prompt's blocks, the same without sharing" $?
+    cat >"$tmp/mp.jsonl" <<EOT
+{"id":"mp","prompt":[[$j1],[$j2]],"max_tokens":3,"temperature":0,"n":2,"ignore_eos":true}
+{"id":"ec","prompt":"Hello, world","max_tokens":6,"temperature":0,"ignore_eos":true,"echo":true}
+{"id":"rs","prompt":[$j1],"max_tokens":8,"temperature":1,"ignore_eos":true}
+{"prompt":[$j2],"max_tokens":1,"temperature":0}
+EOT
+    "$cli" batch --model "$model" --input "$tmp/mp.jsonl" >"$tmp/mp.out" 2>/dev/null
+    g1=$(echo "$want" | cut -d' ' -f1-3 | tr ' ' ',')
+    g2=$(echo "$want2" | cut -d' ' -f1-3 | tr ' ' ',')
+    [ "$(jq -s -c '[.[] | select(.id == "mp")] | sort_by(.index) | [.[] | [.index, .token_ids]]' "$tmp/mp.out")" = \
+      "[[0,[$g1]],[1,[$g1]],[2,[$g2]],[3,[$g2]]]" ]
+    check "two prompts, n=2: four lines, index = prompt x n + choice, each prompt's greedy ids" $?
+    jq -s -e --arg t "Hello, world$gott" 'map(select(.id == "ec"))[0].text == $t' "$tmp/mp.out" >/dev/null
+    check "echo: the prompt's text, then the completion" $?
+    [ "$(jq -s -c 'map(select(.id == 4))[0].token_ids' "$tmp/mp.out")" = "[$(echo "$want2" | cut -d' ' -f1)]" ]
+    check "a line without an id is named by its line number" $?
+    seed=$(grep '^{"id":"rs"' "$tmp/mp.out" | sed -n 's/.*"seed":\([0-9]*\).*/\1/p')
+    echo "{\"id\":\"rs\",\"prompt\":[$j1],\"max_tokens\":8,\"temperature\":1,\"ignore_eos\":true,\"seed\":$seed}" \
+        >"$tmp/rs.jsonl"
+    "$cli" batch --model "$model" --input "$tmp/rs.jsonl" >"$tmp/rs.out" 2>/dev/null
+    [ -n "$seed" ] && [ "$(jq -c .token_ids "$tmp/rs.out")" = \
+        "$(jq -c 'select(.id == "rs") | .token_ids' "$tmp/mp.out")" ]
+    check "the seed drawn for a request without one is reported exactly: giving it back repeats the tokens" $?
 else
     echo "not ok batch tests need jq"
 fi
 
 # Errors: a bad line, an impossible request, a bad field; the others still run.
 cat >"$tmp/bad.jsonl" <<EOT
-{"id":"ok","ids":[$j2],"max_tokens":2,"temperature":0}
+{"id":"ok","prompt":[$j2],"max_tokens":2,"temperature":0}
 this is not json
-{"id":"long","ids":[$j2],"max_tokens":100000}
-{"id":"temp","ids":[$j2],"temperature":"hot"}
+{"id":"long","prompt":[$j2],"max_tokens":100000}
+{"id":"temp","prompt":[$j2],"temperature":"hot"}
 {"id":"none","max_tokens":2}
-{"id":"badn","ids":[$j2],"n":0}
-{"id":"badstop","ids":[$j2],"stop":[""]}
+{"id":"badn","prompt":[$j2],"n":0}
+{"id":"badstop","prompt":[$j2],"stop":[""]}
+{"id":"hot","prompt":[$j2],"temperature":3}
+{"id":"oldids","ids":[$j2]}
+{"id":"both","prompt":"a","messages":[{"role":"user","content":"b"}]}
 EOT
 "$cli" batch --model "$model" --input "$tmp/bad.jsonl" --ctx 64 >"$tmp/bad.out" 2>/dev/null
 rc=$?
@@ -147,16 +175,22 @@ rc=$?
 check "batch exits 1 when a request failed" $?
 line_of "$tmp/bad.out" ok | grep -q '"finish_reason":"length"'
 check "good requests run beside bad lines" $?
-grep -q '"error":{"message":"line 2: not a JSON object"' "$tmp/bad.out"
-check "a line that is not JSON gives an error line naming it" $?
+grep '^{"id":2,' "$tmp/bad.out" | grep -q '"error":{"message":"line 2: request: invalid JSON at line 1, column 1 (byte offset 0)","type":"invalid_request_error","param":null,"code":"invalid_json"}'
+check "a line that is not JSON gives an error line naming it, in the server's error shape" $?
 line_of "$tmp/bad.out" long | grep -q 'exceeds the context'
 check "a request beyond the context is rejected with a clear error" $?
 line_of "$tmp/bad.out" temp | grep -q 'temperature.*must be a number'
 check "a bad sampling field is named" $?
-line_of "$tmp/bad.out" none | grep -q 'exactly one of'
-check "a request without a prompt is rejected" $?
-line_of "$tmp/bad.out" badn | grep -q 'must be an integer from 1 to 64' && line_of "$tmp/bad.out" badstop | grep -q 'stop string 0'
-check "a bad n or an empty stop string is rejected" $?
+line_of "$tmp/bad.out" none | grep -q "needs 'messages' (a chat request) or 'prompt'" &&
+    line_of "$tmp/bad.out" both | grep -q "not both"
+check "a request without a prompt, or with both prompt and messages, is rejected" $?
+line_of "$tmp/bad.out" badn | grep -q "'n' must be between 1 and 64, got 0\",.*\"param\":\"n\"" &&
+    line_of "$tmp/bad.out" badstop | grep -q "\"param\":\"stop\[0\]\""
+check "a bad n or an empty stop string is rejected, naming the field" $?
+line_of "$tmp/bad.out" hot | grep -q "'temperature' must be at least 0 and at most 2, got 3"
+check "temperature above 2 is refused, as by the server (it was accepted up to 100)" $?
+line_of "$tmp/bad.out" oldids | grep -q "give token ids as"
+check "the old \"ids\" field is refused, pointing to \"prompt\"" $?
 
 "$cli" batch --model "$model" >/dev/null 2>"$tmp/e1"
 [ $? -eq 2 ] && grep -q -- '--input' "$tmp/e1"
@@ -164,6 +198,23 @@ check "batch without --input fails with usage" $?
 "$cli" batch --model "$model" --input "$tmp/in.jsonl" --max-seqs 0 >/dev/null 2>"$tmp/e2"
 [ $? -eq 2 ] && grep -q -- '--max-seqs' "$tmp/e2"
 check "batch rejects a bad engine option" $?
+# One range per engine option, the engine's: threads <= 256, max-batch-tokens <= 65536.
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --threads 257 >/dev/null 2>"$tmp/e2"
+[ $? -eq 2 ] && grep -q -- '--threads: must be an integer from 1 to 256' "$tmp/e2"
+check "batch --threads above the engine's 256 is refused with the range" $?
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --max-batch-tokens=65537 >/dev/null \
+    2>"$tmp/e2"
+[ $? -eq 2 ] && grep -q -- '--max-batch-tokens: must be an integer from 1 to 65536' "$tmp/e2"
+check "batch --max-batch-tokens=N above 65536 is refused with the range" $?
+"$cli" batch --model "$model" --input "$tmp/in.jsonl" --kv-memory 12Q >/dev/null 2>"$tmp/e2"
+[ $? -eq 2 ] && grep -q -- '--kv-memory: must be a size' "$tmp/e2"
+check "batch --kv-memory with a bad unit is refused" $?
+"$cli" batch --help >"$tmp/help"
+grep -q -- '--max-seqs N .*sequences decoded at once (1 to 4096; default 16)' "$tmp/help" &&
+    grep -q -- '--ctx N .*default min(4096, max_position_embeddings)' "$tmp/help"
+check "batch --help prints the engine-option table with ranges and defaults" $?
+grep -q '^engine: threads: 2, ctx: 4096, max-seqs: 16, max-batch-tokens: 256, ' "$tmp/err"
+check "batch prints the resolved engine options by their flag names" $?
 "$cli" batch --model "$model" --input "$tmp/nope.jsonl" >/dev/null 2>"$tmp/e3"
 [ $? -eq 1 ] && grep -q 'nope.jsonl' "$tmp/e3"
 check "batch names a missing input file" $?

@@ -2,7 +2,9 @@
 # cli_generate.sh: black-box tests of `llaisys-cli generate`, `score` and `bench` on the tiny-qwen2
 # fixture: greedy ids equal the float64 reference (tiny-qwen2.expected.json) over its stable
 # prefix on both math paths, score's top-1 agrees with the reference, seeded sampling repeats,
-# text and chat prompts run, and bad arguments fail with a message naming the problem.
+# text and chat prompts run, sampling defaults follow gen_params.h's policy, and bad arguments
+# fail with a message naming the problem. (tests/cli_params.sh compares generate with batch and
+# the server.)
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 exp=tests/fixtures/tiny-qwen2.expected.json
@@ -76,6 +78,21 @@ check "generate --chat: template prompt of chat_hello, reference greedy ids" $?
 [ $? -eq 0 ] && [ -s "$tmp/out" ] && grep -q 'sampling: temperature 0.6' "$tmp/err"
 check "generate --chat streams text, sampling defaults from generation_config.json" $?
 
+# The default policy of gen_params.h: a generation_config.json without sampling fields samples
+# at temperature 1 with nothing else on (generate used to decode greedily, with top-k 50).
+mkdir "$tmp/plain"
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+    ln -s "$PWD/$model/$f" "$tmp/plain/$f"
+done
+echo '{"bos_token_id":151646,"eos_token_id":151643}' >"$tmp/plain/generation_config.json"
+"$cli" generate --model "$tmp/plain" --prompt "Once upon a time" -n 4 --seed 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] &&
+    grep -q 'sampling: temperature 1, top-k 0, top-p 1, min-p 0, repetition penalty 1, seed 2$' "$tmp/err"
+check "generate without sampling fields in generation_config: temperature 1, nothing else on" $?
+"$cli" generate --model "$model" --prompt hi --temp 2.5 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- '--temp must be in \[0, 2\]' "$tmp/err"
+check "generate --temp above 2 is refused, as by the server" $?
+
 # Bad input: non-zero exit and a message naming the problem.
 "$cli" generate --model "$tmp/nonexistent" --prompt hi >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "nonexistent" "$tmp/err"
@@ -93,6 +110,18 @@ check "generate out-of-vocabulary id fails naming it" $?
 "$cli" generate --model "$model" --ids "1 2 3 4 5" --ctx 4 >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "context" "$tmp/err"
 check "generate prompt longer than --ctx fails" $?
+"$cli" generate --model "$model" --ids "1" --ctx 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--ctx: must be an integer from 2 to" "$tmp/err"
+check "generate --ctx below the engine's 2 is refused with the range" $?
+"$cli" generate --model "$model" --ids "1 2" --ctx=3 --threads=1 --exact --temp 0 --print-ids -n 5 \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(wc -w <"$tmp/out")" -eq 1 ] && grep -q "context full" "$tmp/err"
+check "generate takes --ctx=N and stops when the context is full" $?
+"$cli" score --model "$model" --ids "1 2" --threads 300 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--threads: must be an integer from 1 to 256" "$tmp/err"
+check "score --threads uses the engine's range" $?
+"$cli" generate --help | grep -q -- '--threads N .*compute threads (1 to 256; default 2)'
+check "generate --help prints the engine-option lines" $?
 "$cli" generate --model "$model" >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q -- "--prompt" "$tmp/err"
 check "generate without a prompt fails" $?
@@ -102,6 +131,11 @@ check "generate without a prompt fails" $?
 [ $? -eq 0 ] && grep -q '^| pp16 ' "$tmp/out" && grep -q '^| tg4 ' "$tmp/out" &&
     grep -q 'VmRSS' "$tmp/out"
 check "bench prints pp and tg rows and memory" $?
+
+# a prompt shorter than the untimed warm-up pass, and no decode rows
+"$cli" bench --model "$model" --pp 4 --tg 0 --reps 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q '^| pp4 ' "$tmp/out" && ! grep -q '^| tg' "$tmp/out"
+check "bench takes a prompt shorter than its warm-up and --tg 0" $?
 
 # LLAISYS_KERNEL is the one dispatch knob: it caps every kernel family; an unknown value is
 # reported and ignored.

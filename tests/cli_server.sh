@@ -90,6 +90,13 @@ fi
 grep -q -- '--write-timeout' "$tmp/help" && grep -q 'LLAISYS_API_KEY' "$tmp/help" &&
     grep -q -- '--cors-origins' "$tmp/help"
 check "--help documents flags and variables" $?
+grep -q -- '--max-seqs N .*(1 to 4096; default 32)' "$tmp/help" &&
+    grep -q 'LLAISYS_MAX_BATCH_TOKENS' "$tmp/help" &&
+    grep -q -- '--max-batch-tokens N .*default max(128, max-seqs)' "$tmp/help"
+check "--help prints the engine-option table with the server profile's defaults" $?
+"$srv" --model "$model" --threads 1024 >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--threads: must be an integer from 1 to 256' "$tmp/e"
+check "--threads above the engine's 256: exit 2 with the range" $?
 "$srv" --port 1 >/dev/null 2>"$tmp/e"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--model' "$tmp/e"
 check "missing --model: exit 2 naming it" $?
@@ -105,7 +112,8 @@ check "unloadable model: exit 1 naming it" $?
 
 start main --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
 echo "ok server starts and prints its URL"
-grep -q 'max-seqs: 4' "$tmp/main.err"
+grep -q 'max-seqs: 4' "$tmp/main.err" && grep -q 'max-batch-tokens: 128' "$tmp/main.err" &&
+    grep -q 'ctx: 4096' "$tmp/main.err"
 check "effective configuration printed at start-up" $?
 
 # ---- basic routes ----

@@ -81,7 +81,7 @@ check "detokenize with a bad --model dir fails" $?
 mkdir "$tmp/broken" && printf '{"model": {"vocab": ' >"$tmp/broken/tokenizer.json"
 printf 'x' | "$cli" tokenize --model "$tmp/broken" >/dev/null 2>"$tmp/err"
 rc=$?
-[ "$rc" -ne 0 ] && grep -q "malformed JSON" "$tmp/err"
+[ "$rc" -ne 0 ] && grep -q "invalid JSON" "$tmp/err"
 check "tokenize with a truncated tokenizer.json fails with a message" $?
 
 "$cli" detokenize --model "$model" 12 x3 >/dev/null 2>"$tmp/err"

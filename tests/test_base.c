@@ -132,9 +132,16 @@ static void test_json_parse(void **state)
     assert_null(j);
     assert_string_equal(err.msg, "config.json: invalid JSON at line 2, column 8 (byte offset 9)");
 
-    const char *trailing = "[1] x";
+    const char *trailing = "[1] x ";
     assert_int_equal(ll_json_parse(&j, trailing, strlen(trailing), "body", &err), LL_EJSON);
     assert_string_equal(err.msg, "body: invalid JSON at line 1, column 5 (byte offset 4)");
+    const char *cut = "{\"a\": ";
+    assert_int_equal(ll_json_parse(&j, cut, strlen(cut), "f", &err), LL_EJSON);
+    assert_non_null(strstr(err.msg, "at the end of the text (truncated?)"));
+    assert_int_equal(ll_json_parse(&j, "[1,\0 2]", 7, "f", &err), LL_EJSON);
+    assert_non_null(strstr(err.msg, "(byte offset 3): a control byte (0x00)"));
+    assert_int_equal(ll_json_parse(&j, "{\"a\":\"x\x01y\"}", 11, "f", &err), LL_EJSON);
+    assert_non_null(strstr(err.msg, "(byte offset 7): a control byte (0x01)"));
 
     /* length is honoured: nothing past len is read */
     assert_int_equal(ll_json_parse(&j, "[1]]]", 3, "body", &err), LL_OK);

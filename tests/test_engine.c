@@ -685,7 +685,7 @@ static void test_rejections(void **state)
     struct engine *be = NULL;
     assert_int_equal(engine_create(&be, FIXTURE, &bado, &err), LL_EINVAL);
     assert_null(be);
-    assert_non_null(strstr(err.msg, "max batch tokens"));
+    assert_non_null(strstr(err.msg, "--max-batch-tokens"));
     assert_int_not_equal(engine_create(&be, "tests/fixtures/no-such-model", &o, &err), LL_OK);
     assert_null(be);
 }

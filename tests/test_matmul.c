@@ -486,7 +486,8 @@ static void test_scratch_per_caller(void **state)
 {
     (void)state;
     size_t sb = ll_matmul_scratch_bytes(1, 40);
-    struct thread_job a = {.scratch = aligned_alloc(64, sb)}, b = {.scratch = aligned_alloc(64, sb)},
+    struct thread_job a = {.scratch = aligned_alloc(64, sb)},
+                      b = {.scratch = aligned_alloc(64, sb)},
                       c = {.scratch = aligned_alloc(64, sb)};
     assert_true(a.scratch && b.scratch && c.scratch);
     thread_matmul(&c);

@@ -16,42 +16,28 @@
 #include "openai_response.h"
 #include "tokenizer.h"
 
-static void test_jbuf_escaping(void **state)
+static const struct oai_meta chat_meta = {OAI_CHAT, "chatcmpl-1", 1700000000, "m\"odel"};
+static const struct oai_meta text_meta = {OAI_COMPLETION, "cmpl-1", 1700000001, "m"};
+
+/* Text goes through byte for byte: quotes, backslashes, control bytes, UTF-8 and NUL. */
+static void test_text_escaping(void **state)
 {
     (void)state;
     static const char text[] = "a\"b\\c\n\r\t\x01\x1f/\xc3\xa9\xe4\xb8\xad\0end";
-    struct jbuf b = {0};
-    jbuf_lit(&b, "{\"s\":");
-    jbuf_str(&b, text, sizeof text - 1);
-    jbuf_lit(&b, ",\"n\":");
-    jbuf_cstr(&b, NULL);
-    jbuf_lit(&b, ",\"i\":");
-    jbuf_int(&b, -42);
-    jbuf_lit(&b, ",\"x\":");
-    jbuf_num(&b, 0.25);
-    jbuf_lit(&b, ",\"inf\":");
-    jbuf_num(&b, 1.0 / 0.0);
-    jbuf_lit(&b, "}");
-    char *s = jbuf_finish(&b);
+    struct oai_choice c = {.index = 0, .text = text, .text_len = sizeof text - 1};
+    char *s = oai_stream_chunk(&text_meta, &c, false, false);
     assert_non_null(s);
-    assert_non_null(strstr(s, "\\u0000end"));
+    assert_non_null(strstr(s, "\\u0000end\""));
     assert_non_null(strstr(s, "\\u0001\\u001f"));
     cJSON *j = cJSON_Parse(s);
     assert_non_null(j);
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
     /* cJSON strings end at the NUL: compare the part before it */
-    assert_string_equal(cJSON_GetObjectItem(j, "s")->valuestring, text);
-    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "n")));
-    assert_int_equal(cJSON_GetObjectItem(j, "i")->valueint, -42);
-    assert_float_equal(cJSON_GetObjectItem(j, "x")->valuedouble, 0.25, 0);
-    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "inf")));
+    assert_string_equal(cJSON_GetObjectItem(c0, "text")->valuestring, text);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "finish_reason")));
     cJSON_Delete(j);
     free(s);
-    struct jbuf empty = {0};
-    assert_null(jbuf_finish(&empty));
 }
-
-static const struct oai_meta chat_meta = {OAI_CHAT, "chatcmpl-1", 1700000000, "m\"odel"};
-static const struct oai_meta text_meta = {OAI_COMPLETION, "cmpl-1", 1700000001, "m"};
 
 static void test_chat_body(void **state)
 {
@@ -246,13 +232,64 @@ static void test_logprobs(void **state)
     tokenizer_free(tok);
 }
 
+/* A token's bytes that are not UTF-8 become U+FFFD once per maximal invalid subpart, as Python's
+ * errors="replace" does (the base's rule, json.h): id 378 of the fixture is E2 80, the first two
+ * bytes of a three-byte character, so its string is one U+FFFD, not one per byte. */
+static void test_logprobs_lossy_subpart(void **state)
+{
+    (void)state;
+    struct tokenizer *tok;
+    assert_int_equal(tokenizer_load(&tok, "tests/fixtures/tiny-qwen2", NULL), LL_OK);
+    int32_t id = 378;
+    size_t n = 0;
+    const char *b = tokenizer_id_bytes(tok, id, &n);
+    assert_int_equal(n, 2);
+    assert_memory_equal(b, "\xe2\x80", 2);
+    struct sampler_logprobs one = {.logprob = -1.0f};
+    struct oai_logprobs L = {.ids = &id, .lp = &one, .n = 1, .tok = tok};
+    struct oai_choice c = {.index = 0, .logprobs = &L};
+
+    char *s = oai_stream_chunk(&chat_meta, &c, false, false);
+    cJSON *j = cJSON_Parse(s);
+    assert_non_null(j);
+    cJSON *e0 = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                                "logprobs"),
+            "content"),
+        0);
+    assert_string_equal(cJSON_GetObjectItem(e0, "token")->valuestring, "\xef\xbf\xbd");
+    cJSON *bytes = cJSON_GetObjectItem(e0, "bytes");
+    assert_int_equal(cJSON_GetArraySize(bytes), 2);
+    assert_int_equal(cJSON_GetArrayItem(bytes, 0)->valueint, 0xe2);
+    assert_int_equal(cJSON_GetArrayItem(bytes, 1)->valueint, 0x80);
+    cJSON_Delete(j);
+    free(s);
+
+    s = oai_stream_chunk(&text_meta, &c, false, false);
+    j = cJSON_Parse(s);
+    assert_non_null(j);
+    cJSON *lps =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "logprobs");
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lps, "tokens"), 0)->valuestring,
+                        "\xef\xbf\xbd");
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(lps,
+                                                                               "top_logprobs"),
+                                                           0),
+                                        "\xef\xbf\xbd"));
+    cJSON_Delete(j);
+    free(s);
+    tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_jbuf_escaping),
+        cmocka_unit_test(test_text_escaping),
         cmocka_unit_test(test_chat_body),
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_logprobs_lossy_subpart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -192,8 +192,9 @@ static const struct bad_case bad_cases[] = {
     {"header length past the file", 1000, "{}", 0, LL_EFORMAT, "exceeds the file"},
     {"absurd header length", (uint64_t)1 << 40, "{}", 0, LL_EFORMAT, "absurd"},
     {"zero header length", 0, "", 0, LL_EFORMAT, "too short"},
-    {"not JSON", UINT64_MAX, "{\"a\": {\"dtype\": ", 0, LL_EJSON, "not valid JSON"},
-    {"junk after the JSON", UINT64_MAX, "{} x", 0, LL_EJSON, "after its JSON object"},
+    {"not JSON", UINT64_MAX, "{\"a\": {\"dtype\": ", 0, LL_EJSON, "header: invalid JSON"},
+    {"junk after the JSON", UINT64_MAX, "{} x", 0, LL_EJSON,
+     "header: invalid JSON at line 1, column 4 (byte offset 3)"},
     {"invalid UTF-8", UINT64_MAX, "{\"a\xff\":1}", 0, LL_EFORMAT, "UTF-8"},
     {"overlong UTF-8", UINT64_MAX, "{\"a\xc0\xaf\":1}", 0, LL_EFORMAT, "UTF-8"},
     {"UTF-16 surrogate", UINT64_MAX, "{\"a\xed\xa0\x80\":1}", 0, LL_EFORMAT, "UTF-8"},
@@ -279,7 +280,7 @@ static void test_nul_in_header(void **state)
     struct safetensors *st = NULL;
     struct ll_err err = {0};
     assert_int_equal(st_open(&st, path, &err), LL_EJSON);
-    assert_non_null(strstr(err.msg, "after its JSON object"));
+    assert_non_null(strstr(err.msg, "header: invalid JSON at line 1, column 3 (byte offset 2)"));
     assert_null(st);
 }
 

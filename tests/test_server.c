@@ -13,7 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/server/server_impl.h"
+#include "../src/server/auth.h"
+#include "log.h"
+#include "../src/server/metrics.h"
+#include "../src/server/sse.h"
 
 static int parse(struct server_opts *o, int argc, const char **argv)
 {
@@ -193,7 +196,7 @@ static void test_metrics_text(void **state)
     metrics_http(&m, 429);
     struct engine_stats st = {.running = 2, .waiting = 1, .kv_blocks = 100, .kv_in_use = 25,
                               .prompt_tokens = 30, .cached_tokens = 10, .preemptions = 4};
-    char *t = metrics_render(&m, &st, "my\"model", SERVER_READY);
+    char *t = metrics_render(&m, &st, "my\"model", true);
     assert_non_null(t);
     static const char *const lines[] = {
         "llaisys_server_ready{model_name=\"my\\\"model\"} 1\n",
@@ -218,7 +221,7 @@ static void test_metrics_text(void **state)
         if (!strstr(t, lines[i]))
             fail_msg("missing line: %s", lines[i]);
     free(t);
-    t = metrics_render(&m, NULL, "m", SERVER_LOADING); /* while loading: no engine gauges */
+    t = metrics_render(&m, NULL, "m", false); /* while loading: no engine gauges */
     assert_non_null(strstr(t, "llaisys_server_ready{model_name=\"m\"} 0\n"));
     assert_null(strstr(t, "llaisys_num_requests_running"));
     free(t);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "chat_template.h"
+#include "tokenizer.h"
 #include "util.h"
 
 #define FIXTURES "tests/fixtures/chat-templates/"
@@ -177,6 +178,13 @@ static void test_load_model_fixture(void **state)
         fail_msg("%s", err.msg);
     assert_string_equal(bos, "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
     assert_string_equal(eos, "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
+    /* the same strings the tokenizer gives a template (one reader of the file) */
+    struct tokenizer *tok = NULL;
+    if (tokenizer_load(&tok, "tests/fixtures/tiny-qwen2", &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(bos, tokenizer_bos_token(tok));
+    assert_string_equal(eos, tokenizer_eos_token(tok));
+    tokenizer_free(tok);
     assert_int_equal(run_fixture(FIXTURES "r1.cases.json", t), R1_CASES);
     char *src = read_text(FIXTURES "r1.jinja");
     size_t n = strlen(src);
@@ -249,7 +257,35 @@ static void test_load_model_variants(void **state)
     assert_non_null(strstr(err.msg, "line 1, column 7"));
     write_file(cfg, "{\"chat_template\": ");
     assert_int_equal(chat_template_load_model(&t, &bos, &eos, dir, &err), LL_EJSON);
+
+    /* One reader (tokenizer_config_read) for the tokenizer and the template: a top level that
+     * is not an object and a special token of the wrong type fail the same way in both (the
+     * tokenizer's rules: LL_EFORMAT naming the field). */
+    write_file(cfg, "[1]");
+    assert_int_equal(chat_template_load_model(&t, &bos, &eos, dir, &err), LL_EFORMAT);
+    assert_non_null(strstr(err.msg, "tokenizer_config.json: expected a JSON object at the top"));
+    write_file(cfg, "{\"chat_template\": \"T\", \"eos_token\": 7}");
+    assert_int_equal(chat_template_load_model(&t, &bos, &eos, dir, &err), LL_EFORMAT);
+    assert_non_null(strstr(err.msg, "eos_token: expected a string, an AddedToken object"));
+    assert_null(t);
+    /* A malformed chat_template is the template's problem only: the reader still gives the
+     * special tokens (the tokenizer loads), and says why the template is unusable. */
+    write_file(cfg, "{\"chat_template\": 3, \"bos_token\": {\"content\": \"<s>\"}, "
+                    "\"add_bos_token\": false}");
+    struct tokenizer_config tc;
+    assert_int_equal(tokenizer_config_read(&tc, dir, &err), LL_OK);
+    assert_true(tc.found && tc.has_add_bos && !tc.add_bos && !tc.has_add_eos);
+    assert_string_equal(tc.bos_token, "<s>");
+    assert_null(tc.eos_token);
+    assert_null(tc.chat_template);
+    assert_string_equal(tc.chat_template_error, "chat_template must be a string or a list");
+    tokenizer_config_free(&tc);
+    assert_int_equal(chat_template_load_model(&t, &bos, &eos, dir, &err), LL_EFORMAT);
+    assert_non_null(strstr(err.msg, "tokenizer_config.json: chat_template must be a string"));
     unlink(cfg);
+    assert_int_equal(tokenizer_config_read(&tc, dir, &err), LL_OK);
+    assert_false(tc.found);
+    tokenizer_config_free(&tc);
     assert_int_equal(chat_template_load_model(&t, &bos, &eos, dir, &err), LL_EIO);
     rmdir(dir);
 }

@@ -1117,7 +1117,7 @@ static void test_malformed_tokenizer_json(void **state)
     struct ll_err err = {0};
     assert_int_equal(ll_read_file(MODEL_DIR "/tokenizer.json", &real, &real_len, &err), LL_OK);
     tmp_write(&d, "tokenizer.json", real, real_len / 2);
-    expect_load_error(d.path, LL_EJSON, "tokenizer.json: malformed JSON", NULL);
+    expect_load_error(d.path, LL_EJSON, "tokenizer.json: invalid JSON", NULL);
     free(real);
 
     /* tokenizer_config.json problems name that file */
@@ -1129,7 +1129,7 @@ static void test_malformed_tokenizer_json(void **state)
                                           "{\"add_bos_token\": \"yes\"}",
                                           "{\"add_bos_token\": true, \"bos_token\": \"<nope>\"}",
                                           "[1]"};
-    static const char *const config_field[] = {"malformed JSON", "bos_token", "eos_token",
+    static const char *const config_field[] = {"end of the text", "bos_token", "eos_token",
                                                "add_bos_token", "bos_token", "top level"};
     for (size_t i = 0; i < LL_ARRAY_LEN(configs); i++) {
         tmp_write(&d, "tokenizer_config.json", configs[i], strlen(configs[i]));

@@ -22,23 +22,45 @@ static bool is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* Offset of the first byte below 0x20 other than tab, LF and CR, or len. JSON allows none
+ * anywhere (inside strings they must be escaped), but cJSON skips them as whitespace. */
+static size_t control_byte_at(const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            return i;
+    }
+    return len;
+}
+
 enum ll_status ll_json_parse(cJSON **out, const char *text, size_t len, const char *what,
                              struct ll_err *err)
 {
     *out = NULL;
-    const char *end = NULL;
-    pthread_mutex_lock(&parse_lock);
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    pthread_mutex_unlock(&parse_lock);
-    size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-    if (root) {
-        while (at < len && is_space(text[at]))
-            at++;
-        if (at == len) {
-            *out = root;
-            return LL_OK;
+    size_t at = control_byte_at(text, len);
+    const char *why = "";
+    char why_buf[48];
+    if (at < len) {
+        snprintf(why_buf, sizeof why_buf, ": a control byte (0x%02x)", (unsigned char)text[at]);
+        why = why_buf;
+    } else {
+        const char *end = NULL;
+        pthread_mutex_lock(&parse_lock);
+        cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+        pthread_mutex_unlock(&parse_lock);
+        at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        if (root) {
+            while (at < len && is_space(text[at]))
+                at++;
+            if (at == len) {
+                *out = root;
+                return LL_OK;
+            }
+            cJSON_Delete(root); /* something after the value */
+        } else if (at + 1 >= len) {
+            why = ": at the end of the text (truncated?)"; /* cJSON names the last byte then */
         }
-        cJSON_Delete(root); /* something after the value */
     }
     size_t line = 1, col = 1;
     for (size_t i = 0; i < at; i++) {
@@ -47,8 +69,8 @@ enum ll_status ll_json_parse(cJSON **out, const char *text, size_t len, const ch
         else
             col++;
     }
-    return ll_err_set(err, LL_EJSON, "%s: invalid JSON at line %zu, column %zu (byte offset %zu)",
-                      what, line, col, at);
+    return ll_err_set(err, LL_EJSON, "%s: invalid JSON at line %zu, column %zu (byte offset %zu)%s",
+                      what, line, col, at, why);
 }
 
 const char *ll_json_type_name(const cJSON *v)
@@ -201,21 +223,16 @@ void ll_json_put_str(struct ll_buf *b, const char *s, size_t len)
 
 void ll_json_put_str_lossy(struct ll_buf *b, const char *s, size_t len)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    ll_buf_putc(b, '"');
-    size_t i = 0;
-    while (i < len) {
-        size_t good = ll_utf8_valid_prefix(s + i, len - i);
-        put_escaped(b, s + i, good);
-        i += good;
-        if (i >= len)
-            break;
-        enum ll_utf8_status st;
-        uint32_t cp;
-        i += ll_utf8_scan(u + i, len - i, &st, &cp);
-        ll_buf_append(b, LL_UTF8_REPLACEMENT, 3);
+    if (ll_utf8_valid_prefix(s, len) == len) {
+        ll_json_put_str(b, s, len);
+        return;
     }
-    ll_buf_putc(b, '"');
+    struct ll_buf fixed = {0};
+    if (ll_buf_put_utf8_lossy(&fixed, s, len))
+        ll_json_put_str(b, fixed.data, fixed.len);
+    else
+        b->failed = true;
+    ll_buf_free(&fixed);
 }
 
 void ll_json_put_cstr(struct ll_buf *b, const char *s)

@@ -1,5 +1,7 @@
-/* util.c: assertions, file reading, paths, time (see util.h). */
+/* util.c: assertions, file and stream reading, paths, time (see util.h). */
 #include "util.h"
+
+#include "buf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +15,34 @@ void ll_assert_fail(const char *expr, const char *file, int line)
     abort();
 }
 
+enum ll_status ll_read_stream(FILE *f, const char *name, char **data, size_t *len,
+                              struct ll_err *err)
+{
+    *data = NULL;
+    if (len)
+        *len = 0;
+    struct ll_buf b = {0};
+    for (;;) {
+        if (!ll_buf_reserve(&b, 1 << 16)) {
+            ll_buf_free(&b);
+            return ll_err_set(err, LL_ENOMEM, "%s: out of memory", name);
+        }
+        size_t got = fread(b.data + b.len, 1, b.cap - b.len - 1, f);
+        b.len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        int e = errno;
+        ll_buf_free(&b);
+        return ll_err_set(err, LL_EIO, "%s: read failed: %s", name, strerror(e));
+    }
+    if (len)
+        *len = b.len;
+    *data = ll_buf_take(&b);
+    return LL_OK;
+}
+
 enum ll_status ll_read_file(const char *path, char **data, size_t *len, struct ll_err *err)
 {
     *data = NULL;
@@ -21,39 +51,9 @@ enum ll_status ll_read_file(const char *path, char **data, size_t *len, struct l
     FILE *f = fopen(path, "rb");
     if (!f)
         return ll_err_set(err, LL_EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) {
-        fclose(f);
-        return ll_err_set(err, LL_ENOMEM, "%s: out of memory", path);
-    }
-    for (;;) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                int e = errno;
-                free(buf);
-                fclose(f);
-                return ll_err_set(err, LL_EIO, "%s: read failed: %s", path, strerror(e));
-            }
-            break;
-        }
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) {
-            free(buf);
-            fclose(f);
-            return ll_err_set(err, LL_ENOMEM, "%s: out of memory", path);
-        }
-        buf = nb;
-        cap *= 2;
-    }
+    enum ll_status st = ll_read_stream(f, path, data, len, err);
     fclose(f);
-    buf[n] = '\0';
-    *data = buf;
-    if (len)
-        *len = n;
-    return LL_OK;
+    return st;
 }
 
 char *ll_path_join(const char *dir, const char *name)

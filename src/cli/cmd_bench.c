@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "engine_args.h"
 #include "matmul.h"
 #include "model.h"
 #include "ops.h"
@@ -18,16 +19,19 @@
 #include "sampler.h"
 #include "util.h"
 
+/* The engine options bench takes (it runs the model without the engine; the context is
+ * what the test needs). */
+#define BENCH_ENGINE_OPTS (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT))
+
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: llaisys-cli bench --model DIR [options]\n"
                "Measures load time, resident memory, prompt processing (pp) and decode (tg) "
                "tokens/s.\n\n"
-               "  --threads N    compute threads (default 2)\n"
                "  --pp LIST      prompt lengths, comma-separated (default 128,512; 0 skips)\n"
                "  --tg N         decode steps (default 128; 0 skips)\n"
-               "  --reps N       repetitions of each test (default 3)\n"
-               "  --exact        f32 activations and KV cache (default: bf16 fast path)\n");
+               "  --reps N       repetitions of each test (default 3)\n\n");
+    engine_args_usage(f, BENCH_ENGINE_OPTS);
 }
 
 static void fill_ids(int32_t *ids, int n, int vocab, uint64_t salt)
@@ -51,13 +55,20 @@ static void stats(const double *v, int n, double *mean, double *sd, double *best
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
+#define WARMUP_TOKENS 8 /* the untimed first pass */
+
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = NULL, *pp_s = "128,512";
-    long long threads = 2, tg = 128, reps = 3;
-    bool exact = false;
+    long long tg = 128, reps = 3;
+    struct engine_opts eo = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int r = engine_args_parse("bench", BENCH_ENGINE_OPTS, argc, argv, &i, &eo);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
         bool v = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             bench_usage(stdout);
@@ -72,11 +83,6 @@ int cmd_bench(int argc, char **argv)
         } else if (!strcmp(a, "--reps") && v) {
             if (run_parse_int("bench", a, argv[++i], 1, 1000, &reps))
                 return 2;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (run_parse_int("bench", a, argv[++i], 1, 256, &threads))
-                return 2;
-        } else if (!strcmp(a, "--exact")) {
-            exact = true;
         } else {
             fprintf(stderr, "llaisys-cli bench: unknown or incomplete option '%s'\n", a);
             bench_usage(stderr);
@@ -106,23 +112,26 @@ int cmd_bench(int argc, char **argv)
     double t0 = ll_now();
     if (model_open(&m, dir, &err) != LL_OK)
         goto fail;
+    engine_opts_resolve(&eo, NULL); /* threads; the context is what the tests need */
     int n_ctx = max_pp > 4 + tg ? max_pp : 4 + (int)tg;
-    struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 512, .n_threads = (int)threads,
-                             .math = exact ? LL_MATH_EXACT : LL_MATH_FAST};
+    if (n_ctx < WARMUP_TOKENS)
+        n_ctx = WARMUP_TOKENS;
+    struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 512, .n_threads = eo.n_threads,
+                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST};
     if (runtime_create(&rt, m, &o, &err) != LL_OK)
         goto fail;
     double load_s = ll_now() - t0;
     int V = m->config.vocab_size;
     logits = malloc(sizeof(float) * V);
-    ids = malloc(sizeof(int32_t) * (size_t)(n_ctx > 4 ? n_ctx : 4));
+    ids = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!logits || !ids || !t) {
         ll_err_set(&err, LL_ENOMEM, "out of memory");
         goto fail;
     }
     /* Warm-up: pages the weights in and starts the pool's threads; not timed. */
     t0 = ll_now();
-    fill_ids(ids, 8, V, 99);
-    if (run_prompt(rt, ids, 8, 0, logits, &err) != LL_OK)
+    fill_ids(ids, WARMUP_TOKENS, V, 99);
+    if (run_prompt(rt, ids, WARMUP_TOKENS, 0, logits, &err) != LL_OK)
         goto fail;
     double warm_s = ll_now() - t0;
     double rss, hwm;
@@ -131,9 +140,9 @@ int cmd_bench(int argc, char **argv)
     const struct model_config *c = &m->config;
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights)\n", dir, c->n_layers,
            c->hidden_size, V, ll_dtype_name(m->weight_dtype));
-    printf("kernels: matmul %s, ops %s, attention %s; math %s; threads %lld; max batch %d\n",
+    printf("kernels: matmul %s, ops %s, attention %s; math %s; threads %d; max batch %d\n",
            ll_matmul_variant(), ll_ops_variant(), ll_attention_variant(c->head_dim),
-           exact ? "exact" : "fast", threads, o.max_batch);
+           eo.exact ? "exact" : "fast", eo.n_threads, o.max_batch);
     printf("load: %.3f s (open + runtime), first pass %.3f s; memory after load: VmRSS %.0f MiB, "
            "VmHWM %.0f MiB\n\n", load_s, warm_s, rss, hwm);
     printf("| %-6s | %7s | %18s | %9s | %9s |\n", "test", "tokens", "t/s (mean ± sd)", "best t/s",

@@ -39,7 +39,7 @@ static void bench_engine_usage(FILE *f)
                "  --load-streams N   streams decoding during the TTFT test (default 16)\n"
                "(engine defaults here: --ctx 1024, --max-seqs = the most streams, --kv-blocks\n"
                " enough for every stream)\n\n");
-    engine_args_usage(f);
+    engine_args_usage(f, ENGINE_OPTS_ALL);
 }
 
 static void make_prompt(int32_t *ids, int n, int vocab, uint64_t salt)
@@ -317,7 +317,8 @@ int cmd_bench_engine(int argc, char **argv)
     struct engine_opts o = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int r = engine_args_parse("bench-engine", argc, argv, &i, &o);
+        int r = engine_args_parse("bench-engine", ENGINE_OPTS_ALL, argc, argv, &i,
+                                  &o);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -370,7 +371,8 @@ int cmd_bench_engine(int argc, char **argv)
         o.n_ctx = 1024;
     if (o.max_seqs == 0)
         o.max_seqs = max_s;
-    int bs = o.block_size ? o.block_size : 16;
+    engine_opts_resolve(&o, NULL); /* the block size, for the pool below */
+    int bs = o.block_size;
     if (o.kv_blocks == 0 && o.kv_memory == 0) {
         long long per = (P + G + bs - 1) / bs, need = (long long)max_s * per;
         long long lng = L > 0 ? (long long)N * per + (L + 16 + bs) / bs + 1 : 0;

@@ -30,7 +30,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
 #include "commands.h"
+#include "hash.h"
+#include "json.h"
 #include "run_common.h"
 #include "util.h"
 
@@ -226,8 +229,8 @@ static void on_event(struct result *r, const char *data, double now)
         r->done = true;
         return;
     }
-    cJSON *j = cJSON_Parse(data);
-    if (!j)
+    cJSON *j;
+    if (ll_json_parse(&j, data, strlen(data), "event", NULL) != LL_OK)
         return;
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
     const cJSON *text = cJSON_GetObjectItem(ch, "text");
@@ -247,30 +250,22 @@ static void on_event(struct result *r, const char *data, double now)
 }
 
 /* Feed body bytes to the SSE splitter (events end with a blank line). */
-static void sse_feed(struct result *r, char **ev, size_t *evlen, size_t *evcap, const char *p,
-                     size_t n)
+static void sse_feed(struct result *r, struct ll_buf *ev, const char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (*evlen + 1 >= *evcap) {
-            size_t cap = *evcap ? *evcap * 2 : 4096;
-            char *q = realloc(*ev, cap);
-            if (!q)
-                return;
-            *ev = q;
-            *evcap = cap;
-        }
-        (*ev)[(*evlen)++] = p[i];
-        if (*evlen >= 2 && (*ev)[*evlen - 1] == '\n' && (*ev)[*evlen - 2] == '\n') {
-            (*ev)[*evlen - 2] = 0;
+        if (!ll_buf_putc(ev, p[i]))
+            return;
+        if (ev->len >= 2 && ev->data[ev->len - 1] == '\n' && ev->data[ev->len - 2] == '\n') {
+            ev->data[ev->len - 2] = 0;
             double now = ll_now();
-            for (char *line = *ev, *next; line; line = next) {
+            for (char *line = ev->data, *next; line; line = next) {
                 next = strchr(line, '\n');
                 if (next)
                     *next++ = 0;
                 if (!strncmp(line, "data: ", 6))
                     on_event(r, line + 6, now);
             }
-            *evlen = 0;
+            ll_buf_clear(ev);
         }
     }
 }
@@ -290,11 +285,10 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
     }
     size_t n = (size_t)snprintf(body, cap, "{%s%s%s\"prompt\":[", o->model ? "\"model\":\"" : "",
                                 o->model ? o->model : "", o->model ? "\"," : "");
-    uint64_t x = (uint64_t)o->seed * 0x9e3779b97f4a7c15ull + (uint64_t)index * 0xbf58476d1ce4e5b9ull + 1;
-    for (long long i = 0; i < o->prompt_tokens; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        n += (size_t)snprintf(body + n, cap - n, "%s%d", i ? "," : "", 1000 + (int)(x % 99000));
-    }
+    uint64_t x = ll_mix64((uint64_t)o->seed) ^ (uint64_t)index; /* the request's own stream */
+    for (long long i = 0; i < o->prompt_tokens; i++)
+        n += (size_t)snprintf(body + n, cap - n, "%s%d", i ? "," : "",
+                              1000 + (int)(ll_splitmix64(&x) % 99000));
     n += (size_t)snprintf(body + n, cap - n,
                           "],\"max_tokens\":%lld,\"temperature\":0,\"ignore_eos\":true,"
                           "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
@@ -336,8 +330,7 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
         else if (!strncasecmp(line, "Connection:", 11) && strstr(line, "close"))
             keep = false;
     }
-    char *ev = NULL;
-    size_t evlen = 0, evcap = 0;
+    struct ll_buf ev = {0};
     char chunk[16384];
     rc = 0;
     if (chunked) {
@@ -358,7 +351,7 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
                     break;
                 }
                 if (status == 200)
-                    sse_feed(r, &ev, &evlen, &evcap, chunk, k);
+                    sse_feed(r, &ev, chunk, k);
                 size -= (long long)k;
             }
             if (rc || read_line(c, line, sizeof line)) {
@@ -378,7 +371,7 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
     } else {
         keep = false;
     }
-    free(ev);
+    ll_buf_free(&ev);
     if (rc || !keep)
         conn_close(c);
     if (status != 200) {

@@ -30,31 +30,9 @@
 #include <cjson/cJSON.h>
 
 #include "commands.h"
+#include "json.h"
 #include "tokenizer.h"
 #include "util.h"
-
-struct buf {
-    char *data;
-    size_t len, cap;
-};
-
-static bool buf_add(struct buf *b, const void *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return false;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return true;
-}
 
 /* ---- repository text ---- */
 
@@ -74,7 +52,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Append the wanted files under dir (recursively unless !deep) in sorted order. */
-static void add_tree(struct buf *b, const char *dir, bool deep, size_t limit, int *n_files)
+static void add_tree(struct ll_buf *b, const char *dir, bool deep, size_t limit, int *n_files)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -108,7 +86,7 @@ static void add_tree(struct buf *b, const char *dir, bool deep, size_t limit, in
             if (ll_read_file(names[i], &data, &len, NULL) == LL_OK) {
                 if (b->len + len > limit)
                     len = limit - b->len;
-                if (buf_add(b, data, len))
+                if (ll_buf_append(b, data, len))
                     ++*n_files;
                 free(data);
             }
@@ -118,20 +96,21 @@ static void add_tree(struct buf *b, const char *dir, bool deep, size_t limit, in
     free(names);
 }
 
-static void add_fixture_texts(struct buf *b, size_t limit)
+static void add_fixture_texts(struct ll_buf *b, size_t limit)
 {
     char *data;
     size_t len;
     if (ll_read_file("tests/fixtures/tokenizer-cases.json", &data, &len, NULL) != LL_OK)
         return;
-    cJSON *root = cJSON_ParseWithLength(data, len);
+    cJSON *root = NULL;
+    ll_json_parse(&root, data, len, "tokenizer-cases.json", NULL);
     const cJSON *c;
     cJSON_ArrayForEach(c, root)
     {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
         if (cJSON_IsString(t) && b->len + strlen(t->valuestring) + 1 <= limit) {
-            buf_add(b, t->valuestring, strlen(t->valuestring));
-            buf_add(b, "\n", 1);
+            ll_buf_append(b, t->valuestring, strlen(t->valuestring));
+            ll_buf_append(b, "\n", 1);
         }
     }
     cJSON_Delete(root);
@@ -182,7 +161,7 @@ static bool is_cjk(const char *s, size_t n)
     return true;
 }
 
-static bool generate(struct buf *b, const struct tokenizer *tok, size_t target, size_t *n_en,
+static bool generate(struct ll_buf *b, const struct tokenizer *tok, size_t target, size_t *n_en,
                      size_t *n_zh)
 {
     int32_t n_ids = tokenizer_vocab_size(tok);
@@ -209,19 +188,19 @@ static bool generate(struct buf *b, const struct tokenizer *tok, size_t target, 
                                                                : zh[rng_skewed(&r, nz)], &n);
                 if (english && w == 0) { /* "Word" starts a sentence, without its space */
                     char c = (char)(p[1] - 'a' + 'A');
-                    ok = buf_add(b, s ? " " : "", s ? 1 : 0) && buf_add(b, &c, 1) &&
-                         buf_add(b, p + 2, n - 2);
+                    ok = ll_buf_append(b, s ? " " : "", s ? 1 : 0) && ll_buf_append(b, &c, 1) &&
+                         ll_buf_append(b, p + 2, n - 2);
                 } else {
-                    ok = buf_add(b, p, n);
+                    ok = ll_buf_append(b, p, n);
                 }
                 if (ok && w + 1 < words && rng_next(&r) % 9 == 0)
-                    ok = english ? buf_add(b, ",", 1) : buf_add(b, "，", 3);
+                    ok = english ? ll_buf_append(b, ",", 1) : ll_buf_append(b, "，", 3);
             }
             if (ok)
-                ok = english ? buf_add(b, ".", 1) : buf_add(b, "。", 3);
+                ok = english ? ll_buf_append(b, ".", 1) : ll_buf_append(b, "。", 3);
         }
         if (ok)
-            ok = buf_add(b, "\n\n", 2);
+            ok = ll_buf_append(b, "\n\n", 2);
         *(english ? n_en : n_zh) += b->len - before;
     }
     free(en);
@@ -379,7 +358,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
     printf("tokenizer: %s (%d ids)\n", model, tokenizer_vocab_size(tok));
     printf("load: %.1f ms (best of 3; first %.1f ms)\n", load_best * 1e3, load_first * 1e3);
 
-    struct buf text = {0};
+    struct ll_buf text = {0};
     int rc = 1;
     if (first_file < argc) {
         for (int i = first_file; i < argc; i++) {
@@ -389,7 +368,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
                 fprintf(stderr, "llaisys-cli bench-tokenizer: %s\n", err.msg);
                 goto out;
             }
-            bool ok = buf_add(&text, data, len);
+            bool ok = ll_buf_append(&text, data, len);
             free(data);
             if (!ok)
                 goto oom;
@@ -478,7 +457,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
 oom:
     fprintf(stderr, "llaisys-cli bench-tokenizer: out of memory\n");
 out:
-    free(text.data);
+    ll_buf_free(&text);
     tokenizer_free(tok);
     return rc;
 }

@@ -5,23 +5,32 @@
  * template, add_generation_prompt, encoded without BOS since the template writes it) or as ids.
  * Tokens are streamed to stdout as they are produced (incremental UTF-8-safe detokenizer, or ids
  * with --print-ids) until an eos id of config.json / generation_config.json, -n tokens, or the
- * end of the context. Sampling defaults come from generation_config.json; timings go to stderr.
+ * end of the context. The sampling flags are what a request's fields are to the server: the
+ * policy of gen_params.h fills the rest from generation_config.json, and the logits go through
+ * the same penalties, min-p, top-k and top-p as in the engine, so a prompt and seed give the
+ * same tokens here, in `batch` and in the server. Timings go to stderr.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "chat_template.h"
 #include "commands.h"
+#include "engine_args.h"
+#include "gen_params.h"
 #include "model.h"
 #include "run_common.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "tokenizer.h"
 #include "util.h"
+
+/* The engine options generate takes (it runs the model without the engine). */
+#define GENERATE_ENGINE_OPTS                                                                 \
+    (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_CTX) |                     \
+     ENGINE_OPT_BIT(ENGINE_OPT_EXACT))
 
 static void generate_usage(FILE *f)
 {
@@ -33,32 +42,55 @@ static void generate_usage(FILE *f)
             "  --chat TEXT    one user message through the model's chat template\n"
             "  --ids LIST     prompt token ids (space or comma separated)\n"
             "  -n N           tokens to generate at most (default 256)\n"
-            "  --temp T       temperature; 0 is greedy (default: generation_config.json, else 0)\n"
-            "  --top-k K      keep the K most likely tokens (0: off; default generation_config,\n"
-            "                 else 50 when sampling, as Hugging Face)\n"
-            "  --top-p P      nucleus sampling (default generation_config.json, else 1)\n"
-            "  --seed S       sampling seed (default: from the clock, printed to stderr)\n"
-            "  --print-ids    print token ids instead of text\n"
-            "  --exact        f32 activations and KV cache (default: bf16 fast path)\n"
-            "  --threads N    compute threads (default 2)\n"
-            "  --ctx N        context length (default min(4096, max_position_embeddings))\n");
+            "Sampling (not given: generation_config.json's value, else the neutral one):\n"
+            "  --temp T       temperature in [0, 2]; 0 is greedy (default: 0 when\n"
+            "                 generation_config says do_sample false, else its\n"
+            "                 temperature, else 1)\n"
+            "  --top-k K      keep the K most likely tokens (-1, 0: off; default off)\n"
+            "  --top-p P      nucleus sampling, in (0, 1] (default 1)\n"
+            "  --min-p P      drop tokens below P times the best one's probability (default 0)\n"
+            "  --repetition-penalty R  in (0, 100] (default 1: off)\n"
+            "  --seed S       sampling seed (default: random, printed to stderr)\n"
+            "  --print-ids    print token ids instead of text\n\n");
+    engine_args_usage(f, GENERATE_ENGINE_OPTS);
 }
 
 struct gen_opts {
     const char *dir, *prompt, *chat, *ids;
-    long long n, threads, ctx, top_k;
-    double temp, top_p;
-    bool has_temp, has_top_k, has_top_p, has_seed, print_ids, exact;
-    unsigned long long seed;
+    long long n;
+    struct gen_settings sampling; /* the sampling flags given */
+    bool print_ids;
+    struct engine_opts engine;    /* --threads, --ctx, --exact */
 };
+
+/* A number flag in [lo, hi] (lo excluded when lo_open) into *out. 0, or -1 after a message. */
+static int parse_number(const char *flag, const char *s, double lo, double hi, bool lo_open,
+                        float *out)
+{
+    double v;
+    if (run_parse_float("generate", flag, s, &v))
+        return -1;
+    if (v > hi || (lo_open ? v <= lo : v < lo)) {
+        fprintf(stderr, "llaisys-cli generate: %s must be in %c%g, %g], got %s\n", flag,
+                lo_open ? '(' : '[', lo, hi, s);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
 
 static int parse_args(int argc, char **argv, struct gen_opts *g)
 {
     memset(g, 0, sizeof *g);
     g->n = 256;
-    g->threads = 2;
+    struct gen_settings *sp = &g->sampling;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int r = engine_args_parse("generate", GENERATE_ENGINE_OPTS, argc, argv, &i, &g->engine);
+        if (r < 0)
+            return -1;
+        if (r > 0)
+            continue;
         bool v = i + 1 < argc;
         long long x;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -75,41 +107,35 @@ static int parse_args(int argc, char **argv, struct gen_opts *g)
         } else if (!strcmp(a, "-n") && v) {
             if (run_parse_int("generate", a, argv[++i], 0, 1 << 30, &g->n))
                 return -1;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (run_parse_int("generate", a, argv[++i], 1, 256, &g->threads))
-                return -1;
-        } else if (!strcmp(a, "--ctx") && v) {
-            if (run_parse_int("generate", a, argv[++i], 1, 1 << 24, &g->ctx))
-                return -1;
         } else if (!strcmp(a, "--top-k") && v) {
-            if (run_parse_int("generate", a, argv[++i], 0, 1 << 30, &g->top_k))
+            if (run_parse_int("generate", a, argv[++i], -1, INT32_MAX, &x))
                 return -1;
-            g->has_top_k = true;
+            sp->top_k = (int)x;
+            sp->has_top_k = true;
         } else if (!strcmp(a, "--temp") && v) {
-            if (run_parse_float("generate", a, argv[++i], &g->temp))
+            if (parse_number(a, argv[++i], 0, GEN_TEMPERATURE_MAX, false, &sp->temperature))
                 return -1;
-            if (g->temp < 0) {
-                fprintf(stderr, "llaisys-cli generate: --temp must be >= 0\n");
-                return -1;
-            }
-            g->has_temp = true;
+            sp->has_temperature = true;
         } else if (!strcmp(a, "--top-p") && v) {
-            if (run_parse_float("generate", a, argv[++i], &g->top_p))
+            if (parse_number(a, argv[++i], 0, 1, true, &sp->top_p))
                 return -1;
-            if (g->top_p <= 0 || g->top_p > 1) {
-                fprintf(stderr, "llaisys-cli generate: --top-p must be in (0, 1]\n");
+            sp->has_top_p = true;
+        } else if (!strcmp(a, "--min-p") && v) {
+            if (parse_number(a, argv[++i], 0, 1, false, &sp->min_p))
                 return -1;
-            }
-            g->has_top_p = true;
+            sp->has_min_p = true;
+        } else if (!strcmp(a, "--repetition-penalty") && v) {
+            if (parse_number(a, argv[++i], 0, GEN_REPETITION_PENALTY_MAX, true,
+                             &sp->repetition_penalty))
+                return -1;
+            sp->has_repetition_penalty = true;
         } else if (!strcmp(a, "--seed") && v) {
-            if (run_parse_int("generate", a, argv[++i], 0, INT64_MAX, &x))
+            if (run_parse_int("generate", a, argv[++i], INT64_MIN, INT64_MAX, &x))
                 return -1;
-            g->seed = (unsigned long long)x;
-            g->has_seed = true;
+            sp->seed = (uint64_t)x;
+            sp->has_seed = true;
         } else if (!strcmp(a, "--print-ids")) {
             g->print_ids = true;
-        } else if (!strcmp(a, "--exact")) {
-            g->exact = true;
         } else {
             fprintf(stderr, "llaisys-cli generate: unknown or incomplete option '%s'\n", a);
             generate_usage(stderr);
@@ -125,22 +151,6 @@ static int parse_args(int argc, char **argv, struct gen_opts *g)
         return -1;
     }
     return 0;
-}
-
-/* Sampling parameters: flags first, then generation_config.json, then Hugging Face defaults. */
-static struct sampler_params pick_params(const struct gen_opts *g, const struct model *m)
-{
-    const struct generation_defaults *d = &m->gen;
-    bool sample = d->has_do_sample ? d->do_sample : false;
-    struct sampler_params p = {0};
-    p.temperature = g->has_temp ? (float)g->temp
-                    : !sample ? 0.0f
-                    : d->has_temperature ? d->temperature
-                                         : 1.0f;
-    p.top_k = g->has_top_k ? (int)g->top_k : d->has_top_k ? d->top_k : 50;
-    p.top_p = g->has_top_p ? (float)g->top_p : d->has_top_p ? d->top_p : 1.0f;
-    p.seed = g->has_seed ? g->seed : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    return p;
 }
 
 static bool is_eos(const struct model *m, int32_t id)
@@ -222,6 +232,7 @@ int cmd_generate(int argc, char **argv)
     struct tokenizer_stream *stream = NULL;
     struct model_runtime *rt = NULL;
     struct sampler smp = {0};
+    struct token_counts counts = {0};
     float *logits = NULL;
     int32_t *ids = NULL;
     int n_prompt = 0, rc = 1;
@@ -246,9 +257,9 @@ int cmd_generate(int argc, char **argv)
                        i, ids[i], V);
             goto fail;
         }
-    struct runtime_opts o = {.n_ctx = (int)g.ctx, .n_threads = (int)g.threads,
-                             .math = g.exact ? LL_MATH_EXACT : LL_MATH_FAST};
-    runtime_opts_resolve(&o, m);
+    engine_opts_resolve(&g.engine, &m->config);
+    struct runtime_opts o = {.n_ctx = g.engine.n_ctx, .n_threads = g.engine.n_threads,
+                             .math = g.engine.exact ? LL_MATH_EXACT : LL_MATH_FAST};
     if (n_prompt >= o.n_ctx) {
         ll_err_set(&err, LL_ETOOLONG, "the prompt has %d tokens, the context only %d (--ctx)",
                    n_prompt, o.n_ctx);
@@ -264,10 +275,23 @@ int cmd_generate(int argc, char **argv)
         ll_err_set(&err, LL_ENOMEM, "out of memory");
         goto fail;
     }
-    struct sampler_params sp = pick_params(&g, m);
-    if (sp.temperature > 0)
-        fprintf(stderr, "sampling: temperature %.3g, top-k %d, top-p %.3g, seed %llu\n",
-                sp.temperature, sp.top_k, sp.top_p, (unsigned long long)sp.seed);
+    struct engine_params ep = {0};
+    gen_params_resolve(&ep, &g.sampling, &m->gen);
+    const struct sampler_params *sp = &ep.sampling;
+    const struct sampler_penalties *pen = &ep.penalties;
+    if (sp->temperature > 0)
+        fprintf(stderr, "sampling: temperature %.3g, top-k %d, top-p %.3g, min-p %.3g, "
+                "repetition penalty %.3g, seed %lld\n", sp->temperature, sp->top_k, sp->top_p,
+                sp->min_p, pen->repetition, (long long)sp->seed);
+    /* the penalties count every id of the prompt and of the output, as the engine does */
+    bool penalize = sampler_penalties_active(pen);
+    if (penalize) {
+        long long max_len = (long long)n_prompt + g.n < o.n_ctx ? n_prompt + g.n : o.n_ctx;
+        if (token_counts_init(&counts, (int)max_len, &err) != LL_OK)
+            goto fail;
+        for (int i = 0; i < n_prompt; i++)
+            token_counts_add(&counts, ids[i], false);
+    }
 
     double t0 = ll_now();
     if (run_prompt(rt, ids, n_prompt, 0, logits, &err) != LL_OK)
@@ -282,11 +306,15 @@ int cmd_generate(int argc, char **argv)
             why = "context full";
             break;
         }
-        int32_t next = sampler_sample(&smp, logits, &sp, (uint64_t)pos);
+        if (penalize)
+            sampler_apply_penalties(logits, &counts, pen);
+        int32_t next = sampler_sample(&smp, logits, sp, (uint64_t)pos);
         if (is_eos(m, next)) {
             why = "eos";
             break;
         }
+        if (penalize)
+            token_counts_add(&counts, next, true);
         produced++;
         if (g.print_ids) {
             printf(produced > 1 ? " %d" : "%d", next);
@@ -325,6 +353,7 @@ fail:
 done:
     free(logits);
     sampler_free(&smp);
+    token_counts_free(&counts);
     tokenizer_stream_free(stream);
     runtime_free(rt);
     tokenizer_free(tok);

@@ -9,20 +9,24 @@
 #include <string.h>
 
 #include "commands.h"
+#include "engine_args.h"
 #include "model.h"
 #include "run_common.h"
 #include "runtime.h"
 
 #define SCORE_CHUNK 32 /* positions per forward step (each wants a full logits row) */
 
+/* The engine options score takes (it runs the model without the engine; the context is
+ * what the test needs). */
+#define SCORE_ENGINE_OPTS (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT))
+
 static void score_usage(FILE *f)
 {
     fprintf(f, "usage: llaisys-cli score --model DIR --ids \"ID ID ...\" [options]\n"
                "Prints one JSON line per position: the top-K [id, logit] pairs of the next "
                "token.\n\n"
-               "  --top K        candidates per position (default 8)\n"
-               "  --exact        f32 activations and KV cache (default: bf16 fast path)\n"
-               "  --threads N    compute threads (default 2)\n");
+               "  --top K        candidates per position (default 8)\n\n");
+    engine_args_usage(f, SCORE_ENGINE_OPTS);
 }
 
 /* The k best (logit desc, id asc) of row (n) into best[0..k), sorted. Returns how many. */
@@ -48,10 +52,15 @@ static int top_k(const float *row, int n, int k, int32_t *best)
 int cmd_score(int argc, char **argv)
 {
     const char *dir = NULL, *ids_s = NULL;
-    long long top = 8, threads = 2;
-    bool exact = false;
+    long long top = 8;
+    struct engine_opts eo = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int r = engine_args_parse("score", SCORE_ENGINE_OPTS, argc, argv, &i, &eo);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
         bool v = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             score_usage(stdout);
@@ -63,11 +72,6 @@ int cmd_score(int argc, char **argv)
         } else if (!strcmp(a, "--top") && v) {
             if (run_parse_int("score", a, argv[++i], 1, 1000, &top))
                 return 2;
-        } else if (!strcmp(a, "--threads") && v) {
-            if (run_parse_int("score", a, argv[++i], 1, 256, &threads))
-                return 2;
-        } else if (!strcmp(a, "--exact")) {
-            exact = true;
         } else {
             fprintf(stderr, "llaisys-cli score: unknown or incomplete option '%s'\n", a);
             score_usage(stderr);
@@ -92,9 +96,10 @@ int cmd_score(int argc, char **argv)
     int rc = 1;
     if (model_open(&m, dir, &err) != LL_OK)
         goto fail;
+    engine_opts_resolve(&eo, NULL); /* threads; the context is the ids given */
     struct runtime_opts o = {.n_ctx = n, .max_batch = n < SCORE_CHUNK ? n : SCORE_CHUNK,
-                             .n_threads = (int)threads,
-                             .math = exact ? LL_MATH_EXACT : LL_MATH_FAST};
+                             .n_threads = eo.n_threads,
+                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST};
     if (runtime_create(&rt, m, &o, &err) != LL_OK)
         goto fail;
     int V = m->config.vocab_size;

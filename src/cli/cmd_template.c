@@ -9,6 +9,7 @@
 
 #include "chat_template.h"
 #include "commands.h"
+#include "json.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -28,36 +29,6 @@ static void usage(FILE *f)
             "  --bos S          bos_token (overrides the model's)\n"
             "  --eos S          eos_token (overrides the model's)\n"
             "  --help           this text\n");
-}
-
-static char *read_all(FILE *f, size_t *len)
-{
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        return NULL;
-    for (;;) {
-        if (n + 1 >= cap) {
-            char *p = realloc(buf, cap * 2);
-            if (!p) {
-                free(buf);
-                return NULL;
-            }
-            buf = p;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
 }
 
 int cmd_template(int argc, char **argv)
@@ -110,17 +81,11 @@ int cmd_template(int argc, char **argv)
         }
     }
     size_t in_len;
-    input = read_all(stdin, &in_len);
-    if (!input) {
-        fprintf(stderr, "llaisys-cli template: cannot read stdin\n");
-        goto done;
-    }
-    ctx = cJSON_ParseWithLength(input, in_len);
-    if (!ctx || !cJSON_IsObject(ctx)) {
-        const char *where = cJSON_GetErrorPtr();
-        fprintf(stderr, "llaisys-cli template: stdin is not a JSON object%s%.40s%s\n",
-                where && !ctx ? " (near \"" : "", where && !ctx ? where : "",
-                where && !ctx ? "\")" : "");
+    if (ll_read_stream(stdin, "stdin", &input, &in_len, &err) != LL_OK ||
+        ll_json_parse(&ctx, input, in_len, "stdin", &err) != LL_OK)
+        goto fail;
+    if (!cJSON_IsObject(ctx)) {
+        fprintf(stderr, "llaisys-cli template: stdin is not a JSON object\n");
         goto done;
     }
     size_t out_len;

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "tokenizer.h"
+#include "util.h"
 
 static void tokenize_usage(FILE *f)
 {
@@ -28,37 +29,6 @@ static void detokenize_usage(FILE *f)
                "text decode to nothing; invalid UTF-8 becomes U+FFFD.\n\n"
                "  --model DIR     directory with tokenizer.json (and tokenizer_config.json)\n"
                "  --skip-special  leave out special tokens (BOS, EOS, ...)\n");
-}
-
-/* All of standard input, malloc'd. NULL on failure (message printed). */
-static char *read_stdin(size_t *len)
-{
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, stdin);
-        if (n < cap)
-            break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (!buf) {
-        fprintf(stderr, "llaisys-cli tokenize: out of memory reading standard input\n");
-        return NULL;
-    }
-    if (ferror(stdin)) {
-        fprintf(stderr, "llaisys-cli tokenize: reading standard input: %s\n", strerror(errno));
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 int cmd_tokenize(int argc, char **argv)
@@ -91,7 +61,9 @@ int cmd_tokenize(int argc, char **argv)
         return 1;
     }
     size_t len;
-    char *text = read_stdin(&len);
+    char *text = NULL;
+    if (ll_read_stream(stdin, "standard input", &text, &len, &err) != LL_OK)
+        fprintf(stderr, "llaisys-cli tokenize: %s\n", err.msg);
     int32_t *ids = NULL;
     size_t n = 0;
     int rc = 1;

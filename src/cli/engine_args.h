@@ -1,7 +1,8 @@
 /*
- * engine_args.h: the engine options shared by the commands that run an engine (batch,
- * bench-engine): --threads, --ctx, --block-size, --kv-blocks, --kv-memory, --max-seqs,
- * --max-batch-tokens, --max-queue, --exact, --no-prefix-cache.
+ * engine_args.h: the engine options of the commands that run the model, parsed, documented and
+ * printed through the one engine-option table (engine_opts.h): batch and bench-engine take
+ * them all; generate takes --threads, --ctx and --exact; score and bench --threads and --exact.
+ * A command passes the set it takes as a mask of ENGINE_OPT_BIT(id).
  * Messages go to stderr prefixed with "llaisys-cli CMD: ".
  */
 #ifndef LLAISYS_CLI_ENGINE_ARGS_H
@@ -11,14 +12,17 @@
 
 #include "engine.h"
 
-/* If argv[*i] is an engine option, parse it (and its value, advancing *i) into o and return 1;
- * return 0 when it is not one, -1 after printing what was wrong with its value. */
-int engine_args_parse(const char *cmd, int argc, char **argv, int *i, struct engine_opts *o);
+/* If argv[*i] is an engine option in mask ("--flag VALUE", "--flag=VALUE", or a bool's bare
+ * "--flag"), parse it (and its value, advancing *i) into o and return 1; return 0 when it is
+ * not one, -1 after printing what was wrong with its value. */
+int engine_args_parse(const char *cmd, unsigned mask, int argc, char **argv, int *i,
+                      struct engine_opts *o);
 
-/* Print the engine options' help lines. */
-void engine_args_usage(FILE *f);
+/* Print "engine options:" and the help line of each option in mask (defaults of the default
+ * profile). */
+void engine_args_usage(FILE *f, unsigned mask);
 
-/* Print the resolved options of a created engine to f (one line). */
+/* Print the resolved options of a created engine to f: "engine: threads: 2, ctx: 4096, ...". */
 void engine_args_print(FILE *f, const struct engine *e);
 
 #endif

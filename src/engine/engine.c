@@ -35,48 +35,10 @@ const char *engine_finish_str(enum engine_finish f)
     case ENGINE_FINISH_ERROR:
         return "error";
     case ENGINE_RUNNING:
+    case ENGINE_FINISH_COUNT:
         break;
     }
     return "";
-}
-
-static size_t kv_bytes_per_block(const struct model *m, const struct engine_opts *o)
-{
-    const struct model_config *c = &m->config;
-    return (size_t)c->n_layers * 2 * (size_t)c->n_kv_heads * (size_t)c->head_dim *
-           (o->exact ? 4 : 2) * (size_t)o->block_size;
-}
-
-void engine_opts_resolve(struct engine_opts *o, const struct model *m)
-{
-    if (o->n_threads <= 0)
-        o->n_threads = 2;
-    if (o->n_ctx <= 0)
-        o->n_ctx = m->config.max_position > 0 && m->config.max_position < 4096
-                       ? m->config.max_position
-                       : 4096;
-    if (o->block_size <= 0)
-        o->block_size = 16;
-    if (o->max_seqs <= 0)
-        o->max_seqs = 16;
-    if (o->max_batch_tokens <= 0)
-        o->max_batch_tokens = o->max_seqs > 256 ? o->max_seqs : 256;
-    if (o->max_queue <= 0)
-        o->max_queue = 256;
-    if (o->kv_blocks <= 0) {
-        long long blocks;
-        if (o->kv_memory > 0) {
-            blocks = (long long)(o->kv_memory / kv_bytes_per_block(m, o));
-        } else {
-            /* Every sequence may use a quarter of the context on average, and one sequence
-             * the whole of it; preemption covers the rare overflow. */
-            long long tokens = (long long)o->max_seqs * o->n_ctx / 4;
-            if (tokens < o->n_ctx)
-                tokens = o->n_ctx;
-            blocks = (tokens + o->block_size - 1) / o->block_size;
-        }
-        o->kv_blocks = blocks > (1 << 24) ? 1 << 24 : (int)blocks;
-    }
 }
 
 const struct model *engine_model(const struct engine *e) { return e->model; }
@@ -84,33 +46,6 @@ const struct tokenizer *engine_tokenizer(const struct engine *e) { return e->tok
 const struct engine_opts *engine_get_opts(const struct engine *e) { return &e->opts; }
 
 /* ---- create / destroy ---- */
-
-static enum ll_status check_opts(const struct engine_opts *o, struct ll_err *err)
-{
-    const char *what = NULL;
-    if (o->n_threads < 1 || o->n_threads > 256)
-        what = "threads must be 1..256";
-    else if (o->n_ctx < 2)
-        what = "the context must hold at least 2 tokens";
-    else if (o->block_size > 4096)
-        what = "block size must be 1..4096";
-    else if (o->kv_blocks < 1)
-        what = "the KV pool needs at least one block (--kv-blocks / --kv-memory)";
-    else if ((long long)o->kv_blocks * o->block_size > (1LL << 30))
-        what = "the KV pool is larger than 2^30 slots";
-    else if (o->max_seqs < 1 || o->max_seqs > 4096)
-        what = "max seqs must be 1..4096";
-    else if (o->max_batch_tokens < o->max_seqs || o->max_batch_tokens > 65536)
-        what = "max batch tokens must be >= max seqs and <= 65536";
-    else if (o->max_queue < 1)
-        what = "max queue must be >= 1";
-    if (what)
-        return ll_err_set(err, LL_EINVAL, "engine options: %s (threads %d, ctx %d, block size %d, "
-                          "kv blocks %d, max seqs %d, max batch tokens %d, max queue %d)", what,
-                          o->n_threads, o->n_ctx, o->block_size, o->kv_blocks, o->max_seqs,
-                          o->max_batch_tokens, o->max_queue);
-    return LL_OK;
-}
 
 enum ll_status engine_create(struct engine **out, const char *model_dir,
                              const struct engine_opts *opts, struct ll_err *err)
@@ -124,9 +59,16 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
         goto fail;
     if (opts)
         e->opts = *opts;
-    engine_opts_resolve(&e->opts, e->model);
+    engine_opts_resolve(&e->opts, &e->model->config);
     const struct engine_opts *o = &e->opts;
-    if ((s = check_opts(o, err)) != LL_OK || (s = tokenizer_load(&e->tok, model_dir, err)) != LL_OK)
+    if ((s = engine_opts_check(o, err)) != LL_OK)
+        goto fail;
+    if (o->kv_blocks < 1) {
+        s = ll_err_set(err, LL_EINVAL, "engine options: the KV pool needs at least one block "
+                       "(--kv-blocks, or a larger --kv-memory)");
+        goto fail;
+    }
+    if ((s = tokenizer_load(&e->tok, model_dir, err)) != LL_OK)
         goto fail;
     struct runtime_opts ro = {
         .n_ctx = o->n_ctx, .n_slots = o->kv_blocks * o->block_size, .block_size = o->block_size,

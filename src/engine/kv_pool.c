@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "util.h"
 
 enum ll_status kv_pool_init(struct kv_pool *p, int n_blocks, int block_size, struct ll_err *err)
@@ -186,18 +187,11 @@ void kv_pool_release_table(struct kv_pool *p, const int32_t *blocks, int n)
         kv_pool_release(p, blocks[i]);
 }
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 uint64_t kv_pool_hash_block(uint64_t parent, const int32_t *tokens, int block_size)
 {
-    uint64_t h = mix64(parent ^ 0x6a09e667f3bcc909ull);
+    uint64_t h = ll_mix64(parent ^ 0x6a09e667f3bcc909ull);
     for (int i = 0; i < block_size; i++)
-        h = mix64(h ^ ((uint64_t)(uint32_t)tokens[i] + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)));
+        h = ll_mix64(h ^ ((uint64_t)(uint32_t)tokens[i] + LL_GOLDEN64 * (uint64_t)(i + 1)));
     return h ? h : 1;
 }
 

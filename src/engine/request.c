@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "engine_impl.h"
+#include "hash.h"
 #include "model.h"
 #include "util.h"
 
@@ -175,10 +176,7 @@ static uint64_t mix_seed(uint64_t seed, int choice)
 {
     if (choice == 0)
         return seed; /* choice 0 draws exactly what a single-sequence run with this seed does */
-    uint64_t z = seed ^ ((uint64_t)choice * 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return ll_mix64(seed ^ ((uint64_t)choice * LL_GOLDEN64));
 }
 
 /* Reject with a message (counted in stats). */

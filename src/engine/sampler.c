@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "ops.h"
 
 enum ll_status sampler_init(struct sampler *s, int vocab, struct ll_err *err)
@@ -46,17 +47,10 @@ void sampler_free(struct sampler *s)
     s->w = NULL;
 }
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 double sampler_uniform(uint64_t seed, uint64_t counter)
 {
-    uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ull);
-    h = mix64(h ^ (counter * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
+    uint64_t h = ll_mix64(seed + LL_GOLDEN64);
+    h = ll_mix64(h ^ (counter * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
     return (double)(h >> 11) * (1.0 / 9007199254740992.0);
 }
 

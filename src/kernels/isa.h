@@ -23,8 +23,8 @@ enum ll_isa {
 };
 
 /* The cap LLAISYS_KERNEL sets (LL_ISA_AVX512 when it is unset or empty), read once per process.
- * An unknown value is reported on the log (log.h) and ignored (no cap). *requested (may be NULL) tells
- * whether a valid value was given. Any thread. */
+ * An unknown value is reported on the log (log.h) and ignored (no cap). *requested (may be
+ * NULL) tells whether a valid value was given. Any thread. */
 enum ll_isa ll_isa_cap(bool *requested);
 
 /* The name of a level as LLAISYS_KERNEL spells it ("scalar", "avx2", "avxvnni", "avx512"). */

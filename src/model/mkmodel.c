@@ -28,11 +28,13 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "hash.h"
+#include "json.h"
+#include "tokenizer.h"
 #include "util.h"
 
 #define CHUNK_BYTES ((uint64_t)8 << 20)
 #define EMBED_STD 0.02 /* embeddings, lm_head, biases, and the spread of norm weights */
-#define GOLDEN 0x9E3779B97F4A7C15ull
 
 /* Files mkmodel writes; a directory holding only these may be replaced with force. */
 static const char *const written_files[] = {
@@ -123,19 +125,12 @@ struct gen_tensor {
     float offset; /* 1 for norm weights, else 0 */
 };
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t name_key(uint64_t seed, const char *name)
 {
     uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a */
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         h = (h ^ *p) * 0x100000001B3ull;
-    return mix64(mix64(seed + GOLDEN) ^ h);
+    return ll_mix64(ll_mix64(seed + LL_GOLDEN64) ^ h);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -164,7 +159,7 @@ static void init_of(struct gen_tensor *t)
 /* The bf16 bits of element i. Sum of four 16-bit uniforms: mean 131070, std 37837.23. */
 static inline uint16_t gen_bf16(const struct gen_tensor *t, uint64_t i)
 {
-    uint64_t r = mix64(t->key + (i + 1) * GOLDEN);
+    uint64_t r = ll_mix64(t->key + (i + 1) * LL_GOLDEN64);
     int32_t sum = (int32_t)(r & 0xFFFF) + (int32_t)((r >> 16) & 0xFFFF) +
                   (int32_t)((r >> 32) & 0xFFFF) + (int32_t)(r >> 48);
     return ll_f32_to_bf16((float)(sum - 131070) * t->scale + t->offset);
@@ -509,15 +504,6 @@ static enum ll_status generation_write(int bos, int eos, const char *path, struc
 
 /* ---- tokenizer files ---- */
 
-/* The content of a special-token entry of tokenizer_config.json (a string or {content}). */
-static const char *token_content(const cJSON *cfg, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (cJSON_IsObject(v))
-        v = cJSON_GetObjectItemCaseSensitive(v, "content");
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* The id of token text `content` in tokenizer.json (added tokens, then the model's vocab). */
 static int token_id(const cJSON *tok, const char *content)
 {
@@ -561,26 +547,24 @@ struct file_text {
 
 /* Read the two tokenizer files, derive bos/eos ids when the spec leaves them -1, and check the
  * vocabulary covers the tokenizer. */
-static enum ll_status tokenizer_load(const struct mkmodel_spec *s, const char *dir,
-                                     struct file_text *tok_json, struct file_text *tok_cfg,
-                                     int *bos, int *eos, struct ll_err *err)
+static enum ll_status tokenizer_files_read(const struct mkmodel_spec *s, const char *dir,
+                                           struct file_text *tok_json, struct file_text *tok_cfg,
+                                           int *bos, int *eos, struct ll_err *err)
 {
     char *p1 = ll_path_join(dir, "tokenizer.json"), *p2 = ll_path_join(dir, "tokenizer_config.json");
-    cJSON *tok = NULL, *cfg = NULL;
+    cJSON *tok = NULL;
+    struct tokenizer_config cfg = {0};
     enum ll_status st;
     if (!p1 || !p2) {
         st = ll_err_set(err, LL_ENOMEM, "out of memory");
         goto out;
     }
+    /* The raw texts are copied as they are; tokenizer_config.json's fields come from its reader. */
     if ((st = ll_read_file(p1, &tok_json->text, &tok_json->len, err)) ||
-        (st = ll_read_file(p2, &tok_cfg->text, &tok_cfg->len, err)))
+        (st = ll_read_file(p2, &tok_cfg->text, &tok_cfg->len, err)) ||
+        (st = ll_json_parse(&tok, tok_json->text, tok_json->len, p1, err)) ||
+        (st = tokenizer_config_read(&cfg, dir, err)))
         goto out;
-    tok = cJSON_ParseWithLength(tok_json->text, tok_json->len);
-    cfg = cJSON_ParseWithLength(tok_cfg->text, tok_cfg->len);
-    if (!tok || !cfg) {
-        st = ll_err_set(err, LL_EJSON, "%s: invalid JSON", tok ? p2 : p1);
-        goto out;
-    }
     int n_tok = token_count(tok);
     if (n_tok == 0) {
         st = ll_err_set(err, LL_ETOKENIZER, "%s: no tokens found", p1);
@@ -591,13 +575,13 @@ static enum ll_status tokenizer_load(const struct mkmodel_spec *s, const char *d
                         s->vocab_size, n_tok, p1);
         goto out;
     }
-    const char *names[2] = {"bos_token", "eos_token"};
+    const char *names[2] = {"bos_token", "eos_token"}, *content[2] = {cfg.bos_token, cfg.eos_token};
     int *ids[2] = {bos, eos}, given[2] = {s->bos_token_id, s->eos_token_id};
     for (int i = 0; i < 2; i++) {
         *ids[i] = given[i];
         if (given[i] >= 0)
             continue;
-        const char *c = token_content(cfg, names[i]);
+        const char *c = content[i];
         if (!c) {
             st = ll_err_set(err, LL_ETOKENIZER, "%s: no %s", p2, names[i]);
             goto out;
@@ -609,7 +593,7 @@ static enum ll_status tokenizer_load(const struct mkmodel_spec *s, const char *d
     }
 out:
     cJSON_Delete(tok);
-    cJSON_Delete(cfg);
+    tokenizer_config_free(&cfg);
     free(p1);
     free(p2);
     return st;
@@ -689,7 +673,7 @@ enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer
     if ((st = out_dir_check(out, force, err)))
         goto out;
     int bos = s->bos_token_id, eos = s->eos_token_id;
-    if (tokenizer_dir && (st = tokenizer_load(s, tokenizer_dir, &tj, &tc, &bos, &eos, err)))
+    if (tokenizer_dir && (st = tokenizer_files_read(s, tokenizer_dir, &tj, &tc, &bos, &eos, err)))
         goto out;
 
     if (mkdir(tmp, 0755) != 0) {

@@ -152,7 +152,7 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     *out = NULL;
     const struct model_config *c = &m->config;
     struct runtime_opts o = *opts;
-    runtime_opts_resolve(&o, m);
+    runtime_opts_resolve(&o);
     if (o.n_ctx < 1 || o.max_batch < 1 || o.n_threads < 1 || o.n_threads > 256 ||
         o.block_size < 1 || o.n_slots % o.block_size)
         return ll_err_set(err, LL_EINVAL,

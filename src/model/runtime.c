@@ -1,17 +1,14 @@
 /*
  * runtime.c: the family-independent face of the forward pass (see runtime.h): option defaults
- * and dispatch to m->family. Called by the thread that owns the runtime.
+ * (n_ctx is the caller's: engine_opts_resolve picks the default context) and dispatch to
+ * m->family. Called by the thread that owns the runtime.
  */
 #include "runtime.h"
 
 #include "model_registry.h"
 
-void runtime_opts_resolve(struct runtime_opts *o, const struct model *m)
+void runtime_opts_resolve(struct runtime_opts *o)
 {
-    if (o->n_ctx <= 0)
-        o->n_ctx = m->config.max_position > 0 && m->config.max_position < 4096
-                       ? m->config.max_position
-                       : 4096;
     if (o->n_slots <= 0)
         o->n_slots = o->n_ctx;
     if (o->block_size <= 0)
@@ -19,7 +16,7 @@ void runtime_opts_resolve(struct runtime_opts *o, const struct model *m)
     if (o->max_batch <= 0)
         o->max_batch = 512;
     if (o->n_threads <= 0)
-        o->n_threads = 2;
+        o->n_threads = LL_POOL_DEFAULT_THREADS;
 }
 
 enum ll_status runtime_create(struct model_runtime **out, const struct model *m,

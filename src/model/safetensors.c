@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json.h"
+#include "utf8.h"
 #include "util.h"
 
 struct st_file {
@@ -69,42 +71,6 @@ bool st_dtype_to_ll(enum st_dtype t, enum ll_dtype *out)
     case ST_F32: *out = LL_F32; return true;
     default: return false;
     }
-}
-
-/* Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code points past
- * U+10FFFF included), or len when all of s is valid. */
-static size_t utf8_invalid_at(const uint8_t *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t n;
-        uint32_t cp, min;
-        if ((c & 0xE0) == 0xC0) {
-            n = 2, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 3, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 4, cp = c & 0x07, min = 0x10000;
-        } else {
-            return i;
-        }
-        if (len - i < n)
-            return i;
-        for (size_t k = 1; k < n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return i;
-        i += n;
-    }
-    return len;
 }
 
 /* A JSON number that is an integer in [0, 2^53] (exact in a double). */
@@ -355,27 +321,15 @@ static enum ll_status file_add(struct safetensors *st, const char *path, struct 
     if (n < 2)
         return ll_err_set(err, LL_EFORMAT, "%s: header length %llu is too short for a JSON object",
                           path, (unsigned long long)n);
-    const uint8_t *hdr = f->map + 8;
-    size_t bad = utf8_invalid_at(hdr, (size_t)n);
+    const char *hdr = (const char *)f->map + 8;
+    size_t bad = ll_utf8_valid_prefix(hdr, (size_t)n);
     if (bad != n)
         return ll_err_set(err, LL_EFORMAT, "%s: header is not valid UTF-8 (byte %zu of the header)",
                           path, bad);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts((const char *)hdr, (size_t)n, &end, 0);
-    if (!root) {
-        size_t at = end ? (size_t)(end - (const char *)hdr) : 0;
-        return ll_err_set(err, LL_EJSON, "%s: header is not valid JSON (near byte %zu of %llu)",
-                          path, at, (unsigned long long)n);
-    }
-    /* After the object only padding (spaces, as Hugging Face pads to 8 bytes) may follow. */
-    for (const char *p = end; p < (const char *)hdr + n; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            cJSON_Delete(root);
-            return ll_err_set(err, LL_EJSON,
-                              "%s: header has data after its JSON object (byte %zu of %llu)", path,
-                              (size_t)(p - (const char *)hdr), (unsigned long long)n);
-        }
-    }
+    /* One JSON value; after it only padding (spaces, as Hugging Face pads to 8 bytes). */
+    cJSON *root = NULL;
+    if (ll_json_parse(&root, hdr, (size_t)n, "header", err) != LL_OK)
+        return ll_err_prefix(err, "%s: ", path);
 
     enum ll_status s = LL_OK;
     struct range *ranges = NULL;
@@ -491,15 +445,11 @@ enum ll_status st_open_index(struct safetensors **out, const char *index_path, s
     enum ll_status s = ll_read_file(index_path, &text, &len, err);
     if (s != LL_OK)
         return s;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!root) {
-        s = ll_err_set(err, LL_EJSON, "%s: invalid JSON near byte %zu", index_path,
-                       end ? (size_t)(end - text) : 0);
-        free(text);
-        return s;
-    }
+    cJSON *root = NULL;
+    s = ll_json_parse(&root, text, len, index_path, err);
     free(text);
+    if (s != LL_OK)
+        return s;
 
     struct safetensors *st = NULL;
     char *dir = NULL;

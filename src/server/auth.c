@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server_impl.h"
+#include "auth.h"
 #include "util.h"
 
 bool auth_equal(const char *a, size_t alen, const char *b, size_t blen)

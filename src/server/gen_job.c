@@ -4,72 +4,79 @@
  * logprobs or the SSE chunks made from their outputs (reasoning and answer in separate chunks),
  * echo, usage, finish reasons, metrics and the request's log line.
  *
- * A job belongs to its connection's thread (the route handler, then the SSE content reader);
- * the watcher and the cancel route only call gen_job_cancel on it under the live table's lock,
- * and the job is unregistered before it is freed. The engine merges what a slow reader has not
- * taken yet, so nothing here ever makes the scheduler wait.
+ * A job belongs to its connection's thread (the route handler, then the SSE response's reader);
+ * the watcher and the cancel route only reach it through its live entry, whose callback
+ * (gen_job_cancel) they call under the live table's lock, and the job is unregistered before it
+ * is freed. The engine merges what a slow reader has not taken yet, so nothing here ever makes
+ * the scheduler wait.
  */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
+#include "buf.h"
+#include "gen_job.h"
+#include "live.h"
+#include "log.h"
+#include "metrics.h"
 #include "model.h"
+#include "openai_response.h"
+#include "request_id.h"
 #include "server_impl.h"
+#include "sse.h"
 #include "tokenizer.h"
 #include "util.h"
 
-static uint64_t random_seed(void)
-{
-    uint64_t s;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s)
-        s = (uint64_t)(ll_now() * 1e9) ^ (uint64_t)(uintptr_t)&s;
-    return s;
-}
+struct gen_choice {
+    struct engine_req *req;
+    struct engine_output out;    /* reused across polls */
+    int index;                   /* choices[].index */
+    int prompt;                  /* which prompt it continues */
+    bool done;
+    enum engine_finish finish;
+    struct engine_usage usage;
+    double queue_s;
+    struct ll_buf text;          /* non-stream: the whole text (after the echoed prompt) */
+    struct ll_buf reasoning;     /* non-stream: the whole reasoning */
+    int32_t *ids;                /* non-stream with logprobs: (n_lp) tokens and their logprobs */
+    struct sampler_logprobs *lp;
+    int n_lp, cap_lp;
+    char *echo;                  /* completions echo: the prompt's text, else NULL */
+    size_t echo_len;
+    long long chars;             /* characters of the text so far (logprobs text_offset) */
+    int n_seen;                  /* tokens seen so far */
+    double t_last;               /* when the last ones arrived */
+};
 
-/* Sampling parameters: the request's, else generation_config.json's, else OpenAI's defaults
- * (temperature 1, top_p 1, no top-k, no min-p, no penalties). */
-static struct sampler_params sampling(const struct server *srv, const struct oai_request *r,
-                                      struct sampler_penalties *pen)
-{
-    const struct generation_defaults *g = &engine_model(srv->engine)->gen;
-    struct sampler_params p = {.temperature = 1, .top_p = 1};
-    *pen = (struct sampler_penalties){.repetition = 1, .presence = r->presence_penalty,
-                                      .frequency = r->frequency_penalty};
-    if (g->has_min_p)
-        p.min_p = g->min_p;
-    if (g->has_repetition_penalty)
-        pen->repetition = g->repetition_penalty;
-    if (r->has_min_p)
-        p.min_p = r->min_p;
-    if (r->has_repetition_penalty)
-        pen->repetition = r->repetition_penalty;
-    if (g->has_do_sample && !g->do_sample)
-        p.temperature = 0;
-    else if (g->has_temperature)
-        p.temperature = g->temperature;
-    if (g->has_top_p)
-        p.top_p = g->top_p;
-    if (g->has_top_k)
-        p.top_k = g->top_k;
-    if (r->has_temperature)
-        p.temperature = r->temperature;
-    if (r->has_top_p)
-        p.top_p = r->top_p;
-    if (r->has_top_k)
-        p.top_k = r->top_k > 0 ? r->top_k : 0;
-    p.seed = r->has_seed ? r->seed : random_seed();
-    return p;
-}
+struct gen_job {
+    struct server *srv;
+    struct oai_meta meta;
+    char id[48];
+    char xrid[129];
+    char method[16], url[64];    /* for the log line */
+    bool stream, include_usage;
+    bool logprobs, reasoning, skip_special;
+    int top_logprobs;
+    int n_choices;
+    struct gen_choice *ch;
+    int prompt_tokens;           /* over all prompts, each counted once */
+    double t_arrival, t_first, t_end;
+    double keepalive;            /* seconds between SSE comments while nothing comes */
+    struct sse_buf sse;          /* stream: the chunks waiting to be written */
+    bool role_sent, sent_done;
+    bool broken;                 /* out of memory while formatting: the response is cut */
+    int status;                  /* HTTP status answered */
+    struct live_entry live;      /* registration with the watcher (its flags: [live]) */
+};
 
 static void job_free(struct gen_job *j)
 {
     for (int i = 0; i < j->n_choices; i++) {
         engine_output_free(&j->ch[i].out);
-        free(j->ch[i].text);
-        free(j->ch[i].reasoning);
+        ll_buf_free(&j->ch[i].text);
+        ll_buf_free(&j->ch[i].reasoning);
         free(j->ch[i].ids);
         free(j->ch[i].lp);
         free(j->ch[i].echo);
@@ -77,6 +84,16 @@ static void job_free(struct gen_job *j)
     sse_free(&j->sse);
     free(j->ch);
     free(j);
+}
+
+/* The live entry's callback: cancel the engine requests (with the live table's lock held, so
+ * the job is registered and alive; the engine requests are released only after unregistering). */
+static void gen_job_cancel(void *owner)
+{
+    struct gen_job *j = owner;
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->ch[i].req)
+            engine_cancel(j->ch[i].req);
 }
 
 static enum ll_status submit_error(enum ll_status s, const struct ll_err *err, int n_prompt,
@@ -127,14 +144,13 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     }
     j->srv = srv;
     j->n_choices = n;
-    j->fd = -1;
+    j->live.fd = -1;
     j->stream = r->stream;
     j->include_usage = r->stream && r->include_usage;
     j->t_arrival = c->t_arrival;
-    j->t_last_write = ll_now();
     j->keepalive = srv->opts->keepalive;
     char hex[33];
-    http_random_hex(hex);
+    request_id_random(hex);
     snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
     snprintf(j->xrid, sizeof j->xrid, "%s", c->xrid);
     snprintf(j->method, sizeof j->method, "%s", c->method);
@@ -146,15 +162,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->top_logprobs = r->top_logprobs;
     j->reasoning = r->kind == OAI_CHAT && srv->reasoning;
     j->skip_special = r->skip_special_tokens;
-    struct sampler_penalties pen;
-    struct sampler_params sp = sampling(srv, r, &pen);
-    struct sampler_bias *bias = NULL;
-    if (r->n_logit_bias && !(bias = malloc(sizeof *bias * (size_t)r->n_logit_bias))) {
-        job_free(j);
-        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
-    }
-    for (int b = 0; b < r->n_logit_bias; b++)
-        bias[b] = (struct sampler_bias){r->logit_bias[b].id, r->logit_bias[b].bias};
+    struct engine_params base;
+    oai_request_params(r, &engine_model(srv->engine)->gen, &base);
     enum ll_status s = LL_OK;
     int i = 0;
     for (int p = 0; p < n_prompts && s == LL_OK; p++) {
@@ -175,33 +184,17 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
             if (ch->echo)
                 ch->chars = oai_logprobs_chars(srv->tok, prompts[p], n_ids[p],
                                                r->skip_special_tokens);
-            struct engine_params ep = {
-                .prompt = prompts[p],
-                .n_prompt = n_ids[p],
-                .sampling = sp,
-                .penalties = pen,
-                .logit_bias = bias,
-                .n_logit_bias = r->n_logit_bias,
-                .choice = k,
-                .max_tokens = r->max_tokens,
-                .min_tokens = r->min_tokens,
-                .stop_ids = r->stop_token_ids,
-                .n_stop_ids = r->n_stop_token_ids,
-                .stop = (const char *const *)r->stop,
-                .n_stop = r->n_stop,
-                .ignore_eos = r->ignore_eos,
-                .keep_special = !r->skip_special_tokens,
-                .logprobs = r->logprobs,
-                .top_logprobs = r->top_logprobs,
-                .reasoning = j->reasoning,
-            };
+            struct engine_params ep = base;
+            ep.prompt = prompts[p];
+            ep.n_prompt = n_ids[p];
+            ep.choice = k;
+            ep.reasoning = j->reasoning;
             if ((s = engine_submit(srv->engine, &ep, &ch->req, &err)) != LL_OK) {
                 submit_error(s, &err, n_ids[p], srv->n_ctx, e);
                 break;
             }
         }
     }
-    free(bias);
     if (s != LL_OK) {
         for (int q = 0; q < i; q++)
             engine_req_release(j->ch[q].req);
@@ -211,14 +204,21 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
 
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    j->fd = ci ? ci->connect_fd : -1;
-    j->deadline = srv->opts->request_timeout > 0 ? j->t_arrival + srv->opts->request_timeout : 0;
-    live_add(srv->live, j);
+    j->live.fd = ci ? ci->connect_fd : -1;
+    j->live.deadline =
+        srv->opts->request_timeout > 0 ? j->t_arrival + srv->opts->request_timeout : 0;
+    j->live.id = j->id;
+    j->live.xrid = j->xrid;
+    j->live.cancel = gen_job_cancel;
+    j->live.owner = j;
+    live_add(srv->live, &j->live);
     *out = j;
     return LL_OK;
 }
 
-bool gen_job_done(const struct gen_job *j)
+static void gen_job_finish(struct gen_job *j);
+
+static bool gen_job_done(const struct gen_job *j)
 {
     for (int i = 0; i < j->n_choices; i++)
         if (!j->ch[i].done)
@@ -228,7 +228,7 @@ bool gen_job_done(const struct gen_job *j)
 
 static const char *finish_reason(const struct gen_job *j, const struct gen_choice *c)
 {
-    if (c->finish == ENGINE_FINISH_CANCELLED && atomic_load(&j->timed_out))
+    if (c->finish == ENGINE_FINISH_CANCELLED && atomic_load(&j->live.timed_out))
         return "length";
     return engine_finish_str(c->finish);
 }
@@ -255,26 +255,6 @@ static void emit(struct gen_job *j, char *json)
     if (!json || !sse_event(&j->sse, json))
         j->broken = true;
     free(json);
-}
-
-/* Append n bytes to a growable string. false: out of memory. */
-static bool append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
-{
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < *len + n + 1)
-            nc *= 2;
-        char *t = realloc(*buf, nc);
-        if (!t)
-            return false;
-        *buf = t;
-        *cap = nc;
-    }
-    if (n)
-        memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = 0;
-    return true;
 }
 
 /* Keep the ids and logprobs of a poll (non-stream). */
@@ -348,8 +328,8 @@ static void handle(struct gen_job *j, struct gen_choice *c)
     }
     if (j->stream) {
         stream_delta(j, c, o);
-    } else if (!append(&c->text, &c->len, &c->cap, o->text, o->text_len) ||
-               !append(&c->reasoning, &c->rlen, &c->rcap, o->reasoning, o->reasoning_len) ||
+    } else if (!ll_buf_append(&c->text, o->text, o->text_len) ||
+               !ll_buf_append(&c->reasoning, o->reasoning, o->reasoning_len) ||
                (j->logprobs && o->n_ids > 0 && o->logprobs && !keep_logprobs(c, o))) {
         j->broken = true;
         return;
@@ -385,7 +365,10 @@ static bool poll_all(struct gen_job *j)
     return any;
 }
 
-bool gen_job_pump(struct gen_job *j, double timeout_s)
+/* Move what the engine produced into the job (chunks into job->sse when streaming, text
+ * otherwise), waiting up to timeout_s when nothing is there yet. When every choice is done,
+ * a stream gets its usage chunk and [DONE]. Returns true when anything happened. */
+static bool gen_job_pump(struct gen_job *j, double timeout_s)
 {
     if (j->stream && !j->role_sent) { /* chat streams open with the role of every choice, */
         j->role_sent = true;          /* completions with the echoed prompts */
@@ -431,8 +414,40 @@ bool gen_job_pump(struct gen_job *j, double timeout_s)
     return any;
 }
 
+/* ---- the stream's producer (sse.h) ---- */
+
+static enum sse_state stream_state(void *ctx)
+{
+    struct gen_job *j = ctx;
+    if (j->broken || atomic_load(&j->live.client_gone))
+        return SSE_BROKEN;
+    return j->sent_done ? SSE_ENDED : SSE_OPEN;
+}
+
+static void stream_pump(void *ctx, double timeout_s)
+{
+    gen_job_pump(ctx, timeout_s);
+}
+
+static void stream_finish(void *ctx)
+{
+    gen_job_finish(ctx);
+}
+
+/* Serve a stream: an SSE response that owns the job from here. */
+static enum MHD_Result serve_stream(struct gen_job *j, struct http_ctx *c)
+{
+    j->status = 200;
+    c->log_done = true;
+    struct sse_source src = {.queue = &j->sse, .keepalive = j->keepalive, .state = stream_state,
+                             .pump = stream_pump, .finish = stream_finish, .ctx = j};
+    return sse_respond(c, &src);
+}
+
 enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
 {
+    if (j->stream)
+        return serve_stream(j, c);
     /* libmicrohttpd would count the whole generation as client inactivity */
     MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     while (!gen_job_done(j) && !j->broken)
@@ -440,7 +455,7 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT,
                               (unsigned)c->srv->opts->write_timeout);
     c->log_done = true;
-    if (atomic_load(&j->client_gone)) {
+    if (atomic_load(&j->live.client_gone)) {
         j->status = 499; /* (nginx's word for it; nothing is sent) */
         c->status = 499;
         gen_job_finish(j);
@@ -454,10 +469,10 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
             failed = &j->ch[i];
     if (j->broken) {
         oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
-        res = http_respond_error(c, &e);
+        res = respond_error(c, &e);
     } else if (failed) {
         oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", failed->out.error);
-        res = http_respond_error(c, &e);
+        res = respond_error(c, &e);
     } else {
         struct oai_choice *cs = calloc(j->n_choices > 0 ? (size_t)j->n_choices : 1, sizeof *cs);
         char *body = NULL;
@@ -465,17 +480,24 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
             struct oai_logprobs *lps = calloc((size_t)j->n_choices, sizeof *lps);
             for (int i = 0; lps && i < j->n_choices; i++) {
                 struct gen_choice *ch = &j->ch[i];
-                size_t cap = ch->echo_len + 1; /* (tokenizer_decode's allocation) */
-                if (ch->echo && !append(&ch->echo, &ch->echo_len, &cap, ch->text, ch->len)) {
-                    j->broken = true; /* the prompt's text, then the completion */
+                if (ch->echo) { /* the prompt's text, then the completion */
+                    struct ll_buf t = {0};
+                    ll_buf_append(&t, ch->echo, ch->echo_len);
+                    ll_buf_append(&t, ch->text.data, ch->text.len);
+                    ll_buf_free(&ch->text);
+                    ch->text = t;
+                }
+                if (ch->text.failed) {
+                    j->broken = true;
                     break;
                 }
                 lps[i] = logprobs_of(j, ch->ids, ch->lp, ch->n_lp, ch->chars);
                 cs[i] = (struct oai_choice){
-                    .index = ch->index, .text = ch->echo ? ch->echo : ch->text,
-                    .text_len = ch->echo ? ch->echo_len : ch->len,
-                    .reasoning = j->reasoning ? (ch->reasoning ? ch->reasoning : "") : NULL,
-                    .reasoning_len = ch->rlen, .logprobs = j->logprobs ? &lps[i] : NULL,
+                    .index = ch->index, .text = ch->text.data, .text_len = ch->text.len,
+                    .reasoning = j->reasoning ? (ch->reasoning.data ? ch->reasoning.data : "")
+                                              : NULL,
+                    .reasoning_len = ch->reasoning.len,
+                    .logprobs = j->logprobs ? &lps[i] : NULL,
                     .finish_reason = finish_reason(j, ch)};
             }
             struct oai_usage u;
@@ -485,21 +507,21 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
             free(lps);
             free(cs);
         }
-        res = http_respond_json(c, 200, body);
+        res = respond_json(c, 200, body);
     }
     j->status = c->status;
     gen_job_finish(j);
     return res;
 }
 
-void gen_job_finish(struct gen_job *j)
+/* Release the engine requests (cancelling unfinished ones), unregister, record metrics, write
+ * the log line, free. */
+static void gen_job_finish(struct gen_job *j)
 {
-    if (!j)
-        return;
     struct server *srv = j->srv;
-    live_remove(srv->live, j);
+    live_remove(srv->live, &j->live);
     j->t_end = ll_now();
-    enum cancel_reason why = (enum cancel_reason)atomic_load(&j->cancel_reason);
+    enum cancel_reason why = (enum cancel_reason)atomic_load(&j->live.reason);
     if (why == CANCEL_NONE)
         why = CANCEL_DISCONNECT; /* ended before the engine did: the connection went away */
     int completion = 0;
@@ -514,7 +536,7 @@ void gen_job_finish(struct gen_job *j)
         enum engine_finish seen = c->finish;
         enum cancel_reason r = CANCEL_NONE;
         if (seen == ENGINE_FINISH_CANCELLED) {
-            r = atomic_load(&j->timed_out) ? CANCEL_TIMEOUT : why;
+            r = atomic_load(&j->live.timed_out) ? CANCEL_TIMEOUT : why;
             if (r == CANCEL_TIMEOUT)
                 seen = ENGINE_FINISH_LENGTH;
         }

@@ -1,14 +1,11 @@
 /*
  * http.c: the libmicrohttpd glue: the daemon (one thread per connection), request bodies
- * under the size limit, request ids, CORS, API-key checks, routing, response helpers, and the
- * SSE content reader that writes a generation job's chunks as the engine produces them.
+ * under the size limit, request ids, CORS, API-key checks, routing to the WebUI and the API
+ * routes, and the per-request log line and status metrics.
  *
  * Thread per connection: a route handler may block (tokenizing, waiting for a non-stream
- * generation) and the SSE reader blocks in engine_wait while no token is ready, without holding
- * up any other connection. The reader returns at least every keep-alive interval (an SSE
- * comment), which stays below libmicrohttpd's inactivity timeout (the write timeout), so only a
- * client that reads nothing for that long is dropped; dropping the response finishes its job,
- * which cancels the engine requests.
+ * generation) and an SSE response (sse.c) blocks in the engine while no token is ready,
+ * without holding up any other connection.
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -17,174 +14,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth.h"
+#include "buf.h"
+#include "http.h"
+#include "log.h"
+#include "request_id.h"
+#include "respond.h"
+#include "routes.h"
 #include "server_impl.h"
 #include "util.h"
+#include "webui.h"
 
-void http_random_hex(char out[33])
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        static atomic_ullong counter;
-        uint64_t x = (uint64_t)(ll_now() * 1e9) ^ (atomic_fetch_add(&counter, 1) << 40);
-        for (int i = 0; i < 16; i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
-            b[i] = (unsigned char)(x >> 56);
-    }
-    for (int i = 0; i < 16; i++) {
-        out[2 * i] = hex[b[i] >> 4];
-        out[2 * i + 1] = hex[b[i] & 15];
-    }
-    out[32] = 0;
-}
-
-/* ---- responses ---- */
-
-void http_add_common_headers(struct http_ctx *c, struct MHD_Response *r)
-{
-    MHD_add_response_header(r, "X-Request-Id", c->xrid);
-    if (c->cors[0]) {
-        MHD_add_response_header(r, "Access-Control-Allow-Origin", c->cors);
-        MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Request-Id");
-        if (strcmp(c->cors, "*"))
-            MHD_add_response_header(r, "Vary", "Origin");
-    }
-    if (atomic_load(&c->srv->state) == SERVER_DRAINING)
-        MHD_add_response_header(r, "Connection", "close");
-}
-
-static enum MHD_Result queue(struct http_ctx *c, int status, struct MHD_Response *r)
-{
-    if (!r)
-        return MHD_NO;
-    http_add_common_headers(c, r);
-    enum MHD_Result res = MHD_queue_response(c->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    c->status = status;
-    return res;
-}
-
-enum MHD_Result http_respond_json(struct http_ctx *c, int status, char *body)
-{
-    if (!body) {
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
-                                  "\"server_error\",\"param\":null,\"code\":null}}";
-        struct MHD_Response *r =
-            MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
-        if (r)
-            MHD_add_response_header(r, "Content-Type", "application/json");
-        return queue(c, 500, r);
-    }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    return queue(c, status, r);
-}
-
-enum MHD_Result http_respond_error(struct http_ctx *c, const struct oai_error *e)
-{
-    int status = ll_status_http(e->status);
-    char *body = oai_error_json(e);
-    if (!body)
-        return http_respond_json(c, 500, NULL);
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    if (status == 429)
-        MHD_add_response_header(r, "Retry-After", "1");
-    else if (status == 503)
-        MHD_add_response_header(r, "Retry-After", "5");
-    else if (status == 401)
-        MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    if (status >= 500 || log_enabled(LOG_DEBUG))
-        log_msg(status >= 500 ? LOG_WARN : LOG_DEBUG, "%s %s %s %d: %s", c->xrid, c->method,
-                c->url, status, e->message);
-    return queue(c, status, r);
-}
-
-enum MHD_Result http_respond_text(struct http_ctx *c, int status, const char *type,
-                                  const char *text)
-{
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
-    if (r)
-        MHD_add_response_header(r, "Content-Type", type);
-    return queue(c, status, r);
-}
-
-/* ---- SSE ---- */
-
-static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    (void)pos;
-    struct gen_job *j = cls;
-    for (;;) {
-        if (j->broken || atomic_load(&j->client_gone))
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (sse_pending(&j->sse)) {
-            j->t_last_write = ll_now();
-            return (ssize_t)sse_take(&j->sse, buf, max);
-        }
-        if (j->sent_done)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        double wait = j->keepalive - (ll_now() - j->t_last_write);
-        if (wait <= 0) {
-            if (!sse_comment(&j->sse, "keep-alive"))
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            continue;
-        }
-        gen_job_pump(j, wait);
-    }
-}
-
-static void sse_reader_free(void *cls)
-{
-    gen_job_finish(cls);
-}
-
-enum MHD_Result http_respond_stream(struct http_ctx *c, struct gen_job *job)
-{
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, job,
-                                          sse_reader_free);
-    if (!r) {
-        gen_job_finish(job);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    job->status = 200;
-    c->log_done = true;
-    return queue(c, 200, r); /* from here the response owns the job */
-}
+/* One request: what the routes see, and the body as it arrives. */
+struct request {
+    struct http_ctx c;
+    struct ll_buf body;
+    bool body_too_large;
+};
 
 /* ---- requests ---- */
-
-static bool valid_request_id(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              strchr("-_.:/+=@", ch)))
-            return false;
-    }
-    return true;
-}
 
 static void set_cors(struct http_ctx *c)
 {
@@ -210,28 +61,15 @@ static enum MHD_Result body_too_large(struct http_ctx *c)
     oai_error_set(&e, LL_EBODYLIMIT, NULL, "request_too_large",
                   "The request body is larger than the limit of %zu bytes",
                   c->srv->opts->max_body);
-    return http_respond_error(c, &e);
+    return respond_error(c, &e);
 }
 
-static bool append_body(struct http_ctx *c, const char *data, size_t n)
+/* Append to the body. false: over the limit, or out of memory. */
+static bool append_body(struct request *q, const char *data, size_t n)
 {
-    size_t limit = c->srv->opts->max_body;
-    if (c->body_len + n > limit)
+    if (q->body.len + n > q->c.srv->opts->max_body)
         return false;
-    if (c->body_len + n + 1 > c->body_cap) {
-        size_t cap = c->body_cap ? c->body_cap : 4096;
-        while (cap < c->body_len + n + 1)
-            cap *= 2;
-        char *p = realloc(c->body, cap);
-        if (!p)
-            return false;
-        c->body = p;
-        c->body_cap = cap;
-    }
-    memcpy(c->body + c->body_len, data, n);
-    c->body_len += n;
-    c->body[c->body_len] = 0;
-    return true;
+    return ll_buf_append(&q->body, data, n);
 }
 
 static bool is_get(const struct http_ctx *c)
@@ -244,7 +82,7 @@ static enum MHD_Result not_found(struct http_ctx *c)
     struct oai_error e;
     oai_error_set(&e, LL_ENOTFOUND, NULL, "not_found", "Unknown route: %s %.200s", c->method,
                   c->url);
-    return http_respond_error(c, &e);
+    return respond_error(c, &e);
 }
 
 static enum MHD_Result dispatch(struct http_ctx *c)
@@ -261,7 +99,7 @@ static enum MHD_Result dispatch(struct http_ctx *c)
                                     "Authorization, Content-Type, X-Request-Id");
             MHD_add_response_header(r, "Access-Control-Max-Age", "600");
         }
-        return queue(c, 204, r);
+        return respond_queue(c, 204, r);
     }
     enum MHD_Result res;
     if (webui_route(c, &res)) /* the WebUI's files need no key: they hold no data */
@@ -273,7 +111,7 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         struct oai_error e;
         oai_error_set(&e, LL_EAUTH, NULL, "invalid_api_key",
                       "Missing or invalid API key: send the header 'Authorization: Bearer KEY'");
-        return http_respond_error(c, &e);
+        return respond_error(c, &e);
     }
 
     if (!strcmp(u, "/health") && is_get(c))
@@ -325,22 +163,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     (void)version;
     struct server *srv = cls;
-    struct http_ctx *c = *con_cls;
-    if (!c) { /* headers are in: set up, and refuse an announced oversized body at once */
-        if (!(c = calloc(1, sizeof *c)) || !(c->url = strdup(url))) {
-            free(c);
+    struct request *q = *con_cls;
+    struct http_ctx *c = q ? &q->c : NULL;
+    if (!q) { /* headers are in: set up, and refuse an announced oversized body at once */
+        if (!(q = calloc(1, sizeof *q)) || !(q->c.url = strdup(url))) {
+            free(q);
             return MHD_NO;
         }
-        *con_cls = c;
+        *con_cls = q;
+        c = &q->c;
         c->srv = srv;
         c->conn = conn;
         c->t_arrival = ll_now();
         snprintf(c->method, sizeof c->method, "%s", method);
         const char *xrid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
-        if (xrid && valid_request_id(xrid))
+        if (xrid && request_id_valid(xrid))
             snprintf(c->xrid, sizeof c->xrid, "%s", xrid);
         else
-            http_random_hex(c->xrid);
+            request_id_random(c->xrid);
         set_cors(c);
         limit_send_buffer(conn);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -349,28 +189,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             errno = 0;
             unsigned long long v = strtoull(cl, &end, 10);
             if (errno || *end || v > srv->opts->max_body) {
-                c->body_too_large = true;
+                q->body_too_large = true;
                 return body_too_large(c);
             }
         }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!c->body_too_large && !c->status && !append_body(c, upload_data, *upload_size)) {
-            c->body_too_large = true; /* keep reading (and dropping) the rest, then answer */
-            free(c->body);
-            c->body = NULL;
-            c->body_len = c->body_cap = 0;
+        if (!q->body_too_large && !c->status && !append_body(q, upload_data, *upload_size)) {
+            q->body_too_large = true; /* keep reading (and dropping) the rest, then answer */
+            ll_buf_free(&q->body);
         }
         *upload_size = 0;
         return MHD_YES;
     }
     if (c->status) /* answered already */
         return MHD_YES;
-    if (c->body_too_large)
+    if (q->body_too_large)
         return body_too_large(c);
-    if (!c->body && !append_body(c, "", 0)) /* routes get a NUL-terminated body */
+    if (!ll_buf_reserve(&q->body, 0)) /* routes get a NUL-terminated body, "" when none */
         return MHD_NO;
+    c->body = q->body.data;
+    c->body_len = q->body.len;
     return dispatch(c);
 }
 
@@ -380,9 +220,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     (void)toe;
     struct server *srv = cls;
-    struct http_ctx *c = *con_cls;
-    if (!c)
+    struct request *q = *con_cls;
+    if (!q)
         return;
+    struct http_ctx *c = &q->c;
     if (c->status) {
         metrics_http(&srv->metrics, c->status);
         if (!c->log_done) {
@@ -391,9 +232,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                     c->xrid, c->method, c->url, c->status, ll_now() - c->t_arrival);
         }
     }
-    free(c->body);
+    ll_buf_free(&q->body);
     free(c->url);
-    free(c);
+    free(q);
     *con_cls = NULL;
 }
 

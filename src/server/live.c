@@ -1,32 +1,39 @@
 /*
- * live.c: the jobs in flight and the watcher thread that cancels them when their client hangs
- * up or their time limit passes.
+ * live.c: the requests in flight and the watcher thread that cancels them when their client
+ * hangs up or their time limit passes.
  *
  * libmicrohttpd only notices a vanished client when it next writes, and a connection thread is
  * blocked in the engine while its request is queued or in prefill; so the watcher polls the
- * sockets of every registered job for POLLRDHUP/POLLHUP and cancels the job's engine requests,
- * which wakes the connection thread within one engine step. It also wakes for the earliest
+ * sockets of every registered entry for POLLRDHUP/POLLHUP and calls its cancel callback (a
+ * generation job cancels its engine requests), which wakes the connection thread within one
+ * engine step. It also wakes for the earliest
  * request deadline. An eventfd wakes it when the table changes.
  *
- * The table (a list through gen_job.live_prev/next) is guarded by t->lock; a job is
- * unregistered by its owner before it is freed, so a job found in the list under the lock is
- * alive. The watcher polls a copy of the fds without the lock and, after poll(), looks each
- * job up again by its registration serial before touching it. Lock order: t->lock, then the
- * engine's mailbox lock (engine_cancel).
+ * The table (a list through live_entry.prev/next) is guarded by t->lock; an entry is
+ * unregistered by its owner before it is freed, so an entry found in the list under the lock
+ * is alive. The watcher polls a copy of the fds without the lock and, after poll(), looks each
+ * entry up again (same address, same fd) before touching it. Cancelling calls the owner's
+ * callback under t->lock: lock order t->lock, then whatever the callback takes (the engine's
+ * mailbox lock for a generation job).
+ *
+ * A poll() failure (EINVAL past the descriptor limit, ENOMEM) is a run-time condition: it is
+ * logged once and the loop retries after a short sleep; deadlines are still enforced.
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "server_impl.h"
+#include "live.h"
+#include "log.h"
 #include "util.h"
 
 struct live_table {
     pthread_mutex_t lock;
-    struct gen_job *head;
+    struct live_entry *head;
     int n;
     int wake_fd;
     bool stop;
@@ -34,13 +41,12 @@ struct live_table {
     bool started;
 };
 
-void gen_job_cancel(struct gen_job *j, enum cancel_reason why)
+/* Record why (the first reason wins) and stop the owner's work. With t->lock held. */
+static void cancel(struct live_entry *e, enum cancel_reason why)
 {
     int none = CANCEL_NONE;
-    atomic_compare_exchange_strong(&j->cancel_reason, &none, (int)why);
-    for (int i = 0; i < j->n_choices; i++)
-        if (j->ch[i].req)
-            engine_cancel(j->ch[i].req);
+    atomic_compare_exchange_strong(&e->reason, &none, (int)why);
+    e->cancel(e->owner);
 }
 
 static void wake(struct live_table *t)
@@ -54,8 +60,9 @@ static void *watch_main(void *arg)
 {
     struct live_table *t = arg;
     struct pollfd *fds = NULL;
-    struct gen_job **jobs = NULL;
+    struct live_entry **entries = NULL;
     int cap = 0;
+    bool poll_failing = false; /* logged the failure already */
     for (;;) {
         pthread_mutex_lock(&t->lock);
         if (t->stop) {
@@ -67,9 +74,9 @@ static void *watch_main(void *arg)
             struct pollfd *f = realloc(fds, (size_t)ncap * sizeof *f);
             if (f)
                 fds = f;
-            struct gen_job **g = realloc(jobs, (size_t)ncap * sizeof *g);
+            struct live_entry **g = realloc(entries, (size_t)ncap * sizeof *g);
             if (g)
-                jobs = g;
+                entries = g;
             if (f && g)
                 cap = ncap;
         }
@@ -81,18 +88,18 @@ static void *watch_main(void *arg)
         int n = 1;
         double now = ll_now(), next = 0;
         fds[0] = (struct pollfd){.fd = t->wake_fd, .events = POLLIN};
-        for (struct gen_job *j = t->head; j; j = j->live_next) {
-            if (j->deadline > 0 && !atomic_load(&j->timed_out)) {
-                if (j->deadline <= now) {
-                    atomic_store(&j->timed_out, true);
-                    gen_job_cancel(j, CANCEL_TIMEOUT);
-                } else if (next == 0 || j->deadline < next) {
-                    next = j->deadline;
+        for (struct live_entry *e = t->head; e; e = e->next) {
+            if (e->deadline > 0 && !atomic_load(&e->timed_out)) {
+                if (e->deadline <= now) {
+                    atomic_store(&e->timed_out, true);
+                    cancel(e, CANCEL_TIMEOUT);
+                } else if (next == 0 || e->deadline < next) {
+                    next = e->deadline;
                 }
             }
-            if (j->fd >= 0 && !atomic_load(&j->client_gone) && n < cap) {
-                fds[n] = (struct pollfd){.fd = j->fd, .events = POLLRDHUP};
-                jobs[n++] = j;
+            if (e->fd >= 0 && !atomic_load(&e->client_gone) && n < cap) {
+                fds[n] = (struct pollfd){.fd = e->fd, .events = POLLRDHUP};
+                entries[n++] = e;
             }
         }
         bool short_copy = n < t->n + 1;
@@ -102,8 +109,18 @@ static void *watch_main(void *arg)
         if (short_copy && (timeout < 0 || timeout > 100))
             timeout = 100; /* the copy was short of memory: look again soon */
         int r = poll(fds, (nfds_t)n, timeout);
-        if (r < 0 && errno != EINTR)
-            LL_ASSERT(!"poll failed");
+        if (r < 0 && errno != EINTR) {
+            if (!poll_failing)
+                log_msg(LOG_ERROR, "hang-up watcher: poll of %d sockets failed (%s); retrying",
+                        n, strerror(errno));
+            poll_failing = true;
+            poll(NULL, 0, 100); /* not a busy loop while it lasts */
+            continue;
+        }
+        if (r >= 0 && poll_failing) {
+            log_msg(LOG_INFO, "hang-up watcher: poll works again");
+            poll_failing = false;
+        }
         if (r <= 0)
             continue;
         if (fds[0].revents & POLLIN) {
@@ -115,11 +132,11 @@ static void *watch_main(void *arg)
         for (int i = 1; i < n; i++) {
             if (!(fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)))
                 continue;
-            for (struct gen_job *j = t->head; j; j = j->live_next) {
-                if (j == jobs[i] && j->fd == fds[i].fd) {
-                    if (!atomic_exchange(&j->client_gone, true)) {
-                        log_msg(LOG_DEBUG, "request %s: client hung up", j->xrid);
-                        gen_job_cancel(j, CANCEL_DISCONNECT);
+            for (struct live_entry *e = t->head; e; e = e->next) {
+                if (e == entries[i] && e->fd == fds[i].fd) {
+                    if (!atomic_exchange(&e->client_gone, true)) {
+                        log_msg(LOG_DEBUG, "request %s: client hung up", e->xrid);
+                        cancel(e, CANCEL_DISCONNECT);
                     }
                     break;
                 }
@@ -128,7 +145,7 @@ static void *watch_main(void *arg)
         pthread_mutex_unlock(&t->lock);
     }
     free(fds);
-    free(jobs);
+    free(entries);
     return NULL;
 }
 
@@ -171,32 +188,32 @@ void live_destroy(struct live_table *t)
     free(t);
 }
 
-void live_add(struct live_table *t, struct gen_job *j)
+void live_add(struct live_table *t, struct live_entry *e)
 {
     pthread_mutex_lock(&t->lock);
-    j->live_prev = NULL;
-    j->live_next = t->head;
+    e->prev = NULL;
+    e->next = t->head;
     if (t->head)
-        t->head->live_prev = j;
-    t->head = j;
+        t->head->prev = e;
+    t->head = e;
     t->n++;
-    j->registered = true;
+    e->registered = true;
     pthread_mutex_unlock(&t->lock);
     wake(t);
 }
 
-void live_remove(struct live_table *t, struct gen_job *j)
+void live_remove(struct live_table *t, struct live_entry *e)
 {
     pthread_mutex_lock(&t->lock);
-    if (j->registered) {
-        if (j->live_prev)
-            j->live_prev->live_next = j->live_next;
+    if (e->registered) {
+        if (e->prev)
+            e->prev->next = e->next;
         else
-            t->head = j->live_next;
-        if (j->live_next)
-            j->live_next->live_prev = j->live_prev;
+            t->head = e->next;
+        if (e->next)
+            e->next->prev = e->prev;
         t->n--;
-        j->registered = false;
+        e->registered = false;
     }
     pthread_mutex_unlock(&t->lock);
 }
@@ -205,9 +222,9 @@ int live_cancel_id(struct live_table *t, const char *id)
 {
     int n = 0;
     pthread_mutex_lock(&t->lock);
-    for (struct gen_job *j = t->head; j; j = j->live_next) {
-        if (!strcmp(j->id, id) || !strcmp(j->xrid, id)) {
-            gen_job_cancel(j, CANCEL_ROUTE);
+    for (struct live_entry *e = t->head; e; e = e->next) {
+        if ((e->id && !strcmp(e->id, id)) || (e->xrid && !strcmp(e->xrid, id))) {
+            cancel(e, CANCEL_ROUTE);
             n++;
         }
     }
@@ -218,8 +235,8 @@ int live_cancel_id(struct live_table *t, const char *id)
 void live_cancel_all(struct live_table *t, enum cancel_reason why)
 {
     pthread_mutex_lock(&t->lock);
-    for (struct gen_job *j = t->head; j; j = j->live_next)
-        gen_job_cancel(j, why);
+    for (struct live_entry *e = t->head; e; e = e->next)
+        cancel(e, why);
     pthread_mutex_unlock(&t->lock);
 }
 

@@ -5,12 +5,12 @@
  * leaf lock, held for a few additions). Engine-wide gauges and counters (running/waiting, KV
  * blocks, prefix cache, preemptions) are read at render time from engine_get_stats.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server_impl.h"
+#include "buf.h"
+#include "metrics.h"
 
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
                                      0.25,  0.5,   0.75, 1,    2.5,  5,    7.5,  10,
@@ -62,7 +62,7 @@ void metrics_finish(struct metrics *m, enum engine_finish finish, enum cancel_re
                     int prompt_tokens, int generated_tokens, double queue_s)
 {
     pthread_mutex_lock(&m->lock);
-    if ((unsigned)finish < 5)
+    if ((unsigned)finish < ENGINE_FINISH_COUNT)
         m->finished[finish]++;
     if (why != CANCEL_NONE && (unsigned)why < CANCEL_COUNT)
         m->cancellations[why]++;
@@ -104,36 +104,24 @@ void metrics_http(struct metrics *m, int status)
 /* ---- exposition ---- */
 
 struct text {
-    struct jbuf b;
+    struct ll_buf b;
     char label[160]; /* model="…", escaped */
 };
 
-static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct text *t, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        jbuf_raw(&t->b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
-
 static void family(struct text *t, const char *name, const char *type, const char *help)
 {
-    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    ll_buf_printf(&t->b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static void sample_u(struct text *t, const char *name, const char *extra, uint64_t v)
 {
-    put(t, "%s{%s%s%s} %llu\n", name, t->label, extra ? "," : "", extra ? extra : "",
-        (unsigned long long)v);
+    ll_buf_printf(&t->b, "%s{%s%s%s} %llu\n", name, t->label, extra ? "," : "",
+                  extra ? extra : "", (unsigned long long)v);
 }
 
 static void sample_d(struct text *t, const char *name, double v)
 {
-    put(t, "%s{%s} %.9g\n", name, t->label, v);
+    ll_buf_printf(&t->b, "%s{%s} %.9g\n", name, t->label, v);
 }
 
 static void hist(struct text *t, const char *name, const char *help, const struct histogram *h)
@@ -147,14 +135,15 @@ static void hist(struct text *t, const char *name, const char *help, const struc
             snprintf(le, sizeof le, "%g", h->bounds[i]);
         else
             snprintf(le, sizeof le, "+Inf");
-        put(t, "%s_bucket{%s,le=\"%s\"} %llu\n", name, t->label, le, (unsigned long long)cum);
+        ll_buf_printf(&t->b, "%s_bucket{%s,le=\"%s\"} %llu\n", name, t->label, le,
+                      (unsigned long long)cum);
     }
-    put(t, "%s_sum{%s} %.9g\n", name, t->label, h->sum);
-    put(t, "%s_count{%s} %llu\n", name, t->label, (unsigned long long)h->count);
+    ll_buf_printf(&t->b, "%s_sum{%s} %.9g\n", name, t->label, h->sum);
+    ll_buf_printf(&t->b, "%s_count{%s} %llu\n", name, t->label, (unsigned long long)h->count);
 }
 
 char *metrics_render(struct metrics *m, const struct engine_stats *st, const char *model,
-                     int state)
+                     bool ready)
 {
     struct text t = {0};
     size_t w = (size_t)snprintf(t.label, sizeof t.label, "model_name=\"");
@@ -175,14 +164,13 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
     pthread_mutex_unlock(&m->lock);
 
     family(&t, "llaisys_server_ready", "gauge", "1 when the model is loaded and serving");
-    sample_u(&t, "llaisys_server_ready", NULL, state == SERVER_READY);
+    sample_u(&t, "llaisys_server_ready", NULL, ready);
 
-    static const char *const finish_names[5] = {"", "stop", "length", "cancelled", "error"};
     family(&t, "llaisys_request_success_total", "counter",
            "Finished choices (engine requests) by finish reason");
-    for (int f = 1; f < 5; f++) {
+    for (int f = ENGINE_RUNNING + 1; f < ENGINE_FINISH_COUNT; f++) {
         char l[48];
-        snprintf(l, sizeof l, "finished_reason=\"%s\"", finish_names[f]);
+        snprintf(l, sizeof l, "finished_reason=\"%s\"", engine_finish_str(f));
         sample_u(&t, "llaisys_request_success_total", l, c.finished[f]);
     }
     static const char *const cancel_names[CANCEL_COUNT] = {"", "disconnect", "cancel_route",
@@ -255,5 +243,5 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
                "Time the scheduler spent in steps that did work");
         sample_d(&t, "llaisys_engine_busy_seconds_total", st->busy_s);
     }
-    return jbuf_finish(&t.b);
+    return ll_buf_take(&t.b);
 }

@@ -1,12 +1,16 @@
 /*
  * openai_request.c: request bodies of the OpenAI-compatible routes → struct oai_request (and
- * vLLM's /tokenize, /detokenize bodies), with every known field type- and range-checked.
+ * vLLM's /tokenize, /detokenize bodies), with every known field type- and range-checked; the
+ * lines of `llaisys-cli batch`, which are such bodies; and a request → engine parameters.
  *
- * Called on HTTP threads; pure functions of their input. Every error names the field (as
- * OpenAI's error.param) and what was expected. JSON null is treated as an absent field, unknown
- * fields are ignored. The body must be UTF-8 (checked before parsing, so a string never carries
- * invalid bytes into the tokenizer); cJSON bounds nesting depth, so deep input cannot overflow
- * the stack.
+ * Called on HTTP threads and by the batch command; pure functions of their input. Every error
+ * names the field (as OpenAI's error.param) and what was expected. JSON null is treated as an
+ * absent field, unknown fields are ignored. The body must be UTF-8 (checked before parsing, so a
+ * string never carries invalid bytes into the tokenizer); cJSON bounds nesting depth, so deep
+ * input cannot overflow the stack. Types and ranges are checked by base's JSON getters (json.h):
+ * a wrong type is LL_ETYPE with error.code "invalid_type", a value out of range LL_EINVAL with
+ * "invalid_value"; the ranges of sampling values are gen_params.h's, the limits of stops and
+ * logit_bias the engine's.
  */
 #include "openai_request.h"
 
@@ -17,6 +21,9 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+
+#include "json.h"
+#include "utf8.h"
 
 enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const char *param,
                              const char *code, const char *fmt, ...)
@@ -33,197 +40,114 @@ enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const c
     return status;
 }
 
-char *oai_error_json(const struct oai_error *e)
+cJSON *oai_error_object(const struct oai_error *e)
 {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *err = cJSON_AddObjectToObject(root, "error");
-    char *out = NULL;
+    cJSON *err = cJSON_CreateObject();
     if (err && cJSON_AddStringToObject(err, "message", e->message) &&
         cJSON_AddStringToObject(err, "type", ll_status_type(e->status)) &&
         (e->param[0] ? cJSON_AddStringToObject(err, "param", e->param)
                      : cJSON_AddNullToObject(err, "param")) &&
         (e->code[0] ? cJSON_AddStringToObject(err, "code", e->code)
                     : cJSON_AddNullToObject(err, "code")))
+        return err;
+    cJSON_Delete(err);
+    return NULL;
+}
+
+char *oai_error_json(const struct oai_error *e)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = oai_error_object(e);
+    char *out = NULL;
+    if (root && err && cJSON_AddItemToObject(root, "error", err))
         out = cJSON_PrintUnformatted(root);
+    else
+        cJSON_Delete(err);
     cJSON_Delete(root);
     return out;
 }
 
-bool oai_utf8_valid(const char *str, size_t len, size_t *bad_at)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t n;
-        unsigned cp, min;
-        if (c >= 0xc2 && c <= 0xdf) {
-            n = 1, cp = c & 0x1f, min = 0x80;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 2, cp = c & 0x0f, min = 0x800;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            goto bad;
-        }
-        if (len - i <= n)
-            goto bad;
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                goto bad;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            goto bad;
-        i += n + 1;
-    }
-    return true;
-bad:
-    if (bad_at)
-        *bad_at = i;
-    return false;
-}
-
 /* ---- field helpers: each returns LL_OK (also when the field is absent) or an error ---- */
 
-static const char *json_type_name(const cJSON *v)
+/* The error of an ll_json_get_* getter as OpenAI's, naming param. */
+static enum ll_status get_error(struct oai_error *e, const char *param, const struct ll_err *err)
 {
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsObject(v))
-        return "an object";
-    return "null";
-}
-
-/* The member `name` of obj, or NULL when absent or null. */
-static const cJSON *member(const cJSON *obj, const char *name)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return cJSON_IsNull(v) ? NULL : v;
+    const char *code = err->code == LL_ETYPE    ? "invalid_type"
+                       : err->code == LL_EINVAL ? "invalid_value"
+                                                : NULL;
+    return oai_error_set(e, err->code, param, code, "%s", err->msg);
 }
 
 static enum ll_status wrong_type(struct oai_error *e, const char *param, const char *want,
                                  const cJSON *got)
 {
-    return oai_error_set(e, LL_EINVAL, param, "invalid_type", "'%s' must be %s, not %s", param,
-                         want, json_type_name(got));
+    return oai_error_set(e, LL_ETYPE, param, "invalid_type", "'%s' must be %s, not %s", param,
+                         want, ll_json_type_name(got));
 }
 
 static enum ll_status opt_bool(const cJSON *obj, const char *name, bool *out,
                                struct oai_error *e)
 {
-    const cJSON *v = member(obj, name);
-    if (!v)
-        return LL_OK;
-    if (!cJSON_IsBool(v))
-        return wrong_type(e, name, "a boolean", v);
-    *out = cJSON_IsTrue(v);
+    struct ll_err err = {0};
+    if (ll_json_get_bool(obj, name, out, NULL, &err) != LL_OK)
+        return get_error(e, name, &err);
     return LL_OK;
 }
 
-/* A number in [lo, hi] (lo excluded when lo_open). */
+/* A number in [lo, hi] (lo excluded when lo_open); *has set when given (has may be NULL). */
 static enum ll_status opt_number(const cJSON *obj, const char *name, double lo, double hi,
                                  bool lo_open, float *out, bool *has, struct oai_error *e)
 {
-    const cJSON *v = member(obj, name);
-    if (!v)
-        return LL_OK;
-    if (!cJSON_IsNumber(v))
-        return wrong_type(e, name, "a number", v);
-    double x = v->valuedouble;
-    if (!isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo))
-        return oai_error_set(e, LL_EINVAL, name, "invalid_value",
-                             "'%s' must be %s %g and at most %g, got %g", name,
-                             lo_open ? "greater than" : "at least", lo, hi, x);
-    *out = (float)x;
+    struct ll_err err = {0};
+    double x;
+    bool present;
+    if (ll_json_get_num(obj, name, lo, hi, lo_open, &x, &present, &err) != LL_OK)
+        return get_error(e, name, &err);
+    if (present)
+        *out = (float)x;
     if (has)
-        *has = true;
+        *has = present;
     return LL_OK;
-}
-
-/* Whether v is a JSON number holding an integer in [lo, hi]. */
-static bool is_int_in(const cJSON *v, double lo, double hi)
-{
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble) &&
-           v->valuedouble >= lo && v->valuedouble <= hi;
 }
 
 static enum ll_status opt_int(const cJSON *obj, const char *name, long long lo, long long hi,
                               long long *out, bool *has, struct oai_error *e)
 {
-    const cJSON *v = member(obj, name);
-    if (!v)
-        return LL_OK;
-    if (!cJSON_IsNumber(v))
-        return wrong_type(e, name, "an integer", v);
-    if (v->valuedouble != floor(v->valuedouble) || !isfinite(v->valuedouble))
-        return oai_error_set(e, LL_EINVAL, name, "invalid_type", "'%s' must be an integer, got %g",
-                             name, v->valuedouble);
-    if (!is_int_in(v, (double)lo, (double)hi))
-        return oai_error_set(e, LL_EINVAL, name, "invalid_value",
-                             "'%s' must be between %lld and %lld, got %.17g", name, lo, hi,
-                             v->valuedouble);
-    /* (double)INT64_MAX rounds up to 2^63, which does not convert back */
-    *out = v->valuedouble >= 0x1p63 ? INT64_MAX : (long long)v->valuedouble;
-    if (has)
-        *has = true;
+    struct ll_err err = {0};
+    if (ll_json_get_int(obj, name, lo, hi, out, has, &err) != LL_OK)
+        return get_error(e, name, &err);
     return LL_OK;
 }
 
 static enum ll_status opt_string(const cJSON *obj, const char *name, char **out,
                                  struct oai_error *e)
 {
-    const cJSON *v = member(obj, name);
-    if (!v)
-        return LL_OK;
-    if (!cJSON_IsString(v))
-        return wrong_type(e, name, "a string", v);
-    if (!(*out = strdup(v->valuestring)))
+    struct ll_err err = {0};
+    const char *v = NULL;
+    if (ll_json_get_str(obj, name, &v, NULL, &err) != LL_OK)
+        return get_error(e, name, &err);
+    if (v && !(*out = strdup(v)))
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     return LL_OK;
 }
 
-/* Parse body into *root (an object). */
-static enum ll_status parse_body(cJSON **root, const char *body, size_t len, struct oai_error *e)
+/* Parse body into *root (an object); `what` names the body in messages. */
+static enum ll_status parse_body(cJSON **root, const char *body, size_t len, const char *what,
+                                 struct oai_error *e)
 {
     *root = NULL;
     size_t bad;
-    if (!oai_utf8_valid(body, len, &bad))
+    if (!ll_utf8_valid(body, len, &bad))
         return oai_error_set(e, LL_EUTF8, NULL, "invalid_utf8",
-                             "request body is not valid UTF-8 (byte offset %zu)", bad);
-    const char *end = NULL;
-    cJSON *r = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    if (!r) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        return oai_error_set(e, LL_EJSON, NULL, "invalid_json",
-                             "request body is not valid JSON (error near byte offset %zu of %zu)",
-                             at, len);
-    }
-    /* anything but whitespace after the value is an error too */
-    size_t at = (size_t)(end - body);
-    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\n' ||
-                        body[at] == '\r'))
-        at++;
-    if (at < len) {
-        cJSON_Delete(r);
-        return oai_error_set(e, LL_EJSON, NULL, "invalid_json",
-                             "request body is not valid JSON (unexpected data at byte offset %zu)",
-                             at);
-    }
+                             "%s is not valid UTF-8 (byte offset %zu)", what, bad);
+    struct ll_err err = {0};
+    cJSON *r;
+    enum ll_status s = ll_json_parse(&r, body, len, what, &err);
+    if (s != LL_OK)
+        return oai_error_set(e, s, NULL, s == LL_EJSON ? "invalid_json" : NULL, "%s", err.msg);
     if (!cJSON_IsObject(r)) {
-        enum ll_status s = oai_error_set(e, LL_EINVAL, NULL, "invalid_type",
-                                         "request body must be a JSON object, not %s",
-                                         json_type_name(r));
+        s = oai_error_set(e, LL_ETYPE, NULL, "invalid_type", "%s must be a JSON object, not %s",
+                          what, ll_json_type_name(r));
         cJSON_Delete(r);
         return s;
     }
@@ -259,7 +183,7 @@ static enum ll_status content_to_json(const cJSON *c, int i, const char *role, c
             if (!cJSON_IsObject(p))
                 return wrong_type(e, pp, "an object", p);
             if (!cJSON_IsString(type))
-                return oai_error_set(e, LL_EINVAL, pp, "invalid_type",
+                return oai_error_set(e, LL_ETYPE, pp, "invalid_type",
                                      "'%s.type' must be a string", pp);
             if (strcmp(type->valuestring, "text"))
                 return oai_error_set(e, LL_EUNSUPPORTED, pp, "unsupported_content",
@@ -316,7 +240,8 @@ static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct
                              "'%s' must be one of system, developer, user, assistant, tool; "
                              "got '%.40s'", param, role->valuestring);
     cJSON *content = NULL;
-    enum ll_status s = content_to_json(member(m, "content"), i, role->valuestring, &content, e);
+    enum ll_status s =
+        content_to_json(ll_json_member(m, "content"), i, role->valuestring, &content, e);
     if (s != LL_OK)
         return s;
     cJSON *copy = cJSON_Duplicate(m, true);
@@ -339,7 +264,7 @@ static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct
 static enum ll_status chat_context(const cJSON *root, cJSON **out, struct oai_error *e)
 {
     *out = NULL;
-    const cJSON *msgs = member(root, "messages");
+    const cJSON *msgs = ll_json_member(root, "messages");
     if (!msgs)
         return oai_error_set(e, LL_EINVAL, "messages", "missing_required_parameter",
                              "'messages' is required");
@@ -352,10 +277,10 @@ static enum ll_status chat_context(const cJSON *root, cJSON **out, struct oai_er
     enum ll_status s = opt_bool(root, "add_generation_prompt", &add_gen, e);
     if (s != LL_OK)
         return s;
-    const cJSON *tools = member(root, "tools");
+    const cJSON *tools = ll_json_member(root, "tools");
     if (tools && !cJSON_IsArray(tools))
         return wrong_type(e, "tools", "an array", tools);
-    const cJSON *kw = member(root, "chat_template_kwargs");
+    const cJSON *kw = ll_json_member(root, "chat_template_kwargs");
     if (kw && !cJSON_IsObject(kw))
         return wrong_type(e, "chat_template_kwargs", "an object", kw);
 
@@ -409,13 +334,14 @@ static enum ll_status ids_from_array(const cJSON *a, const char *param, int32_t 
     int i = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, a) {
-        if (!is_int_in(x, 0, INT32_MAX)) {
+        long long id;
+        if (!ll_json_is_int(x, 0, INT32_MAX, &id)) {
             free(v);
             return oai_error_set(e, LL_EINVAL, param, "invalid_value",
                                  "'%s[%d]' must be a token id (an integer >= 0), not %s", param,
-                                 i, cJSON_IsNumber(x) ? "that number" : json_type_name(x));
+                                 i, cJSON_IsNumber(x) ? "that number" : ll_json_type_name(x));
         }
-        v[i++] = (int32_t)x->valuedouble;
+        v[i++] = (int32_t)id;
     }
     *ids = v;
     *n = cnt;
@@ -424,7 +350,7 @@ static enum ll_status ids_from_array(const cJSON *a, const char *param, int32_t 
 
 static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, struct oai_error *e)
 {
-    const cJSON *p = member(root, "prompt");
+    const cJSON *p = ll_json_member(root, "prompt");
     if (!p)
         return oai_error_set(e, LL_EINVAL, "prompt", "missing_required_parameter",
                              "'prompt' is required");
@@ -471,9 +397,9 @@ static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, st
             if (s != LL_OK)
                 return s;
         } else {
-            return oai_error_set(e, LL_EINVAL, param, "invalid_type",
+            return oai_error_set(e, LL_ETYPE, param, "invalid_type",
                                  "'prompt' must be %s; '%s' is %s", want, param,
-                                 json_type_name(x));
+                                 ll_json_type_name(x));
         }
     }
     return LL_OK;
@@ -483,15 +409,16 @@ static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, st
 
 static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struct oai_error *e)
 {
-    const cJSON *v = member(root, "stop");
+    const cJSON *v = ll_json_member(root, "stop");
     if (!v)
         return LL_OK;
     if (!cJSON_IsString(v) && !cJSON_IsArray(v))
         return wrong_type(e, "stop", "a string or an array of strings", v);
     int cnt = cJSON_IsString(v) ? 1 : cJSON_GetArraySize(v);
-    if (cnt > OAI_MAX_STOP)
+    if (cnt > ENGINE_MAX_STOP_STRINGS)
         return oai_error_set(e, LL_EINVAL, "stop", "invalid_value",
-                             "'stop' may hold at most %d strings, got %d", OAI_MAX_STOP, cnt);
+                             "'stop' may hold at most %d strings, got %d",
+                             ENGINE_MAX_STOP_STRINGS, cnt);
     if (cnt == 0)
         return LL_OK;
     if (!(r->stop = calloc((size_t)cnt, sizeof *r->stop)))
@@ -502,9 +429,11 @@ static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struc
         snprintf(param, sizeof param, "stop[%d]", i);
         if (!cJSON_IsString(x))
             return wrong_type(e, param, "a string", x);
-        if (!x->valuestring[0])
+        size_t l = strlen(x->valuestring);
+        if (l == 0 || l > ENGINE_MAX_STOP_LEN)
             return oai_error_set(e, LL_EINVAL, param, "invalid_value",
-                                 "'%s' must not be empty", param);
+                                 "'%s' must be 1 to %d bytes long, got %zu", param,
+                                 ENGINE_MAX_STOP_LEN, l);
         if (!(r->stop[i] = strdup(x->valuestring)))
             return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
         r->n_stop = i + 1;
@@ -515,7 +444,7 @@ static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struc
 static enum ll_status parse_stop_ids(const cJSON *root, struct oai_request *r,
                                      struct oai_error *e)
 {
-    const cJSON *v = member(root, "stop_token_ids");
+    const cJSON *v = ll_json_member(root, "stop_token_ids");
     if (!v)
         return LL_OK;
     if (!cJSON_IsArray(v))
@@ -527,11 +456,12 @@ static enum ll_status parse_stop_ids(const cJSON *root, struct oai_request *r,
                              ENGINE_MAX_STOP_IDS, cnt);
     const cJSON *x;
     cJSON_ArrayForEach(x, v) {
-        if (!is_int_in(x, 0, INT32_MAX))
+        long long id;
+        if (!ll_json_is_int(x, 0, INT32_MAX, &id))
             return oai_error_set(e, LL_EINVAL, "stop_token_ids", "invalid_value",
                                  "'stop_token_ids[%d]' must be a token id (an integer >= 0)",
                                  r->n_stop_token_ids);
-        r->stop_token_ids[r->n_stop_token_ids++] = (int32_t)x->valuedouble;
+        r->stop_token_ids[r->n_stop_token_ids++] = (int32_t)id;
     }
     return LL_OK;
 }
@@ -539,16 +469,16 @@ static enum ll_status parse_stop_ids(const cJSON *root, struct oai_request *r,
 static enum ll_status parse_logit_bias(const cJSON *root, struct oai_request *r,
                                        struct oai_error *e)
 {
-    const cJSON *v = member(root, "logit_bias");
+    const cJSON *v = ll_json_member(root, "logit_bias");
     if (!v)
         return LL_OK;
     if (!cJSON_IsObject(v))
         return wrong_type(e, "logit_bias", "an object mapping token ids to numbers", v);
     int cnt = cJSON_GetArraySize(v);
-    if (cnt > OAI_MAX_LOGIT_BIAS)
+    if (cnt > ENGINE_MAX_LOGIT_BIAS)
         return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
                              "'logit_bias' may hold at most %d entries, got %d",
-                             OAI_MAX_LOGIT_BIAS, cnt);
+                             ENGINE_MAX_LOGIT_BIAS, cnt);
     if (cnt && !(r->logit_bias = calloc((size_t)cnt, sizeof *r->logit_bias)))
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     const cJSON *x;
@@ -559,10 +489,11 @@ static enum ll_status parse_logit_bias(const cJSON *root, struct oai_request *r,
         if (!k[0] || *end || k[0] == '-' || k[0] == '+' || k[0] == ' ' || id > INT32_MAX)
             return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
                                  "'logit_bias' keys must be token ids, got '%.40s'", k);
-        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 ||
-            x->valuedouble > 100)
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -OAI_MAX_BIAS ||
+            x->valuedouble > OAI_MAX_BIAS)
             return oai_error_set(e, LL_EINVAL, "logit_bias", "invalid_value",
-                                 "'logit_bias[\"%.20s\"]' must be a number from -100 to 100", k);
+                                 "'logit_bias[\"%.20s\"]' must be a number from %g to %g", k,
+                                 -OAI_MAX_BIAS, OAI_MAX_BIAS);
         r->logit_bias[r->n_logit_bias].id = (int32_t)id;
         r->logit_bias[r->n_logit_bias++].bias = (float)x->valuedouble;
     }
@@ -576,7 +507,7 @@ static enum ll_status parse_logprobs(const cJSON *root, struct oai_request *r,
     enum ll_status s;
     if (r->kind == OAI_COMPLETION) { /* legacy: logprobs is the number of alternatives */
         bool has = false;
-        if ((s = opt_int(root, "logprobs", 0, 5, &k, &has, e)) != LL_OK)
+        if ((s = opt_int(root, "logprobs", 0, OAI_MAX_COMPLETION_LOGPROBS, &k, &has, e)) != LL_OK)
             return s;
         r->logprobs = has;
         r->top_logprobs = (int)k;
@@ -585,7 +516,7 @@ static enum ll_status parse_logprobs(const cJSON *root, struct oai_request *r,
     if ((s = opt_bool(root, "logprobs", &r->logprobs, e)) != LL_OK)
         return s;
     bool has = false;
-    if ((s = opt_int(root, "top_logprobs", 0, OAI_MAX_TOP_LOGPROBS, &k, &has, e)) != LL_OK)
+    if ((s = opt_int(root, "top_logprobs", 0, SAMPLER_MAX_TOP_LOGPROBS, &k, &has, e)) != LL_OK)
         return s;
     if (has && !r->logprobs)
         return oai_error_set(e, LL_EINVAL, "top_logprobs", "invalid_value",
@@ -602,17 +533,17 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
     if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
         (s = opt_bool(root, "stream", &r->stream, e)) != LL_OK)
         return s;
-    const cJSON *so = member(root, "stream_options");
+    const cJSON *so = ll_json_member(root, "stream_options");
     if (so && !cJSON_IsObject(so))
         return wrong_type(e, "stream_options", "an object", so);
     if (so) {
-        const cJSON *iu = member(so, "include_usage");
+        const cJSON *iu = ll_json_member(so, "include_usage");
         if (iu && !cJSON_IsBool(iu))
             return wrong_type(e, "stream_options.include_usage", "a boolean", iu);
         r->include_usage = cJSON_IsTrue(iu);
     }
     /* max_completion_tokens replaces max_tokens in the chat API; either is accepted */
-    const char *mt = member(root, "max_completion_tokens") ? "max_completion_tokens"
+    const char *mt = ll_json_member(root, "max_completion_tokens") ? "max_completion_tokens"
                                                             : "max_tokens";
     v = 0;
     has = false;
@@ -623,16 +554,17 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
     if ((s = opt_int(root, "n", 1, OAI_MAX_N, &v, NULL, e)) != LL_OK)
         return s;
     r->n = (int)v;
-    if ((s = opt_number(root, "temperature", 0, 2, false, &r->temperature, &r->has_temperature,
-                        e)) != LL_OK ||
-        (s = opt_number(root, "top_p", 0, 1, true, &r->top_p, &r->has_top_p, e)) != LL_OK ||
-        (s = opt_number(root, "min_p", 0, 1, false, &r->min_p, &r->has_min_p, e)) != LL_OK ||
-        (s = opt_number(root, "presence_penalty", -2, 2, false, &r->presence_penalty, NULL,
-                        e)) != LL_OK ||
-        (s = opt_number(root, "frequency_penalty", -2, 2, false, &r->frequency_penalty, NULL,
-                        e)) != LL_OK ||
-        (s = opt_number(root, "repetition_penalty", 0, 100, true, &r->repetition_penalty,
-                        &r->has_repetition_penalty, e)) != LL_OK)
+    struct gen_settings *g = &r->sampling;
+    if ((s = opt_number(root, "temperature", 0, GEN_TEMPERATURE_MAX, false, &g->temperature,
+                        &g->has_temperature, e)) != LL_OK ||
+        (s = opt_number(root, "top_p", 0, 1, true, &g->top_p, &g->has_top_p, e)) != LL_OK ||
+        (s = opt_number(root, "min_p", 0, 1, false, &g->min_p, &g->has_min_p, e)) != LL_OK ||
+        (s = opt_number(root, "presence_penalty", -GEN_PENALTY_MAX, GEN_PENALTY_MAX, false,
+                        &g->presence_penalty, NULL, e)) != LL_OK ||
+        (s = opt_number(root, "frequency_penalty", -GEN_PENALTY_MAX, GEN_PENALTY_MAX, false,
+                        &g->frequency_penalty, NULL, e)) != LL_OK ||
+        (s = opt_number(root, "repetition_penalty", 0, GEN_REPETITION_PENALTY_MAX, true,
+                        &g->repetition_penalty, &g->has_repetition_penalty, e)) != LL_OK)
         return s;
     v = 0;
     if ((s = opt_int(root, "min_tokens", 0, INT32_MAX, &v, NULL, e)) != LL_OK)
@@ -643,14 +575,14 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
                              "'min_tokens' (%d) must not exceed '%s' (%d)", r->min_tokens, mt,
                              r->max_tokens);
     v = 0;
-    if ((s = opt_int(root, "top_k", -1, INT32_MAX, &v, &r->has_top_k, e)) != LL_OK)
+    if ((s = opt_int(root, "top_k", -1, INT32_MAX, &v, &g->has_top_k, e)) != LL_OK)
         return s;
-    r->top_k = (int)v;
+    g->top_k = (int)v;
     v = 0;
     /* doubles hold integers exactly up to 2^53; larger seeds are still deterministic */
-    if ((s = opt_int(root, "seed", INT64_MIN, INT64_MAX, &v, &r->has_seed, e)) != LL_OK)
+    if ((s = opt_int(root, "seed", INT64_MIN, INT64_MAX, &v, &g->has_seed, e)) != LL_OK)
         return s;
-    r->seed = (uint64_t)v;
+    g->seed = (uint64_t)v;
     if ((s = parse_stop(root, r, e)) != LL_OK || (s = parse_stop_ids(root, r, e)) != LL_OK ||
         (s = parse_logit_bias(root, r, e)) != LL_OK || (s = parse_logprobs(root, r, e)) != LL_OK ||
         (s = opt_bool(root, "ignore_eos", &r->ignore_eos, e)) != LL_OK ||
@@ -660,7 +592,7 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
     if (r->kind == OAI_COMPLETION) {
         if ((s = opt_bool(root, "echo", &r->echo, e)) != LL_OK)
             return s;
-        const cJSON *suffix = member(root, "suffix");
+        const cJSON *suffix = ll_json_member(root, "suffix");
         if (suffix && !cJSON_IsString(suffix))
             return wrong_type(e, "suffix", "a string", suffix);
         if (suffix && suffix->valuestring[0])
@@ -670,30 +602,95 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
     return LL_OK;
 }
 
-enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
-                                 size_t len, struct oai_error *e)
+static void request_init(struct oai_request *r, enum oai_kind kind)
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->n = 1;
-    r->repetition_penalty = 1;
     r->skip_special_tokens = true;
-    cJSON *root;
-    enum ll_status s = parse_body(&root, body, len, e);
-    if (s != LL_OK)
-        return s;
-    s = parse_fields(root, r, e);
+}
+
+/* The request of r->kind in the object root; on error *r is left empty. */
+static enum ll_status parse_request(struct oai_request *r, const cJSON *root, struct oai_error *e)
+{
+    enum oai_kind kind = r->kind;
+    enum ll_status s = parse_fields(root, r, e);
     if (s == LL_OK)
         s = kind == OAI_CHAT ? chat_context(root, &r->chat_context, e) : parse_prompts(root, r, e);
     if (s == LL_OK && (long long)r->n * (r->n_prompts ? r->n_prompts : 1) > OAI_MAX_N)
         s = oai_error_set(e, LL_EINVAL, "n", "invalid_value",
                           "'n' times the number of prompts may be at most %d", OAI_MAX_N);
-    cJSON_Delete(root);
     if (s != LL_OK) {
         oai_request_free(r);
-        r->kind = kind;
+        request_init(r, kind);
     }
     return s;
+}
+
+enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
+                                 size_t len, struct oai_error *e)
+{
+    request_init(r, kind);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, "request body", e);
+    if (s != LL_OK)
+        return s;
+    s = parse_request(r, root, e);
+    cJSON_Delete(root);
+    return s;
+}
+
+enum ll_status oai_batch_line_parse(struct oai_request *r, cJSON **id, const char *line,
+                                    size_t len, struct oai_error *e)
+{
+    *id = NULL;
+    request_init(r, OAI_COMPLETION);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, line, len, "request", e);
+    if (s != LL_OK)
+        return s;
+    const cJSON *idv = cJSON_GetObjectItemCaseSensitive(root, "id");
+    bool chat = ll_json_member(root, "messages") != NULL;
+    bool prompt = ll_json_member(root, "prompt") != NULL;
+    if (idv && !(*id = cJSON_Duplicate(idv, true)))
+        s = oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    else if (ll_json_member(root, "ids"))
+        s = oai_error_set(e, LL_EINVAL, "ids", "invalid_value",
+                          "'ids' is not a request field: give token ids as \"prompt\": [ids]");
+    else if (chat && prompt)
+        s = oai_error_set(e, LL_EINVAL, "prompt", "invalid_value",
+                          "a line holds 'messages' (a chat request) or 'prompt' (a completions "
+                          "request), not both");
+    else if (!chat && !prompt)
+        s = oai_error_set(e, LL_EINVAL, "messages", "missing_required_parameter",
+                          "a line needs 'messages' (a chat request) or 'prompt' (a completions "
+                          "request)");
+    if (s == LL_OK) {
+        r->kind = chat ? OAI_CHAT : OAI_COMPLETION;
+        s = parse_request(r, root, e);
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
+void oai_request_params(const struct oai_request *r, const struct generation_defaults *g,
+                        struct engine_params *out)
+{
+    *out = (struct engine_params){
+        .logit_bias = r->logit_bias,
+        .n_logit_bias = r->n_logit_bias,
+        .max_tokens = r->max_tokens,
+        .min_tokens = r->min_tokens,
+        .stop_ids = r->stop_token_ids,
+        .n_stop_ids = r->n_stop_token_ids,
+        .stop = (const char *const *)r->stop,
+        .n_stop = r->n_stop,
+        .ignore_eos = r->ignore_eos,
+        .keep_special = !r->skip_special_tokens,
+        .logprobs = r->logprobs,
+        .top_logprobs = r->top_logprobs,
+    };
+    gen_params_resolve(out, &r->sampling, g);
 }
 
 enum ll_status oai_request_check_supported(const struct oai_request *r, struct oai_error *e)
@@ -729,10 +726,10 @@ enum ll_status oai_tokenize_parse(struct oai_tokenize_request *r, const char *bo
 {
     memset(r, 0, sizeof *r);
     cJSON *root;
-    enum ll_status s = parse_body(&root, body, len, e);
+    enum ll_status s = parse_body(&root, body, len, "request body", e);
     if (s != LL_OK)
         return s;
-    bool chat = member(root, "messages") != NULL;
+    bool chat = ll_json_member(root, "messages") != NULL;
     r->add_special_tokens = !chat;
     if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
         (s = opt_bool(root, "add_special_tokens", &r->add_special_tokens, e)) != LL_OK ||
@@ -741,7 +738,7 @@ enum ll_status oai_tokenize_parse(struct oai_tokenize_request *r, const char *bo
     if (chat) {
         s = chat_context(root, &r->chat_context, e);
     } else {
-        const cJSON *p = member(root, "prompt");
+        const cJSON *p = ll_json_member(root, "prompt");
         if (!p)
             s = oai_error_set(e, LL_EINVAL, "prompt", "missing_required_parameter",
                               "'prompt' or 'messages' is required");
@@ -764,10 +761,10 @@ enum ll_status oai_detokenize_parse(struct oai_detokenize_request *r, const char
 {
     memset(r, 0, sizeof *r);
     cJSON *root;
-    enum ll_status s = parse_body(&root, body, len, e);
+    enum ll_status s = parse_body(&root, body, len, "request body", e);
     if (s != LL_OK)
         return s;
-    const cJSON *t = member(root, "tokens");
+    const cJSON *t = ll_json_member(root, "tokens");
     if ((s = opt_string(root, "model", &r->model, e)) != LL_OK)
         goto out;
     if (!t)

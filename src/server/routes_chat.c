@@ -5,7 +5,8 @@
  */
 #include <stdlib.h>
 
-#include "server_impl.h"
+#include "gen_job.h"
+#include "routes.h"
 
 enum MHD_Result route_chat(struct http_ctx *c)
 {
@@ -22,9 +23,7 @@ enum MHD_Result route_chat(struct http_ctx *c)
         oai_request_check_supported(&r, &e) != LL_OK ||
         route_chat_encode(c, r.chat_context, false, &ids, &n, &e) != LL_OK ||
         gen_job_start(&job, c, &r, &ids, &n, 1, &e) != LL_OK) {
-        res = http_respond_error(c, &e);
-    } else if (r.stream) {
-        res = http_respond_stream(c, job);
+        res = respond_error(c, &e);
     } else {
         res = gen_job_respond(job, c);
     }

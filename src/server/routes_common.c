@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "chat_template.h"
+#include "routes.h"
 #include "server_impl.h"
 #include "tokenizer.h"
 
@@ -19,7 +20,7 @@ bool route_require_ready(struct http_ctx *c, enum MHD_Result *res)
     oai_error_set(&e, LL_EUNAVAILABLE, NULL, st == SERVER_LOADING ? "model_loading" : "shutting_down",
                   st == SERVER_LOADING ? "The model is still loading; retry shortly"
                                        : "The server is shutting down");
-    *res = http_respond_error(c, &e);
+    *res = respond_error(c, &e);
     return false;
 }
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen_job.h"
+#include "routes.h"
 #include "server_impl.h"
 #include "tokenizer.h"
 
@@ -55,9 +57,7 @@ enum MHD_Result route_completions(struct http_ctx *c)
     if (s == LL_OK)
         s = gen_job_start(&job, c, &r, ids, n, r.n_prompts, &e);
     if (s != LL_OK)
-        res = http_respond_error(c, &e);
-    else if (r.stream)
-        res = http_respond_stream(c, job);
+        res = respond_error(c, &e);
     else
         res = gen_job_respond(job, c);
     for (int p = 0; ids && p < r.n_prompts; p++)

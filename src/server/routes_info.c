@@ -6,6 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
+#include "engine.h"
+#include "json.h"
+#include "live.h"
+#include "log.h"
+#include "routes.h"
 #include "server_impl.h"
 
 enum MHD_Result route_health(struct http_ctx *c)
@@ -14,7 +20,7 @@ enum MHD_Result route_health(struct http_ctx *c)
     const char *body = st == SERVER_READY     ? "{\"status\":\"ok\"}"
                        : st == SERVER_LOADING ? "{\"status\":\"loading\"}"
                                               : "{\"status\":\"shutting_down\"}";
-    return http_respond_text(c, st == SERVER_READY ? 200 : 503, "application/json", body);
+    return respond_text(c, st == SERVER_READY ? 200 : 503, "application/json", body);
 }
 
 enum MHD_Result route_metrics(struct http_ctx *c)
@@ -25,9 +31,10 @@ enum MHD_Result route_metrics(struct http_ctx *c)
     bool have = st != SERVER_LOADING && srv->engine;
     if (have)
         engine_get_stats(srv->engine, &stats);
-    char *text = metrics_render(&srv->metrics, have ? &stats : NULL, srv->served_name, st);
+    char *text = metrics_render(&srv->metrics, have ? &stats : NULL, srv->served_name,
+                                st == SERVER_READY);
     if (!text)
-        return http_respond_json(c, 500, NULL);
+        return respond_json(c, 500, NULL);
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -35,24 +42,20 @@ enum MHD_Result route_metrics(struct http_ctx *c)
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    http_add_common_headers(c, r);
-    enum MHD_Result res = MHD_queue_response(c->conn, 200, r);
-    MHD_destroy_response(r);
-    c->status = 200;
-    return res;
+    return respond_queue(c, 200, r);
 }
 
-static void model_object(struct jbuf *b, const struct server *srv)
+static void model_object(struct ll_buf *b, const struct server *srv)
 {
-    jbuf_lit(b, "{\"id\":");
-    jbuf_cstr(b, srv->served_name);
-    jbuf_lit(b, ",\"object\":\"model\",\"created\":");
-    jbuf_int(b, srv->started);
-    jbuf_lit(b, ",\"owned_by\":\"llaisys\",\"root\":");
-    jbuf_cstr(b, srv->served_name);
-    jbuf_lit(b, ",\"parent\":null,\"max_model_len\":");
-    jbuf_int(b, srv->n_ctx);
-    jbuf_lit(b, "}");
+    ll_buf_puts(b, "{\"id\":");
+    ll_json_put_cstr(b, srv->served_name);
+    ll_buf_puts(b, ",\"object\":\"model\",\"created\":");
+    ll_json_put_int(b, srv->started);
+    ll_buf_puts(b, ",\"owned_by\":\"llaisys\",\"root\":");
+    ll_json_put_cstr(b, srv->served_name);
+    ll_buf_puts(b, ",\"parent\":null,\"max_model_len\":");
+    ll_json_put_int(b, srv->n_ctx);
+    ll_buf_puts(b, "}");
 }
 
 enum MHD_Result route_models(struct http_ctx *c)
@@ -61,19 +64,19 @@ enum MHD_Result route_models(struct http_ctx *c)
     if (!route_require_ready(c, &res))
         return res;
     struct server *srv = c->srv;
-    struct jbuf b = {0};
+    struct ll_buf b = {0};
     if (!strcmp(c->url, "/v1/models")) {
-        jbuf_lit(&b, "{\"object\":\"list\",\"data\":[");
+        ll_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         model_object(&b, srv);
-        jbuf_lit(&b, "]}");
-        return http_respond_json(c, 200, jbuf_finish(&b));
+        ll_buf_puts(&b, "]}");
+        return respond_json(c, 200, ll_buf_take(&b));
     }
     const char *id = c->url + strlen("/v1/models/");
     struct oai_error e;
     if (route_check_model(c, id, &e) != LL_OK)
-        return http_respond_error(c, &e);
+        return respond_error(c, &e);
     model_object(&b, srv);
-    return http_respond_json(c, 200, jbuf_finish(&b));
+    return respond_json(c, 200, ll_buf_take(&b));
 }
 
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
@@ -84,15 +87,15 @@ enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
         struct oai_error e;
         oai_error_set(&e, LL_ENOTFOUND, NULL, "request_not_found",
                       "No request in flight has the id '%.160s'", id);
-        return http_respond_error(c, &e);
+        return respond_error(c, &e);
     }
     log_msg(LOG_INFO, "%s cancel requested for %s (%d request%s)", c->xrid, id, n,
             n > 1 ? "s" : "");
-    struct jbuf b = {0};
-    jbuf_lit(&b, "{\"id\":");
-    jbuf_cstr(&b, id);
-    jbuf_lit(&b, ",\"object\":\"request.cancel\",\"cancelled\":");
-    jbuf_int(&b, n);
-    jbuf_lit(&b, "}");
-    return http_respond_json(c, 200, jbuf_finish(&b));
+    struct ll_buf b = {0};
+    ll_buf_puts(&b, "{\"id\":");
+    ll_json_put_cstr(&b, id);
+    ll_buf_puts(&b, ",\"object\":\"request.cancel\",\"cancelled\":");
+    ll_json_put_int(&b, n);
+    ll_buf_puts(&b, "}");
+    return respond_json(c, 200, ll_buf_take(&b));
 }

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
+#include "json.h"
+#include "routes.h"
 #include "server_impl.h"
 #include "tokenizer.h"
 
@@ -33,33 +36,33 @@ enum MHD_Result route_tokenize(struct http_ctx *c)
         n = (int)cnt;
     }
     if (s != LL_OK) {
-        res = http_respond_error(c, &e);
+        res = respond_error(c, &e);
     } else {
-        struct jbuf b = {0};
-        jbuf_lit(&b, "{\"count\":");
-        jbuf_int(&b, n);
-        jbuf_lit(&b, ",\"max_model_len\":");
-        jbuf_int(&b, srv->n_ctx);
-        jbuf_lit(&b, ",\"tokens\":[");
+        struct ll_buf b = {0};
+        ll_buf_puts(&b, "{\"count\":");
+        ll_json_put_int(&b, n);
+        ll_buf_puts(&b, ",\"max_model_len\":");
+        ll_json_put_int(&b, srv->n_ctx);
+        ll_buf_puts(&b, ",\"tokens\":[");
         for (int i = 0; i < n; i++) {
             if (i)
-                jbuf_lit(&b, ",");
-            jbuf_int(&b, ids[i]);
+                ll_buf_puts(&b, ",");
+            ll_json_put_int(&b, ids[i]);
         }
-        jbuf_lit(&b, "],\"token_strs\":");
+        ll_buf_puts(&b, "],\"token_strs\":");
         if (r.return_token_strs) {
-            jbuf_lit(&b, "[");
+            ll_buf_puts(&b, "[");
             for (int i = 0; i < n; i++) {
                 if (i)
-                    jbuf_lit(&b, ",");
-                jbuf_cstr(&b, tokenizer_id_to_token(srv->tok, ids[i]));
+                    ll_buf_puts(&b, ",");
+                ll_json_put_cstr(&b, tokenizer_id_to_token(srv->tok, ids[i]));
             }
-            jbuf_lit(&b, "]");
+            ll_buf_puts(&b, "]");
         } else {
-            jbuf_lit(&b, "null");
+            ll_buf_puts(&b, "null");
         }
-        jbuf_lit(&b, "}");
-        res = http_respond_json(c, 200, jbuf_finish(&b));
+        ll_buf_puts(&b, "}");
+        res = respond_json(c, 200, ll_buf_take(&b));
     }
     free(ids);
     oai_tokenize_free(&r);
@@ -92,13 +95,13 @@ enum MHD_Result route_detokenize(struct http_ctx *c)
             oai_error_set(&e, s, NULL, NULL, "tokenizer: %s", err.msg);
     }
     if (s != LL_OK) {
-        res = http_respond_error(c, &e);
+        res = respond_error(c, &e);
     } else {
-        struct jbuf b = {0};
-        jbuf_lit(&b, "{\"prompt\":");
-        jbuf_str(&b, text, len);
-        jbuf_lit(&b, "}");
-        res = http_respond_json(c, 200, jbuf_finish(&b));
+        struct ll_buf b = {0};
+        ll_buf_puts(&b, "{\"prompt\":");
+        ll_json_put_str(&b, text, len);
+        ll_buf_puts(&b, "}");
+        res = respond_json(c, 200, ll_buf_take(&b));
     }
     free(text);
     oai_detokenize_free(&r);

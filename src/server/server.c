@@ -18,6 +18,11 @@
 #include <cjson/cJSON.h>
 
 #include "chat_template.h"
+#include "engine.h"
+#include "http.h"
+#include "live.h"
+#include "log.h"
+#include "metrics.h"
 #include "reasoning.h"
 #include "server_impl.h"
 #include "tokenizer.h"
@@ -64,8 +69,19 @@ static enum ll_status load_template(struct server *srv, const char *model_dir,
 static bool template_opens_think(const struct chat_template *t, const char *bos,
                                  const char *eos)
 {
-    cJSON *ctx = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                             "\"add_generation_prompt\":false}");
+    /* {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false} */
+    cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
+    cJSON *msg = cJSON_CreateObject();
+    if (msg && !cJSON_AddItemToArray(msgs, msg)) {
+        cJSON_Delete(msg);
+        msg = NULL;
+    }
+    if (!msg || !cJSON_AddStringToObject(msg, "role", "user") ||
+        !cJSON_AddStringToObject(msg, "content", "x") ||
+        !cJSON_AddFalseToObject(ctx, "add_generation_prompt")) {
+        cJSON_Delete(ctx);
+        ctx = NULL;
+    }
     char *without = NULL, *with = NULL;
     size_t n0 = 0, n1 = 0;
     bool opens = false;

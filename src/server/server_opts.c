@@ -1,7 +1,8 @@
 /*
- * server_opts.c: llaisys-server's options: one table gives each option's flag, environment
- * variable, type, range and help; defaults, then LLAISYS_* variables, then flags are applied.
- * Called once on the main thread at start-up.
+ * server_opts.c: llaisys-server's options: one table gives each server option's flag,
+ * environment variable, type, range and help; the engine's options come from the engine's own
+ * table (engine_opts.h) under the server profile. Defaults, then LLAISYS_* variables, then
+ * flags are applied. Called once on the main thread at start-up.
  */
 #include <errno.h>
 #include <math.h>
@@ -12,14 +13,15 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "auth.h"
+#include "parse.h"
 #include "server.h"
-#include "server_impl.h"
 #include "util.h"
 
 enum opt_type {
     T_STR,     /* char * */
     T_INT,     /* int, in [min, max] */
-    T_SIZE,    /* size_t bytes: 123, 64K, 512M, 2G (binary units) */
+    T_SIZE,    /* size_t bytes in [min, max]: 123, 64K, 512M, 2G (parse.h) */
     T_SECS,    /* double seconds >= 0 */
     T_BOOL,    /* bool: a flag without argument; variable 1/true/yes/on or 0/false/no/off */
     T_KEY,     /* one API key, added */
@@ -61,27 +63,7 @@ static const struct opt_def defs[] = {
      "NAME", "deepseek_r1: chat text up to </think> is reasoning_content; none: no split "
              "(default: deepseek_r1 when the chat template opens <think> or the tokenizer has "
              "<think> and </think>)"},
-    {"--ctx", "LLAISYS_CTX", T_INT, OFF(engine.n_ctx), 16, 1 << 20, "N",
-     "context length per sequence (default min(4096, max_position_embeddings))"},
-    {"--kv-memory", "LLAISYS_KV_MEMORY", T_SIZE, OFF(engine.kv_memory), 0, 0, "SIZE",
-     "bytes of KV cache, e.g. 2G (default: max(ctx, max-seqs x ctx / 4) tokens)"},
-    {"--kv-blocks", "LLAISYS_KV_BLOCKS", T_INT, OFF(engine.kv_blocks), 1, 1 << 24, "N",
-     "KV cache blocks (overrides --kv-memory)"},
-    {"--max-seqs", "LLAISYS_MAX_SEQS", T_INT, OFF(engine.max_seqs), 1, 4096, "N",
-     "sequences decoded at once (default 32)"},
-    {"--max-batch-tokens", "LLAISYS_MAX_BATCH_TOKENS", T_INT, OFF(engine.max_batch_tokens), 1,
-     1 << 20, "N",
-     "tokens per engine step, decode rows and prompt chunks (default max(128, max-seqs)): "
-     "smaller keeps inter-token latency low while prompts arrive, larger prefills faster"},
-    {"--max-queue", "LLAISYS_MAX_QUEUE", T_INT, OFF(engine.max_queue), 1, 1 << 20, "N",
-     "requests waiting to start before 429 (default 256)"},
-    {"--threads", "LLAISYS_THREADS", T_INT, OFF(engine.n_threads), 1, 1024, "N",
-     "compute threads (default 2)"},
-    {"--exact", "LLAISYS_EXACT", T_BOOL, OFF(engine.exact), 0, 0, NULL,
-     "f32 activations and KV cache (default: bf16 fast path)"},
-    {"--no-prefix-cache", "LLAISYS_NO_PREFIX_CACHE", T_BOOL, OFF(engine.no_prefix_cache), 0, 0,
-     NULL, "never share KV blocks between requests"},
-    {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 0, 0, "SIZE",
+    {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 1, 1LL << 50, "SIZE",
      "largest request body, else 413 (default 8M)"},
     {"--request-timeout", "LLAISYS_REQUEST_TIMEOUT", T_SECS, OFF(request_timeout), 0, 0, "SECS",
      "time limit per request, then it ends with finish_reason length (default 600; 0: none)"},
@@ -103,6 +85,15 @@ static const struct opt_def defs[] = {
      "do not serve the WebUI (the chat application at /)"},
 };
 
+/* One option of the help: "  FLAG ARG   help" and "[VARIABLE]" under the help. */
+static void usage_line(FILE *f, const char *flag, const char *arg, const char *help,
+                       const char *env)
+{
+    char left[64];
+    snprintf(left, sizeof left, "%s%s%s", flag, arg ? " " : "", arg ? arg : "");
+    fprintf(f, "  %-28s %s\n  %-28s [%s]\n", left, help, "", env);
+}
+
 void server_opts_usage(FILE *f)
 {
     fprintf(f, "usage: llaisys-server --model DIR [options]\n"
@@ -111,14 +102,16 @@ void server_opts_usage(FILE *f)
                "WebUI at /.\n"
                "Plain HTTP only: put a TLS-terminating reverse proxy in front for HTTPS.\n"
                "Every option can also be set by its environment variable; flags win.\n\n");
-    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s%s%s", defs[i].flag, defs[i].arg ? " " : "",
-                 defs[i].arg ? defs[i].arg : "");
-        fprintf(f, "  %-28s %s\n  %-28s [%s]\n", left, defs[i].help, "", defs[i].env);
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        usage_line(f, defs[i].flag, defs[i].arg, defs[i].help, defs[i].env);
+    fprintf(f, "  %-28s %s\n  %-28s %s\n\nengine options:\n", "--help", "this text",
+            "--version", "print the version");
+    for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
+        const struct engine_opt_def *d = &engine_opt_defs[i];
+        char help[320];
+        engine_opts_help(d, ENGINE_PROFILE_SERVER, help, sizeof help);
+        usage_line(f, d->flag, d->arg, help, d->env);
     }
-    fprintf(f, "  %-28s %s\n  %-28s %s\n", "--help", "this text", "--version",
-             "print the version");
 }
 
 static int bad(const char *src, const char *what, const char *val)
@@ -127,34 +120,11 @@ static int bad(const char *src, const char *what, const char *val)
     return -1;
 }
 
-static int parse_size(const char *s, size_t *out)
+/* Report a value error from parse.h or engine_opts_set ("SRC: must be ... (got 'VAL')"). */
+static int bad_err(const struct ll_err *err)
 {
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0))
-        return -1;
-    double mul = 1;
-    if (*end) {
-        switch (*end == 'k' ? 'K' : *end) {
-        case 'K': mul = 1024.0; break;
-        case 'M': mul = 1024.0 * 1024; break;
-        case 'G': mul = 1024.0 * 1024 * 1024; break;
-        case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
-        default: return -1;
-        }
-        end++;
-        if (*end == 'i')
-            end++;
-        if (*end == 'B')
-            end++;
-        if (*end)
-            return -1;
-    }
-    if (v * mul > 1e18)
-        return -1;
-    *out = (size_t)(v * mul);
-    return 0;
+    fprintf(stderr, "llaisys-server: %s; see --help\n", err->msg);
+    return -1;
 }
 
 static int add_str(char ***list, int *n, const char *s)
@@ -182,6 +152,7 @@ static void free_list(char ***list, int *n)
 static int apply(struct server_opts *o, const struct opt_def *d, const char *val, const char *src)
 {
     void *p = (char *)o + d->off;
+    struct ll_err err = {0};
     switch (d->type) {
     case T_STR: {
         char **s = p;
@@ -193,20 +164,15 @@ static int apply(struct server_opts *o, const struct opt_def *d, const char *val
         return 0;
     }
     case T_INT: {
-        errno = 0;
-        char *end;
-        long long v = strtoll(val, &end, 10);
-        if (!val[0] || *end || errno || v < d->min || v > d->max) {
-            char what[96];
-            snprintf(what, sizeof what, "must be an integer from %lld to %lld", d->min, d->max);
-            return bad(src, what, val);
-        }
+        long long v;
+        if (ll_parse_int(src, val, d->min, d->max, &v, &err) != LL_OK)
+            return bad_err(&err);
         *(int *)p = (int)v;
         return 0;
     }
     case T_SIZE:
-        if (parse_size(val, p) || *(size_t *)p == 0)
-            return bad(src, "must be a positive size such as 65536, 512K, 64M or 2G", val);
+        if (ll_parse_size(src, val, (uint64_t)d->min, (uint64_t)d->max, p, &err) != LL_OK)
+            return bad_err(&err);
         return 0;
     case T_SECS: {
         errno = 0;
@@ -218,15 +184,7 @@ static int apply(struct server_opts *o, const struct opt_def *d, const char *val
         return 0;
     }
     case T_BOOL:
-        if (!val || !strcasecmp(val, "1") || !strcasecmp(val, "true") || !strcasecmp(val, "yes") ||
-            !strcasecmp(val, "on"))
-            *(bool *)p = true;
-        else if (!strcasecmp(val, "0") || !strcasecmp(val, "false") || !strcasecmp(val, "no") ||
-                 !strcasecmp(val, "off") || !val[0])
-            *(bool *)p = false;
-        else
-            return bad(src, "must be 1/true/yes/on or 0/false/no/off", val);
-        return 0;
+        return ll_parse_bool(src, val, p, &err) != LL_OK ? bad_err(&err) : 0;
     case T_KEY:
         if (!val[0] || strpbrk(val, " \t\r\n"))
             return bad(src, "an API key must be non-empty and without spaces", val);
@@ -234,7 +192,6 @@ static int apply(struct server_opts *o, const struct opt_def *d, const char *val
             return bad(src, "out of memory", val);
         return 0;
     case T_KEYFILE: {
-        struct ll_err err = {0};
         if (auth_load_file(val, &o->api_keys, &o->n_api_keys, &err) != LL_OK)
             return bad(src, err.msg, val);
         return 0;
@@ -291,11 +248,20 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     o->shutdown_grace = 30;
     o->max_connections = 512;
     o->log_level = LOG_INFO;
+    o->engine.profile = ENGINE_PROFILE_SERVER;
 
+    struct ll_err err = {0};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         const char *v = getenv(defs[i].env);
         if (v && (v[0] || defs[i].type == T_BOOL) && apply(o, &defs[i], v, defs[i].env))
             return -1;
+    }
+    for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
+        const struct engine_opt_def *d = &engine_opt_defs[i];
+        const char *v = getenv(d->env);
+        if (v && (v[0] || d->type == ENGINE_OPT_BOOL) &&
+            engine_opts_set(&o->engine, d, v, d->env, &err) != LL_OK)
+            return bad_err(&err);
     }
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
@@ -313,6 +279,15 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
             if (strlen(defs[i].flag) == name_len && !strncmp(defs[i].flag, arg, name_len))
                 d = &defs[i];
+        const struct engine_opt_def *ed = d ? NULL : engine_opts_find(arg, name_len);
+        if (ed) {
+            const char *val = eq ? eq + 1 : NULL;
+            if (!eq && ed->type != ENGINE_OPT_BOOL && a + 1 < argc)
+                val = argv[++a];
+            if (engine_opts_set(&o->engine, ed, val, ed->flag, &err) != LL_OK)
+                return bad_err(&err);
+            continue;
+        }
         if (!d) {
             fprintf(stderr, "llaisys-server: unknown option '%s'; see --help\n", arg);
             return -1;
@@ -338,13 +313,11 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     if (o->reasoning_parser && strcmp(o->reasoning_parser, "none") &&
         strcmp(o->reasoning_parser, "deepseek_r1"))
         return bad("--reasoning-parser", "must be none or deepseek_r1", o->reasoning_parser);
-    /* The server's own defaults for the batch shape: 32 streams decode together, and a step
-     * carries at most 128 tokens, so a prompt chunk riding along with 32 decode rows keeps the
-     * step (every stream's inter-token gap) short on a 2-core CPU. */
-    if (o->engine.max_seqs == 0)
-        o->engine.max_seqs = 32;
-    if (o->engine.max_batch_tokens == 0)
-        o->engine.max_batch_tokens = o->engine.max_seqs > 128 ? o->engine.max_seqs : 128;
+    /* The server profile's batch shape now, the context and the KV pool when the model loads;
+     * options at odds with each other are refused here, not after the model was loaded. */
+    engine_opts_resolve(&o->engine, NULL);
+    if (engine_opts_check(&o->engine, &err) != LL_OK)
+        return bad_err(&err);
     if (o->write_timeout < 1)
         return bad("--write-timeout", "must be at least 1 second", "0");
     if (o->keepalive <= 0 || o->keepalive > o->write_timeout / 2)
@@ -382,13 +355,11 @@ void server_opts_print(const struct server_opts *o, const struct engine_opts *e,
     fprintf(f, "  api-keys: %d%s\n", o->n_api_keys,
             o->n_api_keys ? (o->metrics_public ? " (metrics public)" : "") : " (no auth)");
     fprintf(f, "  chat-template: %s\n", o->chat_template ? o->chat_template : "(the model's)");
-    if (e)
-        fprintf(f,
-                "  ctx: %d\n  kv-blocks: %d x %d tokens\n  max-seqs: %d\n  max-batch-tokens: %d\n"
-                "  max-queue: %d\n  threads: %d\n  math: %s\n  prefix-cache: %s\n",
-                e->n_ctx, e->kv_blocks, e->block_size, e->max_seqs, e->max_batch_tokens,
-                e->max_queue, e->n_threads, e->exact ? "exact (f32)" : "fast (bf16)",
-                e->no_prefix_cache ? "off" : "on");
+    if (e) {
+        fprintf(f, "  ");
+        engine_opts_print(f, e, "\n  ");
+        fputc('\n', f);
+    }
     fprintf(f,
             "  max-body: %zu bytes\n  request-timeout: %gs\n  write-timeout: %gs\n"
             "  sse-keepalive: %gs\n  shutdown-grace: %gs\n  max-connections: %d\n",

@@ -23,6 +23,7 @@
 
 #include "server_impl.h"
 #include "util.h"
+#include "webui.h"
 
 #define WEBUI_MAX_FILE (64u << 20) /* --webui-dir files larger than this are refused */
 
@@ -124,18 +125,14 @@ static enum MHD_Result send_file(struct http_ctx *c, const char *path, const voi
         MHD_add_response_header(r, "Content-Security-Policy", CSP);
         MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     }
-    http_add_common_headers(c, r);
-    enum MHD_Result res = MHD_queue_response(c->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    c->status = status;
-    return res;
+    return respond_queue(c, status, r);
 }
 
 static enum MHD_Result not_found(struct http_ctx *c, const char *path)
 {
     struct oai_error e;
     oai_error_set(&e, LL_ENOTFOUND, NULL, "not_found", "No such WebUI file: %.200s", path);
-    return http_respond_error(c, &e);
+    return respond_error(c, &e);
 }
 
 static enum MHD_Result serve_embedded(struct http_ctx *c, const char *path)
@@ -150,7 +147,7 @@ static enum MHD_Result serve_embedded(struct http_ctx *c, const char *path)
         oai_error_set(&e, LL_ENOTFOUND, NULL, "not_found",
                       "This program was built without the WebUI: build llaisys-server with make, "
                       "or start it with --webui-dir DIR");
-        return http_respond_error(c, &e);
+        return respond_error(c, &e);
     }
     if (!a)
         return not_found(c, path);
@@ -189,7 +186,7 @@ static enum MHD_Result serve_dir(struct http_ctx *c, const char *dir, const char
     if (!safe_path(path)) {
         struct oai_error e;
         oai_error_set(&e, LL_ENOTFOUND, NULL, "not_found", "Refused WebUI path: %.200s", path);
-        return http_respond_error(c, &e);
+        return respond_error(c, &e);
     }
     char *file = ll_path_join(dir, path + 1);
     char *real_dir = realpath(dir, NULL);

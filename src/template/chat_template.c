@@ -1,7 +1,7 @@
 /*
  * chat_template.c: the chat-template front: compile a template (lexer + parser), render it with
  * a JSON context plus the special tokens, and load a model directory's template and special
- * tokens from tokenizer_config.json.
+ * tokens from tokenizer_config.json (read by tokenizer_config_read, its one reader).
  *
  * A struct chat_template owns the arena holding its AST and a copy of its source; nothing in it
  * changes after chat_template_compile returns, so renders on many threads can share it.
@@ -9,11 +9,13 @@
 #include "chat_template.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jinja.h"
+#include "tokenizer.h"
 #include "util.h"
 
 struct chat_template {
@@ -125,27 +127,6 @@ enum ll_status chat_template_render(const struct chat_template *t, const struct 
     return chat_template_render_ex(t, context, bos, eos, NULL, out_text, NULL, err);
 }
 
-/* A special token: "text" or {"content": "text", ...}; NULL when absent or null. */
-static enum ll_status token_field(const cJSON *cfg, const char *key, char **out, const char *file,
-                                  struct ll_err *err)
-{
-    if (!out)
-        return LL_OK;
-    *out = NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (!v || cJSON_IsNull(v))
-        return LL_OK;
-    if (cJSON_IsObject(v))
-        v = cJSON_GetObjectItemCaseSensitive(v, "content");
-    if (!cJSON_IsString(v))
-        return ll_err_set(err, LL_EFORMAT, "%s: %s must be a string or an object with \"content\"",
-                          file, key);
-    *out = strdup(v->valuestring);
-    if (!*out)
-        return ll_err_set(err, LL_ENOMEM, "out of memory");
-    return LL_OK;
-}
-
 enum ll_status chat_template_load_model(struct chat_template **out, char **bos, char **eos,
                                         const char *model_dir, struct ll_err *err)
 {
@@ -154,55 +135,22 @@ enum ll_status chat_template_load_model(struct chat_template **out, char **bos, 
         *bos = NULL;
     if (eos)
         *eos = NULL;
-    char *path = ll_path_join(model_dir, "tokenizer_config.json");
-    if (!path)
-        return ll_err_set(err, LL_ENOMEM, "out of memory");
-    char *text = NULL, *jinja = NULL, *jinja_path = NULL;
-    size_t len;
-    cJSON *cfg = NULL;
-    enum ll_status st = ll_read_file(path, &text, &len, err);
+    struct tokenizer_config cfg;
+    char *jinja = NULL, *jinja_path = NULL;
+    const char *source;
+    enum ll_status st = tokenizer_config_read(&cfg, model_dir, err);
     if (st != LL_OK)
         goto done;
-    cfg = cJSON_ParseWithLength(text, len);
-    if (!cfg || !cJSON_IsObject(cfg)) {
-        st = ll_err_set(err, LL_EJSON, "%s: not a JSON object", path);
+    if (!cfg.found) {
+        st = ll_err_set(err, LL_EIO, "%s: %s", cfg.path, strerror(ENOENT));
         goto done;
     }
-    const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
-    const char *source = NULL;
-    if (cJSON_IsString(tpl)) {
-        source = tpl->valuestring;
-    } else if (cJSON_IsArray(tpl)) {
-        const cJSON *only = NULL;
-        int count = 0;
-        for (const cJSON *e = tpl->child; e; e = e->next) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
-            const cJSON *body = cJSON_GetObjectItemCaseSensitive(e, "template");
-            if (!cJSON_IsString(name) || !cJSON_IsString(body)) {
-                st = ll_err_set(err, LL_EFORMAT,
-                                "%s: chat_template list entries need string \"name\" and "
-                                "\"template\"",
-                                path);
-                goto done;
-            }
-            count++;
-            only = body;
-            if (!strcmp(name->valuestring, "default")) {
-                source = body->valuestring;
-                break;
-            }
-        }
-        if (!source && count == 1)
-            source = only->valuestring;
-        if (!source) {
-            st = ll_err_set(err, LL_EFORMAT, "%s: chat_template list has no \"default\" entry",
-                            path);
-            goto done;
-        }
-    } else if (tpl && !cJSON_IsNull(tpl)) {
-        st = ll_err_set(err, LL_EFORMAT, "%s: chat_template must be a string or a list", path);
+    if (cfg.chat_template_error) {
+        st = ll_err_set(err, LL_EFORMAT, "%s: %s", cfg.path, cfg.chat_template_error);
         goto done;
-    } else {
+    }
+    source = cfg.chat_template;
+    if (!source) {
         jinja_path = ll_path_join(model_dir, "chat_template.jinja");
         if (!jinja_path) {
             st = ll_err_set(err, LL_ENOMEM, "out of memory");
@@ -212,32 +160,27 @@ enum ll_status chat_template_load_model(struct chat_template **out, char **bos, 
         struct ll_err ignored;
         if (ll_read_file(jinja_path, &jinja, &jl, &ignored) != LL_OK) {
             st = ll_err_set(err, LL_EFORMAT, "%s: no chat_template (and no chat_template.jinja)",
-                            path);
+                            cfg.path);
             goto done;
         }
         source = jinja;
     }
     st = chat_template_compile(out, source, err);
     if (st != LL_OK) {
-        ll_err_prefix(err, "%s: ", jinja ? jinja_path : path);
+        ll_err_prefix(err, "%s: ", jinja ? jinja_path : cfg.path);
         goto done;
     }
-    st = token_field(cfg, "bos_token", bos, path, err);
-    if (st == LL_OK)
-        st = token_field(cfg, "eos_token", eos, path, err);
-    if (st != LL_OK) {
-        chat_template_free(*out);
-        *out = NULL;
-        if (bos) {
-            free(*bos);
-            *bos = NULL;
-        }
+    if (bos) {
+        *bos = cfg.bos_token;
+        cfg.bos_token = NULL;
+    }
+    if (eos) {
+        *eos = cfg.eos_token;
+        cfg.eos_token = NULL;
     }
 done:
-    cJSON_Delete(cfg);
-    free(text);
+    tokenizer_config_free(&cfg);
     free(jinja);
     free(jinja_path);
-    free(path);
     return st;
 }

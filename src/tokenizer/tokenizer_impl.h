@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "tokenizer.h"
 #include "hash.h"
+#include "json.h"
 #include "utf8.h"
 
 #define TOK_MAX_ID ((1 << 21) - 1) /* ids from a file are below this (fits the merge map) */
@@ -204,10 +205,6 @@ void tok_cache_put(struct tok_cache *c, const char *key, size_t n, const int32_t
 
 /* ---- loading (tokenizer_load.c, tokenizer_config.c) ---- */
 struct cJSON;
-/* Parse the JSON text read from path (data[len] must be a NUL, as ll_read_file leaves it); the
- * whole text must be one JSON value. On error names path, line and column (LL_EJSON). */
-enum ll_status tok_parse_json(const char *path, const char *data, size_t len, struct cJSON **out,
-                              struct ll_err *err);
 /* Read DIR/tokenizer_config.json if present: bos/eos tokens and add_bos/eos_token. */
 enum ll_status tok_load_config(struct tokenizer *tok, const char *model_dir, struct ll_err *err);
 

@@ -43,33 +43,13 @@ static enum ll_status no_memory(struct loader *L)
     return fail(L, LL_ENOMEM, "out of memory");
 }
 
-static const cJSON *field(const cJSON *obj, const char *name)
-{
-    return cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
-}
-
-static bool absent(const cJSON *v)
-{
-    return !v || cJSON_IsNull(v);
-}
-
-/* An integer in [lo, hi]. */
-static bool as_int(const cJSON *v, double lo, double hi, int64_t *out)
-{
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
-        v->valuedouble > hi)
-        return false;
-    *out = (int64_t)v->valuedouble;
-    return true;
-}
-
 /* Optional boolean member `name` of obj (shown as `where`.name). */
 static enum ll_status opt_bool(struct loader *L, const cJSON *obj, const char *where,
                                const char *name, bool dflt, bool *out)
 {
-    const cJSON *v = field(obj, name);
+    const cJSON *v = ll_json_member(obj, name);
     *out = dflt;
-    if (absent(v))
+    if (!v)
         return LL_OK;
     if (!cJSON_IsBool(v))
         return fail(L, LL_EFORMAT, "%s.%s: expected true or false", where, name);
@@ -80,38 +60,8 @@ static enum ll_status opt_bool(struct loader *L, const cJSON *obj, const char *w
 /* The "type" string of a component object, or NULL. */
 static const char *type_of(const cJSON *obj)
 {
-    const cJSON *t = field(obj, "type");
+    const cJSON *t = ll_json_member(obj, "type");
     return cJSON_IsString(t) ? t->valuestring : NULL;
-}
-
-/* Parse a JSON text, naming line and column on error. The caller frees the tree. */
-enum ll_status tok_parse_json(const char *path, const char *data, size_t len, struct cJSON **out,
-                              struct ll_err *err)
-{
-    const char *end = NULL;
-    /* data[len] is the NUL of ll_read_file: counting it makes cJSON refuse trailing text */
-    *out = cJSON_ParseWithLengthOpts(data, len + 1, &end, 1);
-    if (*out)
-        return LL_OK;
-    if (!end || end < data || end > data + len)
-        end = data + len;
-    size_t line = 1, col = 1;
-    for (const char *p = data; p < end; p++) {
-        if (*p == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    if ((size_t)(end - data) >= len)
-        return ll_err_set(err, LL_EJSON, "%s: malformed JSON: ends early (truncated?) at line %zu, "
-                          "column %zu", path, line, col);
-    if (!data[end - data])
-        return ll_err_set(err, LL_EJSON, "%s: malformed JSON: a NUL byte at line %zu, column %zu",
-                          path, line, col);
-    return ll_err_set(err, LL_EJSON, "%s: malformed JSON at line %zu, column %zu (byte %zu)", path,
-                      line, col, (size_t)(end - data));
 }
 
 /* ---- model ---- */
@@ -121,13 +71,13 @@ static enum ll_status check_model_options(struct loader *L, const cJSON *model)
     const char *type = type_of(model);
     if (type && strcmp(type, "BPE"))
         return fail(L, LL_EUNSUPPORTED, "model.type: \"%s\" is not supported (only BPE)", type);
-    const cJSON *v = field(model, "dropout");
-    if (!absent(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0))
+    const cJSON *v = ll_json_member(model, "dropout");
+    if (v && !(cJSON_IsNumber(v) && v->valuedouble == 0))
         return fail(L, LL_EUNSUPPORTED, "model.dropout: BPE dropout is not supported");
     const char *strs[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t i = 0; i < LL_ARRAY_LEN(strs); i++) {
-        v = field(model, strs[i]);
-        if (absent(v))
+        v = ll_json_member(model, strs[i]);
+        if (!v)
             continue;
         if (!cJSON_IsString(v))
             return fail(L, LL_EFORMAT, "model.%s: expected a string or null", strs[i]);
@@ -163,8 +113,8 @@ static enum ll_status load_vocab(struct loader *L, const cJSON *vocab)
 {
     struct tokenizer *tok = L->tok;
     for (const cJSON *e = vocab->child; e; e = e->next) {
-        int64_t id;
-        if (!as_int(e, 0, TOK_MAX_ID - 1, &id))
+        long long id;
+        if (!ll_json_is_int(e, 0, TOK_MAX_ID - 1, &id))
             return fail(L, LL_EFORMAT, "model.vocab[\"%.80s\"]: expected an integer id in 0..%d",
                         e->string, TOK_MAX_ID - 1);
         uint32_t off;
@@ -253,11 +203,11 @@ static enum ll_status load_added(struct loader *L, const cJSON *added)
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
         if (!cJSON_IsObject(a))
             return fail(L, LL_EFORMAT, "%s: expected an object", where);
-        int64_t id;
-        if (!as_int(field(a, "id"), 0, TOK_MAX_ID - 1, &id))
+        long long id;
+        if (!ll_json_is_int(ll_json_member(a, "id"), 0, TOK_MAX_ID - 1, &id))
             return fail(L, LL_EFORMAT, "%s.id: expected an integer id in 0..%d", where,
                         TOK_MAX_ID - 1);
-        const cJSON *content = field(a, "content");
+        const cJSON *content = ll_json_member(a, "content");
         if (!cJSON_IsString(content) || !content->valuestring[0])
             return fail(L, LL_EFORMAT, "%s.content: expected a non-empty string", where);
         const char *text = content->valuestring;
@@ -303,7 +253,7 @@ static enum ll_status load_added(struct loader *L, const cJSON *added)
 
 static enum ll_status load_normalizer(struct loader *L, const cJSON *n)
 {
-    if (absent(n))
+    if (!n)
         return LL_OK;
     const char *type = type_of(n);
     if (!type)
@@ -313,7 +263,7 @@ static enum ll_status load_normalizer(struct loader *L, const cJSON *n)
         return LL_OK;
     }
     if (!strcmp(type, "Sequence")) {
-        const cJSON *list = field(n, "normalizers");
+        const cJSON *list = ll_json_member(n, "normalizers");
         if (!cJSON_IsArray(list))
             return fail(L, LL_EFORMAT, "normalizer.normalizers: expected an array");
         for (const cJSON *e = list->child; e; e = e->next) {
@@ -346,7 +296,7 @@ static enum ll_status byte_level_ok(struct loader *L, const cJSON *b, const char
 static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
 {
     const char *type = type_of(p);
-    const cJSON *list = field(p, "pretokenizers");
+    const cJSON *list = ll_json_member(p, "pretokenizers");
     if (!type || strcmp(type, "Sequence") || !cJSON_IsArray(list) || cJSON_GetArraySize(list) != 2)
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer: only a Sequence of [Split with the Qwen2 "
                     "pattern, ByteLevel] is supported (found %s)", type ? type : "none");
@@ -355,7 +305,7 @@ static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
     if (!t0 || strcmp(t0, "Split") || !t1 || strcmp(t1, "ByteLevel"))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers: expected [Split, ByteLevel], "
                     "found [%s, %s]", t0 ? t0 : "?", t1 ? t1 : "?");
-    const cJSON *regex = field(field(split, "pattern"), "Regex");
+    const cJSON *regex = ll_json_member(ll_json_member(split, "pattern"), "Regex");
     if (!cJSON_IsString(regex))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern: expected "
                     "{\"Regex\": ...}");
@@ -363,7 +313,7 @@ static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex: only the "
                     "Qwen2 pattern %s is implemented, found %.120s", tok_qwen2_pattern,
                     regex->valuestring);
-    const cJSON *behavior = field(split, "behavior");
+    const cJSON *behavior = ll_json_member(split, "behavior");
     if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated"))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior: only "
                     "\"Isolated\" is supported");
@@ -384,7 +334,7 @@ static enum ll_status load_decoder(struct loader *L, const cJSON *d)
     if (type && !strcmp(type, "ByteLevel"))
         return LL_OK;
     if (type && !strcmp(type, "Sequence")) {
-        const cJSON *list = field(d, "decoders");
+        const cJSON *list = ll_json_member(d, "decoders");
         if (cJSON_IsArray(list) && cJSON_GetArraySize(list) == 1 && type_of(list->child) &&
             !strcmp(type_of(list->child), "ByteLevel"))
             return LL_OK;
@@ -397,27 +347,27 @@ static enum ll_status load_decoder(struct loader *L, const cJSON *d)
 static enum ll_status load_template(struct loader *L, const cJSON *p)
 {
     struct tokenizer *tok = L->tok;
-    const cJSON *single = field(p, "single"), *specials = field(p, "special_tokens");
+    const cJSON *single = ll_json_member(p, "single"), *specials = ll_json_member(p, "special_tokens");
     if (!cJSON_IsArray(single))
         return fail(L, LL_EFORMAT, "post_processor.single: expected an array");
     bool after = false;
     size_t i = 0;
     for (const cJSON *e = single->child; e; e = e->next, i++) {
-        if (field(e, "Sequence")) {
+        if (ll_json_member(e, "Sequence")) {
             after = true;
             continue;
         }
-        const cJSON *name = field(field(e, "SpecialToken"), "id");
+        const cJSON *name = ll_json_member(ll_json_member(e, "SpecialToken"), "id");
         if (!cJSON_IsString(name))
             return fail(L, LL_EFORMAT, "post_processor.single[%zu]: expected {\"SpecialToken\": "
                         "{\"id\": ...}} or {\"Sequence\": ...}", i);
-        const cJSON *ids = field(field(specials, name->valuestring), "ids");
+        const cJSON *ids = ll_json_member(ll_json_member(specials, name->valuestring), "ids");
         if (!cJSON_IsArray(ids))
             return fail(L, LL_EFORMAT, "post_processor.special_tokens[\"%.80s\"].ids: expected an "
                         "array", name->valuestring);
         for (const cJSON *x = ids->child; x; x = x->next) {
-            int64_t id;
-            if (!as_int(x, 0, (double)tok->n_ids - 1, &id) || !(tok->ids[id].flags & TOK_ID_PRESENT))
+            long long id;
+            if (!ll_json_is_int(x, 0, tok->n_ids - 1, &id) || !(tok->ids[id].flags & TOK_ID_PRESENT))
                 return fail(L, LL_EFORMAT, "post_processor.special_tokens[\"%.80s\"].ids: not an id "
                             "of the vocabulary", name->valuestring);
             int *n = after ? &tok->n_suffix : &tok->n_prefix;
@@ -432,7 +382,7 @@ static enum ll_status load_template(struct loader *L, const cJSON *p)
 
 static enum ll_status load_post_processor(struct loader *L, const cJSON *p)
 {
-    if (absent(p))
+    if (!p)
         return LL_OK;
     const char *type = type_of(p);
     if (type && !strcmp(type, "ByteLevel"))
@@ -440,7 +390,7 @@ static enum ll_status load_post_processor(struct loader *L, const cJSON *p)
     if (type && !strcmp(type, "TemplateProcessing"))
         return load_template(L, p);
     if (type && !strcmp(type, "Sequence")) {
-        const cJSON *list = field(p, "processors");
+        const cJSON *list = ll_json_member(p, "processors");
         if (!cJSON_IsArray(list))
             return fail(L, LL_EFORMAT, "post_processor.processors: expected an array");
         for (const cJSON *e = list->child; e; e = e->next) {
@@ -507,33 +457,33 @@ static enum ll_status load_tokenizer_json(struct loader *L, const cJSON *root)
     enum ll_status st;
     if (!cJSON_IsObject(root))
         return fail(L, LL_EFORMAT, "expected a JSON object at the top level");
-    const cJSON *model = field(root, "model");
+    const cJSON *model = ll_json_member(root, "model");
     if (!cJSON_IsObject(model))
         return fail(L, LL_EFORMAT, "model: missing or not an object");
-    const cJSON *vocab = field(model, "vocab"), *merges = field(model, "merges");
+    const cJSON *vocab = ll_json_member(model, "vocab"), *merges = ll_json_member(model, "merges");
     if (!cJSON_IsObject(vocab))
         return fail(L, LL_EFORMAT, "model.vocab: missing or not an object");
     if (!cJSON_IsArray(merges))
         return fail(L, LL_EFORMAT, "model.merges: missing or not an array");
-    const cJSON *added = field(root, "added_tokens");
-    if (!absent(added) && !cJSON_IsArray(added))
+    const cJSON *added = ll_json_member(root, "added_tokens");
+    if (added && !cJSON_IsArray(added))
         return fail(L, LL_EFORMAT, "added_tokens: not an array");
     if ((st = check_model_options(L, model)) != LL_OK)
         return st;
     /* the normalizer first: normalized added tokens are matched in their normalised form */
-    if ((st = load_normalizer(L, field(root, "normalizer"))) != LL_OK ||
-        (st = load_pre_tokenizer(L, field(root, "pre_tokenizer"))) != LL_OK ||
-        (st = load_decoder(L, field(root, "decoder"))) != LL_OK)
+    if ((st = load_normalizer(L, ll_json_member(root, "normalizer"))) != LL_OK ||
+        (st = load_pre_tokenizer(L, ll_json_member(root, "pre_tokenizer"))) != LL_OK ||
+        (st = load_decoder(L, ll_json_member(root, "decoder"))) != LL_OK)
         return st;
 
     /* size the tables: ids up to the highest one in the file */
     size_t n_vocab = 0, n_added = 0;
-    int64_t max_id = -1, id;
+    long long max_id = -1, id;
     for (const cJSON *e = vocab->child; e; e = e->next, n_vocab++)
-        if (as_int(e, 0, TOK_MAX_ID - 1, &id) && id > max_id)
+        if (ll_json_is_int(e, 0, TOK_MAX_ID - 1, &id) && id > max_id)
             max_id = id;
     for (const cJSON *e = added ? added->child : NULL; e; e = e->next, n_added++)
-        if (as_int(field(e, "id"), 0, TOK_MAX_ID - 1, &id) && id > max_id)
+        if (ll_json_is_int(ll_json_member(e, "id"), 0, TOK_MAX_ID - 1, &id) && id > max_id)
             max_id = id;
     tok->n_ids = (int32_t)(max_id + 1);
     tok->ids = calloc((size_t)tok->n_ids + 1, sizeof *tok->ids);
@@ -550,7 +500,7 @@ static enum ll_status load_tokenizer_json(struct loader *L, const cJSON *root)
     find_byte_ids(tok);
     if (added && (st = load_added(L, added)) != LL_OK)
         return st;
-    if ((st = load_post_processor(L, field(root, "post_processor"))) != LL_OK)
+    if ((st = load_post_processor(L, ll_json_member(root, "post_processor"))) != LL_OK)
         return st;
     return finish_ids(L);
 }
@@ -592,7 +542,7 @@ enum ll_status tokenizer_load(struct tokenizer **out, const char *model_dir, str
     cJSON *root = NULL;
     enum ll_status st = ll_read_file(path, &data, &len, err);
     if (st == LL_OK)
-        st = tok_parse_json(path, data, len, &root, err);
+        st = ll_json_parse(&root, data, len, path, err);
     free(data);
     if (st == LL_OK)
         st = load_tokenizer_json(&L, root);

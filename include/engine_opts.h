@@ -1,0 +1,123 @@
+/*
+ * engine_opts.h: the engine's options, in one place: struct engine_opts, the one table that
+ * names every option (flag, LLAISYS_* variable, type, range, help), the defaults
+ * (engine_opts_resolve, per profile) and the checks engine_create applies.
+ *
+ * Every program that runs the model parses, checks, documents and prints its engine options
+ * through this table: llaisys-server (flags and variables), and the CLI's batch, bench-engine,
+ * generate, score and bench (flags; src/cli/engine_args.c). So a value the parser accepts is a
+ * value engine_create accepts, and the help shows the defaults resolve applies.
+ *
+ * A zero field means "the default". Defaults depend on the profile: the server keeps every
+ * stream's inter-token gap short (more streams, smaller steps); offline use (the CLI) wants
+ * throughput. n_ctx and the KV pool size also depend on the model.
+ * Pure functions on caller-owned structs; any thread.
+ */
+#ifndef LLAISYS_ENGINE_OPTS_H
+#define LLAISYS_ENGINE_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "errors.h"
+
+struct model_config;
+
+/* Which set of defaults engine_opts_resolve applies to the batch shape. */
+enum engine_profile {
+    ENGINE_PROFILE_DEFAULT = 0, /* offline (CLI): max_seqs 16, max_batch_tokens max(256, max_seqs) */
+    ENGINE_PROFILE_SERVER,      /* llaisys-server: max_seqs 32, max_batch_tokens max(128, max_seqs):
+                                   a prompt chunk riding along with 32 decode rows keeps every
+                                   stream's inter-token gap short on a small CPU */
+    ENGINE_PROFILE_COUNT
+};
+
+/* Engine options; a zero field takes the default given (see engine_opts_resolve). */
+struct engine_opts {
+    enum engine_profile profile; /* whose defaults (default: ENGINE_PROFILE_DEFAULT) */
+    int n_threads;        /* compute threads (default 2) */
+    int n_ctx;            /* positions per sequence (default min(4096, max_position_embeddings)) */
+    int block_size;       /* tokens per KV block (default 16) */
+    int kv_blocks;        /* KV blocks in the pool (default: from kv_memory, else
+                             max(n_ctx, max_seqs · n_ctx / 4) tokens' worth) */
+    size_t kv_memory;     /* bytes of K/V storage, used when kv_blocks is 0; once resolved with
+                             a model: the bytes of the kv_blocks chosen */
+    int max_seqs;         /* sequences running at once (default: the profile's) */
+    int max_batch_tokens; /* tokens per step, decode and prompt chunks together (default: the
+                             profile's; must be >= max_seqs) */
+    int max_queue;        /* requests submitted and not yet started (default 256) */
+    bool exact;           /* f32 activations and KV (LL_MATH_EXACT); default bf16 fast path */
+    bool no_prefix_cache; /* never share blocks between requests */
+};
+
+/* The options, the index of each in engine_opt_defs. */
+enum engine_opt_id {
+    ENGINE_OPT_THREADS,
+    ENGINE_OPT_CTX,
+    ENGINE_OPT_MAX_SEQS,
+    ENGINE_OPT_MAX_BATCH_TOKENS,
+    ENGINE_OPT_MAX_QUEUE,
+    ENGINE_OPT_KV_BLOCKS,
+    ENGINE_OPT_KV_MEMORY,
+    ENGINE_OPT_BLOCK_SIZE,
+    ENGINE_OPT_NO_PREFIX_CACHE,
+    ENGINE_OPT_EXACT,
+    ENGINE_OPT_COUNT
+};
+
+/* Sets of options, for the commands that take only some of them. */
+#define ENGINE_OPT_BIT(id) (1u << (id))
+#define ENGINE_OPTS_ALL ((1u << ENGINE_OPT_COUNT) - 1)
+
+enum engine_opt_type {
+    ENGINE_OPT_INT,  /* int, in [min, max] */
+    ENGINE_OPT_SIZE, /* size_t bytes in [min, max]: 65536, 512K, 2G (parse.h) */
+    ENGINE_OPT_BOOL, /* bool: a flag without a value, or 1/true/yes/on, 0/false/no/off */
+};
+
+struct engine_opt_def {
+    const char *flag;     /* "--ctx"; without "--" it is the option's name in printouts */
+    const char *env;      /* "LLAISYS_CTX" (read by llaisys-server) */
+    const char *arg;      /* the value in the help ("N", "SIZE"); NULL for a bool */
+    enum engine_opt_type type;
+    size_t off;           /* offset of the field in struct engine_opts */
+    long long min, max;   /* what engine_create accepts (int and size) */
+    const char *help;     /* what it does (engine_opts_help adds the range and default) */
+};
+
+/* The table, indexed by enum engine_opt_id. */
+extern const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT];
+
+/* The option whose flag is the len bytes at name ("--ctx" in "--ctx=64"), or NULL. */
+const struct engine_opt_def *engine_opts_find(const char *name, size_t len);
+
+/* Parse val for option d into o. val NULL: the flag was given without a value (true for a
+ * bool, an error otherwise). src names where the value came from (the flag or the variable)
+ * in messages. Returns LL_OK or LL_EINVAL ("SRC: must be ... (got 'VAL')", or "SRC needs a
+ * value"); o is untouched on error. */
+enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_def *d,
+                               const char *val, const char *src, struct ll_err *err);
+
+/* The help text of d under profile p into buf (NUL-terminated, truncated to n): what it does,
+ * its range and its default, e.g. "compute threads (1 to 256; default 2)". */
+void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, char *buf,
+                      size_t n);
+
+/* Fill the zero fields of o with their defaults for o->profile. c NULL: only those that do
+ * not depend on the model (n_ctx and the KV pool stay 0); else everything, and kv_memory
+ * becomes the bytes of the kv_blocks chosen. Idempotent. This is the only place defaults are
+ * chosen. */
+void engine_opts_resolve(struct engine_opts *o, const struct model_config *c);
+
+/* Check every non-zero field against its range in the table, and the options against each
+ * other (max_batch_tokens >= max_seqs; kv_blocks x block_size <= 2^30 slots). Returns LL_OK or
+ * LL_EINVAL ("engine options: --max-batch-tokens 8 must be at least --max-seqs 16"). */
+enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err);
+
+/* Print o as "name: value" items (names: the flags without "--", in table order) separated by
+ * sep, e.g. "threads: 2" sep "ctx: 4096" ... "exact: no". Nothing before the first or after the
+ * last. */
+void engine_opts_print(FILE *f, const struct engine_opts *o, const char *sep);
+
+#endif

@@ -1,0 +1,244 @@
+/*
+ * engine_opts.c: the engine-option table, its defaults and its checks (see engine_opts.h).
+ *
+ * The ranges are what the engine supports: threads up to the runtime's 256 (the thread pool's
+ * limit), a context of at least 2 positions (one prompt token and one new token), at most
+ * 65536 tokens per step (the batch buffers are sized by it at creation), at most 2^24 KV blocks
+ * and 2^30 KV slots. The default values live only in this file, in resolve (and the profile
+ * table it reads), except the thread count, which the runtime shares (LL_POOL_DEFAULT_THREADS);
+ * the help text is written from the same constants.
+ */
+#include "engine_opts.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "model.h"
+#include "parse.h"
+#include "pool.h"
+#include "util.h"
+
+#define DEFAULT_BLOCK_SIZE 16
+#define DEFAULT_MAX_QUEUE 256
+#define CTX_CAP 4096               /* the default context: min(this, max_position_embeddings) */
+#define MAX_KV_BLOCKS (1 << 24)
+#define MAX_KV_SLOTS (1LL << 30)
+
+/* The batch shape of each profile: max_seqs, and max_batch_tokens = max(batch_tokens, max_seqs). */
+static const struct {
+    int max_seqs, batch_tokens;
+} profiles[ENGINE_PROFILE_COUNT] = {
+    [ENGINE_PROFILE_DEFAULT] = {16, 256},
+    [ENGINE_PROFILE_SERVER] = {32, 128},
+};
+
+#define OFF(f) offsetof(struct engine_opts, f)
+
+const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
+    [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
+                            1, 256, "compute threads"},
+    [ENGINE_OPT_CTX] = {"--ctx", "LLAISYS_CTX", "N", ENGINE_OPT_INT, OFF(n_ctx), 2, 1 << 24,
+                        "context length: positions per sequence, prompt and output together"},
+    [ENGINE_OPT_MAX_SEQS] = {"--max-seqs", "LLAISYS_MAX_SEQS", "N", ENGINE_OPT_INT, OFF(max_seqs),
+                             1, 4096, "sequences decoded at once"},
+    [ENGINE_OPT_MAX_BATCH_TOKENS] = {"--max-batch-tokens", "LLAISYS_MAX_BATCH_TOKENS", "N",
+                                     ENGINE_OPT_INT, OFF(max_batch_tokens), 1, 65536,
+                                     "tokens per engine step, decode rows and prompt chunks, at "
+                                     "least max-seqs; smaller keeps inter-token latency low "
+                                     "while prompts arrive, larger prefills faster"},
+    [ENGINE_OPT_MAX_QUEUE] = {"--max-queue", "LLAISYS_MAX_QUEUE", "N", ENGINE_OPT_INT,
+                              OFF(max_queue), 1, 1 << 24,
+                              "requests waiting to start before more are refused as "
+                              "overloaded, HTTP 429"},
+    [ENGINE_OPT_KV_BLOCKS] = {"--kv-blocks", "LLAISYS_KV_BLOCKS", "N", ENGINE_OPT_INT,
+                              OFF(kv_blocks), 1, MAX_KV_BLOCKS,
+                              "KV cache blocks; overrides --kv-memory"},
+    [ENGINE_OPT_KV_MEMORY] = {"--kv-memory", "LLAISYS_KV_MEMORY", "SIZE", ENGINE_OPT_SIZE,
+                              OFF(kv_memory), 1, 1LL << 50,
+                              "bytes of KV cache, e.g. 512M or 2G; K, M, G, T are powers of 1024"},
+    [ENGINE_OPT_BLOCK_SIZE] = {"--block-size", "LLAISYS_BLOCK_SIZE", "N", ENGINE_OPT_INT,
+                               OFF(block_size), 1, 4096,
+                               "tokens per KV block, the unit the prefix cache shares"},
+    [ENGINE_OPT_NO_PREFIX_CACHE] = {"--no-prefix-cache", "LLAISYS_NO_PREFIX_CACHE", NULL,
+                                    ENGINE_OPT_BOOL, OFF(no_prefix_cache), 0, 1,
+                                    "never share prompt prefixes (KV blocks) between requests"},
+    [ENGINE_OPT_EXACT] = {"--exact", "LLAISYS_EXACT", NULL, ENGINE_OPT_BOOL, OFF(exact), 0, 1,
+                          "f32 activations and KV cache"},
+};
+
+const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
+{
+    for (int i = 0; i < ENGINE_OPT_COUNT; i++)
+        if (strlen(engine_opt_defs[i].flag) == len && !memcmp(engine_opt_defs[i].flag, name, len))
+            return &engine_opt_defs[i];
+    return NULL;
+}
+
+enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_def *d,
+                               const char *val, const char *src, struct ll_err *err)
+{
+    void *p = (char *)o + d->off;
+    if (!val && d->type != ENGINE_OPT_BOOL)
+        return ll_err_set(err, LL_EINVAL, "%s needs a value (%s)", src, d->arg);
+    enum ll_status s = LL_OK;
+    switch (d->type) {
+    case ENGINE_OPT_INT: {
+        long long v;
+        if ((s = ll_parse_int(src, val, d->min, d->max, &v, err)) == LL_OK)
+            *(int *)p = (int)v;
+        break;
+    }
+    case ENGINE_OPT_SIZE:
+        s = ll_parse_size(src, val, (uint64_t)d->min, (uint64_t)d->max, (size_t *)p, err);
+        break;
+    case ENGINE_OPT_BOOL:
+        s = ll_parse_bool(src, val, (bool *)p, err);
+        break;
+    }
+    return s;
+}
+
+void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, char *buf, size_t n)
+{
+    LL_ASSERT((unsigned)p < ENGINE_PROFILE_COUNT);
+    char dflt[96] = "";
+    switch ((enum engine_opt_id)(d - engine_opt_defs)) {
+    case ENGINE_OPT_THREADS:
+        snprintf(dflt, sizeof dflt, "%d", LL_POOL_DEFAULT_THREADS);
+        break;
+    case ENGINE_OPT_CTX:
+        snprintf(dflt, sizeof dflt, "min(%d, max_position_embeddings)", CTX_CAP);
+        break;
+    case ENGINE_OPT_MAX_SEQS:
+        snprintf(dflt, sizeof dflt, "%d", profiles[p].max_seqs);
+        break;
+    case ENGINE_OPT_MAX_BATCH_TOKENS:
+        snprintf(dflt, sizeof dflt, "max(%d, max-seqs)", profiles[p].batch_tokens);
+        break;
+    case ENGINE_OPT_MAX_QUEUE:
+        snprintf(dflt, sizeof dflt, "%d", DEFAULT_MAX_QUEUE);
+        break;
+    case ENGINE_OPT_KV_BLOCKS:
+    case ENGINE_OPT_KV_MEMORY:
+        snprintf(dflt, sizeof dflt, "max(ctx, max-seqs x ctx / 4) tokens' worth");
+        break;
+    case ENGINE_OPT_BLOCK_SIZE:
+        snprintf(dflt, sizeof dflt, "%d", DEFAULT_BLOCK_SIZE);
+        break;
+    case ENGINE_OPT_EXACT:
+        snprintf(dflt, sizeof dflt, "bf16 fast path");
+        break;
+    case ENGINE_OPT_NO_PREFIX_CACHE:
+    case ENGINE_OPT_COUNT:
+        break;
+    }
+    if (d->type == ENGINE_OPT_INT)
+        snprintf(buf, n, "%s (%lld to %lld; default %s)", d->help, d->min, d->max, dflt);
+    else if (dflt[0])
+        snprintf(buf, n, "%s (default %s)", d->help, dflt);
+    else
+        snprintf(buf, n, "%s", d->help);
+}
+
+/* Bytes of K and V of one block, every layer. */
+static size_t kv_bytes_per_block(const struct model_config *c, const struct engine_opts *o)
+{
+    return (size_t)c->n_layers * 2 * (size_t)c->n_kv_heads * (size_t)c->head_dim *
+           (o->exact ? 4 : 2) * (size_t)o->block_size;
+}
+
+void engine_opts_resolve(struct engine_opts *o, const struct model_config *c)
+{
+    LL_ASSERT((unsigned)o->profile < ENGINE_PROFILE_COUNT);
+    if (o->n_threads <= 0)
+        o->n_threads = LL_POOL_DEFAULT_THREADS;
+    if (o->block_size <= 0)
+        o->block_size = DEFAULT_BLOCK_SIZE;
+    if (o->max_seqs <= 0)
+        o->max_seqs = profiles[o->profile].max_seqs;
+    if (o->max_batch_tokens <= 0) {
+        int b = profiles[o->profile].batch_tokens;
+        o->max_batch_tokens = o->max_seqs > b ? o->max_seqs : b;
+    }
+    if (o->max_queue <= 0)
+        o->max_queue = DEFAULT_MAX_QUEUE;
+    if (!c)
+        return;
+    if (o->n_ctx <= 0)
+        o->n_ctx = c->max_position > 0 && c->max_position < CTX_CAP ? c->max_position : CTX_CAP;
+    size_t per_block = kv_bytes_per_block(c, o);
+    if (o->kv_blocks <= 0) {
+        long long blocks;
+        if (o->kv_memory > 0) {
+            blocks = per_block ? (long long)(o->kv_memory / per_block) : 0;
+        } else {
+            /* Every sequence may use a quarter of the context on average, and one sequence
+             * the whole of it; preemption covers the rare overflow. */
+            long long tokens = (long long)o->max_seqs * o->n_ctx / 4;
+            if (tokens < o->n_ctx)
+                tokens = o->n_ctx;
+            blocks = (tokens + o->block_size - 1) / o->block_size;
+        }
+        o->kv_blocks = blocks > MAX_KV_BLOCKS ? MAX_KV_BLOCKS : (int)blocks;
+    }
+    if (o->kv_blocks > 0) /* else kv_memory was less than one block: engine_create says so */
+        o->kv_memory = (size_t)o->kv_blocks * per_block;
+}
+
+enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err)
+{
+    for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
+        const struct engine_opt_def *d = &engine_opt_defs[i];
+        const void *p = (const char *)o + d->off;
+        long long v = d->type == ENGINE_OPT_INT    ? *(const int *)p
+                      : d->type == ENGINE_OPT_SIZE ? (long long)*(const size_t *)p
+                                                   : *(const bool *)p;
+        if (d->type == ENGINE_OPT_BOOL || v == 0)
+            continue;
+        /* kv_memory once resolved is what the blocks take, not a value someone typed */
+        if (v < d->min || (v > d->max && i != ENGINE_OPT_KV_MEMORY))
+            return ll_err_set(err, LL_EINVAL, "engine options: %s must be from %lld to %lld "
+                              "(got %lld)", d->flag, d->min, d->max, v);
+    }
+    if (o->max_seqs > 0 && o->max_batch_tokens > 0 && o->max_batch_tokens < o->max_seqs)
+        return ll_err_set(err, LL_EINVAL, "engine options: --max-batch-tokens %d must be at "
+                          "least --max-seqs %d (every running sequence decodes one token a "
+                          "step)", o->max_batch_tokens, o->max_seqs);
+    if ((long long)o->kv_blocks * (o->block_size ? o->block_size : DEFAULT_BLOCK_SIZE) >
+        MAX_KV_SLOTS)
+        return ll_err_set(err, LL_EINVAL, "engine options: --kv-blocks %d x --block-size %d is "
+                          "more than 2^30 KV slots", o->kv_blocks, o->block_size);
+    return LL_OK;
+}
+
+/* v bytes as "512 MiB", "1.5 GiB" (or "0"). */
+static void format_bytes(char *buf, size_t n, size_t v)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1024 && u < 4)
+        x /= 1024, u++;
+    snprintf(buf, n, "%.4g %s", x, units[u]);
+}
+
+void engine_opts_print(FILE *f, const struct engine_opts *o, const char *sep)
+{
+    for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
+        const struct engine_opt_def *d = &engine_opt_defs[i];
+        const void *p = (const char *)o + d->off;
+        char val[32];
+        switch (d->type) {
+        case ENGINE_OPT_INT:
+            snprintf(val, sizeof val, "%d", *(const int *)p);
+            break;
+        case ENGINE_OPT_SIZE:
+            format_bytes(val, sizeof val, *(const size_t *)p);
+            break;
+        case ENGINE_OPT_BOOL:
+            snprintf(val, sizeof val, "%s", *(const bool *)p ? "yes" : "no");
+            break;
+        }
+        fprintf(f, "%s%s: %s", i ? sep : "", d->flag + 2, val);
+    }
+}
