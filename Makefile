@@ -4,7 +4,9 @@
 #   make test       set up, build, run every test (plain, then under ASan+UBSan)
 #   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
-#   make SANITIZE=address|undefined|address,undefined ...   sanitizer build (in its own $(BUILD))
+#   make tsan       the engine and server tests under ThreadSanitizer; fails on any report
+#   make format     rewrite the C sources in the style of .clang-format (format-check: list only)
+#   make SANITIZE=address|undefined|address,undefined|thread ...   sanitizer build (own $(BUILD))
 
 CC       ?= gcc
 SANITIZE ?=
@@ -43,6 +45,27 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/webui_assets.o
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# What several unit tests share (tests/*.c not named test_*), linked into every test binary
+# through an archive: a test pulls in only the helpers it calls.
+TEST_SUPPORT := $(BUILD)/tests/libsupport.a
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC),$(wildcard tests/*.c)))
+
+# The ThreadSanitizer build (SANITIZE=thread, used by `make tsan`):
+# - cJSON is compiled in from its source, instrumented, so that races on its globals show (the
+#   prebuilt archive is not instrumented: TSan would not see its accesses).
+# - The GEMM kernels (src/kernels/matmul*.c) are not instrumented. Their inner loops are most of
+#   TSan's cost (the engine tests take twice as long, and decoding gets too slow for the server
+#   tests' time limits); their workers write disjoint output columns and meet only at the pool's
+#   barrier (pool.c, instrumented), and test_matmul checks them at several thread counts.
+ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
+TSAN_PLAIN := $(filter $(BUILD)/src/kernels/matmul%.o,$(LIB_OBJ))
+$(TSAN_PLAIN): CFLAGS := $(filter-out -fsanitize=thread,$(CFLAGS))
+LIB_OBJ  += $(BUILD)/third_party/cJSON.o
+LDLIBS   := $(filter-out $(TP)/cjson/libcjson.a,$(LDLIBS))
+$(BUILD)/third_party/cJSON.o: $(TP)/cjson-src/cJSON.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -std=c99 -fsanitize=thread -fno-omit-frame-pointer -c $< -o $@
+endif
 LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
 
@@ -58,7 +81,7 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit run bench clean
+.PHONY: all setup test unit tsan tsan-run format format-check run bench clean
 all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
@@ -133,7 +156,10 @@ $(SERVER): $(SERVER_OBJ) $(LIB)
 endif
 
 # Unit tests: one cmocka binary per module, linked dynamically.
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+$(TEST_SUPPORT): $(TEST_SUPPORT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
@@ -145,6 +171,39 @@ test: $(SETUP)
 	@$(MAKE) --no-print-directory unit
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
+
+# `make tsan`: the engine and server tests against a ThreadSanitizer build (build/san-thread):
+# the unit tests below (the engine, its thread pool, the server's parts, and the tokenizer and
+# template that every HTTP thread shares) and tests/cli_server.sh (with the SDK suite) on its
+# llaisys-server. Every process writes its reports to build/san-thread/tsan-logs/tsan.PID (and
+# exits 66 after one); any report fails the target and is printed at the end.
+TSAN_TESTS := test_engine test_sampling_controls test_pool test_server test_live test_tokenizer \
+              test_template
+tsan: $(SETUP)
+	@$(MAKE) --no-print-directory SANITIZE=thread tsan-run
+
+TSAN_LOG := $(BUILD)/tsan-logs
+tsan-run: $(TSAN_TESTS:%=$(BUILD)/tests/%) $(SERVER) $(NODE_DEPS)
+	@case "$(SANITIZE)" in *thread*) ;; *) echo "tsan-run: use make tsan" >&2; exit 2 ;; esac
+	@rm -rf $(TSAN_LOG) && mkdir -p $(TSAN_LOG)
+	@TSAN_OPTIONS="log_path=$(abspath $(TSAN_LOG))/tsan exitcode=66 second_deadlock_stack=1" \
+	    LLAISYS_SERVER=$(abspath $(SERVER)) \
+	    ./tests/run.sh $(TSAN_TESTS:%=$(BUILD)/tests/%) tests/cli_server.sh; rc=$$?; \
+	if [ -n "$$(ls $(TSAN_LOG))" ]; then \
+	    cat $(TSAN_LOG)/*; \
+	    echo "tsan: $$(cat $(TSAN_LOG)/* | grep -c '^WARNING: ThreadSanitizer') reports in $(TSAN_LOG)"; \
+	    exit 1; \
+	fi; \
+	[ $$rc -eq 0 ] && echo "tsan: no reports"; exit $$rc
+
+# `make format` rewrites the C sources with Debian 12's clang-format (14) and .clang-format;
+# `make format-check` only lists what it would change. Neither installs anything.
+CLANG_FORMAT ?= clang-format
+FORMAT_SRC := $(sort $(wildcard src/*/*.[ch] include/*.h tests/*.[ch]))
+format format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { echo "make $@: $(CLANG_FORMAT) not found;" \
+	    "install it (Debian: apt-get install clang-format) or set CLANG_FORMAT=" >&2; exit 1; }
+	@$(CLANG_FORMAT) $(if $(filter format,$@),-i,--dry-run --Werror) $(FORMAT_SRC)
 
 run: all
 	./$(SERVER) --model $(DEFAULT_MODEL)
@@ -161,4 +220,5 @@ bench: all $(BENCH_MODEL)/config.json
 clean:
 	rm -rf build llaisys-cli llaisys-server
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) \
+         $(TEST_SUPPORT_OBJ:.o=.d)

@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "engine_opts.h"
+#include "buf.h"
 #include "errors.h"
 #include "sampler.h"
 
@@ -135,12 +136,10 @@ struct engine_output {
     struct sampler_logprobs *logprobs; /* (n_ids) one per new id when params.logprobs, else
                            NULL or not filled */
     int cap_logprobs;
-    char *text;         /* (text_len) new UTF-8 text (the answer), NUL-terminated (NULL while
-                           nothing has come yet); complete characters only (held bytes of an
-                           unfinished one come with the finish, as U+FFFD) */
-    size_t text_len, cap_text;
-    char *reasoning;    /* (reasoning_len) new reasoning text (params.reasoning), as text */
-    size_t reasoning_len, cap_reasoning;
+    struct ll_buf text; /* new UTF-8 text (the answer): text.len bytes at text.data; complete
+                           characters only (held bytes of an unfinished one come with the
+                           finish, as U+FFFD) */
+    struct ll_buf reasoning; /* new reasoning text (params.reasoning), as text */
     enum engine_finish finish; /* ENGINE_RUNNING until the final poll */
     int32_t stop_id;    /* the eos/stop id that ended it (ENGINE_FINISH_STOP), else -1 */
     int stop_str;       /* index of the stop string that ended it, else -1 */

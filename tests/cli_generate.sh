@@ -8,12 +8,7 @@
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 exp=tests/fixtures/tiny-qwen2.expected.json
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $tmp, check
 
 # One case of expected.json on a line of its own; then its fields.
 case_json() { sed 's/{"name":/\n{"name":/g' "$exp" | grep "^{\"name\":\"$1\""; }

@@ -9,51 +9,12 @@
 # of tests/server/ when its node_modules are installed (npm ci --prefix tests/server).
 # Servers listen on 127.0.0.1 at a free port, every request has a time limit, and every server
 # is killed on exit. The server under test is $LLAISYS_SERVER (default ./llaisys-server).
-srv="${LLAISYS_SERVER:-./llaisys-server}"
 model=tests/fixtures/tiny-qwen2
-tmp=$(mktemp -d) || exit 1
-pids=""
-cleanup() {
-    for p in $pids; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-check() { # check NAME STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
 
 for tool in curl jq; do
     command -v "$tool" >/dev/null || { echo "not ok server tests need $tool"; exit 0; }
 done
-
-# start NAME ARGS...: start a server, wait for its "serving" line; sets URL and PID.
-start() {
-    name=$1; shift
-    : >"$tmp/$name.out"
-    "$srv" --model "$model" --port 0 --log-level warn "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    PID=$!
-    pids="$pids $PID"
-    URL=""
-    i=0
-    while [ $i -lt 600 ]; do
-        URL=$(sed -n 's/^llaisys-server: serving .* at \(http:[^ ]*\)$/\1/p' "$tmp/$name.out")
-        [ -n "$URL" ] && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    echo "# server $name did not start:"; sed 's/^/# /' "$tmp/$name.err" | tail -n 20
-    return 1
-}
-
-# stop NAME: SIGTERM the current server, check it exits 0 (under ASan: without leaks)
-stop() {
-    kill -TERM "$PID"; wait "$PID"; rc=$?
-    [ $rc -eq 0 ] || sed 's/^/# /' "$tmp/$1.err" | tail -n 20
-    check "$1 server: SIGTERM, exit 0" $rc
-}
 
 # c ARGS...: curl with a time limit, body to stdout
 c() { curl -s -m 30 "$@"; }
@@ -110,7 +71,7 @@ check "bad LLAISYS_MAX_SEQS: exit 2 naming it" $?
 [ $rc -eq 1 ] && grep -q '/nonexistent' "$tmp/e"
 check "unloadable model: exit 1 naming it" $?
 
-start main --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
+start main --model "$model" --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
 echo "ok server starts and prints its URL"
 grep -q 'max-seqs: 4' "$tmp/main.err" && grep -q 'max-batch-tokens: 128' "$tmp/main.err" &&
     grep -q 'ctx: 4096' "$tmp/main.err"
@@ -310,7 +271,7 @@ fi
 stop main
 
 # ---- sampling and stopping controls, logprobs, n, the reasoning split ----
-start ctl --max-seqs 8 || exit 0
+start ctl --model "$model" --max-seqs 8 || exit 0
 grep -q 'reasoning-parser: auto: deepseek_r1 (the chat template opens <think>)' "$tmp/ctl.err"
 check "reasoning split chosen automatically: the template opens <think>" $?
 cp='{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"ignore_eos":true}'
@@ -382,7 +343,7 @@ check "reasoning closed: the answer streams as content deltas" $?
 stop ctl
 
 # ---- queue full, keep-alives, shutdown with a stream in flight ----
-start queue --max-seqs 1 --max-queue 1 --sse-keepalive 0.2 --shutdown-grace 0.3 || exit 0
+start queue --model "$model" --max-seqs 1 --max-queue 1 --sse-keepalive 0.2 --shutdown-grace 0.3 || exit 0
 curl -s -N -m 60 -d "$long" "$URL/v1/chat/completions" >"$tmp/qa" &
 qa=$!
 wait_metric llaisys_num_requests_running "" 1
@@ -405,7 +366,7 @@ check "SIGTERM with streams in flight: final chunks, [DONE], exit 0" $?
 
 # ---- auth ----
 printf '# keys\nfile-key-1\n\n' >"$tmp/keys"
-start auth --api-key sekret --api-key-file "$tmp/keys" --log-level info || exit 0
+start auth --model "$model" --api-key sekret --api-key-file "$tmp/keys" --log-level info || exit 0
 [ "$(code "$URL/v1/models")" = 401 ] &&
     [ "$(code -H 'Authorization: Bearer wrong' "$URL/v1/models")" = 401 ] &&
     [ "$(code -H 'Authorization: Bearer sekretX' "$URL/v1/models")" = 401 ] &&
@@ -427,7 +388,7 @@ grep -q 'logged-1 POST /v1/chat/completions 200 model=tiny-qwen2 finish=length c
 check "log line carries request id, model, status, tokens and latencies" $?
 stop auth
 
-start pub --api-key sekret --metrics-public --cors-origins 'https://app.example' \
+start pub --model "$model" --api-key sekret --metrics-public --cors-origins 'https://app.example' \
     --request-timeout 0.3 || exit 0
 [ "$(code "$URL/metrics")" = 200 ]
 check "--metrics-public serves /metrics without a key" $?

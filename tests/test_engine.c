@@ -21,142 +21,13 @@
 #include <string.h>
 
 #include "engine.h"
+#include "engine_harness.h"
 #include "kv_pool.h"
 #include "model.h"
 #include "ops.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "tokenizer.h"
-
-#define FIXTURE "tests/fixtures/tiny-qwen2"
-#define MAXOUT 128
-
-struct result {
-    int32_t ids[MAXOUT];
-    int n;
-    char text[8192];
-    size_t len;
-    enum engine_finish finish;
-    int32_t stop_id;
-    struct engine_usage usage;
-};
-
-/* Tests run one compute thread unless they ask (results do not depend on it, and a second
- * thread spinning on a shared 2-core machine only slows everything down). */
-static struct engine *make_engine(struct engine_opts o)
-{
-    struct engine *e = NULL;
-    if (o.n_threads == 0)
-        o.n_threads = 1;
-    struct ll_err err = {0};
-    enum ll_status s = engine_create(&e, FIXTURE, &o, &err);
-    if (s != LL_OK)
-        print_error("engine_create: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return e;
-}
-
-/* Deterministic pseudo-random prompt of n ids among the first 150000. */
-static void make_prompt(int32_t *ids, int n, uint64_t salt)
-{
-    for (int i = 0; i < n; i++)
-        ids[i] = (int32_t)(sampler_uniform(salt, (uint64_t)i) * 150000);
-}
-
-static struct engine_req *submit(struct engine *e, const struct engine_params *p)
-{
-    struct engine_req *r = NULL;
-    struct ll_err err = {0};
-    enum ll_status s = engine_submit(e, p, &r, &err);
-    if (s != LL_OK)
-        print_error("engine_submit: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return r;
-}
-
-/* Move whatever the request has produced into res (accumulating). */
-static void drain(struct engine_req *r, struct result *res)
-{
-    struct engine_output out = {0};
-    engine_poll(r, &out);
-    assert_true(res->n + out.n_ids <= MAXOUT);
-    if (out.n_ids)
-        memcpy(res->ids + res->n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
-    res->n += out.n_ids;
-    assert_true(res->len + out.text_len < sizeof res->text);
-    if (out.text_len)
-        memcpy(res->text + res->len, out.text, out.text_len);
-    res->len += out.text_len;
-    res->text[res->len] = '\0';
-    res->finish = out.finish;
-    res->stop_id = out.stop_id;
-    res->usage = out.usage;
-    engine_output_free(&out);
-}
-
-static void run_idle(struct engine *e)
-{
-    struct ll_err err = {0};
-    enum ll_status s = engine_run_until_idle(e, &err);
-    if (s != LL_OK)
-        print_error("engine_run_until_idle: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-}
-
-static void assert_pool_empty(struct engine *e)
-{
-    struct engine_stats st;
-    engine_get_stats(e, &st);
-    assert_int_equal(st.kv_in_use, 0);
-    assert_int_equal(st.running, 0);
-    assert_int_equal(st.waiting, 0);
-    assert_int_equal(st.queued, 0);
-    assert_int_equal(st.kv_in_use + st.kv_cached + st.kv_free, st.kv_blocks);
-}
-
-/* Run each of n requests on its own (one after the other in an engine with options o and no
- * prefix cache) into res[i]. */
-static void run_each_alone(struct engine_opts o, const struct engine_params *p, int n,
-                           struct result *res)
-{
-    o.no_prefix_cache = true;
-    struct engine *e = make_engine(o);
-    for (int i = 0; i < n; i++) {
-        struct engine_req *r = submit(e, &p[i]);
-        run_idle(e);
-        memset(&res[i], 0, sizeof res[i]);
-        drain(r, &res[i]);
-        assert_int_equal(res[i].usage.cached_tokens, 0);
-        engine_req_release(r);
-        assert_pool_empty(e);
-    }
-    engine_destroy(e);
-}
-
-/* Run n requests submitted together into res. */
-static void run_together(struct engine *e, const struct engine_params *p, int n,
-                         struct result *res)
-{
-    struct engine_req *r[32];
-    assert_true(n <= 32);
-    for (int i = 0; i < n; i++)
-        r[i] = submit(e, &p[i]);
-    run_idle(e);
-    for (int i = 0; i < n; i++) {
-        memset(&res[i], 0, sizeof res[i]);
-        drain(r[i], &res[i]);
-        engine_req_release(r[i]);
-    }
-    assert_pool_empty(e);
-}
-
-static void assert_same(const struct result *a, const struct result *b)
-{
-    assert_int_equal(a->n, b->n);
-    assert_memory_equal(a->ids, b->ids, sizeof(int32_t) * (size_t)a->n);
-    assert_int_equal(a->finish, b->finish);
-    assert_string_equal(a->text, b->text);
-}
 
 /* ---- greedy: batched == alone == the plain runtime ---- */
 
@@ -228,7 +99,7 @@ static void test_greedy_batched_equals_alone(void **state)
 
 /* ---- seeded sampling: alone, batched, preempted, prefix-cached ---- */
 
-static int32_t x_prompt[40], others[16][40];
+static int32_t x_prompt[40];
 
 static struct engine_params x_params(void)
 {
@@ -239,92 +110,25 @@ static struct engine_params x_params(void)
     };
 }
 
-static void other_params(struct engine_params *p, int n)
-{
-    for (int i = 0; i < n; i++) {
-        int len = 10 + (i * 7) % 25;
-        make_prompt(others[i], len, 9000 + (uint64_t)i);
-        p[i] = (struct engine_params){
-            .prompt = others[i], .n_prompt = len, .max_tokens = 2 + i % 3, .ignore_eos = true,
-            .sampling = {.temperature = 0.7f + 0.05f * (float)i, .top_p = 0.9f,
-                         .seed = 77 + (uint64_t)i},
-        };
-    }
-}
-
 static void test_seeded_determinism(void **state)
 {
     (void)state;
-    struct engine_params x = x_params();
+    struct engine_params x = x_params(), others[16];
+    other_params(others, 16);
     struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
     struct result alone;
-    run_each_alone(o, &x, 1, &alone);
+    assert_deterministic(o, &x, others, &alone);
     assert_int_equal(alone.n, 12);
     assert_int_equal(alone.usage.cached_tokens, 0);
     assert_int_equal(alone.usage.preemptions, 0);
 
-    /* In a batch of 16 others (x in the middle). */
-    struct engine_params p[17];
-    other_params(p, 16);
-    p[16] = p[8];
-    p[8] = x;
-    struct result res[17];
-    struct engine *e = make_engine(o);
-    run_together(e, p, 17, res);
-    engine_destroy(e);
-    assert_same(&alone, &res[8]);
-    /* and another seed gives something else */
+    /* Another seed gives something else. */
     struct engine_params x2 = x;
     x2.sampling.seed = 4321;
     struct result other;
     run_each_alone(o, &x2, 1, &other);
     assert_int_equal(other.n, 12);
     assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
-
-    /* Preempted, in a tiny pool (4 blocks of 16; x takes 3 for its prompt), with the prefix
-     * cache (recompute may hit its own freed blocks) and without (true recompute). */
-    struct engine_params q[2];
-    other_params(q, 1);
-    q[0].max_tokens = 16; /* 10 + 16 tokens: grows into its second block at position 16 */
-    q[1] = x;             /* started last: the victim */
-    struct result solo;   /* q[0] on its own */
-    run_each_alone(o, &q[0], 1, &solo);
-    for (int nocache = 0; nocache <= 1; nocache++) {
-        struct engine_opts t = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 48,
-                                .kv_blocks = 4, .no_prefix_cache = nocache};
-        e = make_engine(t);
-        run_together(e, q, 2, res);
-        struct engine_stats st;
-        engine_get_stats(e, &st);
-        engine_destroy(e);
-        assert_true(st.preemptions > 0);
-        assert_true(res[1].usage.preemptions > 0);
-        assert_same(&alone, &res[1]);
-        assert_same(&solo, &res[0]);
-    }
-
-    /* Prefix served from the cache: a request sharing x's first 32 prompt tokens runs first. */
-    e = make_engine(o);
-    struct engine_params pre = x;
-    int32_t pre_prompt[40];
-    memcpy(pre_prompt, x_prompt, sizeof pre_prompt);
-    pre_prompt[35] = 17; /* differs after the shared blocks */
-    pre.prompt = pre_prompt;
-    pre.sampling.seed = 99;
-    struct result r1, r2;
-    run_together(e, &pre, 1, &r1);
-    run_together(e, &x, 1, &r2);
-    assert_int_equal(r2.usage.cached_tokens, 32);
-    assert_same(&alone, &r2);
-    /* x again: its own blocks are cached now; still 32 (the last prompt token is computed) */
-    run_together(e, &x, 1, &r2);
-    assert_int_equal(r2.usage.cached_tokens, 32);
-    assert_same(&alone, &r2);
-    struct engine_stats st;
-    engine_get_stats(e, &st);
-    assert_true(st.cached_tokens >= 64);
-    assert_true(st.kv_cached > 0);
-    engine_destroy(e);
 
     /* A second choice index draws differently from the same seed. */
     struct engine_params xc = x;
@@ -462,13 +266,6 @@ static void test_prefix_hit_same_logits(void **state)
 }
 
 /* ---- cancel in every state ---- */
-
-static void step_once(struct engine *e)
-{
-    bool did;
-    struct ll_err err = {0};
-    assert_int_equal(engine_step(e, &did, &err), LL_OK);
-}
 
 static void test_cancel_states(void **state)
 {
@@ -839,20 +636,8 @@ static void *client_main(void *arg)
         if (!engine_wait(r, &out, 5.0))
             continue;
         c->polls++;
-        if (out.n_ids && c->res.n + out.n_ids <= MAXOUT) {
-            memcpy(c->res.ids + c->res.n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
-            c->res.n += out.n_ids;
-        }
-        if (out.text_len && c->res.len + out.text_len < sizeof c->res.text) {
-            memcpy(c->res.text + c->res.len, out.text, out.text_len);
-            c->res.len += out.text_len;
-            c->res.text[c->res.len] = '\0';
-        }
-        if (out.finish) {
-            c->res.finish = out.finish;
-            c->res.usage = out.usage;
+        if (!result_add(&c->res, &out) || out.finish) /* a result too long fails assert_same */
             break;
-        }
         if (c->quit_after > 0 && c->res.n >= c->quit_after)
             break;
     }

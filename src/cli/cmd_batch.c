@@ -179,7 +179,7 @@ static bool job_take(struct job *j, const struct engine_output *out)
     if (out->n_ids && lps && out->logprobs)
         memcpy(j->lp + j->n_ids, out->logprobs, sizeof *j->lp * (size_t)out->n_ids);
     j->n_ids += out->n_ids;
-    return ll_buf_append(&j->text, out->text, out->text_len);
+    return ll_buf_append(&j->text, out->text.data, out->text.len);
 }
 
 static void job_free(struct job *j)

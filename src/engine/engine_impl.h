@@ -122,10 +122,7 @@ struct engine_req {
     int out_n, out_cap;
     struct sampler_logprobs *out_lp; /* (out_n) when params.logprobs */
     int out_lp_cap;
-    char *out_text;
-    size_t out_len, out_tcap;
-    char *out_reason;
-    size_t out_rlen, out_rcap;
+    struct ll_buf out_text, out_reason;
     enum engine_finish finish;  /* set once, when finished */
     bool finish_reported;       /* a poll has returned the finish */
     int32_t stop_id;

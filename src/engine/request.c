@@ -70,12 +70,12 @@ void req_free(struct engine_req *r)
     free(r->bias);
     free(r->stop_blob);
     free(r->out_lp);
-    free(r->out_reason);
+    ll_buf_free(&r->out_reason);
     free(r->tokens);
     free(r->blocks);
     free(r->hashes);
     free(r->out_ids);
-    free(r->out_text);
+    ll_buf_free(&r->out_text);
     free(r);
 }
 
@@ -113,18 +113,6 @@ static bool grow(void **buf, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static bool append_text(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
-{
-    if (!n)
-        return true;
-    if (!grow((void **)buf, cap, *len + n + 1, 1))
-        return false;
-    memcpy(*buf + *len, text, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-    return true;
-}
-
 bool req_push_output(struct engine_req *r, const struct req_push *p)
 {
     struct mailbox *mb = r->mbox;
@@ -139,18 +127,18 @@ bool req_push_output(struct engine_req *r, const struct req_push *p)
         r->out_cap = (int)icap;
         r->out_lp_cap = (int)lcap;
     }
-    if (ok && p->len)
-        ok = grow((void **)&r->out_text, &r->out_tcap, r->out_len + p->len + 1, 1);
-    if (ok && p->reasoning_len)
-        ok = grow((void **)&r->out_reason, &r->out_rcap, r->out_rlen + p->reasoning_len + 1, 1);
+    ok = ok && (!p->len || ll_buf_reserve(&r->out_text, p->len)) &&
+         (!p->reasoning_len || ll_buf_reserve(&r->out_reason, p->reasoning_len));
     if (ok) {
         if (p->id >= 0) {
             if (p->lp)
                 r->out_lp[r->out_n] = *p->lp;
             r->out_ids[r->out_n++] = p->id;
         }
-        append_text(&r->out_text, &r->out_len, &r->out_tcap, p->text, p->len);
-        append_text(&r->out_reason, &r->out_rlen, &r->out_rcap, p->reasoning, p->reasoning_len);
+        if (p->len) /* room was made above: these cannot fail */
+            ll_buf_append(&r->out_text, p->text, p->len);
+        if (p->reasoning_len)
+            ll_buf_append(&r->out_reason, p->reasoning, p->reasoning_len);
     }
     if (p->usage)
         r->usage = *p->usage;
@@ -440,7 +428,7 @@ void engine_cancel(struct engine_req *r)
 /* Swap the outbox into out (lock held). */
 static bool take_locked(struct engine_req *r, struct engine_output *out)
 {
-    bool any = r->out_n > 0 || r->out_len > 0 || r->out_rlen > 0 ||
+    bool any = r->out_n > 0 || r->out_text.len > 0 || r->out_reason.len > 0 ||
                (r->finish && !r->finish_reported);
     /* Each buffer changes hands with its capacity: the caller's emptied buffer becomes the
      * outbox's, so repeated polls reuse memory. Lengths go to the caller; the outbox's restart. */
@@ -457,13 +445,9 @@ static bool take_locked(struct engine_req *r, struct engine_output *out)
     SWAP(out->logprobs, r->out_lp);
     SWAP(out->cap_logprobs, r->out_lp_cap);
     SWAP(out->text, r->out_text);
-    SWAP(out->cap_text, r->out_tcap);
-    out->text_len = r->out_len;
-    r->out_len = 0;
+    ll_buf_clear(&r->out_text); /* also forgets a failed append's flag */
     SWAP(out->reasoning, r->out_reason);
-    SWAP(out->cap_reasoning, r->out_rcap);
-    out->reasoning_len = r->out_rlen;
-    r->out_rlen = 0;
+    ll_buf_clear(&r->out_reason);
 #undef SWAP
     out->finish = r->finish;
     if (r->finish)
@@ -500,7 +484,7 @@ bool engine_wait(struct engine_req *r, struct engine_output *out, double timeout
         }
     }
     pthread_mutex_lock(&mb->lock);
-    while (r->out_n == 0 && r->out_len == 0 && r->out_rlen == 0 &&
+    while (r->out_n == 0 && r->out_text.len == 0 && r->out_reason.len == 0 &&
            !(r->finish && !r->finish_reported)) {
         if (timeout_s < 0) {
             pthread_cond_wait(&r->cond, &mb->lock);
@@ -529,14 +513,11 @@ void engine_output_free(struct engine_output *out)
 {
     free(out->ids);
     free(out->logprobs);
-    free(out->text);
-    free(out->reasoning);
+    ll_buf_free(&out->text);
+    ll_buf_free(&out->reasoning);
     out->ids = NULL;
     out->logprobs = NULL;
-    out->text = out->reasoning = NULL;
     out->n_ids = out->cap_ids = out->cap_logprobs = 0;
-    out->text_len = out->cap_text = 0;
-    out->reasoning_len = out->cap_reasoning = 0;
 }
 
 void req_engine_unref(struct engine_req *r) { req_unref(r); }

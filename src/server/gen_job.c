@@ -299,15 +299,15 @@ static void stream_delta(struct gen_job *j, struct gen_choice *c, const struct e
     if (lp)
         c->chars += oai_logprobs_chars(j->srv->tok, o->ids, o->n_ids, j->skip_special);
     bool sent = false;
-    if (o->reasoning_len && j->meta.kind == OAI_CHAT) {
-        struct oai_choice d = {.index = c->index, .reasoning = o->reasoning,
-                               .reasoning_len = o->reasoning_len, .logprobs = lp ? &L : NULL};
+    if (o->reasoning.len && j->meta.kind == OAI_CHAT) {
+        struct oai_choice d = {.index = c->index, .reasoning = o->reasoning.data,
+                               .reasoning_len = o->reasoning.len, .logprobs = lp ? &L : NULL};
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
         sent = true;
     }
-    if (o->text_len || (lp && !sent)) {
-        struct oai_choice d = {.index = c->index, .text = o->text ? o->text : "",
-                               .text_len = o->text_len, .logprobs = lp && !sent ? &L : NULL};
+    if (o->text.len || (lp && !sent)) {
+        struct oai_choice d = {.index = c->index, .text = o->text.len ? o->text.data : "",
+                               .text_len = o->text.len, .logprobs = lp && !sent ? &L : NULL};
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
     }
 }
@@ -328,8 +328,8 @@ static void handle(struct gen_job *j, struct gen_choice *c)
     }
     if (j->stream) {
         stream_delta(j, c, o);
-    } else if (!ll_buf_append(&c->text, o->text, o->text_len) ||
-               !ll_buf_append(&c->reasoning, o->reasoning, o->reasoning_len) ||
+    } else if (!ll_buf_append(&c->text, o->text.data, o->text.len) ||
+               !ll_buf_append(&c->reasoning, o->reasoning.data, o->reasoning.len) ||
                (j->logprobs && o->n_ids > 0 && o->logprobs && !keep_logprobs(c, o))) {
         j->broken = true;
         return;
