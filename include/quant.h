@@ -36,7 +36,7 @@
  * Rows [16a, 16b) occupy contiguous slices of both planes (qs from byte 16a · K or 16a · K/2, d
  * from element 16a · nb), laid out exactly as the planes of a (16b − 16a, K) matrix of those rows,
  * so a matrix can be quantized, written or split in pieces of whole groups.
- * A model file stores the two planes as two tensors (integer data + f16 scales).
+ * A model file stores the two planes as two tensors (integer data + f16 scales; model_bind.h).
  *
  * All functions are pure and thread-safe; callers own every buffer.
  */
@@ -52,6 +52,9 @@
 
 #define LL_QBLOCK 32 /* elements of K per block (one scale each) */
 #define LL_QGROUP 16 /* rows interleaved per group */
+/* The name of this layout in a quantized model's config.json (quantization_config.layout; see
+ * model_bind.h for the files). A new layout gets a new name, so old readers refuse new files. */
+#define LL_QLAYOUT "rows16-blocks32"
 
 enum ll_qtype {
     LL_Q8_0,
