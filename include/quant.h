@@ -105,6 +105,15 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
                                 enum ll_dtype stype, int N, int K, int n0, int n1,
                                 struct ll_err *err);
 
+/* The quantizer ll_quantize_rows uses: "avx512" (when the CPU has AVX-512 and LLAISYS_KERNEL
+ * allows it) or "scalar", the reference; both write the same bytes. Chosen once. */
+const char *ll_quantize_variant(void);
+
+/* Switch the quantizer ("scalar" or "avx512"), for tests and benchmarks; not while another
+ * thread quantizes. Returns false, changing nothing, for an unknown name or one the CPU cannot
+ * run. */
+bool ll_quantize_set_variant(const char *name);
+
 /* Row n (0 <= n < w->n) of w dequantized into out (K floats, caller-owned): d · q (q8_0) or
  * d · (q − 8) (q4_0), each value exact in f32. */
 void ll_dequantize_row(float *out, const struct ll_qweight *w, int n);

@@ -4,7 +4,9 @@
  * Formats: crafted blocks whose scale and values are exact, checked byte by byte at the
  * documented offsets (a wrong scale, a swapped nibble or a wrong interleave fails); random rows
  * within the quantizers' error bounds (≤ d/2 per element, d when q4_0 clamps); bad shapes and
- * values refused with an error.
+ * values refused with an error. The AVX-512 quantizer writes the reference's bytes (ties, zero and
+ * -0 blocks, clamps, tiny and large values, from f32, bf16 and f16) and fails on the same block
+ * with the same message.
  *
  * GEMM tolerances:
  *   - The scalar reference against an independent double-precision evaluation of qmatmul.h's
@@ -706,6 +708,91 @@ static int teardown(void **state)
     return 0;
 }
 
+/* ---- the quantizer variants: the same bytes ---- */
+
+/* Quantize src (N, K) of dtype st with variant `name` into q (fresh); the status and message
+ * into *s and msg. */
+static void quantize_with(const char *name, struct qmat *q, enum ll_qtype t, const void *src,
+                          enum ll_dtype st, int N, int K, enum ll_status *s, char *msg)
+{
+    assert_true(ll_quantize_set_variant(name));
+    qmat_alloc(q, t, N, K);
+    struct ll_err err = {0};
+    *s = ll_quantize_rows(q->qs, q->d, t, src, st, N, K, 0, N, &err);
+    strcpy(msg, *s == LL_OK ? "" : err.msg);
+}
+
+static void test_quantizer_variants(void **state)
+{
+    (void)state;
+    char fast[32];
+    strcpy(fast, ll_quantize_variant());
+    assert_true(!strcmp(fast, "avx512") || !strcmp(fast, "scalar"));
+    assert_false(ll_quantize_set_variant("avx9"));
+    if (!ll_quantize_set_variant("avx512")) {
+        print_message("skipped: this CPU has no AVX-512 quantizer (%s only)\n", fast);
+        return;
+    }
+    const int N = 45, K = 128; /* three groups, the last one padded */
+    for (int st = LL_F32; st <= LL_F16; st++)
+        for (int t = 0; t < 2; t++)
+            for (int bad = 0; bad <= 2; bad++) {
+                rng_seed(77 + (uint64_t)st * 5 + (uint64_t)t * 2 + (uint64_t)bad);
+                float *x = rand_f32((size_t)N * K, 1.0);
+                for (int k = 0; k < 32; k++) {
+                    x[2 * K + k] = 0.0f;                      /* a zero block */
+                    x[3 * K + k] = k == 7 ? -1.0f : -0.0f;    /* -0 and one negative maximum */
+                    x[5 * K + k] = (float)(k - 16) * 0.125f;  /* q4_0: ties at every half step */
+                    x[6 * K + 32 + k] = (float)(k % 9 - 4) * 1e-6f; /* tiny values */
+                    x[7 * K + k] = k == 3 ? 2.0f : -2.0f;     /* q4_0: +max and the -8 clamp */
+                    x[8 * K + 64 + k] = (float)k * 0.5f + 0.25f; /* ties for q8_0's 127 steps */
+                }
+                x[9 * K + 5] = 1000.0f; /* a large value in a block of small ones */
+                if (bad == 1)
+                    x[20 * K + 70] = NAN; /* row 20, block 2 */
+                if (bad == 2)
+                    x[33 * K + 100] = st == LL_F16 ? INFINITY : 1e30f; /* scale beyond f16 */
+                void *src = x;
+                uint16_t *h = NULL;
+                if (st != LL_F32) {
+                    h = xmalloc((size_t)N * K * 2);
+                    for (size_t i = 0; i < (size_t)N * K; i++)
+                        h[i] = st == LL_BF16 ? ll_f32_to_bf16(x[i]) : ll_f32_to_f16(x[i]);
+                    src = h;
+                }
+                struct qmat a, b;
+                enum ll_status sa, sb;
+                char ma[512], mb[512];
+                quantize_with("scalar", &a, (enum ll_qtype)t, src, (enum ll_dtype)st, N, K, &sa,
+                              ma);
+                quantize_with("avx512", &b, (enum ll_qtype)t, src, (enum ll_dtype)st, N, K, &sb,
+                              mb);
+                assert_int_equal(sa, sb);
+                assert_string_equal(ma, mb);
+                assert_int_equal(sa, bad ? LL_EINVAL : LL_OK);
+                if (bad) {
+                    /* the blocks before the bad one are written, the same */
+                    int row = bad == 1 ? 20 : 33, blk = bad == 1 ? 2 : 3;
+                    char want[64];
+                    snprintf(want, sizeof want, "row %d, block %d", row, blk);
+                    assert_non_null(strstr(ma, want));
+                    for (int n = 0; n < row; n++)
+                        for (int bl = 0; bl < K / 32; bl++) {
+                            size_t di = ((size_t)(n / 16) * (K / 32) + bl) * 16 + n % 16;
+                            assert_int_equal(a.d[di], b.d[di]);
+                        }
+                } else {
+                    assert_memory_equal(a.qs, b.qs, ll_qweight_qs_bytes(t, N, K));
+                    assert_memory_equal(a.d, b.d, ll_qweight_d_bytes(N, K));
+                }
+                qmat_free(&a);
+                qmat_free(&b);
+                free(h);
+                free(x);
+            }
+    assert_true(ll_quantize_set_variant(fast));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -716,6 +803,7 @@ int main(void)
         cmocka_unit_test(test_q4_crafted),
         cmocka_unit_test(test_roundtrip_q8),
         cmocka_unit_test(test_roundtrip_q4),
+        cmocka_unit_test(test_quantizer_variants),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_variant_names),
         cmocka_unit_test(test_scratch_size),
