@@ -16,7 +16,8 @@ comma    := ,
 TP       := build/third_party
 
 # Base flags target plain x86-64 (with SSE4.2/AVX2-free code); SIMD kernels live in files named
-# *_avx2.c / *_avx512.c that get their own flags and are chosen at run time by CPU features.
+# *_avx2.c / *_avxvnni.c / *_avx512.c / *_vnni512.c that get their own flags and are chosen at run
+# time by CPU features.
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -MMD -MP \
             -Iinclude -I$(TP)/cjson/include -I$(TP)/microhttpd/include
@@ -26,6 +27,8 @@ LDLIBS   := $(TP_LIBS) -lutf8proc -lopenblas -lm -pthread
 STATIC_LDLIBS := $(TP_LIBS) -lutf8proc -lopenblas -lgfortran -lquadmath -lm -pthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+AVXVNNI_FLAGS  := $(AVX2_FLAGS) -mavxvnni
+VNNI512_FLAGS  := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 
 ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -147,6 +150,14 @@ $(BUILD)/%_avx2.o: %_avx2.c | $(SETUP)
 $(BUILD)/%_avx512.o: %_avx512.c | $(SETUP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+
+$(BUILD)/%_avxvnni.o: %_avxvnni.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVXVNNI_FLAGS) -c $< -o $@
+
+$(BUILD)/%_vnni512.o: %_vnni512.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(VNNI512_FLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

@@ -7,7 +7,9 @@
  * rejected; stop ids, eos, default max_tokens; a mixed run (shared prefixes, staggered
  * arrivals, cancels, a tiny pool) gives the same tokens as a roomy one; the threaded mode with
  * pollers on other threads, and callers that cancel or walk away while their requests finish;
- * text deltas add up to the decoded text.
+ * text deltas add up to the decoded text. The determinism checks (greedy batched == alone ==
+ * the plain runtime; seeded alone, batched, preempted, prefix-cached; a prefix hit's logits) run
+ * again with the weights quantized at load to q8_0 and q4_0 (--quant).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,12 +46,12 @@ static void greedy_params(struct engine_params *p)
     }
 }
 
-static void test_greedy_batched_equals_alone(void **state)
+/* quant: engine_opts.quant (0: the weights as stored; 1, 2: q8_0, q4_0 quantized at load). */
+static void greedy_batched_equals_alone(int quant)
 {
-    (void)state;
     struct engine_params p[NG];
     greedy_params(p);
-    struct engine_opts o = {.n_ctx = 256, .max_seqs = 8, .max_batch_tokens = 24};
+    struct engine_opts o = {.n_ctx = 256, .max_seqs = 8, .max_batch_tokens = 24, .quant = quant};
     struct result alone[NG], batch[NG];
     run_each_alone(o, p, NG, alone);
     o.n_threads = 2; /* and another thread count */
@@ -70,7 +72,9 @@ static void test_greedy_batched_equals_alone(void **state)
     /* The plain runtime's greedy loop (one contiguous sequence) gives the same tokens. */
     struct ll_err err = {0};
     struct model *m;
-    assert_int_equal(model_open(&m, FIXTURE, &err), LL_OK);
+    struct model_open_opts mo = engine_opts_model_open(&o);
+    assert_int_equal(model_open(&m, FIXTURE, &mo, &err), LL_OK);
+    assert_int_equal(m->quantized, quant != 0);
     struct runtime_opts ro = {.n_ctx = 256, .n_threads = 1, .math = LL_MATH_FAST};
     struct model_runtime *rt;
     assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
@@ -95,6 +99,20 @@ static void test_greedy_batched_equals_alone(void **state)
     free(logits);
     runtime_free(rt);
     model_close(m);
+}
+
+static void test_greedy_batched_equals_alone(void **state)
+{
+    (void)state;
+    greedy_batched_equals_alone(0);
+}
+
+/* The same with q8_0 and q4_0 weights: the integer GEMM keeps a row independent of the batch. */
+static void test_greedy_batched_equals_alone_quant(void **state)
+{
+    (void)state;
+    greedy_batched_equals_alone(1);
+    greedy_batched_equals_alone(2);
 }
 
 /* ---- seeded sampling: alone, batched, preempted, prefix-cached ---- */
@@ -137,6 +155,24 @@ static void test_seeded_determinism(void **state)
     assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
 }
 
+/* Alone, batched, preempted and prefix-cached give the same tokens with q8_0 and q4_0 weights
+ * quantized at load, and the quantized weights change what is sampled (q4_0 on this fixture). */
+static void test_seeded_determinism_quant(void **state)
+{
+    (void)state;
+    struct engine_params x = x_params(), others[16];
+    other_params(others, 16);
+    struct result plain, res[3];
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
+    run_each_alone(o, &x, 1, &plain);
+    for (int quant = 1; quant <= 2; quant++) {
+        o.quant = quant;
+        assert_deterministic(o, &x, others, &res[quant]);
+        assert_int_equal(res[quant].n, 12);
+    }
+    assert_true(memcmp(plain.ids, res[2].ids, sizeof(int32_t) * 12) != 0);
+}
+
 /* Prefix running concurrently: a request whose prompt extends a still-running request's
  * computed blocks shares them. */
 static void test_prefix_of_running_request(void **state)
@@ -173,12 +209,14 @@ static void test_prefix_of_running_request(void **state)
 
 /* ---- a prefix hit gives bit-identical logits (runtime + kv_pool, no engine) ---- */
 
-static void prefix_logits_mode(enum ll_math math)
+static void prefix_logits_mode(enum ll_math math, int quant)
 {
     enum { BSZ = 16, NB = 16 };
     struct ll_err err = {0};
     struct model *m;
-    assert_int_equal(model_open(&m, FIXTURE, &err), LL_OK);
+    struct engine_opts eo = {.n_threads = 1, .quant = quant};
+    struct model_open_opts mo = engine_opts_model_open(&eo);
+    assert_int_equal(model_open(&m, FIXTURE, &mo, &err), LL_OK);
     struct runtime_opts ro = {.n_ctx = NB * BSZ, .n_slots = NB * BSZ, .block_size = BSZ,
                               .max_batch = 128, .math = math};
     struct model_runtime *rt;
@@ -261,8 +299,10 @@ static void prefix_logits_mode(enum ll_math math)
 static void test_prefix_hit_same_logits(void **state)
 {
     (void)state;
-    prefix_logits_mode(LL_MATH_FAST);
-    prefix_logits_mode(LL_MATH_EXACT);
+    for (int quant = 0; quant <= 2; quant++) {
+        prefix_logits_mode(LL_MATH_FAST, quant);
+        prefix_logits_mode(LL_MATH_EXACT, quant);
+    }
 }
 
 /* ---- cancel in every state ---- */
@@ -727,7 +767,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_batched_equals_alone),
+        cmocka_unit_test(test_greedy_batched_equals_alone_quant),
         cmocka_unit_test(test_seeded_determinism),
+        cmocka_unit_test(test_seeded_determinism_quant),
         cmocka_unit_test(test_prefix_of_running_request),
         cmocka_unit_test(test_prefix_hit_same_logits),
         cmocka_unit_test(test_cancel_states),

@@ -22,6 +22,7 @@
 #include "engine_args.h"
 #include "matmul.h"
 #include "model.h"
+#include "qmatmul.h"
 #include "run_common.h"
 #include "sampler.h"
 #include "util.h"
@@ -392,11 +393,13 @@ int cmd_bench_engine(int argc, char **argv)
         ll_err_set(&err, LL_ENOMEM, "out of memory");
         goto fail;
     }
-    const struct model_config *c = &engine_model(b.e)->config;
+    const struct model *bm = engine_model(b.e);
+    const struct model_config *c = &bm->config;
+    char wdesc[160];
+    model_weights_str(bm, wdesc, sizeof wdesc);
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights); load %.3f s\n", dir,
-           c->n_layers, c->hidden_size, b.vocab,
-           ll_dtype_name(engine_model(b.e)->weight_dtype), ll_now() - t0);
-    printf("kernels: matmul %s\n", ll_matmul_variant());
+           c->n_layers, c->hidden_size, b.vocab, wdesc, ll_now() - t0);
+    printf("kernels: matmul %s\n", bm->quantized ? ll_qmatmul_variant() : ll_matmul_variant());
     engine_args_print(stdout, b.e);
     print_loadavg("at start");
     /* Warm-up (pages the weights in, starts the pool); not reported. */

@@ -55,10 +55,13 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     if (!e)
         return ll_err_set(err, LL_ENOMEM, "engine: out of memory");
     enum ll_status s;
-    if ((s = model_open(&e->model, model_dir, err)) != LL_OK)
-        goto fail;
     if (opts)
         e->opts = *opts;
+    engine_opts_resolve(&e->opts, NULL); /* the thread count, for quantizing at load */
+    struct model_open_opts mo = engine_opts_model_open(&e->opts);
+    if ((s = engine_opts_check(&e->opts, err)) != LL_OK ||
+        (s = model_open(&e->model, model_dir, &mo, err)) != LL_OK)
+        goto fail;
     engine_opts_resolve(&e->opts, &e->model->config);
     const struct engine_opts *o = &e->opts;
     if ((s = engine_opts_check(o, err)) != LL_OK)

@@ -34,6 +34,8 @@ static const struct {
 
 #define OFF(f) offsetof(struct engine_opts, f)
 
+const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", NULL};
+
 const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
                             1, 256, "compute threads"},
@@ -64,6 +66,11 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                                     "never share prompt prefixes (KV blocks) between requests"},
     [ENGINE_OPT_EXACT] = {"--exact", "LLAISYS_EXACT", NULL, ENGINE_OPT_BOOL, OFF(exact), 0, 1,
                           "f32 activations and KV cache"},
+    [ENGINE_OPT_QUANT] = {"--quant", "LLAISYS_QUANT", "TYPE", ENGINE_OPT_CHOICE, OFF(quant), 0, 2,
+                          "quantize the linear weights while loading, in parallel (timed in the "
+                          "log): none, q8_0 (8-bit) or q4_0 (4-bit); a directory written by "
+                          "`llaisys-cli quantize` needs none",
+                          engine_quant_names},
 };
 
 const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
@@ -94,8 +101,34 @@ enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_de
     case ENGINE_OPT_BOOL:
         s = ll_parse_bool(src, val, (bool *)p, err);
         break;
+    case ENGINE_OPT_CHOICE:
+        for (int i = 0; d->choices[i]; i++)
+            if (!strcmp(val, d->choices[i])) {
+                *(int *)p = i;
+                return LL_OK;
+            }
+        {
+            char list[128] = "";
+            for (int i = 0; d->choices[i]; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                         i ? ", " : "", d->choices[i]);
+            s = ll_err_set(err, LL_EINVAL, "%s: must be one of %s (got '%.40s')", src, list, val);
+        }
+        break;
     }
     return s;
+}
+
+struct model_open_opts engine_opts_model_open(const struct engine_opts *o)
+{
+    struct model_open_opts mo = {
+        .n_threads = o->n_threads > 0 ? o->n_threads : LL_POOL_DEFAULT_THREADS};
+    if (o->quant > 0) {
+        LL_ASSERT(o->quant < (int)LL_ARRAY_LEN(engine_quant_names) - 1);
+        mo.quantize = ll_qtype_parse(engine_quant_names[o->quant], &mo.qtype);
+        LL_ASSERT(mo.quantize);
+    }
+    return mo;
 }
 
 void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, char *buf, size_t n)
@@ -127,6 +160,9 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
         break;
     case ENGINE_OPT_EXACT:
         snprintf(dflt, sizeof dflt, "bf16 fast path");
+        break;
+    case ENGINE_OPT_QUANT:
+        snprintf(dflt, sizeof dflt, "none: the weights as stored");
         break;
     case ENGINE_OPT_NO_PREFIX_CACHE:
     case ENGINE_OPT_COUNT:
@@ -190,7 +226,8 @@ enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err
     for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
         const struct engine_opt_def *d = &engine_opt_defs[i];
         const void *p = (const char *)o + d->off;
-        long long v = d->type == ENGINE_OPT_INT    ? *(const int *)p
+        long long v = d->type == ENGINE_OPT_INT || d->type == ENGINE_OPT_CHOICE
+                          ? *(const int *)p
                       : d->type == ENGINE_OPT_SIZE ? (long long)*(const size_t *)p
                                                    : *(const bool *)p;
         if (d->type == ENGINE_OPT_BOOL || v == 0)
@@ -237,6 +274,9 @@ void engine_opts_print(FILE *f, const struct engine_opts *o, const char *sep)
             break;
         case ENGINE_OPT_BOOL:
             snprintf(val, sizeof val, "%s", *(const bool *)p ? "yes" : "no");
+            break;
+        case ENGINE_OPT_CHOICE:
+            snprintf(val, sizeof val, "%s", d->choices[*(const int *)p]);
             break;
         }
         fprintf(f, "%s%s: %s", i ? sep : "", d->flag + 2, val);

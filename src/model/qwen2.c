@@ -3,7 +3,9 @@
  *
  * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
  * biases widened to f32, and one scratch allocation carved into the matmul scratch and the
- * activation buffers of a max_batch step. qwen2_forward() allocates nothing.
+ * activation buffers of a max_batch step. qwen2_forward() allocates nothing. Each linear layer,
+ * lm_head included, runs ll_qmatmul when its weight is quantized, else ll_matmul; both keep a
+ * row's result independent of the batch and the thread count.
  *
  * Called by the thread that owns the runtime; the matmuls, attention and the row-wise steps run
  * on the pool (one ll_pool_run per op, rows split by (ith, nth)). Every row-wise step computes a
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "qmatmul.h"
 #include "util.h"
 
 struct qwen2_runtime {
@@ -31,8 +34,9 @@ struct qwen2_runtime {
     struct ll_kv_seq seq0;
     /* scratch, carved from mem */
     void *mem;
-    void *mm;       /* (mm_bytes) ll_matmul's scratch for max_batch rows of the widest K; first
-                       in mem, so 64-byte aligned; NULL in exact math (unused there) */
+    void *mm;       /* (mm_bytes) the scratch of ll_matmul (fast math) and of ll_qmatmul
+                       (quantized weights) for max_batch rows of the widest K: the larger of
+                       the two; first in mem, so 64-byte aligned; NULL when neither needs one */
     size_t mm_bytes;
     float *x;       /* (max_batch, hidden) residual stream */
     float *xn;      /* (max_batch, hidden) normed input of the next matmul */
@@ -199,7 +203,10 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
                     att_floats;
     int widest_k = r->hidden > r->qdim ? r->hidden : r->qdim;
     widest_k = r->inter > widest_k ? r->inter : widest_k;
-    r->mm_bytes = o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    /* one scratch serves both GEMMs (never in use at once): the larger of what each needs */
+    size_t mm_dense = o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    size_t mm_quant = m->quantized ? ll_qmatmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    r->mm_bytes = mm_dense > mm_quant ? mm_dense : mm_quant;
     size_t bytes = r->mm_bytes + floats * sizeof(float) + 3 * B * sizeof(int32_t);
     r->mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!r->table || !r->bias || !r->mem) {
@@ -250,12 +257,16 @@ static void gather_rows(float *buf, const int32_t *rows, int n, int dim)
             memmove(buf + (size_t)j * dim, buf + (size_t)rows[j] * dim, sizeof(float) * dim);
 }
 
-/* out (n, w.shape[0]) = x (n, w.shape[1]) · wᵀ + bias, on the runtime's pool and scratch. */
-static void linear(struct qwen2_runtime *r, float *out, const float *x, const struct ll_tensor *w,
-                   const float *bias, int n)
+/* out (n, w->n) = x (n, w->k) · Wᵀ + bias, on the runtime's pool and scratch: the integer
+ * dot-product GEMM for a quantized weight, the bf16/f32 one for a dense weight. */
+static void linear(struct qwen2_runtime *r, float *out, const float *x,
+                   const struct model_linear *w, const float *bias, int n)
 {
-    ll_matmul(out, x, w->data, w->dtype, bias, n, (int)w->shape[0], (int)w->shape[1],
-              r->base.opts.math, r->mm, r->mm_bytes, r->base.pool);
+    if (w->quantized)
+        ll_qmatmul(out, x, &w->q, bias, n, r->mm, r->mm_bytes, r->base.pool);
+    else
+        ll_matmul(out, x, w->dense.data, w->dense.dtype, bias, n, w->n, w->k, r->base.opts.math,
+                  r->mm, r->mm_bytes, r->base.pool);
 }
 
 enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
