@@ -276,7 +276,7 @@ static void test_decode_equals_runtime(void **state)
     /* the plain runtime, one contiguous sequence, gives the same bits */
     struct ll_err err = {0};
     struct model *mo;
-    assert_int_equal(model_open(&mo, TINY, &err), LL_OK);
+    assert_int_equal(model_open(&mo, TINY, NULL, &err), LL_OK);
     struct runtime_opts ro = {.n_ctx = 256, .n_threads = 1, .math = LL_MATH_FAST};
     struct model_runtime *rt;
     assert_int_equal(runtime_create(&rt, mo, &ro, &err), LL_OK);

@@ -742,7 +742,7 @@ static void test_registry_routes(void **state)
     model_close(m);
 
     /* config.json's model_type picks the family: the mock directory has no weight files */
-    if (model_open(&m, "tests/fixtures/mock", &err) != LL_OK)
+    if (model_open(&m, "tests/fixtures/mock", NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     assert_ptr_equal(m->family, mock);
     assert_null(m->st);

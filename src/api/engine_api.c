@@ -191,6 +191,9 @@ char *llaisys_engine_describe(const llaisys_engine *e)
         case ENGINE_OPT_BOOL:
             ll_buf_puts(&b, *(const bool *)p ? "true" : "false");
             break;
+        case ENGINE_OPT_CHOICE:
+            ll_json_put_cstr(&b, d->choices[*(const int *)p]);
+            break;
         }
         ll_buf_putc(&b, ',');
     }

@@ -205,7 +205,7 @@ int32_t llaisys_model_create(const char *model_dir, const struct llaisys_model_p
     llaisys_model *m = calloc(1, sizeof *m);
     if (!m)
         return api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_model_create: out of memory");
-    if ((s = model_open(&m->model, model_dir, &err)) != LL_OK)
+    if ((s = model_open(&m->model, model_dir, NULL, &err)) != LL_OK)
         goto fail;
     engine_opts_resolve(&o, &m->model->config);
     if (o.kv_blocks < 1) {
