@@ -142,7 +142,8 @@ static enum ll_status session_start(struct gen_job *j, struct http_ctx *c,
     memcpy(j->sess_ids, prompts[0], (size_t)n_ids[0] * sizeof *j->sess_ids);
     j->n_sess = n_ids[0];
     j->cap_sess = n_ids[0] + 64;
-    return sessions_begin(&srv->sessions, sid, session_owner(c), true, &j->session_key, e);
+    return sessions_begin(&srv->sessions, sid, session_owner(c), true, prompts[0], n_ids[0],
+                          &j->session_key, e);
 }
 
 uint64_t session_owner(struct http_ctx *c)

@@ -115,7 +115,8 @@ static enum ll_status add(struct sessions *ss, const char *id, uint64_t owner, d
 }
 
 enum ll_status sessions_begin(struct sessions *ss, const char *id, uint64_t owner, bool create,
-                              uint64_t *key, struct oai_error *e)
+                              const int32_t *prompt, int n_prompt, uint64_t *key,
+                              struct oai_error *e)
 {
     double now = ll_now();
     enum ll_status st = LL_OK;
@@ -131,7 +132,12 @@ enum ll_status sessions_begin(struct sessions *ss, const char *id, uint64_t owne
     else if (i < 0)
         st = add(ss, id, owner, now, &i, e);
     if (st == LL_OK) {
-        ss->s[i].busy++;
+        struct session *se = &ss->s[i];
+        int k = 0;
+        while (k < se->n_hist && k < n_prompt && se->hist[k] == prompt[k])
+            k++;
+        se->last_common = k;
+        se->busy++;
         ss->s[i].last_use = now;
         ss->s[i].last_unix = (long long)time(NULL);
         *key = ss->s[i].key;
@@ -169,6 +175,7 @@ void sessions_end(struct sessions *ss, uint64_t key, bool ok, const int32_t *pro
             }
             s->turns++;
             s->cached_tokens += (uint64_t)cached;
+            s->last_cached = cached;
             if (cached > 0) {
                 ss->hits++;
                 ss->tokens_saved += (uint64_t)cached;
@@ -223,9 +230,11 @@ char *sessions_describe(struct sessions *ss, const char *id, uint64_t owner,
     ll_buf_printf(&b,
                   "{\"id\":\"%s\",\"object\":\"session\",\"tokens\":%d,\"pinned_blocks\":%d,"
                   "\"turns\":%llu,\"cached_tokens\":%llu,\"in_flight\":%d,"
+                  "\"last_turn\":{\"common_prefix\":%d,\"cached_tokens\":%d},"
                   "\"created\":%lld,\"last_use\":%lld,\"idle_s\":%.3f,\"ttl_s\":%g}",
                   s.id, s.n_hist, pinned, (unsigned long long)s.turns,
-                  (unsigned long long)s.cached_tokens, s.busy, s.created_unix,
+                  (unsigned long long)s.cached_tokens, s.busy, s.last_common, s.last_cached,
+                  s.created_unix,
                   s.last_unix, now - s.last_use, ss->ttl);
     char *out = ll_buf_take(&b);
     if (!out)

@@ -31,6 +31,8 @@ struct session {
     long long created_unix, last_unix;
     int busy;           /* turns in flight */
     uint64_t turns, cached_tokens;
+    int last_common;    /* tokens the last turn's prompt shared with the history before it */
+    int last_cached;    /* prompt tokens the last turn took from the cache */
 };
 
 struct sessions {
@@ -57,10 +59,11 @@ void sessions_free(struct sessions *ss);
 bool session_id_valid(const char *id, struct oai_error *e);
 
 /* Find (or, with create, make) the session id of owner and mark a turn in flight. *key gets
- * its pin key. Returns LL_OK; LL_ENOTFOUND (no such session for this owner, and !create);
+ * its pin key; the tokens prompt shares with the history are recorded (last_common). Returns LL_OK; LL_ENOTFOUND (no such session for this owner, and !create);
  * LL_EOVERLOADED (max sessions, all busy); LL_ENOMEM. */
 enum ll_status sessions_begin(struct sessions *ss, const char *id, uint64_t owner, bool create,
-                              uint64_t *key, struct oai_error *e);
+                              const int32_t *prompt, int n_prompt, uint64_t *key,
+                              struct oai_error *e);
 /* End the turn of session key: with ok, its history becomes prompt + gen (replacing the old
  * one; a turn that does not extend it is an edit) and cached prompt tokens count as a hit. */
 void sessions_end(struct sessions *ss, uint64_t key, bool ok, const int32_t *prompt,
