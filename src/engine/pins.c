@@ -99,6 +99,10 @@ void pins_take_unpins(struct engine *e)
 {
     pthread_mutex_lock(&e->mbox->lock);
     int n = e->n_unpins;
+    if (n == 0) {
+        pthread_mutex_unlock(&e->mbox->lock);
+        return;
+    }
     uint64_t keys[64];
     if (n > 64)
         n = 64; /* the rest next step */
