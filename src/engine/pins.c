@@ -81,8 +81,8 @@ void pins_on_finish(struct engine *e, struct engine_req *r)
         prev = e->pins[old];
     else
         old = e->n_pins++;
-    e->pins[old] = (struct engine_pin){.key = key, .blocks = blocks, .n = n,
-                                       .used = ++e->pin_clock};
+    e->pins[old] =
+        (struct engine_pin){.key = key, .blocks = blocks, .n = n, .used = ++e->pin_clock};
     int limit = e->pin_limit;
     pthread_mutex_unlock(&e->mbox->lock);
     if (prev.blocks) {

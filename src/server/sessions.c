@@ -44,7 +44,8 @@ bool session_id_valid(const char *id, struct oai_error *e)
               ch == '.' || ch == '_' || ch == ':' || ch == '-')) {
             oai_error_set(e, LL_EINVAL, "session_id", "invalid_value",
                           "session_id may hold only letters, digits and . _ : - (byte %zu is "
-                          "not one)", i);
+                          "not one)",
+                          i);
             return false;
         }
     }
@@ -80,8 +81,8 @@ static int find(const struct sessions *ss, const char *id)
 }
 
 /* A new session (lock held): room made by dropping the least recently used idle one. */
-static enum ll_status add(struct sessions *ss, const char *id, uint64_t owner, double now,
-                          int *out, struct oai_error *e)
+static enum ll_status add(struct sessions *ss, const char *id, uint64_t owner, double now, int *out,
+                          struct oai_error *e)
 {
     if (ss->n >= ss->max) {
         int lru = -1;
@@ -124,11 +125,11 @@ enum ll_status sessions_begin(struct sessions *ss, const char *id, uint64_t owne
     expire(ss, now);
     int i = find(ss, id);
     if (i >= 0 && ss->s[i].owner != owner)
-        st = oai_error_set(e, LL_ENOTFOUND, "session_id", "session_not_found",
-                           "no session '%s'", id);
+        st = oai_error_set(e, LL_ENOTFOUND, "session_id", "session_not_found", "no session '%s'",
+                           id);
     else if (i < 0 && !create)
-        st = oai_error_set(e, LL_ENOTFOUND, "session_id", "session_not_found",
-                           "no session '%s'", id);
+        st = oai_error_set(e, LL_ENOTFOUND, "session_id", "session_not_found", "no session '%s'",
+                           id);
     else if (i < 0)
         st = add(ss, id, owner, now, &i, e);
     if (st == LL_OK) {
@@ -146,8 +147,8 @@ enum ll_status sessions_begin(struct sessions *ss, const char *id, uint64_t owne
     return st;
 }
 
-void sessions_end(struct sessions *ss, uint64_t key, bool ok, const int32_t *prompt,
-                  int n_prompt, const int32_t *gen, int n_gen, int cached)
+void sessions_end(struct sessions *ss, uint64_t key, bool ok, const int32_t *prompt, int n_prompt,
+                  const int32_t *gen, int n_gen, int cached)
 {
     pthread_mutex_lock(&ss->lock);
     int i = 0;
@@ -201,8 +202,7 @@ enum ll_status sessions_create(struct sessions *ss, const char *id, uint64_t own
     pthread_mutex_lock(&ss->lock);
     expire(ss, now);
     if (find(ss, id) >= 0)
-        st = oai_error_set(e, LL_EINVAL, "id", "session_exists", "session '%s' already exists",
-                           id);
+        st = oai_error_set(e, LL_EINVAL, "id", "session_exists", "session '%s' already exists", id);
     else
         st = add(ss, id, owner, now, &i, e);
     pthread_mutex_unlock(&ss->lock);
@@ -211,8 +211,7 @@ enum ll_status sessions_create(struct sessions *ss, const char *id, uint64_t own
     return st;
 }
 
-char *sessions_describe(struct sessions *ss, const char *id, uint64_t owner,
-                        struct oai_error *e)
+char *sessions_describe(struct sessions *ss, const char *id, uint64_t owner, struct oai_error *e)
 {
     double now = ll_now();
     struct ll_buf b = {0};
@@ -234,8 +233,7 @@ char *sessions_describe(struct sessions *ss, const char *id, uint64_t owner,
                   "\"created\":%lld,\"last_use\":%lld,\"idle_s\":%.3f,\"ttl_s\":%g}",
                   s.id, s.n_hist, pinned, (unsigned long long)s.turns,
                   (unsigned long long)s.cached_tokens, s.busy, s.last_common, s.last_cached,
-                  s.created_unix,
-                  s.last_unix, now - s.last_use, ss->ttl);
+                  s.created_unix, s.last_unix, now - s.last_use, ss->ttl);
     char *out = ll_buf_take(&b);
     if (!out)
         oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
@@ -249,8 +247,8 @@ enum ll_status sessions_delete(struct sessions *ss, const char *id, uint64_t own
     pthread_mutex_lock(&ss->lock);
     int i = find(ss, id);
     if (i < 0 || ss->s[i].owner != owner)
-        st = oai_error_set(e, LL_ENOTFOUND, "session_id", "session_not_found",
-                           "no session '%s'", id);
+        st = oai_error_set(e, LL_ENOTFOUND, "session_id", "session_not_found", "no session '%s'",
+                           id);
     else
         drop(ss, i);
     pthread_mutex_unlock(&ss->lock);
@@ -261,9 +259,11 @@ void sessions_get_stats(struct sessions *ss, struct sessions_stats *st)
 {
     pthread_mutex_lock(&ss->lock);
     expire(ss, ll_now());
-    *st = (struct sessions_stats){.active = ss->n, .hits = ss->hits,
+    *st = (struct sessions_stats){.active = ss->n,
+                                  .hits = ss->hits,
                                   .tokens_saved = ss->tokens_saved,
-                                  .created = ss->created_total, .expired = ss->expired,
+                                  .created = ss->created_total,
+                                  .expired = ss->expired,
                                   .evicted = ss->evicted};
     pthread_mutex_unlock(&ss->lock);
 }

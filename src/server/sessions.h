@@ -23,16 +23,16 @@ struct engine;
 
 struct session {
     char id[SESSION_ID_MAX + 1];
-    uint64_t owner;     /* hash of the creating key's Authorization value, 0 without auth */
-    uint64_t key;       /* the engine pin key (unique, nonzero) */
-    int32_t *hist;      /* (n_hist, cap_hist) prompt + generated tokens of the last turn */
+    uint64_t owner; /* hash of the creating key's Authorization value, 0 without auth */
+    uint64_t key;   /* the engine pin key (unique, nonzero) */
+    int32_t *hist;  /* (n_hist, cap_hist) prompt + generated tokens of the last turn */
     int n_hist, cap_hist;
-    double last_use;     /* monotonic */
+    double last_use; /* monotonic */
     long long created_unix, last_unix;
-    int busy;           /* turns in flight */
+    int busy; /* turns in flight */
     uint64_t turns, cached_tokens;
-    int last_common;    /* tokens the last turn's prompt shared with the history before it */
-    int last_cached;    /* prompt tokens the last turn took from the cache */
+    int last_common; /* tokens the last turn's prompt shared with the history before it */
+    int last_cached; /* prompt tokens the last turn took from the cache */
 };
 
 struct sessions {
@@ -41,8 +41,8 @@ struct sessions {
     struct session *s;     /* (n, cap) */
     int n, cap;
     uint64_t next_key;
-    double ttl;            /* seconds idle before expiry, 0: never */
-    int max;               /* sessions at most */
+    double ttl; /* seconds idle before expiry, 0: never */
+    int max;    /* sessions at most */
     uint64_t hits, tokens_saved, created_total, expired, evicted;
 };
 
@@ -66,15 +66,14 @@ enum ll_status sessions_begin(struct sessions *ss, const char *id, uint64_t owne
                               struct oai_error *e);
 /* End the turn of session key: with ok, its history becomes prompt + gen (replacing the old
  * one; a turn that does not extend it is an edit) and cached prompt tokens count as a hit. */
-void sessions_end(struct sessions *ss, uint64_t key, bool ok, const int32_t *prompt,
-                  int n_prompt, const int32_t *gen, int n_gen, int cached);
+void sessions_end(struct sessions *ss, uint64_t key, bool ok, const int32_t *prompt, int n_prompt,
+                  const int32_t *gen, int n_gen, int cached);
 /* Make an empty session (POST /v1/sessions): id NULL makes one up. *out (SESSION_ID_MAX+1)
  * gets the id. Returns as sessions_begin, or LL_EINVAL when the id already exists. */
 enum ll_status sessions_create(struct sessions *ss, const char *id, uint64_t owner, char *out,
                                struct oai_error *e);
 /* The JSON of session id (malloc'd) or NULL with e set (404). */
-char *sessions_describe(struct sessions *ss, const char *id, uint64_t owner,
-                        struct oai_error *e);
+char *sessions_describe(struct sessions *ss, const char *id, uint64_t owner, struct oai_error *e);
 /* Delete session id (its pin released). Returns LL_OK or LL_ENOTFOUND. */
 enum ll_status sessions_delete(struct sessions *ss, const char *id, uint64_t owner,
                                struct oai_error *e);
