@@ -113,7 +113,7 @@ check "requests without a session spread over the replicas" $?
 # go to the surviving replicas
 k=1
 while [ $k -le 6 ]; do
-    curl -s -N -m 60 -H 'Content-Type: application/json' -d '{"prompt":"count","max_tokens":600,
+    curl -s -N -m 120 -H 'Content-Type: application/json' -d '{"prompt":"count","max_tokens":200,
         "ignore_eos":true,"stream":true}' "$LB/v1/completions" >"$tmp/stream$k" 2>/dev/null &
     eval "cpid$k=\$!"
     k=$((k + 1))
