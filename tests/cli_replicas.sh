@@ -50,7 +50,7 @@ http {
     include $tmp/nginx/llaisys.conf;
 }
 EOC
-    "$nginx" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx/start.err" &
+    "$nginx" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off; master_process off;' 2>"$tmp/nginx/start.err" &
     npid=$!
     pids="$pids $npid"
     j=0
@@ -152,4 +152,4 @@ while [ $k -lt 8 ]; do
 done
 [ $ok -eq 8 ]
 check "after the kill, new requests go to the other replicas (8/8 answered)" $?
-kill "$npid" 2>/dev/null
+kill "$npid" 2>/dev/null; wait "$npid" 2>/dev/null
