@@ -100,6 +100,10 @@ struct engine_params {
     bool logprobs;                  /* report each token's logprob (engine_output.logprobs) */
     int top_logprobs;               /* and this many alternatives, 0..SAMPLER_MAX_TOP_LOGPROBS */
     bool reasoning;                 /* split <think> reasoning from the answer (see above) */
+    bool no_cache;                  /* neither take from nor publish to the prefix cache */
+    uint64_t pin_key;               /* nonzero: at a stop or length finish, keep the request's
+                                       full computed blocks pinned under this key, replacing
+                                       the key's previous pin (sessions; see engine_unpin) */
 };
 
 enum engine_finish {
@@ -159,6 +163,10 @@ struct engine_stats {
     uint64_t decode_tokens;     /* decode rows run through the model */
     uint64_t generated_tokens;  /* tokens sampled */
     double busy_s;              /* time spent in steps that did work */
+    int pins;                   /* pinned keys (engine_params.pin_key) */
+    int kv_pinned;              /* block references held by pins (a block pinned by two keys
+                                   counts twice) */
+    uint64_t pins_dropped;      /* pins released to make room or to keep the pin limit */
 };
 
 /* Open the model directory (model.h) and its tokenizer, resolve the options for the model
@@ -252,6 +260,18 @@ void engine_stop(struct engine *e);
 
 /* Snapshot of the counters (any thread). */
 void engine_get_stats(struct engine *e, struct engine_stats *st);
+
+/* Pins (pins.c): a pin holds references on a finished request's full computed blocks, so they
+ * are never evicted and the next request with that prefix finds them in the prefix cache.
+ * Pinned blocks never make a request wait or get preempted: when blocks are missing the
+ * scheduler releases the least recently used pins first (their blocks stay in the ordinary
+ * prefix cache until evicted). engine_set_pin_limit caps the block references all pins hold
+ * (past it the least recently used pins are released; default 0: no pins kept); engine_unpin
+ * releases a key's pin at the next step; engine_pinned_blocks says how many blocks a key pins
+ * now (0: none). Any thread. */
+void engine_set_pin_limit(struct engine *e, int blocks);
+void engine_unpin(struct engine *e, uint64_t key);
+int engine_pinned_blocks(struct engine *e, uint64_t key);
 
 /* "stop", "length", "cancelled", "error" ("" while running): the OpenAI finish_reason words. */
 const char *engine_finish_str(enum engine_finish f);

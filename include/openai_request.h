@@ -87,6 +87,8 @@ struct oai_request {
     bool skip_special_tokens;    /* vLLM extension (default true) */
     bool echo;                   /* completions (default false) */
     char *user;                  /* NULL when absent */
+    char *session_id;            /* llaisys: the session of this turn (sessions.h), or NULL */
+    bool no_cache;               /* cache_prompt / reuse_prefix false (default: both true) */
 
     /* chat: the template variables: {"messages": [...], "add_generation_prompt": bool,
      * "tools": [...] when given, and chat_template_kwargs' keys}. Message content is a string

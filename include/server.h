@@ -45,6 +45,11 @@ struct server_opts {
     enum log_level log_level; /* --log-level error|warn|info|debug (default info) */
     char *webui_dir;          /* --webui-dir DIR: serve the WebUI from DIR, else the built-in */
     bool no_webui;            /* --no-webui: nothing at / */
+    double session_ttl;       /* --session-ttl seconds idle before a session expires (default
+                                 1800; 0: never) */
+    int max_sessions;         /* --max-sessions (default 1024) */
+    int session_kv_share;     /* --session-kv-share: percent of the KV pool pinned sessions
+                                 may hold (default 50) */
 };
 
 /* Fill *o from the defaults, then LLAISYS_* environment variables, then argv (flags win); the

@@ -207,6 +207,89 @@ static void test_prefix_of_running_request(void **state)
     assert_same(&solo, &resb);
 }
 
+/* ---- pins (sessions): a pinned prefix survives other traffic; pins never block ---- */
+
+static void test_pins(void **state)
+{
+    (void)state;
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 64,
+                            .block_size = 16, .kv_blocks = 8};
+    struct engine *e = make_engine(o);
+    engine_set_pin_limit(e, 8);
+    int32_t a[80], other[120];
+    make_prompt(a, 40, 71);
+    struct engine_params pa = {.prompt = a, .n_prompt = 40, .max_tokens = 10, .ignore_eos = true,
+                               .pin_key = 7};
+    struct engine_req *r = submit(e, &pa);
+    run_idle(e);
+    struct result ra = {0};
+    drain(r, &ra);
+    engine_req_release(r);
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.pins, 1);
+    assert_int_equal(st.kv_pinned, 3); /* 49 computed tokens: 3 full blocks */
+    assert_int_equal(engine_pinned_blocks(e, 7), 3);
+
+    /* other traffic that cycles the 5 unpinned blocks twice: the pinned prefix stays */
+    for (int k = 0; k < 2; k++) {
+        make_prompt(other, 60, 900 + (uint64_t)k);
+        struct engine_params po = {.prompt = other, .n_prompt = 60, .max_tokens = 4,
+                                   .ignore_eos = true};
+        r = submit(e, &po);
+        run_idle(e);
+        engine_req_release(r);
+    }
+    memcpy(a + 40, ra.ids, 9 * sizeof *a); /* the next turn: prompt + answer + more */
+    make_prompt(a + 49, 6, 72);
+    pa.n_prompt = 55;
+    pa.max_tokens = 4;
+    r = submit(e, &pa);
+    run_idle(e);
+    struct result rb = {0};
+    drain(r, &rb);
+    engine_req_release(r);
+    assert_int_equal(rb.usage.cached_tokens, 48);
+    engine_get_stats(e, &st);
+    assert_int_equal(st.pins, 1);
+    assert_int_equal(st.preemptions, 0);
+
+    /* a request that needs the whole pool: the pin goes first, nothing is refused or stuck */
+    make_prompt(other, 110, 950);
+    struct engine_params pbig = {.prompt = other, .n_prompt = 110, .max_tokens = 8,
+                                 .ignore_eos = true};
+    r = submit(e, &pbig);
+    run_idle(e);
+    struct result rc = {0};
+    drain(r, &rc);
+    engine_req_release(r);
+    assert_int_equal(rc.finish, ENGINE_FINISH_LENGTH);
+    engine_get_stats(e, &st);
+    assert_int_equal(st.pins, 0);
+    assert_true(st.pins_dropped >= 1);
+    assert_int_equal(st.preemptions, 0);
+
+    /* engine_unpin releases at the next step; the pin limit caps what is pinned */
+    pa.n_prompt = 40;
+    r = submit(e, &pa);
+    run_idle(e);
+    engine_req_release(r);
+    assert_int_equal(engine_pinned_blocks(e, 7), 2); /* 43 computed tokens (max_tokens 4) */
+    engine_unpin(e, 7);
+    run_idle(e);
+    bool did;
+    struct ll_err err = {0};
+    assert_int_equal(engine_step(e, &did, &err), LL_OK);
+    assert_int_equal(engine_pinned_blocks(e, 7), 0);
+    engine_set_pin_limit(e, 1);
+    r = submit(e, &pa);
+    run_idle(e);
+    engine_req_release(r);
+    assert_int_equal(engine_pinned_blocks(e, 7), 0); /* 2 blocks > the limit of 1 */
+    assert_pool_empty(e);
+    engine_destroy(e);
+}
+
 /* ---- a prefix hit gives bit-identical logits (runtime + kv_pool, no engine) ---- */
 
 static void prefix_logits_mode(enum ll_math math, int quant)
@@ -772,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_seeded_determinism_quant),
         cmocka_unit_test(test_prefix_of_running_request),
         cmocka_unit_test(test_prefix_hit_same_logits),
+        cmocka_unit_test(test_pins),
         cmocka_unit_test(test_cancel_states),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_stops_and_text),

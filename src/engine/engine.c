@@ -141,6 +141,8 @@ static bool stops_active(const struct engine_req *r)
 static void finish(struct engine *e, struct engine_req *r, enum engine_finish why,
                    int32_t stop_id, int stop_str, const char *msg)
 {
+    if (why == ENGINE_FINISH_STOP || why == ENGINE_FINISH_LENGTH)
+        pins_on_finish(e, r);
     if (r->state == REQ_RUNNING)
         sched_drop_blocks(e, r);
     else if (r->state == REQ_WAITING)
@@ -215,6 +217,7 @@ static bool take_mail(struct engine *e)
         }
         req_engine_unref(r); /* the cancel list's reference */
     }
+    pins_take_unpins(e);
     return any;
 }
 
@@ -230,6 +233,7 @@ void engine_destroy(struct engine *e)
         take_mail(e);
         finish_all(e, &e->running, ENGINE_FINISH_CANCELLED, NULL);
         finish_all(e, &e->waiting, ENGINE_FINISH_CANCELLED, NULL);
+        pins_free(e);
         mailbox_unref(e->mbox);
     }
     free(e->b_token);
@@ -339,6 +343,9 @@ static void snapshot_stats(struct engine *e)
     st.kv_cached = ps.cached;
     st.kv_free = ps.free;
     st.block_size = e->opts.block_size;
+    st.pins = e->n_pins;
+    for (int i = 0; i < e->n_pins; i++)
+        st.kv_pinned += e->pins[i].n;
     pthread_mutex_lock(&e->mbox->lock);
     st.queued = e->mbox->queued;
     st.rejected = e->mbox->rejected;
@@ -432,7 +439,7 @@ static void *scheduler_main(void *arg)
     struct mailbox *mb = e->mbox;
     for (;;) {
         pthread_mutex_lock(&mb->lock);
-        while (!mb->stop && !mb->inbox_head && !mb->cancels && !e->waiting.n &&
+        while (!mb->stop && !mb->inbox_head && !mb->cancels && !e->n_unpins && !e->waiting.n &&
                !e->running.n)
             pthread_cond_wait(&mb->wake, &mb->lock);
         bool stop = mb->stop;

@@ -175,10 +175,34 @@ struct engine {
     int budget;                 /* tokens left in this step */
     bool preempted_now;         /* a preemption happened in this step: admit nothing new */
 
+    /* pins.c: [sched] written with mbox->lock held too, so other threads may read them */
+    struct engine_pin *pins;    /* (n_pins, cap_pins) */
+    int n_pins, cap_pins;
+    uint64_t pin_clock;         /* [sched] last-use stamps */
+    int pin_limit;              /* [mbox] most block references pins may hold */
+    uint64_t *unpins;           /* [mbox] (n_unpins, cap_unpins) keys to release next step */
+    int n_unpins, cap_unpins;
+
     /* threaded mode */
     pthread_t thread;
     bool threaded;
 };
+
+/* One pinned key (engine.h, "Pins"). */
+struct engine_pin {
+    uint64_t key;
+    int32_t *blocks; /* (n) one reference each */
+    int n;
+    uint64_t used;   /* pin_clock at the last pin */
+};
+
+/* pins.c [sched]: pin r's computed full blocks under its pin_key (before its blocks are
+ * dropped); release keys asked by engine_unpin; release least recently used pins until `want`
+ * blocks are allocatable or no pin is left (returns whether any was released); free all. */
+void pins_on_finish(struct engine *e, struct engine_req *r);
+void pins_take_unpins(struct engine *e);
+bool pins_make_room(struct engine *e, int want);
+void pins_free(struct engine *e);
 
 /* request.c: the request record and the mailbox. */
 struct mailbox *mailbox_create(void);

@@ -158,6 +158,7 @@ static void schedule_decodes(struct engine *e)
             continue;
         int need = blocks_for(r->n_computed + 1, e->opts.block_size) - r->n_blocks;
         bool self = false;
+        pins_make_room(e, need); /* pins go before any preemption */
         while (need > kv_pool_n_free(&e->pool)) {
             struct engine_req *v = e->running.tail; /* most recently started */
             if (v == r) {
@@ -185,6 +186,7 @@ static void schedule_chunks(struct engine *e)
             continue;
         int chunk = rem < e->budget ? rem : e->budget;
         int need = blocks_for(r->n_computed + chunk, bs) - r->n_blocks;
+        pins_make_room(e, need);
         while (need > kv_pool_n_free(&e->pool)) {
             struct engine_req *v = e->running.tail;
             if (v == r || v->batch_step == e->step_no)
@@ -206,7 +208,7 @@ static void schedule_chunks(struct engine *e)
 static int match_prefix(struct engine *e, struct engine_req *r, int *from_free)
 {
     *from_free = 0;
-    if (e->opts.no_prefix_cache)
+    if (e->opts.no_prefix_cache || r->params.no_cache)
         return 0;
     int bs = e->opts.block_size, limit = (r->n_tokens - 1) / bs, m = 0;
     while (r->n_hashes < limit) {
@@ -234,7 +236,7 @@ static int match_prefix(struct engine *e, struct engine_req *r, int *from_free)
  * block m mean equal prefixes (a collision only delays r until that block is computed). */
 static bool wait_for_prefix(const struct engine *e, const struct engine_req *r, int m)
 {
-    if (e->opts.no_prefix_cache || m >= r->n_hashes)
+    if (e->opts.no_prefix_cache || r->params.no_cache || m >= r->n_hashes)
         return false;
     for (const struct engine_req *o = e->running.head; o; o = o->next)
         if (o->n_hashes > m && o->n_published <= m && o->hashes[m] == r->hashes[m])
@@ -253,6 +255,11 @@ static void admit(struct engine *e)
         if (wait_for_prefix(e, r, m))
             break; /* its prefix is being computed: take it next step (no overtaking) */
         int need = blocks_for(r->n_tokens, bs) - m;
+        if (need + from_free > kv_pool_n_free(&e->pool) &&
+            pins_make_room(e, need + from_free)) { /* unpinned: the match may have changed */
+            m = match_prefix(e, r, &from_free);
+            need = blocks_for(r->n_tokens, bs) - m;
+        }
         if (need + from_free > kv_pool_n_free(&e->pool))
             break; /* wait for room; later requests do not overtake */
         for (int i = 0; i < m; i++)
@@ -292,7 +299,7 @@ void sched_build_batch(struct engine *e)
 
 void sched_publish_blocks(struct engine *e, struct engine_req *r)
 {
-    if (e->opts.no_prefix_cache)
+    if (e->opts.no_prefix_cache || r->params.no_cache)
         return;
     int bs = e->opts.block_size, full = r->n_computed / bs;
     while (r->n_hashes < full) {

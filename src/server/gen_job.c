@@ -18,6 +18,7 @@
 
 #include "buf.h"
 #include "gen_job.h"
+#include "hash.h"
 #include "live.h"
 #include "log.h"
 #include "metrics.h"
@@ -69,6 +70,9 @@ struct gen_job {
     bool broken;                 /* out of memory while formatting: the response is cut */
     int status;                  /* HTTP status answered */
     struct live_entry live;      /* registration with the watcher (its flags: [live]) */
+    uint64_t session_key;        /* the turn's session (sessions.h), 0: none */
+    int32_t *sess_ids;           /* (n_sess, cap_sess) the prompt, then choice 0's tokens */
+    int n_sess, cap_sess;
 };
 
 static void job_free(struct gen_job *j)
@@ -82,6 +86,7 @@ static void job_free(struct gen_job *j)
         free(j->ch[i].echo);
     }
     sse_free(&j->sse);
+    free(j->sess_ids);
     free(j->ch);
     free(j);
 }
@@ -112,6 +117,58 @@ static enum ll_status submit_error(enum ll_status s, const struct ll_err *err, i
     default:
         return oai_error_set(e, s, NULL, NULL, "cannot start the request: %s", err->msg);
     }
+}
+
+/* The turn's session: session_id in the body, else the X-Session-Id header; found or made
+ * (sessions.h) for the key that authorised the request. One prompt and one choice per turn. */
+static enum ll_status session_start(struct gen_job *j, struct http_ctx *c,
+                                    const struct oai_request *r, int32_t *const *prompts,
+                                    const int *n_ids, int n_prompts, struct oai_error *e)
+{
+    struct server *srv = c->srv;
+    const char *sid = r->session_id;
+    if (!sid)
+        sid = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "X-Session-Id");
+    if (!sid)
+        return LL_OK;
+    if (!session_id_valid(sid, e))
+        return e->status;
+    if (n_prompts != 1 || r->n != 1)
+        return oai_error_set(e, LL_EUNSUPPORTED, "session_id", "unsupported_parameter",
+                             "a session turn takes one prompt and n = 1");
+    j->sess_ids = malloc((size_t)(n_ids[0] + 64) * sizeof *j->sess_ids);
+    if (!j->sess_ids)
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    memcpy(j->sess_ids, prompts[0], (size_t)n_ids[0] * sizeof *j->sess_ids);
+    j->n_sess = n_ids[0];
+    j->cap_sess = n_ids[0] + 64;
+    return sessions_begin(&srv->sessions, sid, session_owner(c), true, prompts[0], n_ids[0],
+                          &j->session_key, e);
+}
+
+uint64_t session_owner(struct http_ctx *c)
+{
+    if (c->srv->opts->n_api_keys == 0)
+        return 0;
+    const char *a = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization");
+    return a ? ll_hash_bytes(a, strlen(a)) | 1 : 0;
+}
+
+/* Keep choice 0's new tokens for the session's history. */
+static void session_keep(struct gen_job *j, const struct engine_output *o)
+{
+    if (j->n_sess + o->n_ids > j->cap_sess) {
+        int cap = 2 * (j->n_sess + o->n_ids);
+        int32_t *p = realloc(j->sess_ids, (size_t)cap * sizeof *p);
+        if (!p) {
+            j->broken = true;
+            return;
+        }
+        j->sess_ids = p;
+        j->cap_sess = cap;
+    }
+    memcpy(j->sess_ids + j->n_sess, o->ids, (size_t)o->n_ids * sizeof *o->ids);
+    j->n_sess += o->n_ids;
 }
 
 enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
@@ -164,7 +221,12 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->skip_special = r->skip_special_tokens;
     struct engine_params base;
     oai_request_params(r, &engine_model(srv->engine)->gen, &base);
-    enum ll_status s = LL_OK;
+    enum ll_status s = session_start(j, c, r, prompts, n_ids, n_prompts, e);
+    if (s != LL_OK) {
+        job_free(j);
+        return s;
+    }
+    base.pin_key = j->session_key;
     int i = 0;
     for (int p = 0; p < n_prompts && s == LL_OK; p++) {
         j->prompt_tokens += n_ids[p];
@@ -198,6 +260,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     if (s != LL_OK) {
         for (int q = 0; q < i; q++)
             engine_req_release(j->ch[q].req);
+        if (j->session_key)
+            sessions_end(&srv->sessions, j->session_key, false, NULL, 0, NULL, 0, 0);
         job_free(j);
         return s;
     }
@@ -325,6 +389,8 @@ static void handle(struct gen_job *j, struct gen_choice *c)
         }
         c->n_seen += o->n_ids;
         c->t_last = now;
+        if (j->session_key && c->index == 0)
+            session_keep(j, o);
     }
     if (j->stream) {
         stream_delta(j, c, o);
@@ -545,6 +611,14 @@ static void gen_job_finish(struct gen_job *j)
         bool first_of_prompt = i == 0 || j->ch[i - 1].prompt != c->prompt;
         metrics_finish(&srv->metrics, seen, r, first_of_prompt ? c->usage.prompt_tokens : 0, gen,
                        c->queue_s);
+    }
+    if (j->session_key) {
+        const struct gen_choice *c0 = &j->ch[0];
+        bool ok = !j->broken && (c0->finish == ENGINE_FINISH_STOP ||
+                                 c0->finish == ENGINE_FINISH_LENGTH);
+        int np = c0->usage.prompt_tokens;
+        sessions_end(&srv->sessions, j->session_key, ok, j->sess_ids, np, j->sess_ids + np,
+                     j->n_sess - np, c0->usage.cached_tokens);
     }
     double ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
     metrics_request(&srv->metrics, ttft, j->t_end - j->t_arrival);

@@ -120,6 +120,8 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         return route_metrics(c);
     if ((!strcmp(u, "/v1/models") || !strncmp(u, "/v1/models/", 11)) && is_get(c))
         return route_models(c);
+    if (!strcmp(u, "/v1/sessions") || !strncmp(u, "/v1/sessions/", 13))
+        return route_sessions(c, u[12] ? u + 13 : NULL);
     if (!strcmp(c->method, "POST")) {
         if (!strcmp(u, "/v1/chat/completions"))
             return route_chat(c);

@@ -407,6 +407,24 @@ static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, st
 
 /* ---- the remaining fields ---- */
 
+/* session_id (sessions.h checks its form) and the prefix-cache switch: cache_prompt
+ * (llama.cpp's name) or reuse_prefix, default true; false: this request neither takes from nor
+ * adds to the prefix cache. Both given and different is refused. */
+static enum ll_status parse_session(const cJSON *root, struct oai_request *r, struct oai_error *e)
+{
+    enum ll_status s;
+    bool cp = true, rp = true;
+    if ((s = opt_string(root, "session_id", &r->session_id, e)) != LL_OK ||
+        (s = opt_bool(root, "cache_prompt", &cp, e)) != LL_OK ||
+        (s = opt_bool(root, "reuse_prefix", &rp, e)) != LL_OK)
+        return s;
+    if (ll_json_member(root, "cache_prompt") && ll_json_member(root, "reuse_prefix") && cp != rp)
+        return oai_error_set(e, LL_EINVAL, "reuse_prefix", "invalid_value",
+                             "'cache_prompt' and 'reuse_prefix' disagree");
+    r->no_cache = !cp || !rp;
+    return LL_OK;
+}
+
 static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struct oai_error *e)
 {
     const cJSON *v = ll_json_member(root, "stop");
@@ -587,7 +605,8 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
         (s = parse_logit_bias(root, r, e)) != LL_OK || (s = parse_logprobs(root, r, e)) != LL_OK ||
         (s = opt_bool(root, "ignore_eos", &r->ignore_eos, e)) != LL_OK ||
         (s = opt_bool(root, "skip_special_tokens", &r->skip_special_tokens, e)) != LL_OK ||
-        (s = opt_string(root, "user", &r->user, e)) != LL_OK)
+        (s = opt_string(root, "user", &r->user, e)) != LL_OK ||
+        (s = parse_session(root, r, e)) != LL_OK)
         return s;
     if (r->kind == OAI_COMPLETION) {
         if ((s = opt_bool(root, "echo", &r->echo, e)) != LL_OK)
@@ -686,6 +705,7 @@ void oai_request_params(const struct oai_request *r, const struct generation_def
         .stop = (const char *const *)r->stop,
         .n_stop = r->n_stop,
         .ignore_eos = r->ignore_eos,
+        .no_cache = r->no_cache,
         .keep_special = !r->skip_special_tokens,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
@@ -706,6 +726,7 @@ void oai_request_free(struct oai_request *r)
 {
     free(r->model);
     free(r->user);
+    free(r->session_id);
     free(r->logit_bias);
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);

@@ -33,6 +33,17 @@ enum MHD_Result route_metrics(struct http_ctx *c)
         engine_get_stats(srv->engine, &stats);
     char *text = metrics_render(&srv->metrics, have ? &stats : NULL, srv->served_name,
                                 st == SERVER_READY);
+    struct sessions_stats ss;
+    sessions_get_stats(&srv->sessions, &ss);
+    char *more = metrics_render_sessions(&ss, have ? &stats : NULL, srv->served_name);
+    struct ll_buf all = {0};
+    if (text && more) {
+        ll_buf_puts(&all, text);
+        ll_buf_puts(&all, more);
+    }
+    free(text);
+    free(more);
+    text = ll_buf_take(&all);
     if (!text)
         return respond_json(c, 500, NULL);
     struct MHD_Response *r =

@@ -83,6 +83,7 @@ int server_run(const struct server_opts *o)
     atomic_init(&srv.state, SERVER_LOADING);
     struct ll_err err = {0};
     int rc = 1, port = 0, listen_fd = -1;
+    sessions_init(&srv.sessions, o->session_ttl, o->max_sessions);
     if (metrics_init(&srv.metrics) != LL_OK) {
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
@@ -111,6 +112,10 @@ int server_run(const struct server_opts *o)
         goto out;
     }
     srv.n_ctx = engine_get_opts(srv.engine)->n_ctx;
+    engine_set_pin_limit(srv.engine,
+                         (int)((long long)engine_get_opts(srv.engine)->kv_blocks *
+                               o->session_kv_share / 100));
+    srv.sessions.engine = srv.engine;
     server_opts_print(o, engine_get_opts(srv.engine), stderr);
     fprintf(stderr, "  reasoning-parser: %s\n", srv.reasoning_why);
     atomic_store(&srv.state, SERVER_READY);
@@ -144,7 +149,9 @@ int server_run(const struct server_opts *o)
     rc = 0;
 out:
     http_stop(&srv, listen_fd); /* joins every connection thread: no job is left after it */
+    srv.sessions.engine = NULL;
     engine_destroy(srv.engine);
+    sessions_free(&srv.sessions);
     live_destroy(srv.live);
     chat_template_free(srv.tmpl);
     free(srv.bos);

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 
 #include "metrics.h"
+#include "sessions.h"
 #include "server.h"
 
 struct MHD_Daemon;
@@ -55,6 +56,7 @@ struct server {
     struct MHD_Daemon *mhd;      /* http.c's */
     struct live_table *live;
     struct metrics metrics;
+    struct sessions sessions;    /* sessions.h */
 };
 
 #endif

@@ -83,6 +83,12 @@ static const struct opt_def defs[] = {
      "serve the WebUI at / from DIR (e.g. webui/dist) instead of the built-in copy"},
     {"--no-webui", "LLAISYS_NO_WEBUI", T_BOOL, OFF(no_webui), 0, 0, NULL,
      "do not serve the WebUI (the chat application at /)"},
+    {"--session-ttl", "LLAISYS_SESSION_TTL", T_SECS, OFF(session_ttl), 0, 0, "SECS",
+     "idle time after which a session is forgotten (default 1800; 0: never)"},
+    {"--max-sessions", "LLAISYS_MAX_SESSIONS", T_INT, OFF(max_sessions), 1, 1 << 20, "N",
+     "sessions kept at most; past it the least recently used idle one goes (default 1024)"},
+    {"--session-kv-share", "LLAISYS_SESSION_KV_SHARE", T_INT, OFF(session_kv_share), 0, 100,
+     "PCT", "percent of the KV pool that sessions may keep pinned (default 50)"},
 };
 
 /* One option of the help: "  FLAG ARG   help" and "[VARIABLE]" under the help. */
@@ -245,6 +251,9 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     o->request_timeout = 600;
     o->write_timeout = 60;
     o->keepalive = 10;
+    o->session_ttl = 1800;
+    o->max_sessions = 1024;
+    o->session_kv_share = 50;
     o->shutdown_grace = 30;
     o->max_connections = 512;
     o->log_level = LOG_INFO;
