@@ -105,9 +105,9 @@ static enum MHD_Result dispatch(struct http_ctx *c)
     if (webui_route(c, &res)) /* the WebUI's files need no key: they hold no data */
         return res;
     bool public = !strcmp(u, "/health") || (!strcmp(u, "/metrics") && srv->opts->metrics_public);
-    if (!public &&
-        !auth_check(srv->opts, MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
-                                                           "Authorization"))) {
+    c->key = auth_key_index(srv->opts,
+                            MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization"));
+    if (!public && c->key < 0) {
         struct oai_error e;
         oai_error_set(&e, LL_EAUTH, NULL, "invalid_api_key",
                       "Missing or invalid API key: send the header 'Authorization: Bearer KEY'");

@@ -28,6 +28,8 @@ struct http_ctx {
     double t_arrival;            /* when the request line arrived */
     int status;                  /* status of the response queued (for the log), 0: none */
     bool log_done;               /* a generation job wrote the log line */
+    int key;                     /* the caller's API key (auth_key_index), -1 for public routes
+                                    called without one: owns the requests it starts */
 };
 
 /* Queue a JSON response: body (malloc'd, taken: freed here in every case), status. NULL body

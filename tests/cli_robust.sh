@@ -1,0 +1,75 @@
+#!/bin/sh
+# cli_robust.sh: regression tests for what was found when the server was tried as an attacker
+# would (issue 16): a NUL escape in request text is refused with a 400 instead of silently
+# cutting the text; one API key cannot cancel another key's requests, even under the same
+# X-Request-Id; a tokenizer.json whose vocab repeats an id or a token is refused with a message.
+# The server under test is $LLAISYS_SERVER (default ./llaisys-server), the CLI $LLAISYS_CLI.
+model=tests/fixtures/tiny-qwen2
+cli="${LLAISYS_CLI:-./llaisys-cli}"
+. tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
+
+for tool in curl jq; do
+    command -v "$tool" >/dev/null || { echo "not ok robust tests need $tool"; exit 0; }
+done
+c() { curl -s -m 30 "$@"; }
+code() { curl -s -m 30 -o /dev/null -w '%{http_code}' "$@"; }
+
+# ---- tokenizer.json with a repeated vocab id or token ----
+mkdir "$tmp/dup" && cp "$model"/*.json "$model"/model.safetensors "$tmp/dup/"
+jq -c '.model.vocab["zzdup"] = .model.vocab["a"]' "$model/tokenizer.json" >"$tmp/dup/tokenizer.json"
+printf 'a' | "$cli" tokenize --model "$tmp/dup" >/dev/null 2>"$tmp/dup.err"; rc=$?
+[ $rc -ne 0 ] && grep -q 'model.vocab\["zzdup"\]: id [0-9]* is already the id of "a"' "$tmp/dup.err"
+check "tokenizer.json: a vocab id given to two tokens is refused, naming both" $?
+# a JSON object with the same key twice (cJSON keeps both members)
+python3 - "$model/tokenizer.json" "$tmp/dup/tokenizer.json" <<'PY' 2>/dev/null
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+s = json.dumps(t)
+# append a second "a" member with a fresh id after the vocab's first member
+first = json.dumps(next(iter(v)))
+s = s.replace('"vocab": {' + first, '"vocab": {"a": %d, ' % (max(v.values()) + 1) + first, 1)
+open(sys.argv[2], "w").write(s)
+PY
+if [ $? -eq 0 ]; then
+    printf 'a' | "$cli" tokenize --model "$tmp/dup" >/dev/null 2>"$tmp/dup2.err"; rc=$?
+    [ $rc -ne 0 ] && grep -q 'model.vocab: the token "a" appears twice' "$tmp/dup2.err"
+    check "tokenizer.json: a vocab token listed twice is refused" $?
+fi
+
+# ---- two keys: ownership of requests, NUL escapes ----
+printf 'key-alice\nkey-bob\n' >"$tmp/keys"
+start keys --model "$model" --api-key-file "$tmp/keys" || exit 0
+A='Authorization: Bearer key-alice'
+B='Authorization: Bearer key-bob'
+
+out=$(c -H "$A" -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"a\u0000b"}],"max_tokens":2}' \
+    -w ' %{http_code}' "$URL/v1/chat/completions")
+echo "$out" | grep -q ' 400$' && echo "${out% 400}" | jq -e '.error.message | test("NUL")' >/dev/null
+check "\\u0000 in a message: 400 naming NUL (not a silently cut prompt)" $?
+for body in '{"prompt":"x\u0000","max_tokens":2}' '{"prompt":"x","stop":["\u0000"],"max_tokens":2}'; do
+    [ "$(code -H "$A" -d "$body" "$URL/v1/completions")" = 400 ] || { rc=1; break; }
+    rc=0
+done
+check "\\u0000 in a prompt or a stop string: 400" $rc
+[ "$(code -H "$A" -d '{"prompt":"x\\u0000","max_tokens":2}' "$URL/v1/completions")" = 200 ]
+check "an escaped backslash before u0000 is plain text: 200" $?
+
+long='{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":4000,"temperature":0,"ignore_eos":true,"stream":true}'
+curl -s -N -m 60 -H "$A" -H 'X-Request-Id: shared-1' -d "$long" "$URL/v1/chat/completions" >"$tmp/alice" &
+apid=$!
+i=0
+until grep -q '^data: {' "$tmp/alice" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+jid=$(grep '^data: {' "$tmp/alice" | head -n 1 | sed 's/^data: //' | jq -r .id)
+b1=$(code -H "$B" -X POST "$URL/v1/requests/shared-1/cancel")
+b2=$(code -H "$B" -X POST "$URL/v1/requests/$jid/cancel")
+kill -0 $apid 2>/dev/null; alive=$?
+[ "$b1" = 404 ] && [ "$b2" = 404 ] && [ $alive -eq 0 ]
+check "another key cannot cancel a request, by X-Request-Id or by id: 404, it goes on" $?
+a1=$(code -H "$A" -X POST "$URL/v1/requests/shared-1/cancel")
+wait $apid
+[ "$a1" = 200 ] &&
+    [ "$(grep '^data: {' "$tmp/alice" | tail -n 1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')" = cancelled ]
+check "the owning key cancels its request" $?
+stop keys
