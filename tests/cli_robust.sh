@@ -73,3 +73,78 @@ wait $apid
     [ "$(grep '^data: {' "$tmp/alice" | tail -n 1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')" = cancelled ]
 check "the owning key cancels its request" $?
 stop keys
+
+# ---- slow and idle connections (slowloris): the head deadline and the per-address limit ----
+if command -v python3 >/dev/null; then
+    start slow --model "$model" --header-timeout 2 --max-connections-per-ip 40 || exit 0
+    port=${URL##*:}
+    # 15 sockets trickling one header byte every 0.5 s, 15 silent ones (under the per-address
+    # limit of 40): /health must answer meanwhile, and every slow one be cut by ~2 s
+    python3 - "$port" >"$tmp/slow.out" 2>&1 <<'PY' &
+import socket, sys, time
+port = int(sys.argv[1])
+socks = []
+for i in range(30):
+    try:
+        socks.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+    except OSError:
+        pass
+trickle = socks[:15]
+start = time.time()
+cut = set()
+while time.time() - start < 6 and len(cut) < len(socks):
+    for i, s in enumerate(socks):
+        if i in cut:
+            continue
+        try:
+            if s in trickle:
+                s.send(b"G" if i == 0 else b"X")
+            s.setblocking(False)
+            try:
+                if s.recv(1) == b"":
+                    cut.add(i)
+            except BlockingIOError:
+                pass
+            s.setblocking(True)
+        except OSError:
+            cut.add(i)
+    time.sleep(0.5)
+print("opened", len(socks), "cut", len(cut), "after", round(time.time() - start, 1))
+PY
+    ppid=$!
+    sleep 0.5
+    ok=0
+    for i in 1 2 3 4 5 6; do
+        [ "$(curl -s -m 3 -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && ok=$((ok + 1))
+        sleep 0.5
+    done
+    wait $ppid
+    sed 's/^/# /' "$tmp/slow.out"
+    [ $ok -ge 5 ]
+    check "slow and silent connections: /health answers meanwhile ($ok of 6 probes)" $?
+    set -- $(cat "$tmp/slow.out")
+    [ "$2" -ge 1 ] && [ "$2" = "$4" ] && awk -v t="$6" 'BEGIN { exit !(t <= 5) }'
+    check "every slow connection is cut by the head deadline (2 s) within 5 s" $?
+    [ "$(code "$URL/health")" = 200 ]
+    check "after the slow connections, /health answers" $?
+    # the per-address limit: with 40 idle sockets open, the 41st from that address is closed
+    python3 - "$port" >"$tmp/ip.out" 2>&1 <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+socks = [socket.create_connection(("127.0.0.1", port), timeout=2) for _ in range(40)]
+time.sleep(0.3)
+extra = socket.create_connection(("127.0.0.1", port), timeout=2)
+try:
+    extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = extra.recv(100)
+except OSError:
+    got = b""
+print("closed" if not got.startswith(b"HTTP/1.1 200") else "served")
+PY
+    grep -q closed "$tmp/ip.out"
+    check "--max-connections-per-ip 40: the 41st connection from one address is closed" $?
+    sleep 2.5
+    [ "$(code "$URL/health")" = 200 ]
+    check "once the idle ones are cut, that address is served again" $?
+    stop slow
+fi

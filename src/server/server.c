@@ -140,7 +140,8 @@ int server_run(const struct server_opts *o)
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
     }
-    if (live_create(&srv.live, &err) != LL_OK || http_start(&srv, &port, &err) != LL_OK) {
+    if (live_create(&srv.live, &err) != LL_OK || live_create(&srv.heads, &err) != LL_OK ||
+        http_start(&srv, &port, &err) != LL_OK) {
         fprintf(stderr, "llaisys-server: %s\n", err.msg);
         goto out;
     }
@@ -199,6 +200,7 @@ out:
     http_stop(&srv, listen_fd); /* joins every connection thread: no job is left after it */
     engine_destroy(srv.engine);
     live_destroy(srv.live);
+    live_destroy(srv.heads); /* empty: every connection closed in http_stop */
     chat_template_free(srv.tmpl);
     free(srv.bos);
     free(srv.eos);
