@@ -148,3 +148,23 @@ PY
     check "once the idle ones are cut, that address is served again" $?
     stop slow
 fi
+
+# ---- SIGTERM: the listening socket closes at once, the stream in flight finishes ----
+start term --model "$model" --shutdown-grace 30 || exit 0
+mid='{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":150,"temperature":0,"ignore_eos":true,"stream":true}'
+curl -s -N -m 60 -d "$mid" "$URL/v1/chat/completions" >"$tmp/term1" &
+tp=$!
+i=0
+until grep -q '^data: {' "$tmp/term1" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM "$PID"
+sleep 0.3
+t0=$(date +%s.%N)
+curl -s -m 10 -o /dev/null "$URL/health"; crc=$?
+t1=$(date +%s.%N)
+wait "$PID"; rc=$?
+wait $tp
+[ $crc -eq 7 ] && awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 2) }'
+check "during the shutdown grace a new connection is refused at once (curl exit $crc)" $?
+[ $rc -eq 0 ] && [ "$(tail -n 2 "$tmp/term1" | head -n 1)" = "data: [DONE]" ] &&
+    [ "$(grep '^data: {' "$tmp/term1" | tail -n 1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')" = length ]
+check "the stream in flight at SIGTERM finishes (finish_reason length, [DONE]), exit 0" $?

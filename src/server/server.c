@@ -182,6 +182,11 @@ int server_run(const struct server_opts *o)
             live_count(srv.live) == 1 ? "" : "s");
     atomic_store(&srv.state, SERVER_DRAINING);
     listen_fd = http_quiesce(&srv);
+    if (listen_fd >= 0) { /* closed now, not after the grace: a new client is refused at once
+                             instead of waiting in the backlog and being reset */
+        close(listen_fd);
+        listen_fd = -1;
+    }
     double until = ll_now() + o->shutdown_grace;
     while (live_count(srv.live) > 0 && ll_now() < until) {
         if (wait_signal(&set, 0.05)) {
