@@ -149,6 +149,52 @@ PY
     stop slow
 fi
 
+# ---- HTTP-layer errors in the OpenAI JSON shape; Host; absolute-form targets ----
+start http --model "$model" || exit 0
+long_url="$URL/v1/models/$(head -c 9000 /dev/zero | tr '\0' a)"
+got=$(c -D "$tmp/h414" -o "$tmp/b414" -w '%{http_code}' "$long_url")
+[ "$got" = 414 ] && jq -e '.error.code == "uri_too_long"' "$tmp/b414" >/dev/null &&
+    grep -qi '^x-request-id:' "$tmp/h414"
+check "URL over 8 KiB: 414 in the OpenAI error shape with X-Request-Id" $?
+big=$(head -c 20000 /dev/zero | tr '\0' b)
+got=$(c -D "$tmp/h431" -o "$tmp/b431" -w '%{http_code}' -H "X-A: $big" -H "X-B: $big" "$URL/health")
+[ "$got" = 431 ] && jq -e '.error.code == "headers_too_large"' "$tmp/b431" >/dev/null &&
+    grep -qi '^x-request-id:' "$tmp/h431"
+check "headers over 32 KiB: 431 in the OpenAI error shape with X-Request-Id" $?
+got=$(c -D "$tmp/h413" -o "$tmp/b413" -w '%{http_code}' -H 'Content-Length: 99999999999' -d x "$URL/v1/completions")
+[ "$got" = 413 ] && jq -e '.error.type == "invalid_request_error"' "$tmp/b413" >/dev/null &&
+    grep -qi '^x-request-id:' "$tmp/h413"
+check "huge Content-Length: 413 in the OpenAI error shape" $?
+port=${URL##*:}
+python3 - "$port" >"$tmp/raw.out" 2>&1 <<'PY'
+import socket, sys
+port = int(sys.argv[1])
+def ask(req):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(req)
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    return data.decode("latin-1")
+r = ask(b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
+print("nohost", r.split(" ")[1], "missing_host" in r)
+r = ask(b"GET http://example.com/health HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
+print("absolute", r.split(" ")[1])
+r = ask(b"GET /health HTTP/1.0\r\n\r\n")
+print("http10", r.split(" ")[1])
+PY
+grep -q '^nohost 400 True$' "$tmp/raw.out"
+check "HTTP/1.1 without Host: 400 missing_host" $?
+grep -q '^absolute 200$' "$tmp/raw.out"
+check "absolute-form target (GET http://host/health): served as /health" $?
+grep -q '^http10 200$' "$tmp/raw.out"
+check "HTTP/1.0 without Host: served" $?
+stop http
+
 # ---- SIGTERM: the listening socket closes at once, the stream in flight finishes ----
 start term --model "$model" --shutdown-grace 30 || exit 0
 mid='{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":150,"temperature":0,"ignore_eos":true,"stream":true}'

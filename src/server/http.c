@@ -131,6 +131,40 @@ static enum MHD_Result body_too_large(struct http_ctx *c)
     return respond_error(c, &e);
 }
 
+/* The limits on a request's head answered here in the OpenAI error shape (libmicrohttpd's own
+ * HTML pages remain only past its 64 KiB per-connection memory). */
+enum { MAX_URL = 8192, MAX_HEADERS = 32768 };
+
+static enum MHD_Result head_error(struct http_ctx *c, int status, const char *code,
+                                  const char *msg)
+{
+    struct oai_error e;
+    oai_error_set(&e, LL_EINVAL, NULL, code, "%s", msg);
+    return respond_error_as(c, status, &e);
+}
+
+static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* An absolute-form request target (RFC 9112 3.2.2, "http://host/path") → its path. */
+static const char *origin_form(const char *url)
+{
+    const char *p = NULL;
+    if (!strncasecmp(url, "http://", 7))
+        p = url + 7;
+    else if (!strncasecmp(url, "https://", 8))
+        p = url + 8;
+    if (!p)
+        return url;
+    p = strchr(p, '/');
+    return p ? p : "/";
+}
+
 /* Append to the body. false: over the limit, or out of memory. */
 static bool append_body(struct request *q, const char *data, size_t n)
 {
@@ -228,12 +262,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
 {
-    (void)version;
     struct server *srv = cls;
     struct request *q = *con_cls;
     struct http_ctx *c = q ? &q->c : NULL;
     if (!q) { /* headers are in: set up, and refuse an announced oversized body at once */
-        if (!(q = calloc(1, sizeof *q)) || !(q->c.url = strdup(url))) {
+        if (!(q = calloc(1, sizeof *q)) || !(q->c.url = strdup(origin_form(url)))) {
             free(q);
             return MHD_NO;
         }
@@ -250,6 +283,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             request_id_random(c->xrid);
         set_cors(c);
         limit_send_buffer(conn);
+        size_t head = 0;
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, sum_header, &head);
+        if (strlen(url) > MAX_URL)
+            return head_error(c, 414, "uri_too_long", "The request URL is longer than 8192 bytes");
+        if (head > MAX_HEADERS)
+            return head_error(c, 431, "headers_too_large",
+                              "The request headers are larger than 32768 bytes in all");
+        if (!strcmp(version, "HTTP/1.1") &&
+            !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"))
+            return head_error(c, 400, "missing_host",
+                              "An HTTP/1.1 request must have a Host header (RFC 9112 3.2)");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;

@@ -38,6 +38,8 @@ enum MHD_Result respond_json(struct http_ctx *c, int status, char *body);
 /* Queue the OpenAI error body for e with its HTTP status (429 and 503 carry Retry-After, 401
  * WWW-Authenticate); 5xx are logged. Returns MHD's result. */
 enum MHD_Result respond_error(struct http_ctx *c, const struct oai_error *e);
+/* respond_error with an HTTP status of its own (414, 431: no ll_status maps to them). */
+enum MHD_Result respond_error_as(struct http_ctx *c, int status, const struct oai_error *e);
 /* Queue a response of Content-Type type with text (copied). Returns MHD's result. */
 enum MHD_Result respond_text(struct http_ctx *c, int status, const char *type,
                              const char *text);
