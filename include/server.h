@@ -40,6 +40,9 @@ struct server_opts {
                                  comes (default 10; at most write_timeout / 2) */
     double shutdown_grace;    /* --shutdown-grace seconds for in-flight requests (default 30) */
     int max_connections;      /* --max-connections (default 512) */
+    int max_connections_per_ip; /* --max-connections-per-ip (default 128) */
+    double header_timeout;    /* --header-timeout seconds for a request's whole head and body,
+                                 and for an idle keep-alive connection (default 10) */
     char **cors_origins;      /* --cors-origins "a,b" or "*" (default: no CORS headers) */
     int n_cors_origins;
     enum log_level log_level; /* --log-level error|warn|info|debug (default info) */

@@ -275,6 +275,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->live.xrid = j->xrid;
     j->live.cancel = gen_job_cancel;
     j->live.owner = j;
+    j->live.key = c->key;
     live_add(srv->live, &j->live);
     *out = j;
     return LL_OK;

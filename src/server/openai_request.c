@@ -132,6 +132,23 @@ static enum ll_status opt_string(const cJSON *obj, const char *name, char **out,
 }
 
 /* Parse body into *root (an object); `what` names the body in messages. */
+/* The byte offset of the first "\u0000" escape inside a JSON string of body, or len when none.
+ * Strings are copied as C strings downstream, so a NUL would silently cut them: refused. */
+static size_t find_nul_escape(const char *body, size_t len)
+{
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        if (body[i] == '"') {
+            in_str = !in_str;
+        } else if (in_str && body[i] == '\\' && i + 1 < len) {
+            if (body[i + 1] == 'u' && i + 5 < len && !memcmp(body + i + 2, "0000", 4))
+                return i;
+            i++; /* skip the escaped character (an escaped quote or backslash) */
+        }
+    }
+    return len;
+}
+
 static enum ll_status parse_body(cJSON **root, const char *body, size_t len, const char *what,
                                  struct oai_error *e)
 {
@@ -140,6 +157,11 @@ static enum ll_status parse_body(cJSON **root, const char *body, size_t len, con
     if (!ll_utf8_valid(body, len, &bad))
         return oai_error_set(e, LL_EUTF8, NULL, "invalid_utf8",
                              "%s is not valid UTF-8 (byte offset %zu)", what, bad);
+    if ((bad = find_nul_escape(body, len)) < len)
+        return oai_error_set(e, LL_EINVAL, NULL, "invalid_value",
+                             "%s has a NUL character (\\u0000) in a string at byte offset %zu: "
+                             "NUL is not allowed in text",
+                             what, bad);
     struct ll_err err = {0};
     cJSON *r;
     enum ll_status s = ll_json_parse(&r, body, len, what, &err);

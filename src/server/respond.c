@@ -65,7 +65,11 @@ enum MHD_Result respond_json(struct http_ctx *c, int status, char *body)
 
 enum MHD_Result respond_error(struct http_ctx *c, const struct oai_error *e)
 {
-    int status = ll_status_http(e->status);
+    return respond_error_as(c, ll_status_http(e->status), e);
+}
+
+enum MHD_Result respond_error_as(struct http_ctx *c, int status, const struct oai_error *e)
+{
     char *body = oai_error_json(e);
     if (!body)
         return respond_json(c, 500, NULL);

@@ -93,7 +93,7 @@ enum MHD_Result route_models(struct http_ctx *c)
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
 {
     struct server *srv = c->srv;
-    int n = srv->live ? live_cancel_id(srv->live, id) : 0;
+    int n = srv->live ? live_cancel_id(srv->live, id, c->key) : 0;
     if (n == 0) {
         struct oai_error e;
         oai_error_set(&e, LL_ENOTFOUND, NULL, "request_not_found",

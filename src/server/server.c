@@ -88,7 +88,8 @@ int server_run(const struct server_opts *o)
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
     }
-    if (live_create(&srv.live, &err) != LL_OK || http_start(&srv, &port, &err) != LL_OK) {
+    if (live_create(&srv.live, &err) != LL_OK || live_create(&srv.heads, &err) != LL_OK ||
+        http_start(&srv, &port, &err) != LL_OK) {
         fprintf(stderr, "llaisys-server: %s\n", err.msg);
         goto out;
     }
@@ -133,6 +134,11 @@ int server_run(const struct server_opts *o)
             live_count(srv.live) == 1 ? "" : "s");
     atomic_store(&srv.state, SERVER_DRAINING);
     listen_fd = http_quiesce(&srv);
+    if (listen_fd >= 0) { /* closed now, not after the grace: a new client is refused at once
+                             instead of waiting in the backlog and being reset */
+        close(listen_fd);
+        listen_fd = -1;
+    }
     double until = ll_now() + o->shutdown_grace;
     while (live_count(srv.live) > 0 && ll_now() < until) {
         if (wait_signal(&set, 0.05)) {
@@ -153,6 +159,7 @@ out:
     engine_destroy(srv.engine);
     sessions_free(&srv.sessions);
     live_destroy(srv.live);
+    live_destroy(srv.heads); /* empty: every connection closed in http_stop */
     chat_template_free(srv.tmpl);
     free(srv.bos);
     free(srv.eos);

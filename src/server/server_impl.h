@@ -55,6 +55,8 @@ struct server {
     long long started;           /* Unix seconds */
     struct MHD_Daemon *mhd;      /* http.c's */
     struct live_table *live;
+    struct live_table *heads;  /* connections whose request head/body is still arriving
+                                  (http.c): cut at --header-timeout */
     struct metrics metrics;
     struct sessions sessions;    /* sessions.h */
 };

@@ -75,6 +75,12 @@ static const struct opt_def defs[] = {
      "on SIGINT/SIGTERM, time for in-flight requests before they are cancelled (default 30)"},
     {"--max-connections", "LLAISYS_MAX_CONNECTIONS", T_INT, OFF(max_connections), 1, 65536, "N",
      "open connections at most (default 512)"},
+    {"--max-connections-per-ip", "LLAISYS_MAX_CONNECTIONS_PER_IP", T_INT,
+     OFF(max_connections_per_ip), 1, 65536, "N",
+     "open connections from one address at most (default 128)"},
+    {"--header-timeout", "LLAISYS_HEADER_TIMEOUT", T_SECS, OFF(header_timeout), 0, 0, "SECS",
+     "a request's head and body must arrive within this, else the connection is cut; also the "
+     "idle limit between keep-alive requests (default 10)"},
     {"--cors-origins", "LLAISYS_CORS_ORIGINS", T_LIST, OFF(cors_origins), 0, 0, "LIST",
      "comma-separated origins allowed by CORS, or * (default: none)"},
     {"--log-level", "LLAISYS_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, "LEVEL",
@@ -256,6 +262,8 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     o->session_kv_share = 50;
     o->shutdown_grace = 30;
     o->max_connections = 512;
+    o->max_connections_per_ip = 128;
+    o->header_timeout = 10;
     o->log_level = LOG_INFO;
     o->engine.profile = ENGINE_PROFILE_SERVER;
 
@@ -329,6 +337,8 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         return bad_err(&err);
     if (o->write_timeout < 1)
         return bad("--write-timeout", "must be at least 1 second", "0");
+    if (o->header_timeout <= 0)
+        return bad("--header-timeout", "must be more than 0 seconds", "0");
     if (o->keepalive <= 0 || o->keepalive > o->write_timeout / 2)
         o->keepalive = o->write_timeout / 2;
     if (!o->served_name) {
@@ -371,9 +381,10 @@ void server_opts_print(const struct server_opts *o, const struct engine_opts *e,
     }
     fprintf(f,
             "  max-body: %zu bytes\n  request-timeout: %gs\n  write-timeout: %gs\n"
-            "  sse-keepalive: %gs\n  shutdown-grace: %gs\n  max-connections: %d\n",
+            "  sse-keepalive: %gs\n  shutdown-grace: %gs\n  max-connections: %d (per address "
+            "%d)\n  header-timeout: %gs\n",
             o->max_body, o->request_timeout, o->write_timeout, o->keepalive, o->shutdown_grace,
-            o->max_connections);
+            o->max_connections, o->max_connections_per_ip, o->header_timeout);
     fprintf(f, "  cors-origins: ");
     for (int i = 0; i < o->n_cors_origins; i++)
         fprintf(f, "%s%s", i ? "," : "", o->cors_origins[i]);
