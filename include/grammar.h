@@ -125,7 +125,7 @@ enum ll_status grammar_json_schema(struct gbuild *b, const struct cJSON *schema,
 /* Any JSON object (json_object mode); any JSON value. */
 int grammar_json_any_object(struct gbuild *b);
 int grammar_json_any_value(struct gbuild *b);
-/* JSON whitespace between tokens as above, and up to 4 whitespace bytes before a value (one
+/* JSON whitespace between tokens as above, and up to 4 spaces or newlines before a value (one
  * rule each per builder). grammar_json_schema's rule starts with the latter. */
 int grammar_json_ws(struct gbuild *b);
 int grammar_json_lead_ws(struct gbuild *b);

@@ -6,7 +6,7 @@
  * Objects with properties are generated in the order the schema lists them; a property not in
  * "required" may be left out. Whitespace between tokens is at most one space or one newline
  * followed by up to 20 spaces or tabs, so a model cannot spend its tokens on layout; the text
- * before the value may hold up to 4 whitespace bytes (e.g. the blank line after "</think>").
+ * before the value may hold up to 4 spaces or newlines (e.g. the blank line after "</think>").
  * Any thread (a builder belongs to its caller).
  */
 #include <stdio.h>
@@ -49,16 +49,14 @@ int grammar_json_ws(struct gbuild *b)
     return b->shared[GB_WS] = ws;
 }
 
-/* Up to 4 whitespace bytes before a value. */
+/* Up to 4 spaces or newlines before a value. */
 int grammar_json_lead_ws(struct gbuild *b)
 {
     if (b->shared[GB_LEAD] >= 0)
         return b->shared[GB_LEAD];
     struct gset w = {{0}};
     gset_add(&w, ' ');
-    gset_add(&w, '\t');
     gset_add(&w, '\n');
-    gset_add(&w, '\r');
     int one = gb_rule(b);
     struct gseq q = {0};
     gseq_setsym(&q, gb_set(b, &w));

@@ -27,6 +27,7 @@
 #include "server_impl.h"
 #include "sse.h"
 #include "tokenizer.h"
+#include "tool_calls.h"
 #include "util.h"
 
 struct gen_choice {
@@ -48,6 +49,9 @@ struct gen_choice {
     long long chars;             /* characters of the text so far (logprobs text_offset) */
     int n_seen;                  /* tokens seen so far */
     double t_last;               /* when the last ones arrived */
+    struct tool_parser tp;       /* tools: the calls in the answer */
+    struct ll_buf content;       /* tools: the answer's text around the calls (per poll when
+                                    streaming, whole otherwise) */
 };
 
 struct gen_job {
@@ -58,6 +62,7 @@ struct gen_job {
     char method[16], url[64];    /* for the log line */
     bool stream, include_usage;
     bool logprobs, reasoning, skip_special;
+    bool tools, legacy_call;     /* parse tool calls (tool_calls.h); answer function_call */
     int top_logprobs;
     int n_choices;
     struct gen_choice *ch;
@@ -80,6 +85,8 @@ static void job_free(struct gen_job *j)
         free(j->ch[i].ids);
         free(j->ch[i].lp);
         free(j->ch[i].echo);
+        tool_parser_free(&j->ch[i].tp);
+        ll_buf_free(&j->ch[i].content);
     }
     sse_free(&j->sse);
     free(j->ch);
@@ -162,6 +169,11 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->top_logprobs = r->top_logprobs;
     j->reasoning = r->kind == OAI_CHAT && srv->reasoning;
     j->skip_special = r->skip_special_tokens;
+    j->tools = r->kind == OAI_CHAT && r->tools && r->tool_choice != OAI_TOOL_NONE &&
+               srv->tools.format != TOOL_FORMAT_NONE;
+    j->legacy_call = r->legacy_functions;
+    for (int i = 0; i < n; i++)
+        tool_parser_init(&j->ch[i].tp, srv->tools.format);
     struct engine_params base;
     oai_request_params(r, &engine_model(srv->engine)->gen, &base);
     enum ll_status s = LL_OK;
@@ -230,6 +242,8 @@ static const char *finish_reason(const struct gen_job *j, const struct gen_choic
 {
     if (c->finish == ENGINE_FINISH_CANCELLED && atomic_load(&j->live.timed_out))
         return "length";
+    if (c->finish == ENGINE_FINISH_STOP && c->tp.n_calls > 0)
+        return j->legacy_call ? "function_call" : "tool_calls";
     return engine_finish_str(c->finish);
 }
 
@@ -305,9 +319,29 @@ static void stream_delta(struct gen_job *j, struct gen_choice *c, const struct e
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
         sent = true;
     }
-    if (o->text_len || (lp && !sent)) {
-        struct oai_choice d = {.index = c->index, .text = o->text ? o->text : "",
-                               .text_len = o->text_len, .logprobs = lp && !sent ? &L : NULL};
+    const char *text = o->text ? o->text : "";
+    size_t text_len = o->text_len;
+    if (j->tools) { /* the answer through the call parser */
+        ll_buf_clear(&c->content);
+        tool_parser_feed(&c->tp, text, text_len, o->finish != ENGINE_RUNNING, &c->content);
+        if (c->tp.failed)
+            j->broken = true;
+        text = c->content.data ? c->content.data : "";
+        text_len = c->content.len;
+    }
+    if (text_len || (lp && !sent)) {
+        struct oai_choice d = {.index = c->index, .text = text, .text_len = text_len,
+                               .logprobs = lp && !sent ? &L : NULL};
+        emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
+    }
+    int first, n = j->tools ? tool_parser_new_calls(&c->tp, &first) : 0;
+    if (j->legacy_call && first > 0)
+        n = 0; /* the legacy shape has one call */
+    for (int k = 0; k < n && (!j->legacy_call || k == 0); k++) {
+        const struct tool_call *tc = &c->tp.calls[first + k];
+        struct oai_call call = {tc->id, tc->name, tc->arguments};
+        struct oai_choice d = {.index = c->index, .calls = &call, .n_calls = 1,
+                               .first_call = first + k, .legacy_call = j->legacy_call};
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
     }
 }
@@ -476,7 +510,8 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     } else {
         struct oai_choice *cs = calloc(j->n_choices > 0 ? (size_t)j->n_choices : 1, sizeof *cs);
         char *body = NULL;
-        if (cs) {
+        struct oai_call **calls = calloc((size_t)j->n_choices, sizeof *calls);
+        if (cs && calls) {
             struct oai_logprobs *lps = calloc((size_t)j->n_choices, sizeof *lps);
             for (int i = 0; lps && i < j->n_choices; i++) {
                 struct gen_choice *ch = &j->ch[i];
@@ -492,8 +527,32 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
                     break;
                 }
                 lps[i] = logprobs_of(j, ch->ids, ch->lp, ch->n_lp, ch->chars);
+                const char *text = ch->text.data;
+                size_t text_len = ch->text.len;
+                if (j->tools) {
+                    tool_parser_feed(&ch->tp, text ? text : "", text_len, true, &ch->content);
+                    text = ch->content.data;
+                    text_len = ch->content.len;
+                    if (ch->tp.failed || ch->content.failed) {
+                        j->broken = true;
+                        break;
+                    }
+                }
+                calls[i] = NULL;
+                int nc = j->tools ? ch->tp.n_calls : 0;
+                if (nc && !(calls[i] = calloc((size_t)nc, sizeof *calls[i]))) {
+                    j->broken = true;
+                    break;
+                }
+                for (int k = 0; k < nc; k++)
+                    calls[i][k] = (struct oai_call){ch->tp.calls[k].id, ch->tp.calls[k].name,
+                                                    ch->tp.calls[k].arguments};
+                if (j->legacy_call && nc > 1)
+                    nc = 1;
                 cs[i] = (struct oai_choice){
-                    .index = ch->index, .text = ch->text.data, .text_len = ch->text.len,
+                    .calls = calls[i], .n_calls = nc, .legacy_call = j->legacy_call,
+                    .content_null = nc > 0 && text_len == 0,
+                    .index = ch->index, .text = text, .text_len = text_len,
                     .reasoning = j->reasoning ? (ch->reasoning.data ? ch->reasoning.data : "")
                                               : NULL,
                     .reasoning_len = ch->reasoning.len,
@@ -505,8 +564,11 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
             if (lps && !j->broken)
                 body = oai_response_body(&j->meta, cs, j->n_choices, &u);
             free(lps);
-            free(cs);
         }
+        for (int i = 0; calls && i < j->n_choices; i++)
+            free(calls[i]);
+        free(calls);
+        free(cs);
         res = respond_json(c, 200, body);
     }
     j->status = c->status;
