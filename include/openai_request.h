@@ -58,6 +58,7 @@ struct cJSON *oai_error_object(const struct oai_error *e);
 enum oai_kind {
     OAI_CHAT,       /* /v1/chat/completions */
     OAI_COMPLETION, /* /v1/completions */
+    OAI_RESPONSES,  /* /v1/responses: a chat request in the Responses API's shape */
 };
 
 /* One prompt of /v1/completions: text (to be encoded with BOS) or token ids. */
@@ -123,6 +124,10 @@ struct oai_request {
     /* completions */
     struct oai_prompt *prompts;  /* (n_prompts) */
     int n_prompts;
+
+    /* responses: what the response object repeats of the request (instructions, tools,
+     * tool_choice, text, temperature, top_p, max_output_tokens, ...), a JSON object */
+    struct cJSON *resp_echo;
 };
 
 /* Parse a request body of `kind` (len bytes, need not be NUL-terminated). On LL_OK *r owns its
@@ -134,6 +139,18 @@ struct oai_request {
  * LL_ENOMEM. */
 enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
                                  size_t len, struct oai_error *e);
+
+/* POST /v1/responses: {model, input (a string, or items: messages with input_text /
+ * output_text parts, function_call, function_call_output, reasoning (left out of the prompt)),
+ * instructions (a system message first), tools ([{type: "function", name, description,
+ * parameters, strict}]), tool_choice, parallel_tool_calls, text.format (text, json_object,
+ * json_schema {name, schema, strict}), max_output_tokens, temperature, top_p, stream,
+ * truncation ("disabled"), include ([]), reasoning (a hint), and the hints of the chat route}
+ * into a chat request (kind OAI_RESPONSES, n = 1). previous_response_id is refused: no
+ * response is stored (the client sends the conversation as input). Same returns as
+ * oai_request_parse. */
+enum ll_status oai_responses_parse(struct oai_request *r, const char *body, size_t len,
+                                   struct oai_error *e);
 
 /* Whether the engine can serve what r asks: LL_OK, or LL_EUNSUPPORTED naming the field when
  * it cannot (echo together with logprobs: the prompt's logprobs are not computed). */

@@ -23,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
 #include "grammar.h"
 #include "json.h"
 #include "utf8.h"
@@ -833,14 +834,21 @@ static bool listed(const char *k, const char *const *list)
 
 /* Refuse every non-null field of root this server does not implement; check the hints' types.
  * `extra` (may be NULL) lists more allowed names (batch's "id"). */
+static const char *const responses_fields[] = {
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
+    "max_output_tokens", "temperature", "top_p", "stream", "previous_response_id", "reasoning",
+    "include", "truncation", NULL};
+
 static enum ll_status check_fields(const cJSON *root, enum oai_kind kind,
                                    const char *const *extra, struct oai_error *e)
 {
     const cJSON *k;
     cJSON_ArrayForEach(k, root) {
         const char *n = k->string;
-        if (cJSON_IsNull(k) || listed(n, common_fields) ||
-            listed(n, kind == OAI_CHAT ? chat_fields : completion_fields) ||
+        if (cJSON_IsNull(k) || (kind != OAI_RESPONSES && listed(n, common_fields)) ||
+            listed(n, kind == OAI_CHAT       ? chat_fields
+                      : kind == OAI_RESPONSES ? responses_fields
+                                              : completion_fields) ||
             (extra && listed(n, extra)))
             continue;
         if (listed(n, hint_strings)) {
@@ -1150,6 +1158,409 @@ enum ll_status oai_batch_line_parse(struct oai_request *r, cJSON **id, const cha
     return s;
 }
 
+
+/* ---- /v1/responses ---- */
+
+/* Text parts [{type: input_text | output_text | text, text}] or a string → a new cJSON string. */
+static enum ll_status parts_text(const cJSON *c, const char *param, cJSON **out,
+                                 struct oai_error *e)
+{
+    if (cJSON_IsString(c)) {
+        *out = cJSON_CreateString(c->valuestring);
+        return *out ? LL_OK : oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    if (!cJSON_IsArray(c))
+        return c ? wrong_type(e, param, "a string or an array of content parts", c)
+                 : oai_error_set(e, LL_EINVAL, param, "missing_required_parameter",
+                                 "'%s' is required", param);
+    struct ll_buf b = {0};
+    int k = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, c) {
+        char pp[112];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k);
+        const cJSON *type = ll_json_member(p, "type"), *t = ll_json_member(p, "text");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(type)) {
+            ll_buf_free(&b);
+            return oai_error_set(e, LL_ETYPE, pp, "invalid_type", "'%s' must be an object with "
+                                 "a string 'type'", pp);
+        }
+        if (strcmp(type->valuestring, "input_text") && strcmp(type->valuestring, "output_text") &&
+            strcmp(type->valuestring, "text")) {
+            ll_buf_free(&b);
+            return oai_error_set(e, LL_EUNSUPPORTED, pp, "unsupported_content",
+                                 "'%s': content parts of type '%.40s' are not supported (only "
+                                 "input_text, output_text)", pp, type->valuestring);
+        }
+        if (!cJSON_IsString(t)) {
+            ll_buf_free(&b);
+            return oai_error_set(e, LL_ETYPE, pp, "invalid_type", "'%s.text' must be a string",
+                                 pp);
+        }
+        if (k++)
+            ll_buf_putc(&b, '\n');
+        ll_buf_puts(&b, t->valuestring);
+    }
+    *out = cJSON_CreateString(b.data ? b.data : "");
+    bool failed = b.failed;
+    ll_buf_free(&b);
+    return *out && !failed ? LL_OK : oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+}
+
+static cJSON *new_message(cJSON *list, const char *role)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddStringToObject(m, "role", role) || !cJSON_AddItemToArray(list, m)) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* One input item into the message list. */
+static enum ll_status input_item(const cJSON *it, int i, cJSON *list, struct oai_error *e)
+{
+    char param[48];
+    snprintf(param, sizeof param, "input[%d]", i);
+    if (!cJSON_IsObject(it))
+        return wrong_type(e, param, "an object", it);
+    const cJSON *type = ll_json_member(it, "type");
+    if (type && !cJSON_IsString(type))
+        return oai_error_set(e, LL_ETYPE, param, "invalid_type", "'%s.type' must be a string",
+                             param);
+    const char *t = type ? type->valuestring : "message";
+    char sub[80];
+    enum ll_status s;
+    if (!strcmp(t, "message")) {
+        const cJSON *role = ll_json_member(it, "role");
+        snprintf(sub, sizeof sub, "%s.role", param);
+        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") &&
+                                      strcmp(role->valuestring, "system") &&
+                                      strcmp(role->valuestring, "developer") &&
+                                      strcmp(role->valuestring, "assistant")))
+            return oai_error_set(e, LL_EINVAL, sub, "invalid_value", "'%s' must be user, system, "
+                                 "developer or assistant", sub);
+        cJSON *content;
+        snprintf(sub, sizeof sub, "%s.content", param);
+        if ((s = parts_text(ll_json_member(it, "content"), sub, &content, e)) != LL_OK)
+            return s;
+        const char *r = role->valuestring;
+        cJSON *m = new_message(list, !strcmp(r, "developer") ? "system" : r);
+        if (!m || !cJSON_AddItemToObject(m, "content", content)) {
+            cJSON_Delete(content);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        return LL_OK;
+    }
+    if (!strcmp(t, "function_call")) {
+        const cJSON *id = ll_json_member(it, "call_id"), *name = ll_json_member(it, "name");
+        const cJSON *args = ll_json_member(it, "arguments");
+        if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value", "'%s': a function_call "
+                                 "needs the strings call_id, name and arguments", param);
+        /* calls join the assistant message before them, or make one */
+        cJSON *last = cJSON_GetArrayItem(list, cJSON_GetArraySize(list) - 1);
+        const cJSON *lr = ll_json_member(last, "role");
+        cJSON *m = last && cJSON_IsString(lr) && !strcmp(lr->valuestring, "assistant") ? last
+                                                                                       : NULL;
+        if (!m && (!(m = new_message(list, "assistant")) || !cJSON_AddNullToObject(m, "content")))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (!calls && !(calls = cJSON_AddArrayToObject(m, "tool_calls")))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        if (!call || !fn || !cJSON_AddItemToArray(calls, call) ||
+            !cJSON_AddStringToObject(call, "id", id->valuestring) ||
+            !cJSON_AddStringToObject(call, "type", "function") ||
+            !cJSON_AddItemToObject(call, "function", fn) ||
+            !cJSON_AddStringToObject(fn, "name", name->valuestring) ||
+            !cJSON_AddStringToObject(fn, "arguments", args->valuestring)) {
+            if (!call || !cJSON_GetObjectItem(call, "function"))
+                cJSON_Delete(fn);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        return LL_OK;
+    }
+    if (!strcmp(t, "function_call_output")) {
+        const cJSON *id = ll_json_member(it, "call_id");
+        if (!cJSON_IsString(id))
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                 "'%s.call_id' must be a string", param);
+        cJSON *content;
+        snprintf(sub, sizeof sub, "%s.output", param);
+        if ((s = parts_text(ll_json_member(it, "output"), sub, &content, e)) != LL_OK)
+            return s;
+        cJSON *m = new_message(list, "tool");
+        if (!m || !cJSON_AddItemToObject(m, "content", content) ||
+            !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) {
+            if (!m || !cJSON_GetObjectItem(m, "content"))
+                cJSON_Delete(content);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        return LL_OK;
+    }
+    if (!strcmp(t, "reasoning")) /* the templates leave past reasoning out of the prompt */
+        return LL_OK;
+    snprintf(sub, sizeof sub, "%s.type", param);
+    return oai_error_set(e, LL_EUNSUPPORTED, sub, "unsupported_parameter",
+                         "'%s': input items of type '%.40s' are not supported (message, "
+                         "function_call, function_call_output, reasoning)", sub, t);
+}
+
+/* text.format: the grammar of a Responses request. */
+static enum ll_status responses_format(const cJSON *text, struct oai_request *r,
+                                       struct oai_error *e)
+{
+    if (!text)
+        return LL_OK;
+    if (!cJSON_IsObject(text))
+        return wrong_type(e, "text", "an object", text);
+    enum ll_status s = only_keys(text, (const char *const[]){"format", NULL}, "text", e);
+    if (s != LL_OK)
+        return s;
+    const cJSON *f = ll_json_member(text, "format");
+    if (!f)
+        return LL_OK;
+    if (!cJSON_IsObject(f))
+        return wrong_type(e, "text.format", "an object", f);
+    const cJSON *type = ll_json_member(f, "type");
+    if (!cJSON_IsString(type))
+        return oai_error_set(e, type ? LL_ETYPE : LL_EINVAL, "text.format.type",
+                             type ? "invalid_type" : "missing_required_parameter",
+                             "'text.format.type' must be text, json_object or json_schema");
+    const char *t = type->valuestring;
+    if (!strcmp(t, "text") || !strcmp(t, "json_object")) {
+        if ((s = only_keys(f, (const char *const[]){"type", NULL}, "text.format", e)))
+            return s;
+        return t[0] == 'j' ? format_grammar(NULL, "text.format", &r->grammar, e) : LL_OK;
+    }
+    if (strcmp(t, "json_schema"))
+        return oai_error_set(e, LL_EINVAL, "text.format.type", "invalid_value",
+                             "'text.format.type' must be text, json_object or json_schema, not "
+                             "'%.40s'", t);
+    if ((s = only_keys(f, (const char *const[]){"type", "name", "description", "schema",
+                                                "strict", NULL}, "text.format", e)))
+        return s;
+    const cJSON *schema = ll_json_member(f, "schema"), *st = ll_json_member(f, "strict");
+    const cJSON *name = ll_json_member(f, "name");
+    if (name && !cJSON_IsString(name))
+        return wrong_type(e, "text.format.name", "a string", name);
+    if (st && !cJSON_IsBool(st))
+        return wrong_type(e, "text.format.strict", "a boolean", st);
+    if (!schema)
+        return oai_error_set(e, LL_EINVAL, "text.format.schema", "missing_required_parameter",
+                             "'text.format.schema' is required for json_schema");
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return wrong_type(e, "text.format.schema", "an object", schema);
+    return format_grammar(schema, "text.format.schema", &r->grammar, e);
+}
+
+/* tools [{type: "function", name, ...}] → the chat shape; tool_choice. */
+static enum ll_status responses_tools(const cJSON *root, struct oai_request *r,
+                                      struct oai_error *e)
+{
+    const cJSON *tools = ll_json_member(root, "tools"), *tc = ll_json_member(root, "tool_choice");
+    enum ll_status s;
+    r->parallel_tool_calls = true;
+    if ((s = opt_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) != LL_OK)
+        return s;
+    if (tools && !cJSON_IsArray(tools))
+        return wrong_type(e, "tools", "an array", tools);
+    if (cJSON_GetArraySize(tools) > 0) {
+        if (!(r->tools = cJSON_CreateArray()))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        int i = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) {
+            char p[48];
+            snprintf(p, sizeof p, "tools[%d]", i++);
+            const cJSON *type = ll_json_member(t, "type");
+            if (!cJSON_IsObject(t) || !cJSON_IsString(type))
+                return oai_error_set(e, LL_ETYPE, p, "invalid_type", "'%s' must be an object "
+                                     "with a string 'type'", p);
+            if (strcmp(type->valuestring, "function"))
+                return oai_error_set(e, LL_EUNSUPPORTED, p, "unsupported_parameter",
+                                     "'%s': tools of type '%.40s' are not supported (only "
+                                     "function)", p, type->valuestring);
+            cJSON *fn = cJSON_Duplicate(t, true);
+            if (!fn)
+                return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+            cJSON_DeleteItemFromObjectCaseSensitive(fn, "type");
+            s = add_function(fn, p, r->tools, e);
+            cJSON_Delete(fn);
+            if (s != LL_OK)
+                return s;
+        }
+        r->n_tools = i;
+    }
+    r->tool_choice = OAI_TOOL_AUTO;
+    if (cJSON_IsObject(tc)) { /* {type: "function", name} */
+        const cJSON *type = ll_json_member(tc, "type");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+            return oai_error_set(e, LL_EUNSUPPORTED, "tool_choice.type", "unsupported_parameter",
+                                 "'tool_choice.type' must be \"function\"");
+        cJSON *named = cJSON_CreateObject();
+        const cJSON *name = ll_json_member(tc, "name");
+        if (!named || (name && !cJSON_AddItemToObject(named, "name",
+                                                      cJSON_Duplicate(name, true)))) {
+            cJSON_Delete(named);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        s = parse_tool_choice(named, "tool_choice", true, r, e);
+        cJSON_Delete(named);
+    } else if (tc) {
+        s = cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")
+                ? (r->tool_choice = OAI_TOOL_REQUIRED, LL_OK)
+                : parse_tool_choice(tc, "tool_choice", true, r, e);
+    }
+    if (s != LL_OK)
+        return s;
+    if (!r->tools && (r->tool_choice == OAI_TOOL_REQUIRED || r->tool_choice == OAI_TOOL_NAMED))
+        return oai_error_set(e, LL_EINVAL, "tool_choice", "invalid_value",
+                             "'tool_choice' asks for a call, but no tools are given");
+    if (r->tools && r->grammar && r->tool_choice != OAI_TOOL_NONE)
+        return oai_error_set(e, LL_EUNSUPPORTED, "text.format", "unsupported_parameter",
+                             "text.format json output together with tools is not supported "
+                             "(unless tool_choice is none)");
+    return LL_OK;
+}
+
+/* What the response object repeats of the request. */
+static enum ll_status responses_echo(const cJSON *root, struct oai_request *r,
+                                     struct oai_error *e)
+{
+    cJSON *echo = cJSON_CreateObject();
+    static const char *const keep[] = {"instructions", "max_output_tokens", "metadata",
+                                       "temperature", "top_p", "text", "tool_choice",
+                                       "reasoning", "user", "store", "truncation",
+                                       "service_tier", "parallel_tool_calls"};
+    for (size_t i = 0; echo && i < sizeof keep / sizeof *keep; i++) {
+        const cJSON *v = ll_json_member(root, keep[i]);
+        if (v && !cJSON_AddItemToObject(echo, keep[i], cJSON_Duplicate(v, true)))
+            goto nomem;
+    }
+    /* tools in the Responses shape */
+    cJSON *tools = echo ? cJSON_AddArrayToObject(echo, "tools") : NULL;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, r->tools) { /* {"type": "function", name, description, ...} */
+        cJSON *one = cJSON_CreateObject();
+        if (!one || !cJSON_AddItemToArray(tools, one)) {
+            cJSON_Delete(one);
+            goto nomem;
+        }
+        if (!cJSON_AddStringToObject(one, "type", "function"))
+            goto nomem;
+        const cJSON *k;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(t, "function"))
+            if (!cJSON_AddItemToObject(one, k->string, cJSON_Duplicate(k, true)))
+                goto nomem;
+    }
+    if (!echo || !tools)
+        goto nomem;
+    r->resp_echo = echo;
+    return LL_OK;
+nomem:
+    cJSON_Delete(echo);
+    return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+}
+
+static enum ll_status parse_responses(const cJSON *root, struct oai_request *r,
+                                      struct oai_error *e)
+{
+    enum ll_status s = check_fields(root, OAI_RESPONSES, NULL, e);
+    if (s != LL_OK)
+        return s;
+    long long v = 0;
+    bool has = false;
+    struct gen_settings *g = &r->sampling;
+    if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
+        (s = opt_bool(root, "stream", &r->stream, e)) != LL_OK ||
+        (s = opt_int(root, "max_output_tokens", 1, INT32_MAX, &v, &has, e)) != LL_OK ||
+        (s = opt_number(root, "temperature", 0, GEN_TEMPERATURE_MAX, false, &g->temperature,
+                        &g->has_temperature, e)) != LL_OK ||
+        (s = opt_number(root, "top_p", 0, 1, true, &g->top_p, &g->has_top_p, e)) != LL_OK)
+        return s;
+    r->max_tokens = (int)v;
+    const cJSON *prev = ll_json_member(root, "previous_response_id");
+    if (prev)
+        return oai_error_set(e, LL_EUNSUPPORTED, "previous_response_id", "unsupported_parameter",
+                             "'previous_response_id': sessions are not implemented (responses "
+                             "are not stored); send the whole conversation as 'input'");
+    const cJSON *reasoning = ll_json_member(root, "reasoning");
+    if (reasoning && !cJSON_IsObject(reasoning))
+        return wrong_type(e, "reasoning", "an object", reasoning);
+    const cJSON *inc = ll_json_member(root, "include");
+    if (inc && !cJSON_IsArray(inc))
+        return wrong_type(e, "include", "an array", inc);
+    if (cJSON_GetArraySize(inc) > 0) {
+        const cJSON *x = inc->child;
+        return oai_error_set(e, LL_EUNSUPPORTED, "include", "unsupported_parameter",
+                             "'include': '%.60s' is not supported (only [])",
+                             cJSON_IsString(x) ? x->valuestring : "?");
+    }
+    const cJSON *tr = ll_json_member(root, "truncation");
+    if (tr && (!cJSON_IsString(tr) || strcmp(tr->valuestring, "disabled")))
+        return oai_error_set(e, LL_EUNSUPPORTED, "truncation", "unsupported_parameter",
+                             "'truncation': only \"disabled\" is supported (a conversation "
+                             "longer than the context is refused, not cut)");
+    if ((s = responses_format(ll_json_member(root, "text"), r, e)) != LL_OK ||
+        (s = responses_tools(root, r, e)) != LL_OK)
+        return s;
+    /* the conversation */
+    const cJSON *input = ll_json_member(root, "input");
+    const cJSON *ins = ll_json_member(root, "instructions");
+    if (!input)
+        return oai_error_set(e, LL_EINVAL, "input", "missing_required_parameter",
+                             "'input' is required");
+    if (!cJSON_IsString(input) && !cJSON_IsArray(input))
+        return wrong_type(e, "input", "a string or an array of items", input);
+    if (ins && !cJSON_IsString(ins))
+        return wrong_type(e, "instructions", "a string", ins);
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON *list = ctx ? cJSON_AddArrayToObject(ctx, "messages") : NULL;
+    if (!list || !cJSON_AddTrueToObject(ctx, "add_generation_prompt")) {
+        cJSON_Delete(ctx);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    r->chat_context = ctx;
+    cJSON *m;
+    if (ins && (!(m = new_message(list, "system")) ||
+                !cJSON_AddStringToObject(m, "content", ins->valuestring)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    if (cJSON_IsString(input)) {
+        if (!(m = new_message(list, "user")) ||
+            !cJSON_AddStringToObject(m, "content", input->valuestring))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    } else {
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, input)
+            if ((s = input_item(it, i++, list, e)) != LL_OK)
+                return s;
+    }
+    if (cJSON_GetArraySize(list) == 0)
+        return oai_error_set(e, LL_EINVAL, "input", "invalid_value",
+                             "'input' holds no message");
+    return responses_echo(root, r, e);
+}
+
+enum ll_status oai_responses_parse(struct oai_request *r, const char *body, size_t len,
+                                   struct oai_error *e)
+{
+    request_init(r, OAI_RESPONSES);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, "request body", e);
+    if (s != LL_OK)
+        return s;
+    s = parse_responses(root, r, e);
+    cJSON_Delete(root);
+    if (s != LL_OK) {
+        oai_request_free(r);
+        request_init(r, OAI_RESPONSES);
+    }
+    return s;
+}
+
 void oai_request_params(const struct oai_request *r, const struct generation_defaults *g,
                         struct engine_params *out)
 {
@@ -1191,6 +1602,7 @@ void oai_request_free(struct oai_request *r)
     cJSON_Delete(r->chat_context);
     grammar_unref(r->grammar);
     cJSON_Delete(r->tools);
+    cJSON_Delete(r->resp_echo);
     free(r->tool_choice_name);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].text);
