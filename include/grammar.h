@@ -118,7 +118,9 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
  * readOnly, writeOnly, strict) are ignored. Any other keyword is LL_EUNSUPPORTED, naming it and
  * its path; a malformed schema is LL_EINVAL. Whitespace between tokens is limited to one space
- * or a newline and up to 20 spaces or tabs, so generated JSON cannot run on in whitespace. */
+ * or a newline and up to 20 spaces or tabs, so generated JSON cannot run on in whitespace;
+ * numbers to 15 digits before and after the point and 2 exponent digits (what a double holds:
+ * no infinities, integers exact). */
 #define GRAMMAR_MAX_REPEAT 256
 enum ll_status grammar_json_schema(struct gbuild *b, const struct cJSON *schema,
                                    const char *where, int *rule, struct ll_err *err);

@@ -205,6 +205,11 @@ static void test_schema_types(void **state)
                         "\"tags\":[]}"));
     assert_false(acc(g, "{\"name\":\"Ann\",\"age\":042,\"score\":1,\"ok\":true,\"none\":null,"
                         "\"tags\":[]}"));
+    /* numbers a double holds: 15 digits, 2-digit exponents */
+    assert_true(prefix(g, "{\"name\":\"\",\"age\":123456789012345,"));
+    assert_false(prefix(g, "{\"name\":\"\",\"age\":1234567890123456"));
+    assert_true(prefix(g, "{\"name\":\"\",\"age\":1,\"score\":-1.25E+99,"));
+    assert_false(prefix(g, "{\"name\":\"\",\"age\":1,\"score\":1e100"));
     assert_false(prefix(g, "{\"name\":\"A\x01"));   /* control byte in a string */
     assert_false(prefix(g, "{\"name\":\"A\\x"));    /* bad escape */
     assert_false(prefix(g, "{\"name\":\"\xc0\xaf")); /* overlong UTF-8 */

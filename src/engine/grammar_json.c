@@ -144,17 +144,17 @@ static int string_rule(struct gbuild *b, int min, int max)
     return r;
 }
 
-/* digits ::= "" | [0-9] digits */
-static int digits_rule(struct gbuild *b)
+/* Up to n more digits. Numbers are kept to what a double (and JavaScript) holds: at most 15
+ * digits before and after the point, exponents of at most 2 digits, so no generated number
+ * overflows to an infinity or loses an integer's digits. */
+static int digits_rule(struct gbuild *b, int n)
 {
-    int r = gb_rule(b);
+    int d = gb_rule(b);
     struct gseq q = {0};
-    gb_alt(b, r, &q);
     gseq_range(b, &q, '0', '9');
-    gseq_rule(&q, r);
-    gb_alt(b, r, &q);
+    gb_alt(b, d, &q);
     gseq_free(&q);
-    return r;
+    return gb_repeat(b, d, 0, n);
 }
 
 static int number_rule(struct gbuild *b, bool integer)
@@ -162,7 +162,7 @@ static int number_rule(struct gbuild *b, bool integer)
     int which = integer ? GB_INTEGER : GB_NUMBER;
     if (b->shared[which] >= 0)
         return b->shared[which];
-    int digits = digits_rule(b);
+    int digits = digits_rule(b, 14);
     struct gseq q = {0};
     int intpart = gb_rule(b); /* 0 | [1-9] digits */
     gseq_byte(b, &q, '0');
@@ -199,7 +199,7 @@ static int number_rule(struct gbuild *b, bool integer)
         gseq_setsym(&f, gb_set(b, &e));
         gseq_rule(&f, pmr);
         gseq_range(b, &f, '0', '9');
-        gseq_rule(&f, digits);
+        gseq_rule(&f, digits_rule(b, 1));
         gb_alt(b, exp, &f);
         gseq_free(&f);
         gseq_rule(&q, gb_optional(b, frac));
