@@ -19,9 +19,26 @@
  * Per-request controls, applied to the request's logits row inside the shared batch, in this
  * order (sampler.h): logit_bias, then the penalties (repetition over prompt and output,
  * presence / frequency over the output), then eos and stop ids banned while fewer than
- * min_tokens tokens were generated, then temperature, min_p, top_k, top_p and the draw.
- * Logprobs (when asked): log_softmax(l / T) of the logits l after bias, penalties and the
- * min_tokens ban, over the whole vocabulary, before min_p / top_k / top_p (T = 1 when greedy).
+ * min_tokens tokens were generated, then the grammar mask (params.grammar, below), then
+ * temperature, min_p, top_k, top_p and the draw.
+ * Logprobs (when asked): log_softmax(l / T) of the logits l after bias, penalties, the
+ * min_tokens ban and the grammar mask, over the whole vocabulary, before min_p / top_k / top_p
+ * (T = 1 when greedy): with a grammar they are the log-probabilities of the masked
+ * distribution, the one the token was drawn from.
+ *
+ * Constrained decoding (params.grammar, grammar.h): after the min_tokens ban and before
+ * temperature, every token whose bytes cannot continue the grammar gets -inf; eos and stop ids
+ * are allowed only where the grammar accepts. The grammar state is advanced by each token's
+ * bytes, so the mask is a function of the tokens so far (determinism, preemption and the
+ * prefix cache are unaffected). When the grammar is complete (it accepts and nothing may
+ * follow) the request ends at once with "stop", min_tokens or not. Near max_tokens only tokens
+ * after which the grammar can still be completed in the tokens left are allowed, so an output
+ * cut by max_tokens is still a complete sentence when max_tokens leaves room for one. When the
+ * output starts inside the reasoning (see the text path), the grammar applies after "</think>":
+ * the reasoning is free text, and "</think>" is forced in time to complete the grammar. Stop
+ * strings still apply (and may cut a constrained output). Masks are cached per grammar state
+ * and shared by requests with equal grammars; a request whose grammar needs more states than
+ * GRAMMAR_MAX_STATES finishes with an error.
  *
  * Text path: the token's text (incremental, UTF-8 safe) goes through stop strings and the
  * reasoning split before it reaches the outbox. A stop string ends the request with "stop"; it
@@ -68,6 +85,7 @@
 
 struct engine;
 struct engine_req;
+struct grammar;
 struct model;
 struct tokenizer;
 
@@ -104,6 +122,8 @@ struct engine_params {
     uint64_t pin_key;               /* nonzero: at a stop or length finish, keep the request's
                                        full computed blocks pinned under this key, replacing
                                        the key's previous pin (sessions; see engine_unpin) */
+    struct grammar *grammar;        /* constrain the output to this grammar (grammar.h), or
+                                       NULL; engine_submit takes its own reference */
 };
 
 enum engine_finish {

@@ -96,6 +96,7 @@ int32_t api_code(enum ll_status s)
         return LLAISYS_ABORTED;
     case LL_EAUTH:
     case LL_EBODYLIMIT:
+    case LL_EMETHOD:
     case LL_EUNAVAILABLE:
     case LL_STATUS_COUNT:
         break;

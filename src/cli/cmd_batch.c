@@ -425,6 +425,9 @@ int cmd_batch(int argc, char **argv)
             s = oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
         if (s == LL_OK)
             s = oai_request_check_supported(&l->req, &e);
+        if (s == LL_OK && l->req.tools && l->req.tool_choice != OAI_TOOL_NONE)
+            s = oai_error_set(&e, LL_EUNSUPPORTED, "tools", "unsupported_parameter",
+                              "'tools': batch does not parse tool calls (the server does)");
         if (s == LL_OK)
             s = submit_line(&c, l, &e);
         if (s != LL_OK) {

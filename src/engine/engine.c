@@ -179,6 +179,7 @@ static void finish(struct engine *e, struct engine_req *r, enum engine_finish wh
     }
     tokenizer_stream_free(r->stream);
     r->stream = NULL;
+    constraint_release(e, r);
     r->state = REQ_FINISHED;
     e->counters.finished++;
     req_engine_unref(r);
@@ -243,6 +244,7 @@ void engine_destroy(struct engine *e)
     free(e->b_seqs);
     free(e->b_reqs);
     free(e->logits);
+    constraint_free_all(e);
     kv_pool_free(&e->pool);
     sampler_free(&e->smp);
     runtime_free(e->rt);
@@ -286,6 +288,11 @@ static void process_logits(const struct engine *e, const struct engine_req *r, f
 static void take_token(struct engine *e, struct engine_req *r, float *row)
 {
     process_logits(e, r, row);
+    char gmsg[224];
+    if (r->grammar && !constraint_mask(e, r, row, gmsg, sizeof gmsg)) {
+        finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
+        return;
+    }
     struct sampler_params sp = r->params.sampling;
     sp.seed = r->seed;
     int32_t id = sampler_sample(&e->smp, row, &sp, (uint64_t)r->n_tokens);
@@ -298,6 +305,11 @@ static void take_token(struct engine *e, struct engine_req *r, float *row)
     e->counters.generated_tokens++;
     if (is_stop(e, r, id)) {
         finish(e, r, ENGINE_FINISH_STOP, id, -1, NULL);
+        return;
+    }
+    int grammar_done = r->grammar ? constraint_take(e, r, id, gmsg, sizeof gmsg) : 0;
+    if (grammar_done < 0) {
+        finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
         return;
     }
     r->tokens[r->n_tokens++] = id;
@@ -327,6 +339,8 @@ static void take_token(struct engine *e, struct engine_req *r, float *row)
     }
     if (stop_hit >= 0)
         finish(e, r, ENGINE_FINISH_STOP, -1, stop_hit, NULL);
+    else if (grammar_done)
+        finish(e, r, ENGINE_FINISH_STOP, -1, -1, NULL);
     else if (r->n_tokens >= r->max_len)
         finish(e, r, ENGINE_FINISH_LENGTH, -1, -1, NULL);
 }

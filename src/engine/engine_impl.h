@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "grammar.h"
 #include "kv_pool.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -89,6 +90,8 @@ struct engine_req {
     const char *stop[ENGINE_MAX_STOP_STRINGS]; /* [const] into stop_blob */
     size_t stop_len[ENGINE_MAX_STOP_STRINGS];
     uint64_t seed;              /* [const] seed mixed with the choice index */
+    struct grammar *grammar;    /* [const] the constraint (a reference), or NULL; wrapped to
+                                   start after "</think>" when the output starts inside it */
     int n_prompt;               /* [const] */
     int max_len;                /* [const] prompt + at most max_tokens */
     double t_submit;            /* [const] */
@@ -114,6 +117,8 @@ struct engine_req {
     bool use_split;             /* stop strings or the reasoning split: text goes through split */
     struct text_split split;
     int reasoning_tokens;
+    struct grammar_rt *grt;     /* the engine's matcher for grammar (attached at first sample) */
+    int gstate;                 /* the grammar state after the tokens so far */
     int cached_tokens, preemptions;
     double t_first_sched, t_first_token;
 
@@ -182,6 +187,10 @@ struct engine {
     int pin_limit;              /* [mbox] most block references pins may hold */
     uint64_t *unpins;           /* [mbox] (n_unpins, cap_unpins) keys to release next step */
     int n_unpins, cap_unpins;
+    /* [sched] constrained decoding (constraint.c) */
+    struct token_trie *trie;    /* every token's bytes; built on first use */
+    struct constraint_rt *crt;  /* one matcher per distinct grammar */
+    int n_crt, cap_crt;
 
     /* threaded mode */
     pthread_t thread;
@@ -231,6 +240,16 @@ void req_free(struct engine_req *r);                  /* frees the record (no lo
 /* Drop the engine's (or the cancel list's) reference to a request (takes the lock; may free
  * it). */
 void req_engine_unref(struct engine_req *r);
+
+/* constraint.c: the grammar in the sampling path (scheduler thread). Mask row for r's state
+ * (attaching r to a matcher on first use); false with msg on failure (out of memory, too many
+ * states, nothing allowed). */
+bool constraint_mask(struct engine *e, struct engine_req *r, float *row, char *msg, size_t cap);
+/* Advance r's state by the sampled id: 0 go on, 1 the grammar is complete, -1 failure (msg). */
+int constraint_take(struct engine *e, struct engine_req *r, int32_t id, char *msg, size_t cap);
+/* Detach r from its matcher (at finish); free every matcher and the trie (at destroy). */
+void constraint_release(struct engine *e, struct engine_req *r);
+void constraint_free_all(struct engine *e);
 
 /* scheduler.c: building one step's batch. */
 void sched_list_remove(struct req_list *l, struct engine_req *r);

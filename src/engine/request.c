@@ -19,6 +19,7 @@
 #include "engine_impl.h"
 #include "hash.h"
 #include "model.h"
+#include "reasoning.h"
 #include "util.h"
 
 /* ---- mailbox ---- */
@@ -67,6 +68,7 @@ void req_free(struct engine_req *r)
     pthread_cond_destroy(&r->cond);
     token_counts_free(&r->counts);
     text_split_free(&r->split);
+    grammar_unref(r->grammar);
     free(r->bias);
     free(r->stop_blob);
     free(r->out_lp);
@@ -228,8 +230,14 @@ static enum ll_status submit_controls(struct engine *e, struct engine_req *r,
             token_counts_add(&r->counts, r->tokens[i], false);
         r->use_counts = true;
     }
+    enum split_state start = p->reasoning ? reasoning_start(e, p) : SPLIT_CONTENT;
+    if (p->grammar) { /* inside the reasoning: the constraint starts after "</think>" */
+        r->grammar = start == SPLIT_REASONING ? grammar_after(p->grammar, LL_REASONING_CLOSE)
+                                              : grammar_ref(p->grammar);
+        if (!r->grammar)
+            return ll_err_set(err, LL_ENOMEM, "out of memory for the grammar");
+    }
     if (p->n_stop || p->reasoning) {
-        enum split_state start = p->reasoning ? reasoning_start(e, p) : SPLIT_CONTENT;
         if ((s = text_split_init(&r->split, r->stop, r->stop_len, p->n_stop, p->reasoning, start,
                                  e->max_piece, err)) != LL_OK)
             return s;
@@ -361,6 +369,7 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     r->params.stop_ids = r->stop_ids;
     r->params.logit_bias = r->bias;
     r->params.stop = r->stop;
+    r->params.grammar = r->grammar;
     r->params.max_tokens = (int)(max_len - p->n_prompt);
     r->seed = mix_seed(sp->seed, p->choice);
     r->n_prompt = p->n_prompt;

@@ -215,23 +215,41 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         return respond_error(c, &e);
     }
 
-    if (!strcmp(u, "/health") && is_get(c))
-        return route_health(c);
-    if (!strcmp(u, "/metrics") && is_get(c))
-        return route_metrics(c);
-    if ((!strcmp(u, "/v1/models") || !strncmp(u, "/v1/models/", 11)) && is_get(c))
-        return route_models(c);
     if (!strcmp(u, "/v1/sessions") || !strncmp(u, "/v1/sessions/", 13))
         return route_sessions(c, u[12] ? u + 13 : NULL);
+    /* the API's routes, also without the /v1 prefix (as llama.cpp serves them) */
+    const char *v = !strncmp(u, "/v1/", 4) ? u + 3 : u;
+    static const struct {
+        const char *path;
+        bool post, v1; /* POST (else GET); listed under /v1 */
+        enum MHD_Result (*fn)(struct http_ctx *);
+    } routes[] = {
+        {"/chat/completions", true, true, route_chat},
+        {"/completions", true, true, route_completions},
+        {"/responses", true, true, route_responses},
+        {"/tokenize", true, false, route_tokenize},
+        {"/detokenize", true, false, route_detokenize},
+        {"/models", false, true, route_models},
+        {"/health", false, false, route_health},
+        {"/metrics", false, false, route_metrics},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        bool models = !strcmp(routes[i].path, "/models");
+        const char *p = routes[i].v1 ? v : u;
+        bool match = !strcmp(p, routes[i].path) ||
+                     (models && !strncmp(p, "/models/", 8) && p[8]);
+        if (!match)
+            continue;
+        if (routes[i].post ? !strcmp(c->method, "POST") : is_get(c))
+            return routes[i].fn(c);
+        struct oai_error e;
+        c->allow = routes[i].post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+        oai_error_set(&e, LL_EMETHOD, NULL, "method_not_allowed",
+                      "%s is not allowed on %.200s (use %s)", c->method, c->url,
+                      routes[i].post ? "POST" : "GET");
+        return respond_error(c, &e);
+    }
     if (!strcmp(c->method, "POST")) {
-        if (!strcmp(u, "/v1/chat/completions"))
-            return route_chat(c);
-        if (!strcmp(u, "/v1/completions"))
-            return route_completions(c);
-        if (!strcmp(u, "/tokenize"))
-            return route_tokenize(c);
-        if (!strcmp(u, "/detokenize"))
-            return route_detokenize(c);
         size_t n = strlen(u);
         static const char pre[] = "/v1/requests/", suf[] = "/cancel";
         if (n > sizeof pre - 1 + sizeof suf - 1 && !strncmp(u, pre, sizeof pre - 1) &&

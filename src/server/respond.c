@@ -82,6 +82,8 @@ enum MHD_Result respond_error_as(struct http_ctx *c, int status, const struct oa
         MHD_add_response_header(r, "Retry-After", "5");
     else if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    else if (status == 405 && c->allow)
+        MHD_add_response_header(r, "Allow", c->allow);
     if (status >= 500 || log_enabled(LOG_DEBUG))
         log_msg(status >= 500 ? LOG_WARN : LOG_DEBUG, "%s %s %s %d: %s", c->xrid, c->method,
                 c->url, status, e->message);

@@ -1,5 +1,5 @@
 /*
- * routes_info.c: the small routes: GET /health, GET /metrics, GET /v1/models[/{id}] and
+ * routes_info.c: the small routes: GET /health, GET /metrics, GET [/v1]/models[/{id}] and
  * POST /v1/requests/{id}/cancel. HTTP threads; they read the server state and the engine's
  * counters, and the cancel route goes through the in-flight table.
  */
@@ -76,13 +76,14 @@ enum MHD_Result route_models(struct http_ctx *c)
         return res;
     struct server *srv = c->srv;
     struct ll_buf b = {0};
-    if (!strcmp(c->url, "/v1/models")) {
+    const char *u = !strncmp(c->url, "/v1/", 4) ? c->url + 3 : c->url; /* (or /models) */
+    if (!strcmp(u, "/models")) {
         ll_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         model_object(&b, srv);
         ll_buf_puts(&b, "]}");
         return respond_json(c, 200, ll_buf_take(&b));
     }
-    const char *id = c->url + strlen("/v1/models/");
+    const char *id = u + strlen("/models/");
     struct oai_error e;
     if (route_check_model(c, id, &e) != LL_OK)
         return respond_error(c, &e);

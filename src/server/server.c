@@ -104,8 +104,10 @@ int server_run(const struct server_opts *o)
         srv.tok = engine_tokenizer(srv.engine);
         s = load_template(&srv, o->model_dir, &err);
     }
-    if (s == LL_OK)
+    if (s == LL_OK) {
         choose_reasoning(&srv);
+        tools_choose(&srv.tools, o->tool_parser, srv.tmpl, srv.bos, srv.eos);
+    }
     if (s == LL_OK)
         s = engine_start(srv.engine, &err);
     if (s != LL_OK) {
@@ -119,6 +121,7 @@ int server_run(const struct server_opts *o)
     srv.sessions.engine = srv.engine;
     server_opts_print(o, engine_get_opts(srv.engine), stderr);
     fprintf(stderr, "  reasoning-parser: %s\n", srv.reasoning_why);
+    fprintf(stderr, "  tool-parser: %s\n", srv.tools.why);
     atomic_store(&srv.state, SERVER_READY);
     log_msg(LOG_INFO, "ready in %.1fs: model '%s' (context %d) at %s", ll_now() - t0,
             srv.served_name, srv.n_ctx, url);

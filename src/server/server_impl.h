@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "sessions.h"
 #include "server.h"
+#include "tool_calls.h"
 
 struct MHD_Daemon;
 struct chat_template;
@@ -50,6 +51,7 @@ struct server {
     char *bos, *eos;             /* what the template sees as bos_token / eos_token */
     bool reasoning;              /* chat: split <think> reasoning into reasoning_content */
     char reasoning_why[96];      /* the choice and its reason, for the configuration print */
+    struct tool_setup tools;     /* the tool-call format (tool_calls.h) */
     int n_ctx;
     const char *served_name;
     long long started;           /* Unix seconds */

@@ -16,6 +16,7 @@
 #include "auth.h"
 #include "parse.h"
 #include "server.h"
+#include "tool_calls.h"
 #include "util.h"
 
 enum opt_type {
@@ -63,6 +64,9 @@ static const struct opt_def defs[] = {
      "NAME", "deepseek_r1: chat text up to </think> is reasoning_content; none: no split "
              "(default: deepseek_r1 when the chat template opens <think> or the tokenizer has "
              "<think> and </think>)"},
+    {"--tool-parser", "LLAISYS_TOOL_PARSER", T_STR, OFF(tool_parser), 0, 0, "NAME",
+     "hermes: <tool_call>{json}</tool_call>; deepseek_v3: <｜tool▁calls▁begin｜>...; none: "
+     "refuse tools (default: from the chat template, else hermes)"},
     {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 1, 1LL << 50, "SIZE",
      "largest request body, else 413 (default 8M)"},
     {"--request-timeout", "LLAISYS_REQUEST_TIMEOUT", T_SECS, OFF(request_timeout), 0, 0, "SECS",
@@ -330,6 +334,8 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     if (o->reasoning_parser && strcmp(o->reasoning_parser, "none") &&
         strcmp(o->reasoning_parser, "deepseek_r1"))
         return bad("--reasoning-parser", "must be none or deepseek_r1", o->reasoning_parser);
+    if (o->tool_parser && !tools_parser_valid(o->tool_parser))
+        return bad("--tool-parser", "must be hermes, deepseek_v3 or none", o->tool_parser);
     /* The server profile's batch shape now, the context and the KV pool when the model loads;
      * options at odds with each other are refused here, not after the model was loaded. */
     engine_opts_resolve(&o->engine, NULL);
@@ -399,6 +405,7 @@ void server_opts_free(struct server_opts *o)
     free(o->host);
     free(o->chat_template);
     free(o->reasoning_parser);
+    free(o->tool_parser);
     free(o->webui_dir);
     free_list(&o->api_keys, &o->n_api_keys);
     free_list(&o->cors_origins, &o->n_cors_origins);
