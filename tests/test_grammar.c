@@ -509,13 +509,13 @@ static void run_requests(struct engine *e, const struct engine_params *p, int n,
         memcpy(res[i].ids, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
         if (out.logprobs && p[i].logprobs)
             memcpy(res[i].lp, out.logprobs, sizeof *out.logprobs * (size_t)out.n_ids);
-        assert_true(out.text_len < sizeof res[i].text && out.reasoning_len < sizeof res[i].text);
-        if (out.text_len)
-            memcpy(res[i].text, out.text, out.text_len);
-        res[i].len = out.text_len;
-        if (out.reasoning_len)
-            memcpy(res[i].reasoning, out.reasoning, out.reasoning_len);
-        res[i].rlen = out.reasoning_len;
+        assert_true(out.text.len < sizeof res[i].text && out.reasoning.len < sizeof res[i].text);
+        if (out.text.len)
+            memcpy(res[i].text, out.text.data, out.text.len);
+        res[i].len = out.text.len;
+        if (out.reasoning.len)
+            memcpy(res[i].reasoning, out.reasoning.data, out.reasoning.len);
+        res[i].rlen = out.reasoning.len;
         res[i].finish = out.finish;
         snprintf(res[i].error, sizeof res[i].error, "%s", out.error);
         engine_output_free(&out);
