@@ -221,8 +221,8 @@ err "unknown model" 404 not_found_error /v1/chat/completions "{$msgs,\"model\":\
 [ "$(jq -r '.error.code' "$tmp/err")" = model_not_found ]
 check "unknown model: code model_not_found" $?
 err "cancel of an unknown id" 404 not_found_error /v1/requests/nope/cancel ''
-[ "$(code -X DELETE "$URL/v1/models")" = 404 ]
-check "wrong method: 404" $?
+[ "$(code -X DELETE "$URL/v1/models")" = 405 ]
+check "wrong method on a route: 405" $?
 kill -0 "$PID"
 check "server alive after the malformed inputs" $?
 

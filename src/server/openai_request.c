@@ -836,7 +836,7 @@ static const char *const common_fields[] = {
     "model", "stream", "stream_options", "max_tokens", "n", "temperature", "top_p", "top_k",
     "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens", "seed",
     "stop", "stop_token_ids", "logit_bias", "logprobs", "ignore_eos", "skip_special_tokens",
-    "response_format", "guided_json", NULL};
+    "response_format", "guided_json", "session_id", "cache_prompt", "reuse_prefix", NULL};
 static const char *const chat_fields[] = {
     "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
     "chat_template_kwargs", "tools", "tool_choice", "parallel_tool_calls", "functions",

@@ -1,9 +1,9 @@
 // helpers.mjs: what the SDK tests add to the shared server helpers (tests/lib/server.mjs): a
 // server comes with an OpenAI client of the official Node SDK, and /metrics samples.
 import OpenAI from 'openai';
-import { startServer as start, http, waitFor } from '../lib/server.mjs';
+import { startServer as start, http, root, waitFor } from '../lib/server.mjs';
 
-export { http };
+export { http, root };
 
 // Start a server with extra flags (see tests/lib/server.mjs); the result also has `client`, an
 // OpenAI client for it with apiKey, a 60 s time limit and no retries.
