@@ -9,8 +9,8 @@
  *   retry; prefix hits, stats and the prefix-cache reset; the abort callback; the mock model's
  *   logits equal its documented formula, so the registry routes by model_type;
  *   engine level: options, describe, submit/step/poll with every state, request errors,
- *   logprobs, stop strings, cancel, preemption, generate, the threaded mode, and requests that
- *   outlive their engine.
+ *   logprobs, stop strings, cancel, preemption, generate, the threaded mode, threads that
+ *   submit, poll and cancel at once, and requests that outlive their engine.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1205,6 +1206,83 @@ static void test_engine_threaded(void **state)
     llaisys_request_release(r);
 }
 
+/* Several threads submit, poll and cancel on one started engine at once; each gets the tokens
+ * it gets alone. */
+struct worker {
+    llaisys_engine *e;
+    int k;
+    int32_t ids[16];
+    int n;
+    bool cancelled_ok;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    char body[160];
+    snprintf(body, sizeof body, "{\"prompt\": [7, %d, 9], \"max_tokens\": 16, "
+             "\"temperature\": 0, \"ignore_eos\": true}", w->k);
+    llaisys_request *r = NULL, *c = NULL;
+    if (llaisys_engine_submit(w->e, body, &r) ||
+        llaisys_engine_submit(w->e, "{\"prompt\": [1], \"max_tokens\": 3000, "
+                                    "\"ignore_eos\": true}", &c))
+        return NULL;
+    llaisys_request_cancel(c);
+    struct llaisys_event ev;
+    do {
+        if (llaisys_request_poll(r, -1, &ev) == 1) {
+            for (int i = 0; i < ev.n_ids && w->n < 16; i++)
+                w->ids[w->n++] = ev.ids[i];
+        }
+    } while (!ev.finish);
+    do
+        llaisys_request_poll(c, -1, &ev);
+    while (!ev.finish);
+    w->cancelled_ok = ev.finish == LLAISYS_FINISH_CANCELLED && ev.usage.completion_tokens < 3000;
+    llaisys_request_release(r);
+    llaisys_request_release(c);
+    return NULL;
+}
+
+static void test_engine_many_threads(void **state)
+{
+    (void)state;
+    enum { T = 4 };
+    llaisys_engine *e = open_engine(MOCK, "threads=1 ctx=4096 max-seqs=8");
+    assert_int_equal(llaisys_engine_start(e), LLAISYS_OK);
+    struct worker w[T];
+    pthread_t th[T];
+    for (int i = 0; i < T; i++) {
+        w[i] = (struct worker){.e = e, .k = 100 + i};
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    struct llaisys_engine_stats st;
+    llaisys_engine_stats(e, &st);
+    assert_int_equal(st.submitted, 2 * T);
+    llaisys_engine_destroy(e);
+    for (int i = 0; i < T; i++) {
+        assert_int_equal(w[i].n, 16);
+        assert_true(w[i].cancelled_ok);
+        /* alone, through the model level: the mock's greedy continuation */
+        llaisys_model *m = open_model(MOCK, params(64, 64, 1));
+        int32_t hist[3] = {7, 100 + i, 9}, t;
+        float *l = malloc(sizeof(float) * V);
+        assert_int_equal(decode_seq(m, 0, hist, 3, l), LLAISYS_OK);
+        for (int k = 0; k < 16; k++) {
+            t = 0;
+            for (int v = 1; v < V; v++)
+                if (l[v] > l[t])
+                    t = v;
+            assert_int_equal(t, w[i].ids[k]);
+            assert_int_equal(decode_seq(m, 0, &t, 1, l), LLAISYS_OK);
+        }
+        free(l);
+        llaisys_model_destroy(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1229,6 +1307,7 @@ int main(void)
         cmocka_unit_test(test_engine_cancel_preempt),
         cmocka_unit_test(test_engine_generate),
         cmocka_unit_test(test_engine_threaded),
+        cmocka_unit_test(test_engine_many_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
