@@ -393,7 +393,9 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
     *out = NULL;
     if (b->failed || root < 0)
         return ll_err_set(err, LL_ENOMEM, "grammar: out of memory");
-    int *min = malloc(sizeof *min * (size_t)b->n_rules);
+    if (root >= b->n_rules)
+        return ll_err_set(err, LL_EINVAL, "grammar: no rule %d", root);
+    int *min = calloc((size_t)b->n_rules, sizeof *min);
     unsigned char *color = calloc((size_t)b->n_rules, 1);
     struct grammar *g = calloc(1, sizeof *g);
     enum ll_status s = LL_OK;

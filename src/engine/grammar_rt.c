@@ -161,6 +161,8 @@ struct gmask {
     int32_t *ids;    /* (n) when few */
     uint64_t *bits;  /* (vocab bits) otherwise */
     int max_cost;    /* the largest cost of a state after an allowed token */
+    int32_t *by_cost, *cost; /* (n) the allowed ids by the cost after them, ascending, and
+                                those costs; made the first time a budget needs them */
 };
 
 struct gstate {
@@ -193,6 +195,7 @@ struct grammar_rt {
     int nwork, capwork, nout, capout;
     int32_t *walk;      /* (max_depth + 1) states along the trie path */
     int32_t *ids;       /* (vocab) allowed ids of a walk */
+    int32_t *costs;     /* (vocab) the cost after each of them */
     float *saved;       /* (vocab) */
     size_t bytes, mask_bytes;
     char err[200];
@@ -491,10 +494,11 @@ enum ll_status grammar_rt_new(struct grammar_rt **out, struct grammar *g,
     if (t) {
         rt->walk = malloc(sizeof *rt->walk * (size_t)(t->max_depth + 1));
         rt->ids = malloc(sizeof *rt->ids * (size_t)(t->vocab > 0 ? t->vocab : 1));
+        rt->costs = malloc(sizeof *rt->costs * (size_t)(t->vocab > 0 ? t->vocab : 1));
         rt->saved = malloc(sizeof *rt->saved * (size_t)(t->vocab > 0 ? t->vocab : 1));
     }
     if (!rt->npos || !rt->npar || !rt->ncost || !rt->nvisit ||
-        (t && (!rt->walk || !rt->ids || !rt->saved))) {
+        (t && (!rt->walk || !rt->ids || !rt->costs || !rt->saved))) {
         grammar_rt_free(rt);
         return ll_err_set(err, LL_ENOMEM, "grammar: out of memory");
     }
@@ -503,7 +507,7 @@ enum ll_status grammar_rt_new(struct grammar_rt **out, struct grammar *g,
     rt->ncost[0] = 0;
     rt->nn = 1;
     if (t)
-        rt->bytes = (sizeof(int32_t) + sizeof(float)) * (size_t)t->vocab;
+        rt->bytes = (2 * sizeof(int32_t) + sizeof(float)) * (size_t)t->vocab;
     *out = rt;
     return LL_OK;
 }
@@ -513,6 +517,8 @@ static void mask_free(struct gmask *m)
     if (m) {
         free(m->ids);
         free(m->bits);
+        free(m->by_cost);
+        free(m->cost);
         free(m);
     }
 }
@@ -537,6 +543,7 @@ void grammar_rt_free(struct grammar_rt *rt)
     free(rt->outv);
     free(rt->walk);
     free(rt->ids);
+    free(rt->costs);
     free(rt->saved);
     grammar_unref(rt->g);
     free(rt);
@@ -575,10 +582,9 @@ int grammar_rt_cost(const struct grammar_rt *rt, int st)
     return rt->st[st].cost;
 }
 
-/* Walk the trie from state st; collect into rt->ids the ids allowed, with limit >= 0 only
- * those after which a sentence can be completed in limit bytes. *max_cost gets the largest cost
- * after an allowed id. Returns how many, or -2. */
-static int walk(struct grammar_rt *rt, int st, int limit, int *max_cost)
+/* Walk the trie from state st: collect into rt->ids the ids allowed and into rt->costs the cost
+ * of the state after each. *max_cost gets the largest. Returns how many, or -2. */
+static int walk(struct grammar_rt *rt, int st, int *max_cost)
 {
     const struct token_trie *t = rt->t;
     int n = 0, mc = 0;
@@ -595,17 +601,53 @@ static int walk(struct grammar_rt *rt, int st, int limit, int *max_cost)
         rt->walk[d] = s;
         if (t->tok_n[i]) {
             int c = rt->st[s].cost;
-            if (limit < 0 || c <= limit) {
-                for (int k = 0; k < t->tok_n[i]; k++)
-                    rt->ids[n++] = t->toks[t->tok_first[i] + k];
-                if (c > mc)
-                    mc = c;
+            for (int k = 0; k < t->tok_n[i]; k++) {
+                rt->costs[n] = c;
+                rt->ids[n++] = t->toks[t->tok_first[i] + k];
             }
+            if (c > mc)
+                mc = c;
         }
         i++;
     }
     *max_cost = mc;
     return n;
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const int32_t *x = a, *y = b; /* (cost, id) */
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+/* m's ids ordered by the cost after them (walking the trie again from st). */
+static bool sort_by_cost(struct grammar_rt *rt, int st, struct gmask *m)
+{
+    int mc, n = walk(rt, st, &mc);
+    if (n < 0)
+        return false;
+    int32_t *pairs = malloc(sizeof *pairs * 2 * (size_t)(n ? n : 1));
+    m->by_cost = malloc(sizeof *m->by_cost * (size_t)(n ? n : 1));
+    m->cost = malloc(sizeof *m->cost * (size_t)(n ? n : 1));
+    if (!pairs || !m->by_cost || !m->cost) {
+        free(pairs);
+        free(m->by_cost);
+        free(m->cost);
+        m->by_cost = m->cost = NULL;
+        return rt_fail(rt, "grammar: out of memory");
+    }
+    for (int k = 0; k < n; k++) {
+        pairs[2 * k] = rt->costs[k];
+        pairs[2 * k + 1] = rt->ids[k];
+    }
+    qsort(pairs, (size_t)n, 2 * sizeof *pairs, cmp_pair);
+    for (int k = 0; k < n; k++) {
+        m->cost[k] = pairs[2 * k];
+        m->by_cost[k] = pairs[2 * k + 1];
+    }
+    free(pairs);
+    rt->mask_bytes += 2 * sizeof(int32_t) * (size_t)n;
+    return true;
 }
 
 static void drop_masks(struct grammar_rt *rt)
@@ -623,7 +665,7 @@ static struct gmask *state_mask(struct grammar_rt *rt, int st)
     if (rt->st[st].mask)
         return rt->st[st].mask;
     int mc = 0;
-    int n = walk(rt, st, -1, &mc);
+    int n = walk(rt, st, &mc);
     if (n < 0)
         return NULL;
     int V = rt->t->vocab;
@@ -682,14 +724,22 @@ int grammar_rt_mask(struct grammar_rt *rt, int st, float *row, const int32_t *en
     int allowed = 0;
     bool filtered = false;
     if (budget > 0 && budget - 1 < m->max_cost) {
-        /* (when nothing can complete in time any more, the plain mask: the output will be
-         * cut at max_tokens, as without a grammar) */
-        int mc;
-        allowed = walk(rt, st, budget - 1, &mc);
-        if (allowed < 0)
+        /* only ids after which the rest fits in budget - 1 bytes (each byte is a token); when
+         * nothing can complete in time any more, the plain mask: the output will be cut at
+         * max_tokens, as without a grammar */
+        if (!m->by_cost && !sort_by_cost(rt, st, m))
             return -2;
+        int lo = 0, hi = m->n; /* the first id whose cost is above the limit */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (m->cost[mid] <= budget - 1)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        allowed = lo;
         if (allowed > 0 || acc) {
-            keep_only(rt, row, V, rt->ids, allowed);
+            keep_only(rt, row, V, m->by_cost, allowed);
             filtered = true;
         }
     }
