@@ -1159,6 +1159,27 @@ static void test_engine_generate(void **state)
     assert_non_null(again);
     llaisys_free(again);
 
+    /* a 16-digit seed reaches the engine exactly (the body is not re-printed): generate and
+     * submit sample the same tokens and report the same seed */
+    const char *big = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 8, \"temperature\": 1,"
+                      " \"ignore_eos\": true, \"seed\": 4758248721684919}";
+    char arr[256];
+    snprintf(arr, sizeof arr, " [ %s ] ", big);
+    assert_int_equal(llaisys_engine_generate(e, arr, &out), LLAISYS_OK);
+    assert_non_null(strstr(out, "\"seed\":4758248721684919,"));
+    llaisys_request *sr = submit(e, big);
+    struct collected sc;
+    run_to_end(e, sr, &sc, true);
+    assert_true(sc.last.seed == 4758248721684919ull);
+    char ids_json[512] = "\"token_ids\":[";
+    for (int i = 0; i < sc.n; i++)
+        snprintf(ids_json + strlen(ids_json), sizeof ids_json - strlen(ids_json), "%s%d",
+                 i ? "," : "", sc.ids[i]);
+    strcat(ids_json, "]");
+    assert_non_null(strstr(out, ids_json));
+    llaisys_request_release(sr);
+    llaisys_free(out);
+
     assert_int_equal(llaisys_engine_generate(e, "{\"prompt\": \"x\"}", &out),
                      LLAISYS_ERR_INVALID_ARG);
     assert_non_null(strstr(llaisys_last_error(), "JSON array"));

@@ -301,10 +301,9 @@ class LLM:
         outputs = []
         for i, r in enumerate(results):
             if "error" in r and isinstance(r["error"], dict):
-                st = {"invalid argument": _lib.ERR_INVALID_ARG,
-                      "unsupported": _lib.ERR_UNSUPPORTED,
-                      "too long": _lib.ERR_TOO_LONG}.get(r["error"]["status"], _lib.ERR_INTERNAL)
-                raise LlaisysError(st, r["error"]["message"])
+                names = {LIB.llaisys_status_str(c).decode(): c for c in range(-12, 0)}
+                raise LlaisysError(names.get(r["error"]["status"], _lib.ERR_INTERNAL),
+                                   r["error"]["message"])
             u = r["usage"]
             lps = None
             if "logprobs" in r:

@@ -734,6 +734,43 @@ static int poll_items(struct gen_item *items, int n, double timeout_s)
     return live;
 }
 
+/* The next element of a JSON array that ll_json_parse accepted, from *p (after the '[' or a
+ * ','): its bytes [*start, *start + *len) as written (re-printing the element through cJSON
+ * would round numbers of more than 15 digits, such as seeds). Returns false at the ']'. */
+static bool next_element(const char **p, const char **start, size_t *len)
+{
+    const char *s = *p;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == ',')
+        s++;
+    if (*s == ']' || !*s)
+        return false;
+    const char *b = s;
+    int depth = 0;
+    bool str = false;
+    for (; *s; s++) {
+        if (str) {
+            if (*s == '\\' && s[1])
+                s++;
+            else if (*s == '"')
+                str = false;
+        } else if (*s == '"') {
+            str = true;
+        } else if (*s == '{' || *s == '[') {
+            depth++;
+        } else if (*s == '}' || *s == ']') {
+            if (depth == 0)
+                break; /* the array's own ']' */
+            depth--;
+        } else if (*s == ',' && depth == 0) {
+            break;
+        }
+    }
+    *start = b;
+    *len = (size_t)(s - b);
+    *p = s;
+    return true;
+}
+
 int32_t llaisys_engine_generate(llaisys_engine *e, const char *requests_json,
                                 char **results_json)
 {
@@ -762,19 +799,17 @@ int32_t llaisys_engine_generate(llaisys_engine *e, const char *requests_json,
         cJSON_Delete(arr);
         return api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_generate: out of memory");
     }
-    int i = 0;
-    for (const cJSON *q = arr->child; q; q = q->next, i++) {
-        char *body = cJSON_PrintUnformatted(q);
-        int32_t rc = body ? submit(e, body, strlen(body), &items[i].r)
-                          : api_fail(LLAISYS_ERR_NO_MEMORY, "out of memory");
-        free(body);
+    cJSON_Delete(arr);
+    const char *p = strchr(requests_json, '[') + 1, *body;
+    size_t len;
+    for (int i = 0; i < n && next_element(&p, &body, &len); i++) {
+        int32_t rc = submit(e, body, len, &items[i].r);
         if (rc) {
             items[i].error = rc;
             snprintf(items[i].message, sizeof items[i].message, "request %d: %s", i,
                      llaisys_last_error());
         }
     }
-    cJSON_Delete(arr);
 
     pthread_mutex_lock(&e->lock);
     int32_t rc = LLAISYS_OK;

@@ -182,8 +182,12 @@ def test_bad_arguments_raise(tiny_llm):
         tiny_llm.generate([1.5])
     with pytest.raises(TypeError):
         tiny_llm.generate("x", {"temperature": 0})
-    with pytest.raises(LlaisysError, match="vocabulary"):
+    with pytest.raises(LlaisysError, match="vocabulary") as e:
         tiny_llm.generate([[5, 10 ** 8]])
+    assert e.value.status_name == "invalid argument"
+    with pytest.raises(LlaisysError, match="'n'") as e:  # a body field the library refuses
+        tiny_llm._generate([("a", {"n": 2})], None)
+    assert e.value.status_name == "unsupported"
     with pytest.raises(LlaisysError, match="robot"):
         tiny_llm.chat([{"role": "robot", "content": "x"}])
     e = pytest.raises(LlaisysError, tiny_llm.submit, [1] * 600)
