@@ -221,8 +221,9 @@ err "unknown model" 404 not_found_error /v1/chat/completions "{$msgs,\"model\":\
 [ "$(jq -r '.error.code' "$tmp/err")" = model_not_found ]
 check "unknown model: code model_not_found" $?
 err "cancel of an unknown id" 404 not_found_error /v1/requests/nope/cancel ''
-[ "$(code -X DELETE "$URL/v1/models")" = 405 ]
-check "wrong method on a route: 405" $?
+[ "$(code -X DELETE "$URL/v1/models")" = 405 ] && [ "$(code "$URL/v1/chat/completions")" = 405 ] &&
+    c -i "$URL/v1/responses" | grep -qi '^Allow: POST' && [ "$(code "$URL/v1/nope")" = 404 ]
+check "wrong method on a route: 405 with Allow; unknown route: 404" $?
 kill -0 "$PID"
 check "server alive after the malformed inputs" $?
 

@@ -30,7 +30,7 @@
 #include "tokenizer.h"
 
 #define RT_MAX_NODES (1 << 22)
-#define RT_MASK_BYTES ((size_t)256 << 20)
+#define RT_MASK_BYTES ((size_t)64 << 20)
 #define TRANS_UNKNOWN (-3)
 
 /* ---- the token trie ---- */
