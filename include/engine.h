@@ -180,6 +180,8 @@ struct engine_stats {
     uint64_t decode_tokens;     /* decode rows run through the model */
     uint64_t generated_tokens;  /* tokens sampled */
     double busy_s;              /* time spent in steps that did work */
+    uint64_t grammar_masks;     /* logits rows masked by a grammar */
+    double grammar_s;           /* time spent computing and applying those masks */
 };
 
 /* Open the model directory (model.h) and its tokenizer, resolve the options for the model
