@@ -187,6 +187,8 @@ struct engine_stats {
     int kv_pinned;              /* block references held by pins (a block pinned by two keys
                                    counts twice) */
     uint64_t pins_dropped;      /* pins released to make room or to keep the pin limit */
+    uint64_t grammar_masks;     /* logits rows masked by a grammar */
+    double grammar_s;           /* time spent computing and applying those masks */
 };
 
 /* Open the model directory (model.h) and its tokenizer, resolve the options for the model

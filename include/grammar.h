@@ -184,10 +184,11 @@ bool grammar_rt_complete(const struct grammar_rt *rt, int st);
 int grammar_rt_cost(const struct grammar_rt *rt, int st);
 
 #define GRAMMAR_MAX_STATES (1 << 18)
+#define GRAMMAR_MAX_END_IDS 64
 
 /* Mask a logits row (vocab floats) for state st: every token that cannot come next gets
- * -INFINITY. end_ids (n_end ids, e.g. eos and stop ids) stay as they are when st accepts and
- * are masked otherwise. budget: tokens the request may still generate including this one
+ * -INFINITY. end_ids (n_end <= GRAMMAR_MAX_END_IDS ids, e.g. eos and stop ids) stay as they
+ * are when st accepts and are masked otherwise. budget: tokens the request may still generate including this one
  * (<= 0: no limit); with a budget only tokens after which a sentence can still be completed in
  * budget - 1 tokens are kept. Returns the number of ids left allowed (0: none; the caller
  * decides), or -2 when out of room. */

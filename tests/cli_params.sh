@@ -43,7 +43,7 @@ same() {
     body="{\"prompt\":[$jprompt],\"max_tokens\":$n$fields}"
     echo "$body" >"$tmp/in.jsonl"
     "$cli" batch --model "$dir" --input "$tmp/in.jsonl" >"$tmp/batch.out" 2>/dev/null
-    curl -s -m 30 -H 'Content-Type: application/json' -d "$body" "$URL/v1/completions" \
+    curl -s -m 120 -H 'Content-Type: application/json' -d "$body" "$URL/v1/completions" \
         >"$tmp/srv.json"
     bids=$(jq -r '.token_ids | map(tostring) | join(" ")' "$tmp/batch.out")
     btext=$(jq -r '.text' "$tmp/batch.out")

@@ -34,9 +34,11 @@ static void test_chat_fields(void **state)
         "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null,"
         "\"tool_calls\":[]},{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"x\"}],"
         "\"max_tokens\":7,\"max_completion_tokens\":9,\"temperature\":0.5,\"top_p\":0.9,"
-        "\"top_k\":40,\"seed\":-1,\"n\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-        "\"stop_token_ids\":[5,6],\"ignore_eos\":true,\"user\":\"u\",\"metadata\":{\"x\":\"1\"},\"store\":false,"
-        "\"chat_template_kwargs\":{\"enable_thinking\":false},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}";
+        "\"top_k\":40,\"seed\":-1,\"n\":3,\"stream\":true,\"stream_options\":"
+        "{\"include_usage\":true},\"stop_token_ids\":[5,6],\"ignore_eos\":true,\"user\":\"u\","
+        "\"metadata\":{\"x\":\"1\"},\"store\":false,\"chat_template_kwargs\":"
+        "{\"enable_thinking\":false},\"tools\":[{\"type\":\"function\",\"function\":"
+        "{\"name\":\"f\"}}]}";
     assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
     assert_string_equal(r.model, "m");
     assert_int_equal(r.max_tokens, 9); /* max_completion_tokens wins */
@@ -271,58 +273,76 @@ static void test_malformed_table(void **state)
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"metadata\":1}",
          LL_ETYPE, "metadata"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}"
+         "]}",
          LL_EINVAL, "tools[0].function"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"retrieval\"}]}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"retrieval\""
+         "}]}",
          LL_EUNSUPPORTED, "tools[0]"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"a b\"}}]}",
          LL_EINVAL, "tools[0].function.name"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
          LL_EINVAL, "tools[1].function.name"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"x\":1}}]}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\",\"x\":1}}]}",
          LL_EUNSUPPORTED, "tools[0].function.x"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
          LL_EINVAL, "tool_choice"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"maybe\"}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"maybe\"}",
          LL_EINVAL, "tool_choice"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"n"
+         "ame\":\"g\"}}}",
          LL_EINVAL, "tool_choice.function.name"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"functions\":[{\"name\":\"g\"}]}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}}],\"functions\":[{\"name\":\"g\"}]}",
          LL_EINVAL, "functions"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{\"name\":\"g\"}],\"function_call\":\"required\"}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{\"name\":\"g\"}],"
+         "\"function_call\":\"required\"}",
          LL_EINVAL, "function_call"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}",
          LL_ETYPE, "response_format"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xm"
+         "l\"}}",
          LL_EINVAL, "response_format.type"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\"}}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_schema\"}}",
          LL_EINVAL, "response_format.json_schema"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\",\"schema\":{}}}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_object\",\"schema\":{}}}",
          LL_EUNSUPPORTED, "response_format.schema"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\",\"pattern\":\"a\"}}}}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\",\"pattern\":"
+         "\"a\"}}}}",
          LL_EUNSUPPORTED, "response_format.json_schema.schema"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"},\"guided_json\":{}}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_object\"},\"guided_json\":{}}",
          LL_EINVAL, "guided_json"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_object\"},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
          LL_EUNSUPPORTED, "response_format"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}",
+         "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"function\":{"
+         "\"name\":\"f\",\"arguments\":{}}}]}]}",
          LL_ETYPE, "messages[0].tool_calls[0].function.arguments"},
         {OAI_COMPLETION,
          "{\"prompt\":\"a\",\"best_of\":2}",

@@ -470,6 +470,10 @@ int cmd_bench_engine(int argc, char **argv)
     printf("totals: %llu steps, %llu preemptions, %llu prompt tokens computed, %llu cached; "
            "VmHWM %.0f MiB\n", (unsigned long long)st.steps, (unsigned long long)st.preemptions,
            (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens, hwm);
+    if (b.grammar)
+        printf("grammar: %llu masked rows, %.3f ms each on average (mask computed or taken from "
+               "the cache, and applied)\n", (unsigned long long)st.grammar_masks,
+               st.grammar_masks ? st.grammar_s * 1e3 / (double)st.grammar_masks : 0.0);
     print_loadavg("at end");
     rc = 0;
     goto done;

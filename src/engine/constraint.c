@@ -52,14 +52,14 @@ static bool attach(struct engine *e, struct engine_req *r, char *msg, size_t cap
             e->crt[old] = e->crt[--e->n_crt];
         }
         if (e->n_crt == e->cap_crt) {
-            int cap = e->cap_crt ? 2 * e->cap_crt : 8;
-            struct constraint_rt *c = realloc(e->crt, sizeof *c * (size_t)cap);
+            int n = e->cap_crt ? 2 * e->cap_crt : 8;
+            struct constraint_rt *c = realloc(e->crt, sizeof *c * (size_t)n);
             if (!c) {
                 snprintf(msg, cap, "out of memory for a grammar");
                 return false;
             }
             e->crt = c;
-            e->cap_crt = cap;
+            e->cap_crt = n;
         }
         struct grammar_rt *rt;
         if (grammar_rt_new(&rt, r->grammar, e->trie, &err) != LL_OK) {

@@ -289,9 +289,15 @@ static void take_token(struct engine *e, struct engine_req *r, float *row)
 {
     process_logits(e, r, row);
     char gmsg[224];
-    if (r->grammar && !constraint_mask(e, r, row, gmsg, sizeof gmsg)) {
-        finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
-        return;
+    if (r->grammar) {
+        double t0 = ll_now();
+        bool ok = constraint_mask(e, r, row, gmsg, sizeof gmsg);
+        e->counters.grammar_s += ll_now() - t0;
+        e->counters.grammar_masks++;
+        if (!ok) {
+            finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
+            return;
+        }
     }
     struct sampler_params sp = r->params.sampling;
     sp.seed = r->seed;

@@ -28,6 +28,7 @@
 #include "grammar_impl.h"
 #include "hash.h"
 #include "tokenizer.h"
+#include "util.h"
 
 #define RT_MAX_NODES (1 << 22)
 #define RT_MASK_BYTES ((size_t)64 << 20)
@@ -713,9 +714,8 @@ int grammar_rt_mask(struct grammar_rt *rt, int st, float *row, const int32_t *en
 {
     int V = rt->t->vocab;
     bool acc = rt->st[st].accepts;
-    float ends[64];
-    if (n_end > 64)
-        n_end = 64;
+    float ends[GRAMMAR_MAX_END_IDS];
+    LL_ASSERT(n_end <= GRAMMAR_MAX_END_IDS);
     for (int k = 0; k < n_end; k++)
         ends[k] = row[end_ids[k]];
     struct gmask *m = state_mask(rt, st);

@@ -319,8 +319,8 @@ static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct
         r++;
     if (r == sizeof roles / sizeof roles[0])
         return oai_error_set(e, LL_EINVAL, param, "invalid_value",
-                             "'%s' must be one of system, developer, user, assistant, tool, function; "
-                             "got '%.40s'", param, role->valuestring);
+                             "'%s' must be one of system, developer, user, assistant, tool, "
+                             "function; got '%.40s'", param, role->valuestring);
     cJSON *content = NULL;
     enum ll_status s =
         content_to_json(ll_json_member(m, "content"), i, role->valuestring, &content, e);

@@ -294,6 +294,17 @@ test('R1 template: deepseek_v3 calls after the reasoning, json after </think>', 
     response_format: zodResponseFormat(Weather, 'weather'),
   });
   assert.ok(Weather.safeParse(j.choices[0].message.parsed).success);
+
+  // the Responses API: the <think> part as a reasoning item, then the JSON message
+  const rr = await r1.client.responses.parse({
+    model: 'tiny-qwen2', input: 'Weather in Paris?', temperature: 0, max_output_tokens: 400,
+    text: { format: zodTextFormat(Weather, 'weather') },
+  });
+  assert.equal(rr.output[0].type, 'reasoning');
+  assert.equal(rr.output[0].content[0].type, 'reasoning_text');
+  assert.ok(rr.usage.output_tokens_details.reasoning_tokens > 0);
+  assert.equal(rr.output.at(-1).type, 'message');
+  assert.ok(Weather.safeParse(rr.output_parsed).success);
 });
 
 test('no silent ignores: unknown fields, bad formats, tool_choice, methods', async () => {
