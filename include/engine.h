@@ -175,7 +175,13 @@ struct engine_output {
 /* Engine-wide counters, a snapshot taken at the end of the last step. */
 struct engine_stats {
     int waiting, running;       /* requests in each state (waiting includes preempted ones) */
-    int queued;                 /* submitted, never started (bounded by max_queue) */
+    int queued;                 /* submitted, never started */
+    int held;                   /* submitted, neither finished nor cancelled: the admission
+                                   count, at most admission_limit */
+    int admission_limit;        /* max_seqs + max_queue */
+    long long kv_tokens;        /* tokens whose K/V running sequences hold (a shared prefix
+                                   block counts once per sequence) */
+    long long kv_tokens_peak;   /* the most kv_tokens seen at the end of a step */
     int kv_blocks, kv_in_use, kv_cached, kv_free, block_size;
     uint64_t steps, submitted, finished, rejected, preemptions;
     uint64_t prompt_tokens;     /* prompt (and recomputed) tokens run through the model */
@@ -216,7 +222,8 @@ const struct engine_opts *engine_get_opts(const struct engine *e);
  * stop ids or stop strings, a bad stop string, a logit_bias id outside the vocabulary, bad
  * sampling values or penalties, top_logprobs out of range: the message names it); LL_ETOOLONG (the prompt plus max_tokens
  * exceeds the context, or needs more KV blocks than the whole pool: it could never run);
- * LL_EOVERLOADED (max_queue requests already wait); LL_ENOMEM. On error *out is NULL. */
+ * LL_EOVERLOADED (max_seqs + max_queue requests are already held: submitted and neither
+ * finished nor cancelled; a cancel frees its slot at once); LL_ENOMEM. On error *out is NULL. */
 enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
                              struct engine_req **out, struct ll_err *err);
 
@@ -233,6 +240,16 @@ enum engine_req_state {
     ENGINE_REQ_FINISHED,
 };
 enum engine_req_state engine_req_state(const struct engine_req *r, enum engine_finish *finish);
+
+/* Everything engine_req_state says, with the tokens so far and the times (ll_now() clock, 0:
+ * not yet): submitted, first started, first token. Any thread. */
+struct engine_req_info {
+    enum engine_req_state state;
+    enum engine_finish finish;
+    struct engine_usage usage;  /* prompt, cached and completion tokens so far, preemptions */
+    double submitted_at, started_at, first_token_at;
+};
+void engine_req_info(const struct engine_req *r, struct engine_req_info *info);
 
 /* Ask for a request to end (any thread, any state; a no-op once finished). It finishes as
  * ENGINE_FINISH_CANCELLED at the next step boundary and its KV blocks are freed. */

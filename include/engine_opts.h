@@ -47,7 +47,8 @@ struct engine_opts {
     int max_seqs;         /* sequences running at once (default: the profile's) */
     int max_batch_tokens; /* tokens per step, decode and prompt chunks together (default: the
                              profile's; must be >= max_seqs) */
-    int max_queue;        /* requests submitted and not yet started (default 256) */
+    int max_queue;        /* requests held beyond max_seqs: max_seqs + max_queue unfinished
+                             requests at most, then LL_EOVERLOADED (default 256) */
     bool exact;           /* f32 activations and KV (LL_MATH_EXACT); default bf16 fast path */
     bool no_prefix_cache; /* never share blocks between requests */
     int quant;            /* --quant, an index into engine_quant_names: 0 takes the weights as

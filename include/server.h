@@ -54,6 +54,8 @@ struct server_opts {
     int max_sessions;         /* --max-sessions (default 1024) */
     int session_kv_share;     /* --session-kv-share: percent of the KV pool pinned sessions
                                  may hold (default 50) */
+    double metrics_window;    /* --metrics-window seconds the sliding-window gauges cover
+                                 (default 60, 1..3600) */
 };
 
 /* Fill *o from the defaults, then LLAISYS_* environment variables, then argv (flags win); the

@@ -933,7 +933,7 @@ static void test_engine_submit_poll(void **state)
 static void test_engine_submit_errors(void **state)
 {
     (void)state;
-    llaisys_engine *e = open_engine(TINY, "threads=1 ctx=64 max-queue=2");
+    llaisys_engine *e = open_engine(TINY, "threads=1 ctx=64 max-seqs=1 max-queue=2");
     struct {
         const char *body;
         int32_t want;
@@ -966,13 +966,15 @@ static void test_engine_submit_errors(void **state)
     assert_int_equal(llaisys_engine_submit(e, NULL, &r), LLAISYS_ERR_INVALID_ARG);
     assert_int_equal(llaisys_engine_submit(NULL, "{}", &r), LLAISYS_ERR_INVALID_ARG);
     assert_int_equal(llaisys_engine_submit(e, "{}", NULL), LLAISYS_ERR_INVALID_ARG);
-    /* the queue: two wait, the third is refused */
+    /* admission: max-seqs + max-queue = 3 are held, the fourth is refused */
     llaisys_request *q1 = submit(e, "{\"prompt\": \"a\", \"max_tokens\": 2}");
     llaisys_request *q2 = submit(e, "{\"prompt\": \"b\", \"max_tokens\": 2}");
+    llaisys_request *q3 = submit(e, "{\"prompt\": \"b\", \"max_tokens\": 2}");
     assert_int_equal(llaisys_engine_submit(e, "{\"prompt\": \"c\"}", &r), LLAISYS_ERR_OVERLOADED);
     assert_non_null(strstr(llaisys_last_error(), "max-queue"));
     llaisys_request_release(q1);
     llaisys_request_release(q2);
+    llaisys_request_release(q3);
     llaisys_engine_destroy(e);
 }
 

@@ -576,27 +576,44 @@ static void test_rejections(void **state)
     assert_int_equal(res.n, 39);
     engine_req_release(r);
 
-    /* Queue full: three wait, the fourth is refused; after they start, room again. */
+    /* Admission counts exactly: max_seqs + max_queue = 7 requests are held before any step
+     * (a burst between two steps gets every slot), the eighth is refused; a cancel frees its
+     * slot at once, before the scheduler has seen it. */
     p.max_tokens = 2;
-    struct engine_req *q[4];
-    for (int i = 0; i < 3; i++)
+    struct engine_req *q[8];
+    for (int i = 0; i < 7; i++)
         q[i] = submit(e, &p);
-    assert_int_equal(engine_submit(e, &p, &q[3], &err), LL_EOVERLOADED);
-    assert_non_null(strstr(err.msg, "overloaded"));
+    engine_get_stats(e, &st);
+    assert_int_equal(st.held, 7);
+    assert_int_equal(st.queued, 7);
+    struct engine_req *extra = NULL;
+    assert_int_equal(engine_submit(e, &p, &extra, &err), LL_EOVERLOADED);
+    assert_null(extra);
+    assert_non_null(strstr(err.msg, "overloaded: 7 requests"));
+    assert_non_null(strstr(err.msg, "--max-seqs 4"));
     assert_int_equal(ll_status_http(LL_EOVERLOADED), 429);
+    engine_cancel(q[6]);
+    engine_get_stats(e, &st);
+    assert_int_equal(st.held, 6);
+    q[7] = submit(e, &p);
+    assert_int_equal(engine_submit(e, &p, &extra, &err), LL_EOVERLOADED);
     step_once(e);
     engine_get_stats(e, &st);
-    assert_true(st.queued < 3);
-    q[3] = submit(e, &p);
+    assert_int_equal(st.held, 7);
+    assert_true(st.queued < 7); /* some started: held still counts them */
     run_idle(e);
-    for (int i = 0; i < 4; i++) {
+    engine_get_stats(e, &st);
+    assert_int_equal(st.held, 0);
+    assert_int_equal(st.queued, 0);
+    for (int i = 0; i < 8; i++) {
         memset(&res, 0, sizeof res);
         drain(q[i], &res);
-        assert_int_equal(res.n, 2);
+        assert_int_equal(res.finish, i == 6 ? ENGINE_FINISH_CANCELLED : ENGINE_FINISH_LENGTH);
+        assert_int_equal(res.n, i == 6 ? 0 : 2);
         engine_req_release(q[i]);
     }
     engine_get_stats(e, &st);
-    assert_int_equal(st.rejected, 7);
+    assert_int_equal(st.rejected, 8);
     assert_pool_empty(e);
     engine_destroy(e);
 

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,15 +191,17 @@ static void test_metrics_text(void **state)
 {
     (void)state;
     struct metrics m;
-    assert_int_equal(metrics_init(&m), LL_OK);
+    assert_int_equal(metrics_init(&m, 60), LL_OK);
     metrics_finish(&m, ENGINE_FINISH_STOP, CANCEL_NONE, 10, 5, 0.2);
     metrics_finish(&m, ENGINE_FINISH_CANCELLED, CANCEL_DISCONNECT, 3, 1, 0);
-    metrics_request(&m, 0.05, 1.5);
+    metrics_request(&m, 0.05, 0.02, 1.5);
     metrics_itl(&m, 0.3, 3); /* three gaps of 0.1 s */
     metrics_http(&m, 200);
     metrics_http(&m, 429);
     struct engine_stats st = {.running = 2, .waiting = 1, .kv_blocks = 100, .kv_in_use = 25,
-                              .prompt_tokens = 30, .cached_tokens = 10, .preemptions = 4};
+                              .prompt_tokens = 30, .cached_tokens = 10, .preemptions = 4,
+                              .queued = 1, .held = 3, .admission_limit = 7, .block_size = 16,
+                              .kv_tokens = 390, .kv_tokens_peak = 700};
     char *t = metrics_render(&m, &st, "my\"model", true);
     assert_non_null(t);
     static const char *const lines[] = {
@@ -219,6 +222,17 @@ static void test_metrics_text(void **state)
         "llaisys_prefix_cache_hit_ratio{model_name=\"my\\\"model\"} 0.25\n",
         "llaisys_num_preemptions_total{model_name=\"my\\\"model\"} 4\n",
         "# TYPE llaisys_time_to_first_token_seconds histogram\n",
+        "llaisys_time_per_output_token_seconds_bucket{model_name=\"my\\\"model\",le=\"0.01\"} 0\n",
+        "llaisys_time_per_output_token_seconds_bucket{model_name=\"my\\\"model\",le=\"0.025\"} 1\n",
+        "llaisys_time_per_output_token_seconds_p50{model_name=\"my\\\"model\"} 0.02\n",
+        "llaisys_time_to_first_token_seconds_p99{model_name=\"my\\\"model\"} 0.05\n",
+        "llaisys_e2e_request_latency_seconds_p50{model_name=\"my\\\"model\"} 1.5\n",
+        "llaisys_num_requests_queued{model_name=\"my\\\"model\"} 1\n",
+        "llaisys_num_requests_held{model_name=\"my\\\"model\"} 3\n",
+        "llaisys_admission_limit{model_name=\"my\\\"model\"} 7\n",
+        "llaisys_kv_cache_usage_tokens{model_name=\"my\\\"model\"} 390\n",
+        "llaisys_kv_cache_usage_tokens_peak{model_name=\"my\\\"model\"} 700\n",
+        "llaisys_kv_cache_capacity_tokens{model_name=\"my\\\"model\"} 1600\n",
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         if (!strstr(t, lines[i]))
@@ -227,6 +241,66 @@ static void test_metrics_text(void **state)
     t = metrics_render(&m, NULL, "m", false); /* while loading: no engine gauges */
     assert_non_null(strstr(t, "llaisys_server_ready{model_name=\"m\"} 0\n"));
     assert_null(strstr(t, "llaisys_num_requests_running"));
+    free(t);
+    metrics_free(&m);
+}
+
+static double fake_now;
+static double fake_clock(void) { return fake_now; }
+
+/* The value of the sample NAME{model_name="m"} in t, NaN-aware; fails when absent. */
+static double sample_of(const char *t, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n%s{model_name=\"m\"} ", name);
+    const char *p = strstr(t, key);
+    if (!p)
+        fail_msg("no sample %s", name);
+    p += strlen(key);
+    return !strncmp(p, "NaN", 3) ? NAN : strtod(p, NULL);
+}
+
+/* The sliding window: requests per second and nearest-rank p50/p99 over the requests that
+ * ended in the last --metrics-window seconds; older ones leave it; none: NaN. */
+static void test_metrics_window(void **state)
+{
+    (void)state;
+    struct metrics m;
+    assert_int_equal(metrics_init(&m, 60), LL_OK);
+    m.clock = fake_clock;
+    m.t_start = 1000;
+    fake_now = 1000.5;
+    char *t = metrics_render(&m, NULL, "m", true);
+    assert_true(isnan(sample_of(t, "llaisys_time_to_first_token_seconds_p50")));
+    assert_true(sample_of(t, "llaisys_requests_per_second") == 0);
+    free(t);
+    for (int i = 1; i <= 100; i++) /* ttft i, tpot i/100, e2e 2i; one without a second token */
+        metrics_request(&m, i, i == 100 ? -1 : i / 100.0, 2 * i);
+    fake_now = 1010;
+    t = metrics_render(&m, NULL, "m", true);
+    assert_true(sample_of(t, "llaisys_requests_per_second") == 10); /* 100 over 10 s up */
+    assert_true(sample_of(t, "llaisys_time_to_first_token_seconds_p50") == 50);
+    assert_true(sample_of(t, "llaisys_time_to_first_token_seconds_p99") == 99);
+    assert_true(sample_of(t, "llaisys_time_per_output_token_seconds_p50") == 0.5);
+    assert_true(sample_of(t, "llaisys_time_per_output_token_seconds_p99") == 0.99);
+    assert_true(sample_of(t, "llaisys_e2e_request_latency_seconds_p99") == 198);
+    free(t);
+    fake_now = 1059; /* still inside the 60 s window, 59 s up: 101 over 59 s */
+    metrics_request(&m, 1000, 1, 1000);
+    t = metrics_render(&m, NULL, "m", true);
+    assert_true(fabs(sample_of(t, "llaisys_requests_per_second") - 101.0 / 59) < 1e-6);
+    assert_true(sample_of(t, "llaisys_time_to_first_token_seconds_p99") == 100); /* rank 100 of 101 */
+    free(t);
+    fake_now = 1062; /* the first hundred left the window */
+    t = metrics_render(&m, NULL, "m", true);
+    assert_true(fabs(sample_of(t, "llaisys_requests_per_second") - 1.0 / 60) < 1e-6);
+    assert_true(sample_of(t, "llaisys_time_to_first_token_seconds_p50") == 1000);
+    assert_true(sample_of(t, "llaisys_e2e_request_latency_seconds_p50") == 1000);
+    free(t);
+    fake_now = 1200; /* all gone */
+    t = metrics_render(&m, NULL, "m", true);
+    assert_true(isnan(sample_of(t, "llaisys_e2e_request_latency_seconds_p50")));
+    assert_true(sample_of(t, "llaisys_requests_per_second") == 0);
     free(t);
     metrics_free(&m);
 }
@@ -240,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_sse),
         cmocka_unit_test(test_metrics_text),
+        cmocka_unit_test(test_metrics_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -366,8 +366,15 @@ static void snapshot_stats(struct engine *e)
     st.pins = e->n_pins;
     for (int i = 0; i < e->n_pins; i++)
         st.kv_pinned += e->pins[i].n;
+    st.kv_tokens = 0;
+    for (const struct engine_req *r = e->running.head; r; r = r->next)
+        st.kv_tokens += r->n_computed;
+    if (st.kv_tokens > e->counters.kv_tokens_peak)
+        e->counters.kv_tokens_peak = st.kv_tokens;
+    st.kv_tokens_peak = e->counters.kv_tokens_peak;
     pthread_mutex_lock(&e->mbox->lock);
     st.queued = e->mbox->queued;
+    st.held = e->mbox->held;
     st.rejected = e->mbox->rejected;
     st.submitted = e->mbox->next_id;
     e->mbox->stats = st;
@@ -504,5 +511,7 @@ void engine_get_stats(struct engine *e, struct engine_stats *st)
     *st = e->mbox->stats;
     st->rejected = e->mbox->rejected;
     st->queued = e->mbox->queued;
+    st->held = e->mbox->held;
+    st->admission_limit = e->opts.max_seqs + e->opts.max_queue;
     pthread_mutex_unlock(&e->mbox->lock);
 }

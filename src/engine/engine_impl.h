@@ -32,6 +32,8 @@ struct mailbox {
     struct engine_req *inbox_head, *inbox_tail; /* [mbox] submitted, not yet seen */
     struct engine_req *cancels; /* [mbox] cancel requests, linked through cancel_next */
     int queued;                /* [mbox] submitted and never started nor finished */
+    int held;                  /* [mbox] submitted and neither finished nor cancelled: the
+                                  admission count, at most max_seqs + max_queue (request.c) */
     uint64_t next_id;          /* [mbox] */
     uint64_t rejected;         /* [mbox] submits refused (any reason) */
     bool stop;                 /* [mbox] the scheduler thread should return */
@@ -137,6 +139,9 @@ struct engine_req {
     char error[256];
     enum engine_req_state pub_state; /* waiting, running or preempted (finished: see finish) */
     bool cancel_requested;      /* on the cancel list, or handled */
+    bool held;                  /* counted in mbox->held (until finished or cancelled) */
+    double started_at, first_token_at; /* ll_now() of the first start and the first token,
+                                  0: not yet (for engine_req_info) */
     struct engine_req *cancel_next, *inbox_next;
     pthread_cond_t cond;        /* signalled when the outbox changes */
     int refs;                   /* caller + engine (until finished) + cancel list (while on it) */

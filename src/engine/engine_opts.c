@@ -50,8 +50,9 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                                      "while prompts arrive, larger prefills faster"},
     [ENGINE_OPT_MAX_QUEUE] = {"--max-queue", "LLAISYS_MAX_QUEUE", "N", ENGINE_OPT_INT,
                               OFF(max_queue), 1, 1 << 24,
-                              "requests waiting to start before more are refused as "
-                              "overloaded, HTTP 429"},
+                              "requests held waiting beyond the max-seqs running ones: "
+                              "past max-seqs + max-queue unfinished requests a new one is "
+                              "refused as overloaded, HTTP 429"},
     [ENGINE_OPT_KV_BLOCKS] = {"--kv-blocks", "LLAISYS_KV_BLOCKS", "N", ENGINE_OPT_INT,
                               OFF(kv_blocks), 1, MAX_KV_BLOCKS,
                               "KV cache blocks; overrides --kv-memory"},

@@ -115,6 +115,18 @@ static bool grow(void **buf, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
+/* r stops counting against the admission limit (lock held): once when it finishes or a cancel
+ * is asked, whichever comes first. A cancelled request still holds its running slot and blocks
+ * until the next step, but that step takes the cancel before it admits anything, so a request
+ * submitted in its place never waits for it. */
+static void release_held(struct engine_req *r)
+{
+    if (r->held) {
+        r->held = false;
+        r->mbox->held--;
+    }
+}
+
 bool req_push_output(struct engine_req *r, const struct req_push *p)
 {
     struct mailbox *mb = r->mbox;
@@ -142,6 +154,8 @@ bool req_push_output(struct engine_req *r, const struct req_push *p)
         if (p->reasoning_len)
             ll_buf_append(&r->out_reason, p->reasoning, p->reasoning_len);
     }
+    if (p->id >= 0 && ok && r->first_token_at == 0)
+        r->first_token_at = ll_now();
     if (p->usage)
         r->usage = *p->usage;
     if (p->timings)
@@ -153,7 +167,8 @@ bool req_push_output(struct engine_req *r, const struct req_push *p)
         if (p->msg)
             snprintf(r->error, sizeof r->error, "%s", p->msg);
         if (r->state == REQ_INBOX || r->stamp == 0)
-            mb->queued--; /* never started: it leaves the bounded queue */
+            mb->queued--; /* never started */
+        release_held(r);
     }
     pthread_cond_broadcast(&r->cond);
     pthread_mutex_unlock(&mb->lock);
@@ -381,24 +396,30 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     r->state = REQ_INBOX;
     r->refs = 2;
 
+    /* Admission counts exactly: the engine holds at most max_seqs + max_queue requests that
+     * are neither finished nor cancelled, counted here under the lock, whether the scheduler
+     * has taken them yet or not (a burst arriving between two steps gets every slot). */
     struct mailbox *mb = e->mbox;
+    int limit = o->max_seqs + o->max_queue;
     pthread_mutex_lock(&mb->lock);
-    if (mb->closed || mb->queued >= o->max_queue) {
+    if (mb->closed || mb->held >= limit) {
         bool closed = mb->closed;
-        int q = mb->queued;
+        int held = mb->held;
         mb->rejected++;
         pthread_mutex_unlock(&mb->lock);
         req_free(r);
         if (closed)
             return ll_err_set(err, LL_EINVAL, "the engine is shutting down");
         return ll_err_set(err, LL_EOVERLOADED,
-                          "overloaded: %d requests are already waiting (--max-queue %d)", q,
-                          o->max_queue);
+                          "overloaded: %d requests are already in the engine (--max-seqs %d "
+                          "running + --max-queue %d waiting)", held, o->max_seqs, o->max_queue);
     }
     r->mbox = mb;
     mb->refs++;
     r->id = ++mb->next_id;
     mb->queued++;
+    mb->held++;
+    r->held = true;
     if (mb->inbox_tail)
         mb->inbox_tail->inbox_next = r;
     else
@@ -422,6 +443,18 @@ enum engine_req_state engine_req_state(const struct engine_req *r, enum engine_f
     return s;
 }
 
+void engine_req_info(const struct engine_req *r, struct engine_req_info *info)
+{
+    pthread_mutex_lock(&r->mbox->lock);
+    info->state = r->finish != ENGINE_RUNNING ? ENGINE_REQ_FINISHED : r->pub_state;
+    info->finish = r->finish;
+    info->usage = r->usage;
+    info->submitted_at = r->t_submit;
+    info->started_at = r->started_at;
+    info->first_token_at = r->first_token_at;
+    pthread_mutex_unlock(&r->mbox->lock);
+}
+
 /* Put r on the cancel list unless it is finished or already there (lock held). The list holds
  * a reference of its own, dropped by the scheduler once it has read the entry, so the record
  * stays valid even if the request finishes and both other references go before that. */
@@ -431,6 +464,7 @@ static void cancel_locked(struct engine_req *r)
     if (r->finish != ENGINE_RUNNING || r->cancel_requested)
         return;
     r->cancel_requested = true;
+    release_held(r);
     r->refs++;
     r->cancel_next = mb->cancels;
     mb->cancels = r;

@@ -270,8 +270,10 @@ static void admit(struct engine *e)
         e->counters.cached_tokens += (uint64_t)(m * bs);
         pthread_mutex_lock(&e->mbox->lock);
         r->pub_state = ENGINE_REQ_RUNNING;
-        if (r->stamp == 0) /* first start */
+        if (r->stamp == 0) { /* first start */
             e->mbox->queued--;
+            r->started_at = ll_now();
+        }
         pthread_mutex_unlock(&e->mbox->lock);
         if (r->stamp == 0) {
             r->stamp = ++e->next_stamp;

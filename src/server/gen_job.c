@@ -994,12 +994,13 @@ static void gen_job_finish(struct gen_job *j)
                      j->n_sess - np, c0->usage.cached_tokens);
     }
     double ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
-    metrics_request(&srv->metrics, ttft, j->t_end - j->t_arrival);
+    const struct gen_choice *c0 = &j->ch[0]; /* TPOT: choice 0's, as in the log line */
+    double tpot = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : -1;
+    metrics_request(&srv->metrics, ttft, tpot, j->t_end - j->t_arrival);
     if (log_enabled(LOG_INFO)) {
-        const struct gen_choice *c0 = &j->ch[0];
         struct oai_usage u;
         usage_of(j, &u);
-        double itl = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : 0;
+        double itl = tpot > 0 ? tpot : 0;
         log_msg(LOG_INFO,
                 "%s %s %s %d model=%s finish=%s choices=%d prompt=%d cached=%d completion=%d "
                 "ttft=%.3fs itl=%.1fms e2e=%.3fs%s",

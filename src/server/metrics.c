@@ -4,13 +4,21 @@
  * HTTP threads record finished choices, latencies and response codes under metrics->lock (a
  * leaf lock, held for a few additions). Engine-wide gauges and counters (running/waiting, KV
  * blocks, prefix cache, preemptions) are read at render time from engine_get_stats.
+ *
+ * Sliding window (--metrics-window W seconds): requests per second counts the requests that
+ * ended in the last W seconds (per-second slots) over W, or over the time since start when
+ * that is shorter; the p50/p99 gauges are nearest-rank quantiles of the samples of requests
+ * that ended in the last W seconds (the newest METRICS_WINDOW_SAMPLES of them), NaN when there
+ * is none.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
 #include "metrics.h"
+#include "util.h"
 
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
                                      0.25,  0.5,   0.75, 1,    2.5,  5,    7.5,  10,
@@ -38,11 +46,18 @@ static void hist_add(struct histogram *h, double v, uint64_t times)
     h->count += times;
 }
 
-enum ll_status metrics_init(struct metrics *m)
+enum ll_status metrics_init(struct metrics *m, double window_s)
 {
     memset(m, 0, sizeof *m);
-    if (pthread_mutex_init(&m->lock, NULL))
+    if (!(m->win = calloc(1, sizeof *m->win)))
         return LL_ENOMEM;
+    if (pthread_mutex_init(&m->lock, NULL)) {
+        free(m->win);
+        return LL_ENOMEM;
+    }
+    m->window = window_s > 0 ? window_s : 60;
+    m->clock = ll_now;
+    m->t_start = m->clock();
     _Static_assert(sizeof ttft_bounds / sizeof *ttft_bounds <= METRICS_MAX_BUCKETS, "buckets");
     _Static_assert(sizeof itl_bounds / sizeof *itl_bounds <= METRICS_MAX_BUCKETS, "buckets");
     _Static_assert(sizeof long_bounds / sizeof *long_bounds <= METRICS_MAX_BUCKETS, "buckets");
@@ -50,12 +65,66 @@ enum ll_status metrics_init(struct metrics *m)
     hist_init(&m->itl, itl_bounds, sizeof itl_bounds / sizeof *itl_bounds);
     hist_init(&m->queue, long_bounds, sizeof long_bounds / sizeof *long_bounds);
     hist_init(&m->e2e, long_bounds, sizeof long_bounds / sizeof *long_bounds);
+    hist_init(&m->tpot, itl_bounds, sizeof itl_bounds / sizeof *itl_bounds);
     return LL_OK;
 }
 
 void metrics_free(struct metrics *m)
 {
     pthread_mutex_destroy(&m->lock);
+    free(m->win);
+    m->win = NULL;
+}
+
+static void ring_add(struct window_ring *w, double t, double v)
+{
+    w->t[w->head] = t;
+    w->v[w->head] = v;
+    w->head = (w->head + 1) % METRICS_WINDOW_SAMPLES;
+    if (w->n < METRICS_WINDOW_SAMPLES)
+        w->n++;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank quantiles q[0..nq) of the samples newer than since (NaN when none). tmp holds
+ * METRICS_WINDOW_SAMPLES values. */
+static void ring_quantiles(const struct window_ring *w, double since, const double *q, int nq,
+                           double *out, double *tmp)
+{
+    int n = 0;
+    for (int i = 0; i < w->n; i++)
+        if (w->t[i] > since)
+            tmp[n++] = w->v[i];
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    for (int k = 0; k < nq; k++) {
+        if (n == 0) {
+            out[k] = NAN;
+            continue;
+        }
+        int rank = (int)ceil(q[k] * n); /* 1-based */
+        out[k] = tmp[rank < 1 ? 0 : rank - 1];
+    }
+}
+
+/* Requests that ended in the last window seconds, per second. */
+static double rate(const struct metrics *m, double now)
+{
+    long long sec = (long long)floor(now), span = (long long)ceil(m->window);
+    if (span > METRICS_RATE_SLOTS)
+        span = METRICS_RATE_SLOTS;
+    uint64_t n = 0;
+    for (long long s = sec - span + 1; s <= sec; s++) {
+        int slot = (int)(((s % METRICS_RATE_SLOTS) + METRICS_RATE_SLOTS) % METRICS_RATE_SLOTS);
+        if (m->win->done.sec[slot] == s)
+            n += m->win->done.n[slot];
+    }
+    double up = now - m->t_start, over = up < m->window ? up : m->window;
+    return over > 0 ? (double)n / (over < 1 ? 1 : over) : 0;
 }
 
 void metrics_finish(struct metrics *m, enum engine_finish finish, enum cancel_reason why,
@@ -73,12 +142,28 @@ void metrics_finish(struct metrics *m, enum engine_finish finish, enum cancel_re
     pthread_mutex_unlock(&m->lock);
 }
 
-void metrics_request(struct metrics *m, double ttft_s, double e2e_s)
+void metrics_request(struct metrics *m, double ttft_s, double tpot_s, double e2e_s)
 {
     pthread_mutex_lock(&m->lock);
-    if (ttft_s >= 0)
+    double now = m->clock();
+    struct metrics_window *w = m->win;
+    if (ttft_s >= 0) {
         hist_add(&m->ttft, ttft_s, 1);
+        ring_add(&w->ttft, now, ttft_s);
+    }
+    if (tpot_s >= 0) {
+        hist_add(&m->tpot, tpot_s, 1);
+        ring_add(&w->tpot, now, tpot_s);
+    }
     hist_add(&m->e2e, e2e_s, 1);
+    ring_add(&w->e2e, now, e2e_s);
+    long long sec = (long long)floor(now);
+    int slot = (int)(((sec % METRICS_RATE_SLOTS) + METRICS_RATE_SLOTS) % METRICS_RATE_SLOTS);
+    if (w->done.sec[slot] != sec) {
+        w->done.sec[slot] = sec;
+        w->done.n[slot] = 0;
+    }
+    w->done.n[slot]++;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -121,7 +206,10 @@ static void sample_u(struct text *t, const char *name, const char *extra, uint64
 
 static void sample_d(struct text *t, const char *name, double v)
 {
-    ll_buf_printf(&t->b, "%s{%s} %.9g\n", name, t->label, v);
+    if (isnan(v)) /* the exposition format's spelling */
+        ll_buf_printf(&t->b, "%s{%s} NaN\n", name, t->label);
+    else
+        ll_buf_printf(&t->b, "%s{%s} %.9g\n", name, t->label, v);
 }
 
 static void hist(struct text *t, const char *name, const char *help, const struct histogram *h)
@@ -199,9 +287,20 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
     text_label(&t, model);
 
     struct metrics c;
+    static const double qs[2] = {0.5, 0.99};
+    double q_ttft[2], q_tpot[2], q_e2e[2], rps = 0;
+    double *tmp = malloc(sizeof(double) * METRICS_WINDOW_SAMPLES);
+    if (!tmp)
+        return NULL;
     pthread_mutex_lock(&m->lock);
     memcpy(&c, m, sizeof c);
+    double now = m->clock(), since = now - m->window;
+    ring_quantiles(&m->win->ttft, since, qs, 2, q_ttft, tmp);
+    ring_quantiles(&m->win->tpot, since, qs, 2, q_tpot, tmp);
+    ring_quantiles(&m->win->e2e, since, qs, 2, q_e2e, tmp);
+    rps = rate(m, now);
     pthread_mutex_unlock(&m->lock);
+    free(tmp);
 
     family(&t, "llaisys_server_ready", "gauge", "1 when the model is loaded and serving");
     sample_u(&t, "llaisys_server_ready", NULL, ready);
@@ -243,6 +342,28 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
          "Time from submission to the first scheduling of a choice", &c.queue);
     hist(&t, "llaisys_e2e_request_latency_seconds",
          "Time from the request's arrival to its last byte", &c.e2e);
+    hist(&t, "llaisys_time_per_output_token_seconds",
+         "Per request: time from the first to the last token over the tokens after the first",
+         &c.tpot);
+    char help[160];
+    snprintf(help, sizeof help, "Requests ended per second over the last %g s", c.window);
+    family(&t, "llaisys_requests_per_second", "gauge", help);
+    sample_d(&t, "llaisys_requests_per_second", rps);
+    static const struct {
+        const char *name, *what;
+    } qn[3] = {{"llaisys_time_to_first_token_seconds", "time to first token"},
+               {"llaisys_time_per_output_token_seconds", "time per output token"},
+               {"llaisys_e2e_request_latency_seconds", "end-to-end latency"}};
+    const double *qv[3] = {q_ttft, q_tpot, q_e2e};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s_p%d", qn[k].name, i ? 99 : 50);
+            snprintf(help, sizeof help, "%s of the %s of requests ended in the last %g s "
+                     "(NaN: none)", i ? "99th percentile" : "Median", qn[k].what, c.window);
+            family(&t, name, "gauge", help);
+            sample_d(&t, name, qv[k][i]);
+        }
 
     if (st) {
         family(&t, "llaisys_num_requests_running", "gauge", "Sequences in the running batch");
@@ -250,6 +371,24 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
         family(&t, "llaisys_num_requests_waiting", "gauge",
                "Requests waiting to run (queued or preempted)");
         sample_u(&t, "llaisys_num_requests_waiting", NULL, (uint64_t)st->waiting);
+        family(&t, "llaisys_num_requests_queued", "gauge",
+               "Requests submitted and never started yet");
+        sample_u(&t, "llaisys_num_requests_queued", NULL, (uint64_t)st->queued);
+        family(&t, "llaisys_num_requests_held", "gauge",
+               "Requests the engine holds (neither finished nor cancelled): the admission count");
+        sample_u(&t, "llaisys_num_requests_held", NULL, (uint64_t)st->held);
+        family(&t, "llaisys_admission_limit", "gauge",
+               "Requests the engine holds at most (--max-seqs + --max-queue), then 429");
+        sample_u(&t, "llaisys_admission_limit", NULL, (uint64_t)st->admission_limit);
+        family(&t, "llaisys_kv_cache_usage_tokens", "gauge",
+               "Tokens whose K/V the running sequences hold");
+        sample_u(&t, "llaisys_kv_cache_usage_tokens", NULL, (uint64_t)st->kv_tokens);
+        family(&t, "llaisys_kv_cache_usage_tokens_peak", "gauge",
+               "The most llaisys_kv_cache_usage_tokens seen since start");
+        sample_u(&t, "llaisys_kv_cache_usage_tokens_peak", NULL, (uint64_t)st->kv_tokens_peak);
+        family(&t, "llaisys_kv_cache_capacity_tokens", "gauge", "Tokens the KV pool holds");
+        sample_u(&t, "llaisys_kv_cache_capacity_tokens", NULL,
+                 (uint64_t)st->kv_blocks * (uint64_t)st->block_size);
         family(&t, "llaisys_kv_cache_blocks", "gauge", "KV cache blocks by state");
         sample_u(&t, "llaisys_kv_cache_blocks", "state=\"in_use\"", (uint64_t)st->kv_in_use);
         sample_u(&t, "llaisys_kv_cache_blocks", "state=\"cached\"", (uint64_t)st->kv_cached);

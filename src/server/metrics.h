@@ -25,25 +25,51 @@ struct histogram {
     uint64_t count;
 };
 
+/* Recent samples of one latency, for the sliding-window quantiles: a ring of the newest
+ * METRICS_WINDOW_SAMPLES (time, value) pairs; those older than the window are skipped. */
+#define METRICS_WINDOW_SAMPLES 4096
+struct window_ring {
+    double t[METRICS_WINDOW_SAMPLES], v[METRICS_WINDOW_SAMPLES];
+    int head, n; /* next slot; samples held */
+};
+
+/* Finished requests per whole second, for the requests-per-second gauge. */
+#define METRICS_RATE_SLOTS 3600
+struct rate_slots {
+    long long sec[METRICS_RATE_SLOTS]; /* the second a slot counts (slot = sec % SLOTS) */
+    uint32_t n[METRICS_RATE_SLOTS];
+};
+
+struct metrics_window {
+    struct window_ring ttft, tpot, e2e;
+    struct rate_slots done;
+};
+
 struct metrics {
     pthread_mutex_t lock;
+    double window;                 /* seconds the sliding-window gauges cover */
+    double t_start;                /* clock() at init */
+    double (*clock)(void);         /* ll_now; tests put a clock of their own */
+    struct metrics_window *win;    /* (malloc'd) the samples of the sliding window */
     uint64_t finished[ENGINE_FINISH_COUNT]; /* by enum engine_finish (ENGINE_RUNNING unused) */
     uint64_t cancellations[CANCEL_COUNT];   /* by enum cancel_reason (CANCEL_NONE unused) */
     uint64_t prompt_tokens, generation_tokens;
     uint64_t http[6];              /* responses by status class: 1xx..5xx (index 1..5) */
     uint64_t http_by_code[600];    /* responses by status code */
-    struct histogram ttft, itl, queue, e2e;
+    struct histogram ttft, itl, queue, e2e, tpot;
 };
 
-/* Zeroed counters. LL_OK, or LL_ENOMEM when the lock cannot be made. */
-enum ll_status metrics_init(struct metrics *m);
+/* Zeroed counters; the sliding-window gauges cover window_s seconds (> 0). LL_OK, or LL_ENOMEM
+ * when the lock or the window cannot be made. */
+enum ll_status metrics_init(struct metrics *m, double window_s);
 void metrics_free(struct metrics *m);
 /* Record one finished choice (finish as the client saw it, why it was cancelled or
  * CANCEL_NONE, the tokens it counts, its time in the queue; queue_s <= 0: not recorded). */
 void metrics_finish(struct metrics *m, enum engine_finish finish, enum cancel_reason why,
                     int prompt_tokens, int generated_tokens, double queue_s);
-/* Record one request's time to first token (< 0: none) and end-to-end latency. */
-void metrics_request(struct metrics *m, double ttft_s, double e2e_s);
+/* Record one request's time to first token (< 0: none), time per output token after the first
+ * (< 0: none, fewer than two tokens) and end-to-end latency, at its end. */
+void metrics_request(struct metrics *m, double ttft_s, double tpot_s, double e2e_s);
 /* Record n tokens that arrived together dt seconds after the previous ones (n samples of
  * dt / n each); n <= 0 records nothing. */
 void metrics_itl(struct metrics *m, double dt, int n);

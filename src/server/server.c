@@ -84,7 +84,7 @@ int server_run(const struct server_opts *o)
     struct ll_err err = {0};
     int rc = 1, port = 0, listen_fd = -1;
     sessions_init(&srv.sessions, o->session_ttl, o->max_sessions);
-    if (metrics_init(&srv.metrics) != LL_OK) {
+    if (metrics_init(&srv.metrics, o->metrics_window) != LL_OK) {
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
     }

@@ -58,6 +58,8 @@ static const struct opt_def defs[] = {
      "API keys, one per line (# comments)"},
     {"--metrics-public", "LLAISYS_METRICS_PUBLIC", T_BOOL, OFF(metrics_public), 0, 0, NULL,
      "serve /metrics without an API key"},
+    {"--metrics-window", "LLAISYS_METRICS_WINDOW", T_SECS, OFF(metrics_window), 0, 0, "SECS",
+     "the window of /metrics' requests-per-second and p50/p99 gauges (default 60; 1..3600)"},
     {"--chat-template", "LLAISYS_CHAT_TEMPLATE", T_STR, OFF(chat_template), 0, 0, "FILE",
      "Jinja chat template to use instead of the model's"},
     {"--reasoning-parser", "LLAISYS_REASONING_PARSER", T_STR, OFF(reasoning_parser), 0, 0,
@@ -264,6 +266,7 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     o->session_ttl = 1800;
     o->max_sessions = 1024;
     o->session_kv_share = 50;
+    o->metrics_window = 60;
     o->shutdown_grace = 30;
     o->max_connections = 512;
     o->max_connections_per_ip = 128;
@@ -343,6 +346,11 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         return bad_err(&err);
     if (o->write_timeout < 1)
         return bad("--write-timeout", "must be at least 1 second", "0");
+    if (o->metrics_window < 1 || o->metrics_window > 3600) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", o->metrics_window);
+        return bad("--metrics-window", "must be 1 to 3600 seconds", v);
+    }
     if (o->header_timeout <= 0)
         return bad("--header-timeout", "must be more than 0 seconds", "0");
     if (o->keepalive <= 0 || o->keepalive > o->write_timeout / 2)
