@@ -18,6 +18,17 @@
 #include "errors.h"
 #include "log.h"
 
+/* One API key's budgets: from its line in --api-key-file ("KEY name=N rpm=N tpm=N
+ * concurrency=N", each optional), else the --key-* defaults. 0: unlimited. */
+struct key_budget {
+    int rpm;                  /* requests per minute (generation requests) */
+    int tpm;                  /* tokens per minute: prompt + generated */
+    int concurrency;          /* generation requests in flight at once */
+    char name[48];            /* the label in /metrics and logs: name=, else "key-" and 8 hex
+                                 digits of a hash of the key (never the key) */
+    bool rpm_set, tpm_set, concurrency_set; /* given on the key's line (else the default) */
+};
+
 /* Everything the server is configured with. Strings are owned by the struct
  * (server_opts_free). */
 struct server_opts {
@@ -26,7 +37,11 @@ struct server_opts {
     char *host;               /* --host (default 127.0.0.1) */
     int port;                 /* --port (default 8000; 0: any free port, printed) */
     char **api_keys;          /* --api-key (repeatable) and the lines of --api-key-file */
+    struct key_budget *key_budgets; /* (n_api_keys) each key's budgets, resolved against the
+                                 defaults once every option is read */
     int n_api_keys;
+    int key_rpm, key_tpm, key_concurrency; /* --key-rpm, --key-tpm, --key-concurrency: budgets
+                                 of keys whose line does not set them (default 0: none) */
     bool metrics_public;      /* --metrics-public: /metrics without a key */
     char *chat_template;      /* --chat-template FILE, else NULL (the model's) */
     char *reasoning_parser;   /* --reasoning-parser NAME, else NULL */

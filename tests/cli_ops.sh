@@ -78,3 +78,109 @@ wait_metric llaisys_num_requests_held "" 0
 wait_metric llaisys_kv_cache_blocks 'state="in_use"' 0
 check "after both storms: nothing held, no KV block in use" $?
 stop burst
+
+# ---- per-key budgets ----
+printf 'key-bad rpm=5\nkey-worse burst=2\n' >"$tmp/badkeys"
+"$srv" --model "$model" --port 0 --api-key-file "$tmp/badkeys" >/dev/null 2>"$tmp/badkeys.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "badkeys:2: unknown budget 'burst'" "$tmp/badkeys.err"
+check "a bad budget in the key file: exit 2 naming the file's line" $?
+
+cat >"$tmp/keys" <<'KEYS'
+# name, then budgets; dave takes the --key-* defaults
+key-alice name=alice rpm=3
+key-bob name=bob tpm=60
+key-carol name=carol concurrency=2
+key-dave
+KEYS
+start keys --model "$model" --api-key-file "$tmp/keys" --key-rpm 1000 --max-seqs 3 --max-queue 1 \
+    --threads 1 || exit 0
+A='Authorization: Bearer key-alice'
+B='Authorization: Bearer key-bob'
+C='Authorization: Bearer key-carol'
+D='Authorization: Bearer key-dave'
+metric() {
+    c -H "$D" "$URL/metrics" | grep "^$1{" | grep -F "${2:-}" | head -n 1 | sed 's/.* //'
+}
+hdr() { sed -n "s/^$1: *\([^[:space:]]*\).*/\1/Ip" "$2" | tail -n 1; }
+small='{"prompt":"Once upon a time","max_tokens":1}'
+
+for i in 1 2 3; do
+    c -D "$tmp/ha$i" -o "$tmp/ba$i" -H "$A" -d "$small" "$URL/v1/completions"
+done
+[ "$(hdr x-ratelimit-limit-requests "$tmp/ha1")" = 3 ] &&
+    [ "$(hdr x-ratelimit-remaining-requests "$tmp/ha1")" = 2 ] &&
+    [ "$(hdr x-ratelimit-reset-requests "$tmp/ha1")" = 20s ] &&
+    [ "$(hdr x-ratelimit-remaining-requests "$tmp/ha3")" = 0 ] &&
+    grep -q '^HTTP/1.1 200' "$tmp/ha3" && ! grep -qi '^x-ratelimit-limit-tokens' "$tmp/ha1"
+check "rpm: 3 requests, headers count down (limit 3, remaining 2..0, reset 20s)" $?
+got=$(c -D "$tmp/ha4" -o "$tmp/ba4" -w '%{http_code}' -H "$A" -d "$small" "$URL/v1/completions")
+ra=$(hdr retry-after "$tmp/ha4")
+[ "$got" = 429 ] && [ "$ra" -ge 15 ] && [ "$ra" -le 20 ] &&
+    jq -e '.error.code == "rate_limit_exceeded" and (.error.message | test("key .alice.: requests per minute"))' \
+        "$tmp/ba4" >/dev/null && [ "$(hdr x-ratelimit-remaining-requests "$tmp/ha4")" = 0 ]
+check "rpm: the 4th is 429 rate_limit_exceeded with Retry-After $ra (15..20 s) and the headers" $?
+got=$(c -D "$tmp/hm" -o /dev/null -w '%{http_code}' -H "$A" "$URL/v1/models")
+[ "$got" = 200 ] && [ "$(hdr x-ratelimit-limit-requests "$tmp/hm")" = 3 ] &&
+    [ "$(hdr x-ratelimit-remaining-requests "$tmp/hm")" = 0 ]
+check "every response of a keyed request carries the headers (GET /v1/models), taking nothing" $?
+c -D "$tmp/hh" -o /dev/null "$URL/health"
+! grep -qi '^x-ratelimit' "$tmp/hh"
+check "a request without a key: no x-ratelimit headers" $?
+c -D "$tmp/hd" -o /dev/null -H "$D" -d "$small" "$URL/v1/completions"
+[ "$(hdr x-ratelimit-limit-requests "$tmp/hd")" = 1000 ] &&
+    [ "$(hdr x-ratelimit-remaining-requests "$tmp/hd")" = 999 ]
+check "a key without rpm= takes --key-rpm (1000)" $?
+
+c -D "$tmp/hb1" -o "$tmp/bb1" -H "$B" \
+    -d '{"prompt":"Once upon a time","max_tokens":100,"ignore_eos":true,"temperature":0}' \
+    "$URL/v1/completions"
+P=$(jq .usage.prompt_tokens "$tmp/bb1")
+left=$(hdr x-ratelimit-remaining-tokens "$tmp/hb1")
+[ "$(jq .usage.completion_tokens "$tmp/bb1")" = 100 ] &&
+    [ "$(hdr x-ratelimit-limit-tokens "$tmp/hb1")" = 60 ] && [ "$left" -le $((60 - P)) ] &&
+    [ -n "$(hdr x-ratelimit-reset-tokens "$tmp/hb1")" ]
+check "tpm: headers (limit 60, remaining $left after a prompt of $P)" $?
+got=$(c -D "$tmp/hb2" -o "$tmp/bb2" -w '%{http_code}' -H "$B" -d "$small" "$URL/v1/completions")
+ra=$(hdr retry-after "$tmp/hb2")
+[ "$got" = 429 ] && [ "$ra" -ge 30 ] && [ "$(hdr x-ratelimit-remaining-tokens "$tmp/hb2")" = 0 ] &&
+    jq -e '.error.message | test("key .bob.: tokens per minute")' "$tmp/bb2" >/dev/null
+check "tpm: prompt + 100 generated tokens spent the 60: next is 429, Retry-After $ra s" $?
+[ "$(metric llaisys_key_tokens_total 'key="bob"')" = $((P + 100)) ] &&
+    [ "$(metric llaisys_key_rejections_total 'key="bob",limit="tpm"')" = 1 ] &&
+    [ "$(metric llaisys_key_rejections_total 'key="alice",limit="rpm"')" = 1 ] &&
+    [ "$(metric llaisys_key_requests_total 'key="alice"')" = 3 ] &&
+    [ "$(metric llaisys_key_budget 'key="carol",budget="concurrency"')" = 2 ]
+check "per-key counters in /metrics by name" $?
+n=$(c -H "$D" "$URL/metrics" | grep -c 'key-alice\|key-bob\|key-carol\|key-dave')
+name=$(c -H "$D" "$URL/metrics" | sed -n 's/^llaisys_key_requests_total{.*key="\(key-[0-9a-f]*\)"} .*/\1/p')
+[ "$n" = 0 ] && [ ${#name} = 12 ]
+check "no key in /metrics: an unnamed key is labelled by a hash ($name)" $?
+
+# concurrency, and one key's flood does not hold another key back
+fp=""
+for i in 1 2 3 4 5 6 7 8; do
+    rm -f "$tmp/hc$i"
+    curl -s -N -m 120 -D "$tmp/hc$i" -o "$tmp/bc$i" -H "$C" -d "$long" "$URL/v1/chat/completions" &
+    fp="$fp $!"
+done
+pids="$pids $fp"
+codes=$(wait_status "$tmp/hc1" "$tmp/hc2" "$tmp/hc3" "$tmp/hc4" "$tmp/hc5" "$tmp/hc6" "$tmp/hc7" "$tmp/hc8")
+n200=$(echo "$codes" | tr ' ' '\n' | grep -c '^200$')
+n429=$(echo "$codes" | tr ' ' '\n' | grep -c '^429$')
+[ "$n200" = 2 ] && [ "$n429" = 6 ] &&
+    [ "$(metric llaisys_key_rejections_total 'key="carol",limit="concurrency"')" = 6 ] &&
+    [ "$(metric llaisys_key_requests_active 'key="carol"')" = 2 ]
+check "concurrency 2: a flood of 8 streams gets 2 admitted, 6 refused ($codes)" $?
+got=$(c -o "$tmp/bd" -w '%{http_code}' -H "$D" \
+    -d '{"prompt":"Once upon a time","max_tokens":5,"ignore_eos":true}' "$URL/v1/completions")
+running=0
+for p in $fp; do kill -0 "$p" 2>/dev/null && running=$((running + 1)); done
+[ "$got" = 200 ] && [ "$(jq .usage.completion_tokens "$tmp/bd")" = 5 ] && [ "$running" = 2 ]
+check "another key's request is served in full while the flooding key's streams still run" $?
+kill $fp 2>/dev/null
+wait_metric llaisys_key_requests_active 'key="carol"' 0
+got=$(c -o /dev/null -w '%{http_code}' -H "$C" -d "$small" "$URL/v1/completions")
+[ "$got" = 200 ]
+check "the key's slots come back when its clients go" $?
+stop keys

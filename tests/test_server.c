@@ -17,6 +17,7 @@
 #include "../src/server/auth.h"
 #include "log.h"
 #include "../src/server/metrics.h"
+#include "../src/server/ratelimit.h"
 #include "../src/server/sse.h"
 
 static int parse(struct server_opts *o, int argc, const char **argv)
@@ -139,7 +140,7 @@ static void test_auth(void **state)
     close(fd);
     struct server_opts o = {0};
     struct ll_err err;
-    assert_int_equal(auth_load_file(path, &o.api_keys, &o.n_api_keys, &err), LL_OK);
+    assert_int_equal(auth_load_file(path, &o, &err), LL_OK);
     assert_int_equal(o.n_api_keys, 2);
     assert_string_equal(o.api_keys[0], "key-one");
     assert_true(auth_check(&o, "Bearer key-one"));
@@ -158,8 +159,47 @@ static void test_auth(void **state)
     fd = open(path, O_WRONLY | O_TRUNC);
     assert_int_equal(write(fd, "# only a comment\n", 17), 17);
     close(fd);
-    assert_int_equal(auth_load_file(path, &o.api_keys, &o.n_api_keys, &err), LL_EINVAL);
+    assert_int_equal(auth_load_file(path, &o, &err), LL_EINVAL);
     server_opts_free(&o);
+
+    /* budgets on a key's line; errors name the file's line */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "# keys\nk-a name=alice rpm=60 tpm=100000 concurrency=4\n\tk-b  tpm=5 \nk-c\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(auth_load_file(path, &o, &err), LL_OK);
+    assert_int_equal(o.n_api_keys, 3);
+    assert_string_equal(o.api_keys[0], "k-a");
+    assert_string_equal(o.key_budgets[0].name, "alice");
+    assert_true(o.key_budgets[0].rpm == 60 && o.key_budgets[0].tpm == 100000 &&
+                o.key_budgets[0].concurrency == 4 && o.key_budgets[0].rpm_set);
+    assert_string_equal(o.api_keys[1], "k-b");
+    assert_true(o.key_budgets[1].tpm == 5 && o.key_budgets[1].tpm_set &&
+                !o.key_budgets[1].rpm_set);
+    assert_int_equal(strncmp(o.key_budgets[1].name, "key-", 4), 0); /* a hash, not the key */
+    assert_int_equal(strlen(o.key_budgets[1].name), 12);
+    assert_null(strstr(o.key_budgets[1].name, "k-b"));
+    assert_true(auth_check(&o, "Bearer k-c"));
+    server_opts_free(&o);
+    static const struct {
+        const char *text, *msg;
+    } bad_files[] = {
+        {"k1\nk2 rpm=ten\n", ":2: rpm: must be an integer from 0 to 1000000000 (got 'ten')"},
+        {"\n# c\nk1 burst=3\n", ":3: unknown budget 'burst' (name, rpm, tpm or concurrency)"},
+        {"k1 rpm\n", ":1: 'rpm' is not name=value"},
+        {"k1 name=a/b\n", ":1: name 'a/b' must be 1 to 47 letters"},
+        {"k1 tpm=-1\n", ":1: tpm: must be an integer from 0"},
+    };
+    for (size_t i = 0; i < sizeof bad_files / sizeof *bad_files; i++) {
+        fd = open(path, O_WRONLY | O_TRUNC);
+        assert_int_equal(write(fd, bad_files[i].text, strlen(bad_files[i].text)),
+                         (ssize_t)strlen(bad_files[i].text));
+        close(fd);
+        assert_int_equal(auth_load_file(path, &o, &err), LL_EINVAL);
+        if (!strstr(err.msg, bad_files[i].msg) || strncmp(err.msg, path, strlen(path)))
+            fail_msg("file %zu: '%s' (want '%s')", i, err.msg, bad_files[i].msg);
+        server_opts_free(&o);
+    }
     unlink(path);
 }
 
@@ -185,6 +225,87 @@ static void test_sse(void **state)
     }
     assert_int_equal(sse_pending(&b), 10000 * 18 - 10000 * 7);
     sse_free(&b);
+}
+
+static double fake_now;
+static double fake_clock(void) { return fake_now; }
+
+/* Per-key budgets: token buckets per minute (full at start, limit/60 per second), concurrency
+ * slots, refunds, the headers' view and the reset durations. */
+static void test_ratelimit(void **state)
+{
+    (void)state;
+    struct key_budget b[3] = {{.rpm = 2, .name = "a"}, {.tpm = 100, .concurrency = 1,
+                                                        .name = "b"}, {.name = "c"}};
+    struct server_opts o = {.n_api_keys = 3, .key_budgets = b};
+    struct ratelimit rl;
+    fake_now = 500;
+    assert_int_equal(ratelimit_init(&rl, &o), LL_OK);
+    rl.clock = fake_clock;
+    for (int k = 0; k < 3; k++)
+        rl.keys[k].req.t = rl.keys[k].tok.t = fake_now;
+    int retry;
+    struct rl_state st;
+    assert_int_equal(ratelimit_admit(&rl, 0, 7, &retry), RL_NONE);
+    assert_true(ratelimit_state(&rl, 0, &st) && st.has_rpm && !st.has_tpm);
+    assert_true(st.rpm == 2 && st.rpm_left == 1 && st.rpm_reset == 30);
+    assert_int_equal(ratelimit_admit(&rl, 0, 7, &retry), RL_NONE);
+    assert_int_equal(ratelimit_admit(&rl, 0, 7, &retry), RL_RPM);
+    assert_int_equal(retry, 30); /* one request refills in 60 / 2 s */
+    fake_now += 29;
+    assert_int_equal(ratelimit_admit(&rl, 0, 7, &retry), RL_RPM);
+    assert_int_equal(retry, 1);
+    fake_now += 1;
+    assert_int_equal(ratelimit_admit(&rl, 0, 7, &retry), RL_NONE);
+    ratelimit_state(&rl, 0, &st);
+    assert_true(st.rpm_left == 0 && st.rpm_reset == 60);
+    /* tokens and concurrency */
+    assert_int_equal(ratelimit_admit(&rl, 1, 40, &retry), RL_NONE);
+    assert_int_equal(ratelimit_admit(&rl, 1, 1, &retry), RL_CONCURRENCY);
+    assert_int_equal(retry, 1);
+    ratelimit_end(&rl, 1, 40, 50, false); /* 100 - 40 - 50 = 10 left */
+    ratelimit_state(&rl, 1, &st);
+    assert_true(st.has_tpm && !st.has_rpm && st.tpm_left == 10 && fabs(st.tpm_reset - 54) < 1e-9);
+    assert_int_equal(ratelimit_admit(&rl, 1, 40, &retry), RL_TPM);
+    assert_int_equal(retry, 18); /* 30 tokens at 100/60 per second */
+    fake_now += 18;
+    assert_int_equal(ratelimit_admit(&rl, 1, 40, &retry), RL_NONE);
+    ratelimit_end(&rl, 1, 40, 0, true); /* refused by the engine: given back */
+    ratelimit_state(&rl, 1, &st);
+    assert_int_equal(st.tpm_left, 40);
+    assert_int_equal(ratelimit_admit(&rl, 1, 500, &retry), RL_TPM); /* more than the budget: */
+    fake_now += 36;                                                   /* waits for a full one */
+    assert_int_equal(ratelimit_admit(&rl, 1, 500, &retry), RL_NONE);
+    ratelimit_end(&rl, 1, 500, 0, false);
+    /* no budget: always admitted, no headers */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(ratelimit_admit(&rl, 2, 1000, &retry), RL_NONE);
+    assert_false(ratelimit_state(&rl, 2, &st));
+    assert_int_equal(ratelimit_admit(&rl, -1, 5, &retry), RL_NONE);
+    int n;
+    struct rl_key *snap = ratelimit_snapshot(&rl, &n);
+    assert_int_equal(n, 3);
+    assert_true(snap[0].admitted == 3 && snap[0].refused[RL_RPM] == 2);
+    assert_true(snap[1].admitted == 2 && snap[1].refused[RL_CONCURRENCY] == 1 &&
+                snap[1].refused[RL_TPM] == 2 && snap[1].tokens == 590);
+    assert_int_equal(snap[2].active, 100);
+    char *t = metrics_render_keys(snap, n, "m");
+    assert_non_null(strstr(t, "llaisys_key_requests_total{model_name=\"m\",key=\"a\"} 3\n"));
+    assert_non_null(strstr(t, "llaisys_key_rejections_total{model_name=\"m\",key=\"b\","
+                              "limit=\"tpm\"} 2\n"));
+    assert_non_null(strstr(t, "llaisys_key_tokens_total{model_name=\"m\",key=\"b\"} 590\n"));
+    assert_non_null(strstr(t, "llaisys_key_requests_active{model_name=\"m\",key=\"c\"} 100\n"));
+    assert_non_null(strstr(t, "llaisys_key_budget{model_name=\"m\",key=\"a\",budget=\"rpm\"} 2\n"));
+    free(t);
+    free(snap);
+    char d[32];
+    ratelimit_duration(0.25, d, sizeof d);
+    assert_string_equal(d, "250ms");
+    ratelimit_duration(6, d, sizeof d);
+    assert_string_equal(d, "6s");
+    ratelimit_duration(90, d, sizeof d);
+    assert_string_equal(d, "1m30s");
+    ratelimit_free(&rl);
 }
 
 static void test_metrics_text(void **state)
@@ -245,8 +366,6 @@ static void test_metrics_text(void **state)
     metrics_free(&m);
 }
 
-static double fake_now;
-static double fake_clock(void) { return fake_now; }
 
 /* The value of the sample NAME{model_name="m"} in t, NaN-aware; fails when absent. */
 static double sample_of(const char *t, const char *name)
@@ -315,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_sse),
         cmocka_unit_test(test_metrics_text),
         cmocka_unit_test(test_metrics_window),
+        cmocka_unit_test(test_ratelimit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

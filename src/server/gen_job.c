@@ -93,6 +93,8 @@ struct gen_job {
     bool broken;                 /* out of memory while formatting: the response is cut */
     int status;                  /* HTTP status answered */
     struct live_entry live;      /* registration with the watcher (its flags: [live]) */
+    int rl_key;                  /* the key whose budgets it took (ratelimit.h), -1: none */
+    int rl_prompt;               /* the prompt tokens it took */
     uint64_t session_key;        /* the turn's session (sessions.h), 0: none */
     int32_t *sess_ids;           /* (n_sess, cap_sess) the prompt, then choice 0's tokens */
     int n_sess, cap_sess;
@@ -116,6 +118,13 @@ static void job_free(struct gen_job *j)
     free(j->sess_ids);
     free(j->ch);
     free(j);
+}
+
+/* A job that never ran: give its key's budgets back, free it. */
+static void job_refuse(struct gen_job *j)
+{
+    ratelimit_end(&j->srv->limits, j->rl_key, j->rl_prompt, 0, true);
+    job_free(j);
 }
 
 /* The live entry's callback: cancel the engine requests (with the live table's lock held, so
@@ -222,12 +231,35 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
                                  r->max_tokens);
     }
 
+    /* the caller's key's budgets (ratelimit.h): refused before anything is made */
+    int prompt_tokens = 0;
+    for (int p = 0; p < n_prompts; p++)
+        prompt_tokens += n_ids[p];
+    int rl_key = srv->opts->n_api_keys ? c->key : -1, retry = 0;
+    enum rl_limit over = ratelimit_admit(&srv->limits, rl_key, prompt_tokens, &retry);
+    if (over != RL_NONE) {
+        const struct key_budget *b = &srv->opts->key_budgets[rl_key];
+        c->retry_after = retry;
+        return oai_error_set(e, LL_EOVERLOADED, NULL, "rate_limit_exceeded",
+                             "Rate limit reached for key '%s': %s (limit %d%s); retry in %d s",
+                             b->name,
+                             over == RL_CONCURRENCY ? "requests in flight at once"
+                             : over == RL_RPM       ? "requests per minute"
+                                                    : "tokens per minute",
+                             over == RL_CONCURRENCY ? b->concurrency
+                             : over == RL_RPM       ? b->rpm
+                                                    : b->tpm,
+                             over == RL_TPM ? ", prompt + generated tokens" : "", retry);
+    }
     struct gen_job *j = calloc(1, sizeof *j);
     int n = r->n * n_prompts;
     if (!j || !(j->ch = calloc((size_t)n, sizeof *j->ch))) {
         free(j);
+        ratelimit_end(&srv->limits, rl_key, prompt_tokens, 0, true);
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     }
+    j->rl_key = rl_key;
+    j->rl_prompt = prompt_tokens;
     j->srv = srv;
     j->n_choices = n;
     j->live.fd = -1;
@@ -242,7 +274,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     else
         snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
     if (r->resp_echo && !(j->resp_echo = cJSON_Duplicate(r->resp_echo, true))) {
-        job_free(j);
+        job_refuse(j);
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     }
     snprintf(j->xrid, sizeof j->xrid, "%s", c->xrid);
@@ -266,7 +298,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     oai_request_params(r, &engine_model(srv->engine)->gen, &base);
     enum ll_status s = session_start(j, c, r, prompts, n_ids, n_prompts, e);
     if (s != LL_OK) {
-        job_free(j);
+        job_refuse(j);
         return s;
     }
     base.pin_key = j->session_key;
@@ -305,7 +337,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
             engine_req_release(j->ch[q].req);
         if (j->session_key)
             sessions_end(&srv->sessions, j->session_key, false, NULL, 0, NULL, 0, 0);
-        job_free(j);
+        job_refuse(j);
         return s;
     }
 
@@ -997,6 +1029,7 @@ static void gen_job_finish(struct gen_job *j)
     const struct gen_choice *c0 = &j->ch[0]; /* TPOT: choice 0's, as in the log line */
     double tpot = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : -1;
     metrics_request(&srv->metrics, ttft, tpot, j->t_end - j->t_arrival);
+    ratelimit_end(&srv->limits, j->rl_key, j->rl_prompt, completion, false);
     if (log_enabled(LOG_INFO)) {
         struct oai_usage u;
         usage_of(j, &u);

@@ -295,6 +295,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         c->srv = srv;
         c->conn = conn;
         c->t_arrival = ll_now();
+        c->key = -1; /* until auth: no key's budgets in the headers */
         snprintf(c->method, sizeof c->method, "%s", method);
         const char *xrid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
         if (xrid && request_id_valid(xrid))

@@ -246,6 +246,61 @@ static void text_label(struct text *t, const char *model)
     t->label[w] = 0;
 }
 
+char *metrics_render_keys(const struct rl_key *keys, int n, const char *model)
+{
+    if (n == 0)
+        return strdup("");
+    struct text t = {0};
+    text_label(&t, model);
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"llaisys_key_requests_total", "counter", "Generation requests admitted, per API key"},
+        {"llaisys_key_rejections_total", "counter",
+         "Generation requests refused by a key's budget, per key and budget"},
+        {"llaisys_key_tokens_total", "counter",
+         "Prompt and generated tokens charged to a key's budget"},
+        {"llaisys_key_requests_active", "gauge", "Generation requests in flight, per API key"},
+        {"llaisys_key_budget", "gauge", "A key's budgets (0: unlimited)"},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof *fam; f++) {
+        family(&t, fam[f].name, fam[f].type, fam[f].help);
+        for (int i = 0; i < n; i++) {
+            const struct rl_key *k = &keys[i];
+            char l[128];
+            snprintf(l, sizeof l, "key=\"%s\"", k->b.name); /* names are [A-Za-z0-9._-] */
+            switch (f) {
+            case 0:
+                sample_u(&t, fam[f].name, l, k->admitted);
+                break;
+            case 1:
+                for (int r = RL_NONE + 1; r < RL_COUNT; r++) {
+                    char lr[160];
+                    snprintf(lr, sizeof lr, "%s,limit=\"%s\"", l, ratelimit_name(r));
+                    sample_u(&t, fam[f].name, lr, k->refused[r]);
+                }
+                break;
+            case 2:
+                sample_u(&t, fam[f].name, l, k->tokens);
+                break;
+            case 3:
+                sample_u(&t, fam[f].name, l, (uint64_t)k->active);
+                break;
+            default: {
+                const int v[3] = {k->b.rpm, k->b.tpm, k->b.concurrency};
+                static const char *const bn[3] = {"rpm", "tpm", "concurrency"};
+                for (int b = 0; b < 3; b++) {
+                    char lb[160];
+                    snprintf(lb, sizeof lb, "%s,budget=\"%s\"", l, bn[b]);
+                    sample_u(&t, fam[f].name, lb, (uint64_t)v[b]);
+                }
+            }
+            }
+        }
+    }
+    return ll_buf_take(&t.b);
+}
+
 char *metrics_render_sessions(const struct sessions_stats *ss, const struct engine_stats *st,
                               const char *model)
 {

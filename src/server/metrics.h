@@ -13,6 +13,7 @@
 
 #include "engine.h"
 #include "live.h"
+#include "ratelimit.h"
 #include "sessions.h"
 
 #define METRICS_MAX_BUCKETS 24
@@ -80,6 +81,10 @@ void metrics_http(struct metrics *m, int status);
  * from ready. Malloc'd (caller frees); NULL on no memory. */
 char *metrics_render(struct metrics *m, const struct engine_stats *st, const char *model,
                      bool ready);
+
+/* The per-key samples (ratelimit_snapshot's n keys), labelled key="NAME" (the key file's
+ * name=, else a hash: never the key), same format. */
+char *metrics_render_keys(const struct rl_key *keys, int n, const char *model);
 
 /* The sessions' samples (sessions.h; the pinned blocks from st when given), same format. */
 char *metrics_render_sessions(const struct sessions_stats *ss, const struct engine_stats *st,

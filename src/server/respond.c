@@ -4,6 +4,7 @@
  * server's state (atomic) and the request's context.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,13 +12,43 @@
 #include "respond.h"
 #include "server_impl.h"
 
-/* X-Request-Id and CORS, and Connection: close while draining. */
+/* OpenAI's x-ratelimit-* headers for the caller's key, for each budget per minute it has. */
+static void add_ratelimit_headers(struct http_ctx *c, struct MHD_Response *r)
+{
+    struct rl_state s;
+    if (c->srv->opts->n_api_keys == 0 || !ratelimit_state(&c->srv->limits, c->key, &s))
+        return;
+    char v[48];
+    if (s.has_rpm) {
+        snprintf(v, sizeof v, "%d", s.rpm);
+        MHD_add_response_header(r, "x-ratelimit-limit-requests", v);
+        snprintf(v, sizeof v, "%lld", s.rpm_left);
+        MHD_add_response_header(r, "x-ratelimit-remaining-requests", v);
+        ratelimit_duration(s.rpm_reset, v, sizeof v);
+        MHD_add_response_header(r, "x-ratelimit-reset-requests", v);
+    }
+    if (s.has_tpm) {
+        snprintf(v, sizeof v, "%d", s.tpm);
+        MHD_add_response_header(r, "x-ratelimit-limit-tokens", v);
+        snprintf(v, sizeof v, "%lld", s.tpm_left);
+        MHD_add_response_header(r, "x-ratelimit-remaining-tokens", v);
+        ratelimit_duration(s.tpm_reset, v, sizeof v);
+        MHD_add_response_header(r, "x-ratelimit-reset-tokens", v);
+    }
+}
+
+/* X-Request-Id, CORS, the key's budgets, and Connection: close while draining. */
 static void add_common_headers(struct http_ctx *c, struct MHD_Response *r)
 {
     MHD_add_response_header(r, "X-Request-Id", c->xrid);
+    add_ratelimit_headers(c, r);
     if (c->cors[0]) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", c->cors);
-        MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Request-Id");
+        MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                                "X-Request-Id, Retry-After, x-ratelimit-limit-requests, "
+                                "x-ratelimit-remaining-requests, x-ratelimit-reset-requests, "
+                                "x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, "
+                                "x-ratelimit-reset-tokens");
         if (strcmp(c->cors, "*"))
             MHD_add_response_header(r, "Vary", "Origin");
     }
@@ -76,8 +107,11 @@ enum MHD_Result respond_error_as(struct http_ctx *c, int status, const struct oa
     struct MHD_Response *r = json_response(body);
     if (!r)
         return MHD_NO;
-    if (status == 429)
-        MHD_add_response_header(r, "Retry-After", "1");
+    if (status == 429) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", c->retry_after > 0 ? c->retry_after : 1);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
     else if (status == 503)
         MHD_add_response_header(r, "Retry-After", "5");
     else if (status == 401)

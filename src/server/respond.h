@@ -1,8 +1,8 @@
 /*
  * respond.h: one HTTP request as the routes see it (struct http_ctx, made by http.c for each
  * request) and the ways to answer it: JSON, an OpenAI error, plain text, or a response made by
- * the caller, each queued with the common headers (X-Request-Id, CORS, and Connection: close
- * while the server drains). The connection's thread.
+ * the caller, each queued with the common headers (X-Request-Id, CORS, the caller's key's
+ * x-ratelimit-* budgets, and Connection: close while the server drains). The connection's thread.
  */
 #ifndef LLAISYS_RESPOND_H
 #define LLAISYS_RESPOND_H
@@ -31,12 +31,14 @@ struct http_ctx {
     int key;                     /* the caller's API key (auth_key_index), -1 for public routes
                                     called without one: owns the requests it starts */
     const char *allow;           /* a 405 answer's Allow header */
+    int retry_after;             /* a 429 answer's Retry-After seconds, 0: the default (1) */
 };
 
 /* Queue a JSON response: body (malloc'd, taken: freed here in every case), status. NULL body
  * answers 500 "out of memory". Returns MHD's result (MHD_NO: the connection is dropped). */
 enum MHD_Result respond_json(struct http_ctx *c, int status, char *body);
-/* Queue the OpenAI error body for e with its HTTP status (429 and 503 carry Retry-After, 401
+/* Queue the OpenAI error body for e with its HTTP status (429 and 503 carry Retry-After (429:
+ * c->retry_after when set), 401
  * WWW-Authenticate, 405 Allow from c->allow); 5xx are logged. Returns MHD's result. */
 enum MHD_Result respond_error(struct http_ctx *c, const struct oai_error *e);
 /* respond_error with an HTTP status of its own (414, 431: no ll_status maps to them). */

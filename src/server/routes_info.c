@@ -36,13 +36,19 @@ enum MHD_Result route_metrics(struct http_ctx *c)
     struct sessions_stats ss;
     sessions_get_stats(&srv->sessions, &ss);
     char *more = metrics_render_sessions(&ss, have ? &stats : NULL, srv->served_name);
+    int nk = 0;
+    struct rl_key *keys = ratelimit_snapshot(&srv->limits, &nk);
+    char *per_key = metrics_render_keys(keys, nk, srv->served_name);
+    free(keys);
     struct ll_buf all = {0};
-    if (text && more) {
+    if (text && more && per_key) {
         ll_buf_puts(&all, text);
         ll_buf_puts(&all, more);
+        ll_buf_puts(&all, per_key);
     }
     free(text);
     free(more);
+    free(per_key);
     text = ll_buf_take(&all);
     if (!text)
         return respond_json(c, 500, NULL);

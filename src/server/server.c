@@ -88,6 +88,11 @@ int server_run(const struct server_opts *o)
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
     }
+    if (ratelimit_init(&srv.limits, o) != LL_OK) {
+        metrics_free(&srv.metrics);
+        fprintf(stderr, "llaisys-server: out of memory\n");
+        return 1;
+    }
     if (live_create(&srv.live, &err) != LL_OK || live_create(&srv.heads, &err) != LL_OK ||
         http_start(&srv, &port, &err) != LL_OK) {
         fprintf(stderr, "llaisys-server: %s\n", err.msg);
@@ -167,6 +172,7 @@ out:
     free(srv.bos);
     free(srv.eos);
     metrics_free(&srv.metrics);
+    ratelimit_free(&srv.limits);
     if (rc == 0)
         log_msg(LOG_INFO, "stopped");
     return rc;

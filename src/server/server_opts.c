@@ -55,7 +55,16 @@ static const struct opt_def defs[] = {
     {"--api-key", "LLAISYS_API_KEY", T_KEY, OFF(api_keys), 0, 0, "KEY",
      "require \"Authorization: Bearer KEY\" (repeatable; default: no auth)"},
     {"--api-key-file", "LLAISYS_API_KEY_FILE", T_KEYFILE, OFF(api_keys), 0, 0, "FILE",
-     "API keys, one per line (# comments)"},
+     "API keys, one per line: KEY [name=NAME] [rpm=N] [tpm=N] [concurrency=N] (# comments)"},
+    {"--key-rpm", "LLAISYS_KEY_RPM", T_INT, OFF(key_rpm), 0, 1000000000, "N",
+     "requests per minute of each API key whose line in the key file sets no rpm= (default "
+     "0: unlimited)"},
+    {"--key-tpm", "LLAISYS_KEY_TPM", T_INT, OFF(key_tpm), 0, 1000000000, "N",
+     "tokens per minute (prompt + generated) of each API key without tpm= (default 0: "
+     "unlimited)"},
+    {"--key-concurrency", "LLAISYS_KEY_CONCURRENCY", T_INT, OFF(key_concurrency), 0, 1000000,
+     "N", "generation requests in flight at once per API key without concurrency= (default 0: "
+     "unlimited)"},
     {"--metrics-public", "LLAISYS_METRICS_PUBLIC", T_BOOL, OFF(metrics_public), 0, 0, NULL,
      "serve /metrics without an API key"},
     {"--metrics-window", "LLAISYS_METRICS_WINDOW", T_SECS, OFF(metrics_window), 0, 0, "SECS",
@@ -206,11 +215,11 @@ static int apply(struct server_opts *o, const struct opt_def *d, const char *val
     case T_KEY:
         if (!val[0] || strpbrk(val, " \t\r\n"))
             return bad(src, "an API key must be non-empty and without spaces", val);
-        if (add_str(&o->api_keys, &o->n_api_keys, val))
+        if (auth_add_key(o, val, NULL) != LL_OK)
             return bad(src, "out of memory", val);
         return 0;
     case T_KEYFILE: {
-        if (auth_load_file(val, &o->api_keys, &o->n_api_keys, &err) != LL_OK)
+        if (auth_load_file(val, o, &err) != LL_OK)
             return bad(src, err.msg, val);
         return 0;
     }
@@ -330,6 +339,15 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
             return -1;
     }
 
+    for (int i = 0; i < o->n_api_keys; i++) { /* budgets not on a key's line: the defaults */
+        struct key_budget *b = &o->key_budgets[i];
+        b->rpm = b->rpm_set ? b->rpm : o->key_rpm;
+        b->tpm = b->tpm_set ? b->tpm : o->key_tpm;
+        b->concurrency = b->concurrency_set ? b->concurrency : o->key_concurrency;
+        for (int k = 0; k < i; k++)
+            if (!strcmp(o->key_budgets[k].name, b->name))
+                return bad("--api-key-file", "two keys have the same name", b->name);
+    }
     if (!o->model_dir) {
         fprintf(stderr, "llaisys-server: --model DIR is required (or LLAISYS_MODEL); see --help\n");
         return -1;
@@ -387,6 +405,11 @@ void server_opts_print(const struct server_opts *o, const struct engine_opts *e,
             o->served_name, o->host, o->port);
     fprintf(f, "  api-keys: %d%s\n", o->n_api_keys,
             o->n_api_keys ? (o->metrics_public ? " (metrics public)" : "") : " (no auth)");
+    for (int i = 0; i < o->n_api_keys; i++) { /* names and budgets, never the keys */
+        const struct key_budget *b = &o->key_budgets[i];
+        fprintf(f, "    %s: rpm %d, tpm %d, concurrency %d (0: unlimited)\n", b->name, b->rpm,
+                b->tpm, b->concurrency);
+    }
     fprintf(f, "  chat-template: %s\n", o->chat_template ? o->chat_template : "(the model's)");
     if (e) {
         fprintf(f, "  ");
@@ -416,6 +439,7 @@ void server_opts_free(struct server_opts *o)
     free(o->tool_parser);
     free(o->webui_dir);
     free_list(&o->api_keys, &o->n_api_keys);
+    free(o->key_budgets);
     free_list(&o->cors_origins, &o->n_cors_origins);
     memset(o, 0, sizeof *o);
 }
