@@ -69,6 +69,9 @@ struct server_opts {
     int max_sessions;         /* --max-sessions (default 1024) */
     int session_kv_share;     /* --session-kv-share: percent of the KV pool pinned sessions
                                  may hold (default 50) */
+    double request_retention; /* --request-retention seconds GET /v1/requests/{id} still
+                                 answers after a request finished (default 60; 0: until it
+                                 finishes) */
     double metrics_window;    /* --metrics-window seconds the sliding-window gauges cover
                                  (default 60, 1..3600) */
 };

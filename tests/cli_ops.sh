@@ -184,3 +184,97 @@ got=$(c -o /dev/null -w '%{http_code}' -H "$C" -d "$small" "$URL/v1/completions"
 [ "$got" = 200 ]
 check "the key's slots come back when its clients go" $?
 stop keys
+
+# ---- GET /v1/requests/{id}, and the metrics the design names ----
+printf 'key-alice name=alice\nkey-bob name=bob\n' >"$tmp/keys2"
+start status --model "$model" --api-key-file "$tmp/keys2" --max-seqs 1 --max-queue 4 \
+    --request-retention 2 --kv-blocks 300 --threads 1 || exit 0
+A='Authorization: Bearer key-alice'
+B='Authorization: Bearer key-bob'
+metric() {
+    c -H "$A" "$URL/metrics" | grep "^$1{" | grep -F "${2:-}" | head -n 1 | sed 's/.* //'
+}
+[ "$(metric llaisys_requests_per_second)" = 0 ] &&
+    [ "$(metric llaisys_time_to_first_token_seconds_p50)" = NaN ] &&
+    [ "$(metric llaisys_kv_cache_capacity_tokens)" = 4800 ] &&
+    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" = 0 ]
+check "metrics before any request: 0 requests/s, p50 NaN, KV capacity 4800 tokens, peak 0" $?
+st() { c -H "$1" "$URL/v1/requests/$2"; }
+# wait_state KEY ID JQ: up to 30 s for the status to satisfy JQ
+wait_state() {
+    i=0
+    while [ $i -lt 300 ]; do
+        st "$1" "$2" | jq -e "$3" >/dev/null 2>&1 && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+curl -s -N -m 120 -H "$A" -H 'X-Request-Id: story-1' -d "$long" "$URL/v1/chat/completions" >"$tmp/s1" &
+s1=$!
+pids="$pids $s1"
+wait_state "$A" story-1 '.state == "running" and .choices[0].completion_tokens > 0'
+check "a running stream: state running, tokens so far" $?
+st "$A" story-1 >"$tmp/st1"
+jq -e '.object == "request" and .request_id == "story-1" and (.id | startswith("chatcmpl-"))
+    and .usage.prompt_tokens > 0 and .finish_reason == null and .stream == true
+    and (.timings.ttft_s | type) == "number" and .timings.queue_s >= 0
+    and .timings.elapsed_s >= .timings.ttft_s' "$tmp/st1" >/dev/null
+check "its status: ids, prompt tokens, timings (ttft, queue, elapsed)" $?
+jid=$(jq -r .id "$tmp/st1")
+[ "$(st "$A" "$jid" | jq -r .request_id)" = story-1 ]
+check "found by its response id too" $?
+b1=$(c -o /dev/null -w '%{http_code}' -H "$B" "$URL/v1/requests/story-1")
+b2=$(c -o /dev/null -w '%{http_code}' -H "$B" "$URL/v1/requests/$jid")
+[ "$b1" = 404 ] && [ "$b2" = 404 ]
+check "another key's request is 404, by X-Request-Id and by id" $?
+curl -s -N -m 120 -H "$A" -H 'X-Request-Id: story-2' -d "$long" "$URL/v1/chat/completions" >"$tmp/s2" &
+s2=$!
+pids="$pids $s2"
+wait_state "$A" story-2 '.state == "waiting"'
+st "$A" story-2 | jq -e '.choices[0].state == "waiting" and .choices[0].completion_tokens == 0
+    and .timings.queue_s == null and .timings.ttft_s == null' >/dev/null
+check "behind it (--max-seqs 1): state waiting, no tokens, no queue time yet" $?
+c -o /dev/null -H "$A" -X POST "$URL/v1/requests/story-1/cancel"
+wait_state "$A" story-1 '.state == "finished"'
+st "$A" story-1 | jq -e '.finish_reason == "cancelled" and .choices[0].finish_reason == "cancelled"
+    and .usage.completion_tokens > 0 and (.timings.e2e_s | type) == "number"' >/dev/null
+check "cancelled: state finished, finish_reason cancelled, its tokens and e2e kept" $?
+wait_state "$A" story-2 '.state == "running" and .choices[0].completion_tokens > 1'
+check "the waiting one runs next" $?
+c -o /dev/null -H "$A" -X POST "$URL/v1/requests/story-2/cancel"
+wait $s1 $s2
+c -o "$tmp/d1" -H "$A" -H 'X-Request-Id: done-1' \
+    -d '{"prompt":"Once upon a time","max_tokens":3,"ignore_eos":true}' "$URL/v1/completions"
+st "$A" done-1 | jq -e '.state == "finished" and .finish_reason == "length" and .stream == false
+    and .choices[0].completion_tokens == 3 and .usage.completion_tokens == 3
+    and .timings.tpot_s >= 0' >/dev/null
+check "a finished request: length, 3 tokens, TPOT" $?
+sleep 3
+[ "$(c -o /dev/null -w '%{http_code}' -H "$A" "$URL/v1/requests/done-1")" = 404 ]
+check "gone after --request-retention (2 s): 404" $?
+# the request metrics: three requests ended, each with at least two tokens
+[ "$(metric llaisys_time_per_output_token_seconds_count)" = 3 ] &&
+    [ "$(metric llaisys_e2e_request_latency_seconds_count)" = 3 ] &&
+    awk "BEGIN { exit !($(metric llaisys_requests_per_second) > 0) }" &&
+    [ "$(metric llaisys_time_to_first_token_seconds_p50)" != NaN ] &&
+    awk "BEGIN { exit !($(metric llaisys_e2e_request_latency_seconds_p99) >= \
+        $(metric llaisys_e2e_request_latency_seconds_p50)) }" &&
+    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" -ge 100 ]
+check "requests/s > 0, TPOT histogram of 3 requests, p50 <= p99, KV tokens peak" $?
+stop status
+
+# KV pressure: 12 blocks of 16 tokens; two choices of ~130 tokens cannot both stay
+start kv --model "$model" --max-seqs 2 --kv-blocks 12 --threads 1 || exit 0
+metric() {
+    c "$URL/metrics" | grep "^$1{" | grep -F "${2:-}" | head -n 1 | sed 's/.* //'
+}
+c -o /dev/null -H 'X-Request-Id: kv-1' \
+    -d '{"prompt":"Once upon a time","max_tokens":120,"ignore_eos":true,"n":2}' "$URL/v1/completions"
+c "$URL/v1/requests/kv-1" | jq -e '[.choices[].preemptions] | add >= 1' >/dev/null &&
+    [ "$(metric llaisys_num_preemptions_total)" -ge 1 ] &&
+    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" -ge 120 ] &&
+    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" -le 192 ] &&
+    [ "$(metric llaisys_kv_cache_usage_tokens)" = 0 ]
+check "KV pressure: a choice preempted (status and metric), KV tokens peak 120..192, now 0" $?
+stop kv

@@ -513,5 +513,7 @@ void engine_get_stats(struct engine *e, struct engine_stats *st)
     st->queued = e->mbox->queued;
     st->held = e->mbox->held;
     st->admission_limit = e->opts.max_seqs + e->opts.max_queue;
+    st->kv_blocks = e->opts.kv_blocks; /* fixed: right before the first step too */
+    st->block_size = e->opts.block_size;
     pthread_mutex_unlock(&e->mbox->lock);
 }

@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "gen_job.h"
 #include "hash.h"
+#include "json.h"
 #include "live.h"
 #include "log.h"
 #include "metrics.h"
@@ -125,6 +126,151 @@ static void job_refuse(struct gen_job *j)
 {
     ratelimit_end(&j->srv->limits, j->rl_key, j->rl_prompt, 0, true);
     job_free(j);
+}
+
+/* ---- status (GET /v1/requests/{id}) ---- */
+
+static const char *finish_reason(const struct gen_job *j, const struct gen_choice *c);
+static void usage_of(const struct gen_job *j, struct oai_usage *u);
+
+static const char *state_word(enum engine_req_state s)
+{
+    switch (s) {
+    case ENGINE_REQ_WAITING:
+        return "waiting";
+    case ENGINE_REQ_RUNNING:
+        return "running";
+    case ENGINE_REQ_PREEMPTED:
+        return "preempted";
+    case ENGINE_REQ_FINISHED:
+        break;
+    }
+    return "finished";
+}
+
+/* A number of seconds, or null when t < 0 (not yet). */
+static void put_secs(struct ll_buf *b, const char *name, double t)
+{
+    ll_buf_printf(b, ",\"%s\":", name);
+    if (t < 0)
+        ll_buf_puts(b, "null");
+    else
+        ll_json_put_num(b, t);
+}
+
+/* The status object's start: ids, state, finish reason (NULL: null). */
+static void status_head(const struct gen_job *j, struct ll_buf *b, const char *state,
+                        const char *finish)
+{
+    ll_buf_puts(b, "{\"id\":");
+    ll_json_put_cstr(b, j->id);
+    ll_buf_puts(b, ",\"object\":\"request\",\"request_id\":");
+    ll_json_put_cstr(b, j->xrid);
+    ll_buf_puts(b, ",\"model\":");
+    ll_json_put_cstr(b, j->srv->served_name);
+    ll_buf_puts(b, ",\"created\":");
+    ll_json_put_int(b, j->meta.created);
+    ll_buf_puts(b, ",\"stream\":");
+    ll_buf_puts(b, j->stream ? "true" : "false");
+    ll_buf_puts(b, ",\"state\":");
+    ll_json_put_cstr(b, state);
+    ll_buf_puts(b, ",\"finish_reason\":");
+    if (finish)
+        ll_json_put_cstr(b, finish);
+    else
+        ll_buf_puts(b, "null");
+}
+
+/* One choice's entry. */
+static void status_choice(struct ll_buf *b, int index, const char *state, const char *finish,
+                          const struct engine_usage *u, bool first)
+{
+    ll_buf_printf(b, "%s{\"index\":%d,\"state\":", first ? "" : ",", index);
+    ll_json_put_cstr(b, state);
+    ll_buf_puts(b, ",\"finish_reason\":");
+    if (finish)
+        ll_json_put_cstr(b, finish);
+    else
+        ll_buf_puts(b, "null");
+    ll_buf_printf(b, ",\"prompt_tokens\":%d,\"cached_tokens\":%d,\"completion_tokens\":%d,"
+                  "\"preemptions\":%d}", u->prompt_tokens, u->cached_tokens,
+                  u->completion_tokens, u->preemptions);
+}
+
+/* The live entry's describe callback (the live table's lock held: the job is registered, its
+ * engine requests are not released). Reads only what does not change after gen_job_start and
+ * the engine's view of each choice (engine_req_info). */
+static void gen_job_describe(void *owner, struct ll_buf *b)
+{
+    struct gen_job *j = owner;
+    struct engine_req_info *info = calloc((size_t)j->n_choices, sizeof *info);
+    if (!info) {
+        b->failed = true;
+        return;
+    }
+    bool any[ENGINE_REQ_FINISHED + 1] = {false};
+    int prompt = 0, completion = 0, last_prompt = -1;
+    for (int i = 0; i < j->n_choices; i++) {
+        engine_req_info(j->ch[i].req, &info[i]);
+        any[info[i].state] = true;
+        completion += info[i].usage.completion_tokens;
+        if (j->ch[i].prompt != last_prompt)
+            prompt += info[i].usage.prompt_tokens;
+        last_prompt = j->ch[i].prompt;
+    }
+    /* the request is as far as its least advanced choice that is not finished */
+    const char *state = any[ENGINE_REQ_RUNNING]     ? "running"
+                        : any[ENGINE_REQ_PREEMPTED] ? "preempted"
+                        : any[ENGINE_REQ_WAITING]   ? "waiting"
+                                                    : "finished";
+    status_head(j, b, state,
+                info[0].state == ENGINE_REQ_FINISHED && !strcmp(state, "finished")
+                    ? engine_finish_str(info[0].finish)
+                    : NULL);
+    ll_buf_puts(b, ",\"choices\":[");
+    for (int i = 0; i < j->n_choices; i++)
+        status_choice(b, j->ch[i].index, state_word(info[i].state),
+                      info[i].state == ENGINE_REQ_FINISHED ? engine_finish_str(info[i].finish)
+                                                           : NULL,
+                      &info[i].usage, i == 0);
+    ll_buf_printf(b, "],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}", prompt,
+                  completion);
+    ll_buf_puts(b, ",\"timings\":{");
+    const struct engine_req_info *f = &info[0];
+    ll_buf_puts(b, "\"elapsed_s\":");
+    ll_json_put_num(b, ll_now() - j->t_arrival);
+    put_secs(b, "queue_s", f->started_at > 0 ? f->started_at - f->submitted_at : -1);
+    put_secs(b, "ttft_s", f->first_token_at > 0 ? f->first_token_at - j->t_arrival : -1);
+    ll_buf_puts(b, "}}");
+    free(info);
+}
+
+/* The final status, kept after the job ends (every choice done). */
+static char *job_final_status(const struct gen_job *j, const char *finish, double tpot,
+                              double ttft)
+{
+    struct ll_buf b = {0};
+    status_head(j, &b, "finished", finish);
+    ll_buf_puts(&b, ",\"choices\":[");
+    for (int i = 0; i < j->n_choices; i++) {
+        const struct gen_choice *c = &j->ch[i];
+        struct engine_usage u = c->usage;
+        if (c->n_seen > u.completion_tokens)
+            u.completion_tokens = c->n_seen;
+        status_choice(&b, c->index, "finished", finish_reason(j, c), &u, i == 0);
+    }
+    struct oai_usage u;
+    usage_of(j, &u);
+    ll_buf_printf(&b, "],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}",
+                  u.prompt_tokens, u.completion_tokens);
+    ll_buf_puts(&b, ",\"timings\":{\"elapsed_s\":");
+    ll_json_put_num(&b, j->t_end - j->t_arrival);
+    put_secs(&b, "queue_s", j->ch[0].queue_s > 0 ? j->ch[0].queue_s : -1);
+    put_secs(&b, "ttft_s", ttft);
+    put_secs(&b, "tpot_s", tpot);
+    put_secs(&b, "e2e_s", j->t_end - j->t_arrival);
+    ll_buf_puts(&b, "}}");
+    return ll_buf_take(&b);
 }
 
 /* The live entry's callback: cancel the engine requests (with the live table's lock held, so
@@ -349,6 +495,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->live.id = j->id;
     j->live.xrid = j->xrid;
     j->live.cancel = gen_job_cancel;
+    j->live.describe = gen_job_describe;
     j->live.owner = j;
     j->live.key = c->key;
     live_add(srv->live, &j->live);
@@ -990,18 +1137,27 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
 static void gen_job_finish(struct gen_job *j)
 {
     struct server *srv = j->srv;
-    live_remove(srv->live, &j->live);
     j->t_end = ll_now();
-    enum cancel_reason why = (enum cancel_reason)atomic_load(&j->live.reason);
-    if (why == CANCEL_NONE)
-        why = CANCEL_DISCONNECT; /* ended before the engine did: the connection went away */
-    int completion = 0;
     for (int i = 0; i < j->n_choices; i++) {
         struct gen_choice *c = &j->ch[i];
         if (!c->done) { /* released unfinished: the engine cancels it */
             c->finish = ENGINE_FINISH_CANCELLED;
             c->done = true;
         }
+    }
+    double ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
+    const struct gen_choice *c0 = &j->ch[0]; /* TPOT: choice 0's, as in the log line */
+    double tpot = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : -1;
+    /* kept for GET /v1/requests/{id} before it leaves the live table: always one or the other */
+    req_history_add(&srv->history, j->id, j->xrid, j->live.key,
+                    job_final_status(j, finish_reason(j, c0), tpot, ttft));
+    live_remove(srv->live, &j->live);
+    enum cancel_reason why = (enum cancel_reason)atomic_load(&j->live.reason);
+    if (why == CANCEL_NONE)
+        why = CANCEL_DISCONNECT; /* ended before the engine did: the connection went away */
+    int completion = 0;
+    for (int i = 0; i < j->n_choices; i++) {
+        struct gen_choice *c = &j->ch[i];
         engine_req_release(c->req);
         c->req = NULL;
         enum engine_finish seen = c->finish;
@@ -1018,16 +1174,12 @@ static void gen_job_finish(struct gen_job *j)
                        c->queue_s);
     }
     if (j->session_key) {
-        const struct gen_choice *c0 = &j->ch[0];
         bool ok = !j->broken && (c0->finish == ENGINE_FINISH_STOP ||
                                  c0->finish == ENGINE_FINISH_LENGTH);
         int np = c0->usage.prompt_tokens;
         sessions_end(&srv->sessions, j->session_key, ok, j->sess_ids, np, j->sess_ids + np,
                      j->n_sess - np, c0->usage.cached_tokens);
     }
-    double ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
-    const struct gen_choice *c0 = &j->ch[0]; /* TPOT: choice 0's, as in the log line */
-    double tpot = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : -1;
     metrics_request(&srv->metrics, ttft, tpot, j->t_end - j->t_arrival);
     ratelimit_end(&srv->limits, j->rl_key, j->rl_prompt, completion, false);
     if (log_enabled(LOG_INFO)) {

@@ -249,6 +249,10 @@ static enum MHD_Result dispatch(struct http_ctx *c)
                       routes[i].post ? "POST" : "GET");
         return respond_error(c, &e);
     }
+    static const char req_pre[] = "/v1/requests/";
+    if (is_get(c) && !strncmp(u, req_pre, sizeof req_pre - 1) && u[sizeof req_pre - 1] &&
+        !strchr(u + sizeof req_pre - 1, '/') && strlen(u) < sizeof req_pre + 160)
+        return route_request_status(c, u + sizeof req_pre - 1);
     if (!strcmp(c->method, "POST")) {
         size_t n = strlen(u);
         static const char pre[] = "/v1/requests/", suf[] = "/cancel";

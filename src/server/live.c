@@ -234,6 +234,22 @@ int live_cancel_id(struct live_table *t, const char *id, int key)
     return n;
 }
 
+bool live_describe_id(struct live_table *t, const char *id, int key, struct ll_buf *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&t->lock);
+    for (struct live_entry *e = t->head; e && !found; e = e->next) {
+        if (e->key != key || !e->describe)
+            continue;
+        if ((e->id && !strcmp(e->id, id)) || (e->xrid && !strcmp(e->xrid, id))) {
+            e->describe(e->owner, out);
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return found;
+}
+
 void live_cancel_all(struct live_table *t, enum cancel_reason why)
 {
     pthread_mutex_lock(&t->lock);

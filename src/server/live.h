@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "buf.h"
 #include "errors.h"
 
 /* Why a request in flight was cancelled. */
@@ -33,6 +34,9 @@ struct live_entry {
     const char *id, *xrid;     /* the names live_cancel_id matches (response id, X-Request-Id) */
     void (*cancel)(void *owner); /* stop the owner's work; called with the table's lock held,
                                     possibly more than once; must not call back into the table */
+    void (*describe)(void *owner, struct ll_buf *out); /* append the owner's status (a JSON
+                                    object) for GET /v1/requests/{id}; called with the table's
+                                    lock held; NULL: not described */
     void *owner;
     int key;                   /* the owning API key's index: only that key may cancel it */
 
@@ -58,6 +62,9 @@ void live_remove(struct live_table *t, struct live_entry *e);
 /* Cancel every entry owned by key whose id or xrid is id (reason CANCEL_ROUTE). Entries of
  * other keys are invisible: their ids never match. Returns how many. */
 int live_cancel_id(struct live_table *t, const char *id, int key);
+/* Append the status of key's entry whose id or xrid is id to out (its describe callback);
+ * false when no such entry (of that key) is registered. */
+bool live_describe_id(struct live_table *t, const char *id, int key, struct ll_buf *out);
 /* Cancel every entry (shutdown). */
 void live_cancel_all(struct live_table *t, enum cancel_reason why);
 /* How many entries are registered. */

@@ -22,6 +22,10 @@ enum MHD_Result route_metrics(struct http_ctx *c);     /* routes_info.c */
 enum MHD_Result route_tokenize(struct http_ctx *c);    /* routes_tokenize.c */
 enum MHD_Result route_detokenize(struct http_ctx *c);  /* routes_tokenize.c */
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id); /* routes_info.c */
+/* routes_info.c: GET /v1/requests/{id}: a generation request's status while it runs (the live
+ * table) and for --request-retention seconds after (req_history.h); only the caller's key's
+ * requests, by response id or X-Request-Id; else 404. */
+enum MHD_Result route_request_status(struct http_ctx *c, const char *id);
 /* routes_sessions.c: POST /v1/sessions (body optional: {"id": "..."}), GET and DELETE
  * /v1/sessions/{id}. */
 enum MHD_Result route_sessions(struct http_ctx *c, const char *id);

@@ -1,6 +1,6 @@
 /*
  * routes_info.c: the small routes: GET /health, GET /metrics, GET [/v1]/models[/{id}] and
- * POST /v1/requests/{id}/cancel. HTTP threads; they read the server state and the engine's
+ * POST /v1/requests/{id}/cancel, GET /v1/requests/{id}. HTTP threads; they read the server state and the engine's
  * counters, and the cancel route goes through the in-flight table.
  */
 #include <stdlib.h>
@@ -95,6 +95,23 @@ enum MHD_Result route_models(struct http_ctx *c)
         return respond_error(c, &e);
     model_object(&b, srv);
     return respond_json(c, 200, ll_buf_take(&b));
+}
+
+enum MHD_Result route_request_status(struct http_ctx *c, const char *id)
+{
+    struct server *srv = c->srv;
+    struct ll_buf b = {0};
+    if (srv->live && live_describe_id(srv->live, id, c->key, &b))
+        return respond_json(c, 200, ll_buf_take(&b));
+    ll_buf_free(&b);
+    char *kept = req_history_find(&srv->history, id, c->key);
+    if (kept)
+        return respond_json(c, 200, kept);
+    struct oai_error e;
+    oai_error_set(&e, LL_ENOTFOUND, NULL, "request_not_found",
+                  "No request with the id '%.160s' is running or finished in the last %g s",
+                  id, srv->opts->request_retention);
+    return respond_error(c, &e);
 }
 
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id)

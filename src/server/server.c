@@ -93,6 +93,12 @@ int server_run(const struct server_opts *o)
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
     }
+    if (req_history_init(&srv.history, o->request_retention) != LL_OK) {
+        ratelimit_free(&srv.limits);
+        metrics_free(&srv.metrics);
+        fprintf(stderr, "llaisys-server: out of memory\n");
+        return 1;
+    }
     if (live_create(&srv.live, &err) != LL_OK || live_create(&srv.heads, &err) != LL_OK ||
         http_start(&srv, &port, &err) != LL_OK) {
         fprintf(stderr, "llaisys-server: %s\n", err.msg);
@@ -173,6 +179,7 @@ out:
     free(srv.eos);
     metrics_free(&srv.metrics);
     ratelimit_free(&srv.limits);
+    req_history_free(&srv.history);
     if (rc == 0)
         log_msg(LOG_INFO, "stopped");
     return rc;

@@ -67,6 +67,9 @@ static const struct opt_def defs[] = {
      "unlimited)"},
     {"--metrics-public", "LLAISYS_METRICS_PUBLIC", T_BOOL, OFF(metrics_public), 0, 0, NULL,
      "serve /metrics without an API key"},
+    {"--request-retention", "LLAISYS_REQUEST_RETENTION", T_SECS, OFF(request_retention), 0, 0,
+     "SECS", "how long GET /v1/requests/{id} still answers after a request finished, then 404 "
+             "(default 60; at most the last 1024 finished; 0: only while it runs)"},
     {"--metrics-window", "LLAISYS_METRICS_WINDOW", T_SECS, OFF(metrics_window), 0, 0, "SECS",
      "the window of /metrics' requests-per-second and p50/p99 gauges (default 60; 1..3600)"},
     {"--chat-template", "LLAISYS_CHAT_TEMPLATE", T_STR, OFF(chat_template), 0, 0, "FILE",
@@ -276,6 +279,7 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     o->max_sessions = 1024;
     o->session_kv_share = 50;
     o->metrics_window = 60;
+    o->request_retention = 60;
     o->shutdown_grace = 30;
     o->max_connections = 512;
     o->max_connections_per_ip = 128;
