@@ -29,6 +29,7 @@
 
 #include "buf.h"
 #include "chat_template.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "engine.h"
 #include "engine_args.h"
@@ -350,33 +351,19 @@ int cmd_batch(int argc, char **argv)
     const char *dir = NULL, *input = NULL;
     bool stats = false;
     struct engine_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("batch", ENGINE_OPTS_ALL, argc, argv, &i, &o);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            batch_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && i + 1 < argc) {
-            dir = argv[++i];
-        } else if (!strcmp(a, "--input") && i + 1 < argc) {
-            input = argv[++i];
-        } else if (!strcmp(a, "--stats")) {
-            stats = true;
-        } else {
-            fprintf(stderr, "llaisys-cli batch: unknown or incomplete option '%s'\n", a);
-            batch_usage(stderr);
-            return 2;
-        }
-    }
-    if (!dir || !input) {
-        fprintf(stderr, "llaisys-cli batch: --model and --input are required\n");
-        batch_usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &dir),
+        CLI_STR("--input", &input),
+        CLI_SET("--stats", &stats),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "batch", .usage = batch_usage, .args = args,
+                                .engine_mask = ENGINE_OPTS_ALL, .engine = &o};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!dir || !input)
+        return cli_args_fail(&cmd, "--model and --input are required");
 
     struct ll_err err = {0};
     char *data = NULL;
