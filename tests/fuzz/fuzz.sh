@@ -30,7 +30,7 @@ for bin in "$@"; do
     else
         failed=1
         echo "not ok $name: exit $rc (log: $log; input: $(ls -t build/fuzz/findings/"$name"-* 2>/dev/null | head -n 1))"
-        grep -E 'ERROR|SUMMARY|fuzz: invariant|runtime error|^    #[0-9] ' "$log" | head -n 30
+        grep -aE 'ERROR|SUMMARY|fuzz: invariant|runtime error|^    #[0-9] ' "$log" | head -n 30
     fi
 done
 exit $failed
