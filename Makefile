@@ -303,7 +303,8 @@ $(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(LIB)
 endif
 
 # `make check-all`: everything, longer than `make test`: the tests, ThreadSanitizer (about
-# N minutes on 2 cores, so not in `make test`), and each fuzz target for 5 minutes.
+# 5 minutes on 2 cores, build included, so not in `make test`), and each fuzz target for 5
+# minutes.
 check-all:
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory tsan

@@ -3,7 +3,9 @@
 # after the other, from the repository root, and prints "ok NAME: ..." (executions, coverage)
 # or "not ok NAME" with the end of libFuzzer's log. Each starts from the committed seeds
 # (tests/fuzz/corpus/NAME, which also hold the inputs of past findings, so every run replays
-# them first) and the corpus grown by earlier runs (build/fuzz/corpus/NAME), with the
+# them first) and the corpus grown by earlier runs (build/fuzz/corpus/NAME; with
+# FUZZ_FRESH=1 an emptied build/fuzz/corpus-fresh/NAME instead, so a short run costs the same
+# every time), with the
 # dictionary tests/fuzz/NAME.dict when there is one. A finding is written to
 # build/fuzz/findings/NAME-crash-... (or -timeout-, -leak-, -oom-). Exit status: non-zero if
 # any target found something.
@@ -15,6 +17,7 @@ for bin in "$@"; do
     name=$(basename "$bin")
     seeds=tests/fuzz/corpus/$name
     grown=build/fuzz/corpus/$name
+    if [ "${FUZZ_FRESH:-0}" = 1 ]; then grown=build/fuzz/corpus-fresh/$name; rm -rf "$grown"; fi
     mkdir -p "$grown"
     dict=""; [ -f "tests/fuzz/$name.dict" ] && dict="-dict=tests/fuzz/$name.dict"
     log=build/fuzz/$name.log
