@@ -51,7 +51,9 @@ static inline char *fuzz_strndup(const uint8_t *data, size_t len)
  * use, removed at exit); returns DIR (static storage). Aborts on an I/O error: that is the
  * harness failing, not the code under test. */
 static char fuzz_dir_path[4096];
-static const char *const fuzz_dir_names[] = {"tokenizer.json", "tokenizer_config.json"};
+static const char *const fuzz_dir_names[] = {"tokenizer.json", "tokenizer_config.json",
+                                             "model.safetensors.index.json", "a.safetensors",
+                                             "b.safetensors"};
 static void fuzz_dir_remove(void)
 {
     char path[4200];

@@ -1,7 +1,7 @@
 /*
  * fuzz_config.c: the readers of a model directory's JSON files.
  *
- * Input: one selector byte, then the file's text. Selector % 4:
+ * Input: one selector byte, then the file's text. Selector % 5:
  *   0  config.json              model_config_parse
  *   1  generation_config.json   generation_defaults_parse, then model_config_merge_eos with a
  *                               Qwen2 config (ids checked against its vocabulary)
@@ -9,6 +9,8 @@
  *                               template it names, compiled) from a directory holding the file
  *   3  tokenizer.json           tokenizer_load from a directory holding the file; a tokenizer
  *                               that loads encodes and decodes a fixed text
+ *   4  model.safetensors.index.json   st_open_index beside two valid shards, a.safetensors
+ *                               (x: F32 [2], y: BF16 [3]) and b.safetensors (z: U8 [1])
  * Checked: every failure has a message; what loads satisfies the readers' documented bounds.
  */
 #include <stdbool.h>
@@ -16,6 +18,7 @@
 #include "chat_template.h"
 #include "fuzz.h"
 #include "model_config.h"
+#include "safetensors.h"
 #include "tokenizer.h"
 
 static const char qwen2_config[] =
@@ -120,12 +123,51 @@ static void fuzz_tokenizer_json(const uint8_t *data, size_t len)
     tokenizer_free(tok);
 }
 
+static void fuzz_index(const uint8_t *data, size_t len)
+{
+    static bool shards;
+    if (!shards) {
+        static const char a[] = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                "\"y\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[8,14]}}";
+        static const char b[] = "{\"z\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+        uint8_t file[256];
+        uint64_t n = sizeof a - 1;
+        memcpy(file, &n, 8);
+        memcpy(file + 8, a, n);
+        memset(file + 8 + n, 7, 14);
+        fuzz_write_file("a.safetensors", file, 8 + n + 14);
+        n = sizeof b - 1;
+        memcpy(file, &n, 8);
+        memcpy(file + 8, b, n);
+        file[8 + n] = 1;
+        fuzz_write_file("b.safetensors", file, 8 + n + 1);
+        shards = true;
+    }
+    const char *dir = fuzz_write_file("model.safetensors.index.json", data, len);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    struct safetensors *st = NULL;
+    struct ll_err err = {0};
+    enum ll_status s = st_open_index(&st, path, &err);
+    need_message(s, &err, "st_open_index");
+    if (s != LL_OK)
+        return;
+    for (size_t i = 0; i < st_count(st); i++) {
+        const struct st_tensor *t = st_at(st, i);
+        if (st_find(st, t->name) != t)
+            fuzz_fail("st_find(%s) does not find it", t->name);
+        if (t->nbytes > 8 || (t->nbytes && ((const unsigned char *)t->data)[t->nbytes - 1] > 7))
+            fuzz_fail("%s: %zu bytes, not what the shards hold", t->name, t->nbytes);
+    }
+    st_close(st);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     const char *text = (const char *)data + 1;
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0:
         fuzz_model_config(text, size - 1);
         break;
@@ -135,8 +177,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 2:
         fuzz_tokenizer_config(data + 1, size - 1);
         break;
-    default:
+    case 3:
         fuzz_tokenizer_json(data + 1, size - 1);
+        break;
+    default:
+        fuzz_index(data + 1, size - 1);
         break;
     }
     return 0;
