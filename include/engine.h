@@ -74,6 +74,7 @@ struct tokenizer;
 #define ENGINE_MAX_STOP_STRINGS 16
 #define ENGINE_MAX_STOP_LEN 256 /* bytes of one stop string */
 #define ENGINE_MAX_LOGIT_BIAS 4096
+#define ENGINE_SPEC_ROWS 64 /* draft tokens one step verifies at most, all sequences together */
 
 /* One request. Arrays and strings are copied by engine_submit. A zeroed struct plus a prompt
  * is greedy decoding up to the end of the context. */
@@ -116,6 +117,9 @@ struct engine_usage {
     int completion_tokens; /* tokens produced so far */
     int preemptions;       /* times this request was preempted */
     int reasoning_tokens;  /* tokens of the reasoning, "</think>" included (params.reasoning) */
+    int spec_drafted;      /* draft tokens verified for this request (--spec) */
+    int spec_accepted;     /* of those, accepted (each is one completion token that took no
+                              step of its own); the acceptance rate is accepted / drafted */
 };
 
 /* Seconds, measured from engine_submit; 0 where not reached yet. */
@@ -159,7 +163,14 @@ struct engine_stats {
     uint64_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     uint64_t decode_tokens;     /* decode rows run through the model */
     uint64_t generated_tokens;  /* tokens sampled */
+    uint64_t spec_drafted;      /* draft tokens verified (--spec) */
+    uint64_t spec_accepted;     /* draft tokens accepted */
     double busy_s;              /* time spent in steps that did work */
+    /* the scheduler's step-cost estimate (scheduler.c), as of the last step; < 0: unknown */
+    double cost_step_s;         /* a step of the running sequences' decode rows alone */
+    double cost_prompt_token_s; /* one prompt token beside them */
+    int prompt_budget;          /* prompt tokens the last step could take (-1: no limit, nothing
+                                   was decoding) */
 };
 
 /* Open the model directory (model.h) and its tokenizer, resolve the options for the model

@@ -33,6 +33,20 @@ enum engine_profile {
     ENGINE_PROFILE_COUNT
 };
 
+/* Speculative decoding: how draft tokens are proposed (engine.h, "Speculative decoding"). */
+enum engine_spec {
+    ENGINE_SPEC_OFF = 0, /* one token per sequence and step */
+    ENGINE_SPEC_NGRAM,   /* prompt lookup: continue the latest earlier match of the last tokens
+                            in the request's own prompt and output, as many tokens as the
+                            request's acceptance and the measured step cost make worth it */
+    ENGINE_SPEC_NGRAM_ALWAYS, /* the same drafts, always spec_max_draft tokens where a match
+                            exists, whatever they cost (to measure the mechanism; tests) */
+    ENGINE_SPEC_COUNT
+};
+
+/* The default inter-token latency target (ms) of --itl-target-ms. */
+#define ENGINE_ITL_TARGET_MS 400
+
 /* Engine options; a zero field takes the default given (see engine_opts_resolve). */
 struct engine_opts {
     enum engine_profile profile; /* whose defaults (default: ENGINE_PROFILE_DEFAULT) */
@@ -49,6 +63,11 @@ struct engine_opts {
     int max_queue;        /* requests submitted and not yet started (default 256) */
     bool exact;           /* f32 activations and KV (LL_MATH_EXACT); default bf16 fast path */
     bool no_prefix_cache; /* never share blocks between requests */
+    int itl_target_ms;    /* inter-token latency target: while sequences decode, prompt chunks
+                             are sized by the measured step cost so a step stays under it
+                             (scheduler.c; default ENGINE_ITL_TARGET_MS) */
+    enum engine_spec spec; /* speculative decoding (default ENGINE_SPEC_OFF) */
+    int spec_max_draft;   /* draft tokens per sequence and step at most (default 4) */
 };
 
 /* The options, the index of each in engine_opt_defs. */
@@ -63,6 +82,9 @@ enum engine_opt_id {
     ENGINE_OPT_BLOCK_SIZE,
     ENGINE_OPT_NO_PREFIX_CACHE,
     ENGINE_OPT_EXACT,
+    ENGINE_OPT_ITL_TARGET_MS,
+    ENGINE_OPT_SPEC,
+    ENGINE_OPT_SPEC_MAX_DRAFT,
     ENGINE_OPT_COUNT
 };
 
@@ -74,6 +96,7 @@ enum engine_opt_type {
     ENGINE_OPT_INT,  /* int, in [min, max] */
     ENGINE_OPT_SIZE, /* size_t bytes in [min, max]: 65536, 512K, 2G (parse.h) */
     ENGINE_OPT_BOOL, /* bool: a flag without a value, or 1/true/yes/on, 0/false/no/off */
+    ENGINE_OPT_ENUM, /* an int-sized enum, one of names[min..max] (the name is the value) */
 };
 
 struct engine_opt_def {
@@ -84,6 +107,7 @@ struct engine_opt_def {
     size_t off;           /* offset of the field in struct engine_opts */
     long long min, max;   /* what engine_create accepts (int and size) */
     const char *help;     /* what it does (engine_opts_help adds the range and default) */
+    const char *const *names; /* ENGINE_OPT_ENUM: the name of each value 0..max */
 };
 
 /* The table, indexed by enum engine_opt_id. */

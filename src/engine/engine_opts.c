@@ -23,6 +23,13 @@
 #define CTX_CAP 4096               /* the default context: min(this, max_position_embeddings) */
 #define MAX_KV_BLOCKS (1 << 24)
 #define MAX_KV_SLOTS (1LL << 30)
+#define DEFAULT_SPEC_MAX_DRAFT 4
+
+static const char *const spec_names[ENGINE_SPEC_COUNT] = {
+    [ENGINE_SPEC_OFF] = "off",
+    [ENGINE_SPEC_NGRAM] = "ngram",
+    [ENGINE_SPEC_NGRAM_ALWAYS] = "ngram-always",
+};
 
 /* The batch shape of each profile: max_seqs, and max_batch_tokens = max(batch_tokens, max_seqs). */
 static const struct {
@@ -33,6 +40,7 @@ static const struct {
 };
 
 #define OFF(f) offsetof(struct engine_opts, f)
+_Static_assert(sizeof(enum engine_spec) == sizeof(int), "enum options are read as int");
 
 const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
@@ -64,6 +72,21 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                                     "never share prompt prefixes (KV blocks) between requests"},
     [ENGINE_OPT_EXACT] = {"--exact", "LLAISYS_EXACT", NULL, ENGINE_OPT_BOOL, OFF(exact), 0, 1,
                           "f32 activations and KV cache"},
+    [ENGINE_OPT_ITL_TARGET_MS] = {"--itl-target-ms", "LLAISYS_ITL_TARGET_MS", "MS",
+                                  ENGINE_OPT_INT, OFF(itl_target_ms), 1, 600000,
+                                  "inter-token latency target: while sequences decode, prompt "
+                                  "chunks are sized from the measured step cost to keep a step "
+                                  "under it (a prompt still gets a share of each step and a "
+                                  "minimum chunk every few steps)"},
+    [ENGINE_OPT_SPEC] = {"--spec", "LLAISYS_SPEC", "MODE", ENGINE_OPT_ENUM, OFF(spec), 0,
+                         ENGINE_SPEC_COUNT - 1,
+                         "speculative decoding: ngram drafts tokens by prompt lookup in the "
+                         "request's own text, as many as its acceptance and the step cost make "
+                         "worth it (ngram-always: --spec-max-draft at every match), verified in "
+                         "the batch; outputs are unchanged", spec_names},
+    [ENGINE_OPT_SPEC_MAX_DRAFT] = {"--spec-max-draft", "LLAISYS_SPEC_MAX_DRAFT", "K",
+                                   ENGINE_OPT_INT, OFF(spec_max_draft), 1, 16,
+                                   "draft tokens per sequence and step at most (--spec)"},
 };
 
 const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
@@ -72,6 +95,17 @@ const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
         if (strlen(engine_opt_defs[i].flag) == len && !memcmp(engine_opt_defs[i].flag, name, len))
             return &engine_opt_defs[i];
     return NULL;
+}
+
+/* The names of an enum option's values: "a", "a or b", "a, b or c". */
+static void names_list(const struct engine_opt_def *d, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (long long v = d->min; v <= d->max; v++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, "%s%s", v == d->min ? "" : v == d->max ? " or " : ", ",
+                 d->names[v]);
+    }
 }
 
 enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_def *d,
@@ -94,6 +128,17 @@ enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_de
     case ENGINE_OPT_BOOL:
         s = ll_parse_bool(src, val, (bool *)p, err);
         break;
+    case ENGINE_OPT_ENUM: {
+        for (long long v = d->min; v <= d->max; v++)
+            if (!strcmp(val, d->names[v])) {
+                *(int *)p = (int)v;
+                return LL_OK;
+            }
+        char list[128];
+        names_list(d, list, sizeof list);
+        s = ll_err_set(err, LL_EINVAL, "%s: must be %s (got '%s')", src, list, val);
+        break;
+    }
     }
     return s;
 }
@@ -128,16 +173,30 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
     case ENGINE_OPT_EXACT:
         snprintf(dflt, sizeof dflt, "bf16 fast path");
         break;
+    case ENGINE_OPT_ITL_TARGET_MS:
+        snprintf(dflt, sizeof dflt, "%d", ENGINE_ITL_TARGET_MS);
+        break;
+    case ENGINE_OPT_SPEC:
+        snprintf(dflt, sizeof dflt, "%s", spec_names[ENGINE_SPEC_OFF]);
+        break;
+    case ENGINE_OPT_SPEC_MAX_DRAFT:
+        snprintf(dflt, sizeof dflt, "%d", DEFAULT_SPEC_MAX_DRAFT);
+        break;
     case ENGINE_OPT_NO_PREFIX_CACHE:
     case ENGINE_OPT_COUNT:
         break;
     }
-    if (d->type == ENGINE_OPT_INT)
+    if (d->type == ENGINE_OPT_INT) {
         snprintf(buf, n, "%s (%lld to %lld; default %s)", d->help, d->min, d->max, dflt);
-    else if (dflt[0])
+    } else if (d->type == ENGINE_OPT_ENUM) {
+        char list[128];
+        names_list(d, list, sizeof list);
+        snprintf(buf, n, "%s (%s; default %s)", d->help, list, dflt);
+    } else if (dflt[0]) {
         snprintf(buf, n, "%s (default %s)", d->help, dflt);
-    else
+    } else {
         snprintf(buf, n, "%s", d->help);
+    }
 }
 
 /* Bytes of K and V of one block, every layer. */
@@ -162,6 +221,10 @@ void engine_opts_resolve(struct engine_opts *o, const struct model_config *c)
     }
     if (o->max_queue <= 0)
         o->max_queue = DEFAULT_MAX_QUEUE;
+    if (o->itl_target_ms <= 0)
+        o->itl_target_ms = ENGINE_ITL_TARGET_MS;
+    if (o->spec_max_draft <= 0)
+        o->spec_max_draft = DEFAULT_SPEC_MAX_DRAFT;
     if (!c)
         return;
     if (o->n_ctx <= 0)
@@ -190,9 +253,12 @@ enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err
     for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
         const struct engine_opt_def *d = &engine_opt_defs[i];
         const void *p = (const char *)o + d->off;
-        long long v = d->type == ENGINE_OPT_INT    ? *(const int *)p
+        long long v = d->type == ENGINE_OPT_INT || d->type == ENGINE_OPT_ENUM
+                          ? *(const int *)p
                       : d->type == ENGINE_OPT_SIZE ? (long long)*(const size_t *)p
                                                    : *(const bool *)p;
+        if (d->type == ENGINE_OPT_ENUM && (v < d->min || v > d->max))
+            return ll_err_set(err, LL_EINVAL, "engine options: %s: no mode %lld", d->flag, v);
         if (d->type == ENGINE_OPT_BOOL || v == 0)
             continue;
         /* kv_memory once resolved is what the blocks take, not a value someone typed */
@@ -238,6 +304,11 @@ void engine_opts_print(FILE *f, const struct engine_opts *o, const char *sep)
         case ENGINE_OPT_BOOL:
             snprintf(val, sizeof val, "%s", *(const bool *)p ? "yes" : "no");
             break;
+        case ENGINE_OPT_ENUM: {
+            int v = *(const int *)p;
+            snprintf(val, sizeof val, "%s", v >= d->min && v <= d->max ? d->names[v] : "?");
+            break;
+        }
         }
         fprintf(f, "%s%s: %s", i ? sep : "", d->flag + 2, val);
     }
