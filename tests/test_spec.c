@@ -2,8 +2,9 @@
  * test_spec.c: speculative decoding and latency-aware scheduling.
  *   - the n-gram drafter (spec.h): longest and latest match, the periodic continuation; the
  *     drafting policy: theta, back-off and probes;
- *   - the step-cost estimate (step_cost.h): decode table, prompt-token cost, prompt budget,
- *     and that the budget follows the machine (twice the cost, a smaller chunk);
+ *   - the step-cost estimate (step_cost.h): the table by batch shape, the marginal row cost,
+ *     the prompt budget, and that the budget follows the machine (twice the cost, a smaller
+ *     chunk);
  *   - spec on (ngram-always: drafts at every match; ngram: adaptive) gives exactly the tokens,
  *     logprobs, finishes, texts and cached-token counts of spec off, on a tiny "copy" model
  *     (mkmodel_write with copy_period, written to a temporary directory) whose outputs repeat:
@@ -162,56 +163,48 @@ static void test_step_cost(void **state)
     (void)state;
     struct step_cost c;
     step_cost_reset(&c);
-    assert_true(step_cost_decode(&c, 4) < 0);
-    assert_true(step_cost_prompt_token(&c) < 0);
-    assert_int_equal(step_cost_prompt_budget(&c, 4, 0.4, 0.5), -1);
-    /* decode-only steps: 8 rows 0.2 s, 16 rows 0.3 s */
-    step_cost_observe(&c, 8, 0, 0.2);
-    step_cost_observe(&c, 16, 0, 0.3);
-    assert_true(fabs(step_cost_decode(&c, 8) - 0.2) < 1e-12);
-    assert_true(fabs(step_cost_decode(&c, 12) - 0.25) < 1e-12); /* between: linear */
-    assert_true(fabs(step_cost_decode(&c, 32) - 0.6) < 1e-12);  /* above: proportional */
-    assert_true(fabs(step_cost_decode(&c, 2) - 0.2) < 1e-12);   /* below: flat */
-    assert_true(step_cost_decode(&c, 0) == 0);
+    assert_true(step_cost_step(&c, 4) < 0);
+    assert_true(step_cost_row(&c, 4) < 0);
+    assert_int_equal(step_cost_prompt_budget(&c, 4, 0.4, 0.5, 100), -1);
+    /* steps of 8 rows 0.2 s, 16 rows 0.3 s */
+    step_cost_observe(&c, 8, 0.2);
+    step_cost_observe(&c, 16, 0.3);
+    assert_true(fabs(step_cost_step(&c, 8) - 0.2) < 1e-12);
+    assert_true(fabs(step_cost_step(&c, 12) - 0.25) < 1e-12); /* between: linear */
+    assert_true(fabs(step_cost_step(&c, 32) - 0.6) < 1e-12);  /* above: proportional */
+    assert_true(fabs(step_cost_step(&c, 2) - 0.05) < 1e-12);  /* below: towards (0, 0) */
+    assert_true(step_cost_step(&c, 0) == 0);
     /* the slope between the shapes seen: 0.1 s / 8 rows */
     assert_true(fabs(step_cost_row(&c, 8) - 0.0125) < 1e-9);
     /* a bucket follows its shape: 0.2 then 0.4 moves it a quarter of the way */
-    step_cost_observe(&c, 8, 0, 0.4);
-    assert_true(fabs(step_cost_decode(&c, 8) - 0.25) < 1e-12);
-    /* prompt tokens: (seconds - D(d)) / c, weighted by tokens */
-    step_cost_observe(&c, 8, 100, 0.25 + 100 * 0.01);
-    assert_true(fabs(step_cost_prompt_token(&c) - 0.01) < 1e-12);
-    step_cost_observe(&c, 16, 50, 0.3 + 50 * 0.01);
-    assert_true(fabs(step_cost_prompt_token(&c) - 0.01) < 1e-12);
-    /* a prompt-only step counts as a one-row step plus the other tokens */
-    struct step_cost q;
-    step_cost_reset(&q);
-    step_cost_observe(&q, 1, 0, 0.1);
-    step_cost_observe(&q, 0, 11, 0.1 + 10 * 0.02);
-    assert_true(fabs(step_cost_prompt_token(&q) - 0.02) < 1e-12);
-    step_cost_observe(&q, 0, 1, 0.3); /* one row wanting logits: a decode step */
-    assert_true(fabs(step_cost_decode(&q, 1) - 0.15) < 1e-12);
-    assert_true(fabs(step_cost_prompt_token(&q) - 0.02) < 1e-12);
-    /* beyond the shapes seen, a row costs at most a prompt token */
-    assert_true(fabs(step_cost_row(&q, 1) - 0.02) < 1e-12);
+    step_cost_observe(&c, 8, 0.4);
+    assert_true(fabs(step_cost_step(&c, 8) - 0.25) < 1e-12);
+    step_cost_observe(&c, 9, 0.25); /* same bucket (8..11): its n moves to 8.25 */
+    assert_true(fabs(step_cost_step(&c, 8) - 0.25 * 8 / 8.25) < 1e-12);
+    step_cost_observe(&c, 0, 1.0); /* no rows: ignored */
+    step_cost_observe(&c, 3, -1.0);
+    assert_int_equal(c.seen[0] + c.seen[3], 0);
 
-    /* the budget: max(target - D, share · D) / p (binary fractions: exact) */
+    /* the budget: the most c with F(d + c) <= max(target, (1 + share) F(d)); binary
+     * fractions, so exact: F(8 + c) = 1/4 + c/256 up to c = 300 */
     struct step_cost m;
     step_cost_reset(&m);
-    step_cost_observe(&m, 8, 0, 0.25);
-    step_cost_observe(&m, 8, 100, 0.25 + 100 / 256.0);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5), 64);     /* 0.25 s / (1/256) */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.5), 32);  /* share: 0.125 s */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.0), 16);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.125, 0.0), 0);
+    step_cost_observe(&m, 8, 0.25);
+    step_cost_observe(&m, 308, 0.25 + 300 / 256.0);
+    assert_true(fabs(step_cost_row(&m, 8) - 1 / 256.0) < 1e-12);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 1000), 64);   /* target */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.5, 1000), 32); /* share */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.0, 1000), 16);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.125, 0.0, 1000), 0);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 10), 10);     /* the cap */
     /* the same load on a machine twice as slow: a smaller chunk for the same target */
     struct step_cost slow;
     step_cost_reset(&slow);
-    step_cost_observe(&slow, 8, 0, 0.5);
-    step_cost_observe(&slow, 8, 100, 0.5 + 100 / 128.0);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 1.0, 0.5), 192);
-    assert_int_equal(step_cost_prompt_budget(&slow, 8, 1.0, 0.5), 64);
-    assert_int_equal(step_cost_prompt_budget(&slow, 8, 0.5, 0.5), 32); /* share: 0.25 s */
+    step_cost_observe(&slow, 8, 0.5);
+    step_cost_observe(&slow, 308, 0.5 + 300 / 128.0);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 1.0, 0.5, 1000), 192);
+    assert_int_equal(step_cost_prompt_budget(&slow, 8, 1.0, 0.5, 1000), 64);
+    assert_int_equal(step_cost_prompt_budget(&slow, 8, 0.5, 0.5, 1000), 32); /* share */
 }
 
 /* ---- engines ---- */
@@ -672,9 +665,9 @@ static void test_spec_cancel(void **state)
 static void synthetic_cost(struct engine *e, double d8, double p)
 {
     step_cost_reset(&e->cost);
-    step_cost_observe(&e->cost, 4, 0, d8 / 2);
-    step_cost_observe(&e->cost, 8, 0, d8);
-    step_cost_observe(&e->cost, 8, 100, d8 + 100 * p);
+    step_cost_observe(&e->cost, 4, d8 / 2);
+    step_cost_observe(&e->cost, 8, d8);
+    step_cost_observe(&e->cost, 308, d8 + 300 * p);
 }
 
 /* 8 streams decode; a prompt of L tokens arrives. Returns the steps until its first token;

@@ -14,9 +14,9 @@
  *      the free blocks (a draft never preempts);
  *   3. the prompt budget: how many prompt tokens this step may carry beside those rows. With no
  *      sequence decoding it is the whole token budget (nobody's inter-token gap is at stake).
- *      Else it comes from the measured step cost (step_cost.h): the tokens that fit in
- *      max(itl_target - D(d), SCHED_PROMPT_SHARE · D(d)) seconds, d the decode rows, so a step
- *      stays under --itl-target-ms where the machine allows it and never grows past
+ *      Else it comes from the measured step cost F (step_cost.h): the most tokens c with
+ *      F(d + c) <= max(itl_target, (1 + SCHED_PROMPT_SHARE) · F(d)), d the decode rows, so a
+ *      step stays under --itl-target-ms where the machine allows it and never grows past
  *      (1 + SCHED_PROMPT_SHARE) times a decode-only step where it does not. Progress is
  *      guaranteed whatever the timings: when prompt work has waited SCHED_STARVE_STEPS - 1
  *      steps with less than SCHED_MIN_CHUNK tokens, the next step offers at least that many;
@@ -35,7 +35,7 @@
  * on timings; tokens do not (the forward pass computes a row the same way in any batch).
  *
  * Drafts: theta, the acceptance a draft token must promise, is the marginal cost of one more
- * row over the cost per produced token of the decode rows: step_cost_row(d) · d / D(d). A
+ * row over the cost per produced token of the decode rows: step_cost_row(d) · d / F(d). A
  * lone stream on a memory-bound CPU pays little for extra rows (small theta, long drafts); a
  * large batch is compute-bound (theta near 1: only drafts that are nearly sure).
  *
@@ -222,7 +222,7 @@ static void schedule_decodes(struct engine *e)
 /* The acceptance a draft token must promise to be worth its row beside d decode rows. */
 static double draft_theta(const struct engine *e, int d)
 {
-    double dd = step_cost_decode(&e->cost, d), m = step_cost_row(&e->cost, d);
+    double dd = step_cost_step(&e->cost, d), m = step_cost_row(&e->cost, d);
     if (dd <= 0 || m < 0)
         return SCHED_THETA_UNKNOWN;
     return m * d / dd;
@@ -235,11 +235,11 @@ static void schedule_drafts(struct engine *e)
     if (d == 0)
         return;
     double theta = draft_theta(e, d);
-    double dd = step_cost_decode(&e->cost, d), m = step_cost_row(&e->cost, d);
+    double dd = step_cost_step(&e->cost, d), m = step_cost_row(&e->cost, d);
     double target = e->opts.itl_target_ms / 1000.0;
-    /* drafts take the time a prompt chunk could: max(target - D(d), share · D(d)), at the
-     * marginal row cost (D itself is proportional past the shapes it has seen, which would
-     * never let a draft be tried) */
+    /* drafts take the time a prompt chunk could: max(target - F(d), share · F(d)), at the
+     * marginal row cost (F is proportional past the shapes it has seen, which would never let
+     * a lone stream try a draft) */
     double rows_left = 1e9;
     if (dd >= 0 && m > 0)
         rows_left = (target - dd > SCHED_PROMPT_SHARE * dd ? target - dd
@@ -299,7 +299,7 @@ static int prompt_budget(struct engine *e)
     if (d == 0)
         return left;
     int n = step_cost_prompt_budget(&e->cost, d, e->opts.itl_target_ms / 1000.0,
-                                    SCHED_PROMPT_SHARE);
+                                    SCHED_PROMPT_SHARE, left);
     if (n < 0)
         n = SCHED_MIN_CHUNK; /* costs not measured yet: a small chunk measures them */
     if (n < SCHED_MIN_CHUNK && e->prompt_starved >= SCHED_STARVE_STEPS - 1)
@@ -435,10 +435,10 @@ void sched_build_batch(struct engine *e)
 void sched_step_done(struct engine *e, double seconds)
 {
     if (e->n_rows > 0)
-        step_cost_observe(&e->cost, e->n_decode_rows, e->n_prompt_rows, seconds);
+        step_cost_observe(&e->cost, e->n_rows, seconds);
     int d = e->running.n;
-    e->counters.cost_step_s = d ? step_cost_decode(&e->cost, d) : 0;
-    e->counters.cost_prompt_token_s = step_cost_prompt_token(&e->cost);
+    e->counters.cost_step_s = d ? step_cost_step(&e->cost, d) : 0;
+    e->counters.cost_prompt_token_s = step_cost_row(&e->cost, d);
 }
 
 void sched_trim_blocks(struct engine *e, struct engine_req *r)

@@ -2,57 +2,52 @@
  * step_cost.h: the scheduler's running estimate of what one engine step costs on this machine,
  * and from it how many prompt tokens a step may carry (scheduler.c).
  *
- * Model: a step with d decode rows (one per decoding sequence, plus its draft rows; every one
- * wants logits) and c prompt rows takes D(d) + c·p seconds.
- *   D(d), by batch shape: buckets over d (two per octave), each an exponential moving average
- *   of (d, seconds) over the steps without prompt rows whose d falls in it; D is the
- *   piecewise-linear curve through the populated buckets, flat below the first, proportional
- *   above the last. Both ends over-estimate an affine cost a + b·d, so a shape never seen gets
- *   a smaller chunk, not a larger one, and a step that runs teaches the table its shape.
- *   p, per prompt token: the marginal cost of a prompt row beside the decode rows, a moving
- *   average weighted by tokens of (seconds - D(d)) / c over the steps with prompt rows (a step
- *   of prompt rows only counts as D(1) plus c - 1 tokens).
- * Every step updates the estimate, so it follows the machine: its speed, its memory bandwidth,
- * other processes on its cores, the attention cost of growing contexts.
+ * Model: a step of n rows (decode rows, draft rows and prompt rows together) takes F(n)
+ * seconds, F learned by batch shape: buckets over n (two per octave), each an exponential
+ * moving average of (n, seconds) over the steps whose n falls in it; F is the piecewise-linear
+ * curve through (0, 0) and the populated buckets, proportional past the last one. Every step
+ * teaches it, whatever it ran, so the estimate exists in every regime (a queue that never
+ * empties included); prompt rows cost a little less than rows that want logits, so a step
+ * with a chunk is slightly over-estimated, on the safe side. From F:
+ *   - per decode row: F(d) / d, the cost per token of a step of d decode rows;
+ *   - per prompt token (and per draft row) beside d rows: the slope of F at d;
+ *   - the prompt budget: the most tokens c with F(d + c) <= max(target, (1 + share) F(d)).
+ * A shape never seen is extrapolated proportionally from the largest one seen, which
+ * over-estimates an affine cost: its chunk comes out smaller, and once run the step teaches the
+ * table its shape. Every step updates the estimate, so it follows the machine: its speed, its
+ * memory bandwidth, other processes on its cores, the attention cost of growing contexts.
  *
  * Pure functions on a caller-owned struct (the scheduler thread's); no allocation.
  */
 #ifndef LLAISYS_STEP_COST_H
 #define LLAISYS_STEP_COST_H
 
-#include <stdbool.h>
-
-#define STEP_COST_BUCKETS 34 /* d up to 2^16 rows, two buckets per octave */
+#define STEP_COST_BUCKETS 34 /* n up to 2^16 rows, two buckets per octave */
 
 struct step_cost {
-    double n[STEP_COST_BUCKETS];   /* moving average of d in each bucket */
-    double t[STEP_COST_BUCKETS];   /* moving average of the step's seconds */
-    int seen[STEP_COST_BUCKETS];   /* observations in the bucket (0: empty) */
-    double p_sum, p_tokens;        /* decayed sums: prompt seconds and prompt tokens */
+    double n[STEP_COST_BUCKETS]; /* moving average of n in each bucket */
+    double t[STEP_COST_BUCKETS]; /* moving average of the step's seconds */
+    int seen[STEP_COST_BUCKETS]; /* observations in the bucket (0: empty) */
 };
 
 /* Forget everything (a zeroed struct is the same). */
 void step_cost_reset(struct step_cost *c);
 
-/* Record a step of d decode rows and c prompt rows that took `seconds` (d + c >= 1). */
-void step_cost_observe(struct step_cost *c, int d, int prompt, double seconds);
+/* Record a step of n >= 1 rows that took `seconds`. */
+void step_cost_observe(struct step_cost *c, int n, double seconds);
 
-/* D(d): predicted seconds of a step of d >= 1 decode rows and no prompt rows; 0 for d <= 0;
- * < 0 while nothing is known. */
-double step_cost_decode(const struct step_cost *c, int d);
+/* F(n): predicted seconds of a step of n rows; 0 for n <= 0; < 0 while nothing is known. */
+double step_cost_step(const struct step_cost *c, int n);
 
-/* The marginal seconds of one more decode row beside d: the slope of D where the table has
- * data above d, else the smaller of the prompt-token cost and D(d)/d (the table learns the
- * slope once such a step ran); < 0 while nothing is known. */
-double step_cost_row(const struct step_cost *c, int d);
-
-/* p: predicted seconds per prompt token beside decode rows; < 0 while nothing is known. */
-double step_cost_prompt_token(const struct step_cost *c);
+/* The marginal seconds of one more row beside n (the slope of F just above n); < 0 while
+ * nothing is known. */
+double step_cost_row(const struct step_cost *c, int n);
 
 /* Prompt tokens that fit beside d >= 1 decode rows in a step of at most target_s seconds, or,
- * when the decode rows alone come near the target, in share · D(d) seconds (so prompts keep a
- * part of every step on any machine): floor(max(target_s - D(d), share · D(d)) / p). Returns
- * -1 while p or D(d) is unknown (the caller probes with a small chunk). */
-int step_cost_prompt_budget(const struct step_cost *c, int d, double target_s, double share);
+ * when the decode rows alone come near the target, of (1 + share) · F(d) seconds (so prompts
+ * keep a part of every step on any machine): the largest c in 0..cap with F(d + c) within that
+ * limit. Returns -1 while nothing is known (the caller probes with a small chunk). */
+int step_cost_prompt_budget(const struct step_cost *c, int d, double target_s, double share,
+                            int cap);
 
 #endif

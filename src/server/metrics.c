@@ -251,7 +251,8 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
                "Measured cost of a step of the running sequences' decode rows (-1: unknown)");
         sample_d(&t, "llaisys_scheduler_step_cost_seconds", st->cost_step_s);
         family(&t, "llaisys_scheduler_prompt_token_cost_seconds", "gauge",
-               "Measured cost of one prompt token beside the decode rows (-1: unknown)");
+               "Measured cost of one more row (a prompt token) beside the decode rows (-1: "
+               "unknown)");
         sample_d(&t, "llaisys_scheduler_prompt_token_cost_seconds", st->cost_prompt_token_s);
         family(&t, "llaisys_scheduler_prompt_budget_tokens", "gauge",
                "Prompt tokens the last step could carry beside decode rows (-1: no limit)");
