@@ -4,6 +4,7 @@
 #   make test       set up, build, run every test (plain, then under ASan+UBSan)
 #   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
+#   make bench-spec speculative decoding on and off, one stream (see README)
 #   make SANITIZE=address|undefined|address,undefined ...   sanitizer build (in its own $(BUILD))
 
 CC       ?= gcc
@@ -55,7 +56,7 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit run bench clean
+.PHONY: all setup test unit run bench bench-spec clean
 all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
@@ -146,6 +147,16 @@ bench: all $(BENCH_MODEL)/config.json
 	./$(CLI) bench-serve --spawn ./$(SERVER) --model $(BENCH_MODEL) --clients 1,8,32 -- --threads $(THREADS)
 	./$(CLI) bench-matmul --threads $(THREADS)
 	./$(CLI) bench-tokenizer --model $(TOKENIZER)
+
+# Speculative decoding, one stream, spec off and on: (a) a copy model (same shapes and cost)
+# answering a prompt it repeats, (b) the random model's free text.
+BENCH_COPY_MODEL ?= build/models/r1-1.5b-copy64
+$(BENCH_COPY_MODEL)/config.json: | $(CLI)
+	@mkdir -p $(dir $(BENCH_COPY_MODEL))
+	./$(CLI) mkmodel --preset r1-1.5b --seed 0 --copy 64 --force --tokenizer $(TOKENIZER) $(BENCH_COPY_MODEL)
+bench-spec: all $(BENCH_MODEL)/config.json $(BENCH_COPY_MODEL)/config.json
+	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_COPY_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --prompt-cycle 64 --spec $$s; done
+	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --spec $$s; done
 
 clean:
 	rm -rf build llaisys-cli llaisys-server

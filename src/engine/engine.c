@@ -10,7 +10,10 @@
  * Determinism: the token sampled for a sequence is sampler_sample(logits, params, seed mixed
  * with the choice index, counter = the position the new token takes). The logits of a row
  * depend only on the sequence's tokens (runtime.h), so the choice is the same whatever the
- * batch, chunking, preemption or prefix-cache hits.
+ * batch, chunking, preemption or prefix-cache hits. Drafts (--spec) keep it: the row after a
+ * draft token is used only once that token is accepted, i.e. equal to the token sampled
+ * there, so every token is sampled from the logits of its true history (verify_drafts).
+ * After the step, its duration feeds the scheduler's cost estimate (sched_step_done).
  */
 #include <math.h>
 #include <stdio.h>

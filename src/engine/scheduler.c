@@ -34,10 +34,12 @@
  * preemption, so the oldest request always progresses and nothing starves. Chunk sizes depend
  * on timings; tokens do not (the forward pass computes a row the same way in any batch).
  *
- * Drafts: theta, the acceptance a draft token must promise, is the marginal cost of one more
- * row over the cost per produced token of the decode rows: step_cost_row(d) · d / F(d). A
- * lone stream on a memory-bound CPU pays little for extra rows (small theta, long drafts); a
- * large batch is compute-bound (theta near 1: only drafts that are nearly sure).
+ * Drafts: theta, the acceptance a draft token must promise, is SCHED_DRAFT_MARGIN times the
+ * marginal cost of one more row over the cost per produced token of the decode rows:
+ * 2 · step_cost_row(d) · d / F(d) (the margin covers the estimate's noise: text that repeats
+ * little, where drafts barely pay, gets none). A lone stream on a memory-bound CPU pays little
+ * for extra rows (small theta, long drafts); a large batch is compute-bound (theta near or
+ * above 1: drafts only as back-off probes, which keep going while they are accepted).
  *
  * Invariants: a running sequence's table covers positions 0..n_computed-1 (plus this step's
  * rows); a sequence never writes into a block it shares (only full blocks are shared, and a
@@ -53,6 +55,7 @@
 #define SCHED_MIN_CHUNK 16     /* tokens a waiting prompt gets at least ... */
 #define SCHED_STARVE_STEPS 4   /* ... once in this many steps */
 #define SCHED_THETA_UNKNOWN 0.5 /* theta before the step cost is measured */
+#define SCHED_DRAFT_MARGIN 2.0  /* a draft token must promise this many times its cost */
 
 void sched_list_remove(struct req_list *l, struct engine_req *r)
 {
@@ -225,7 +228,7 @@ static double draft_theta(const struct engine *e, int d)
     double dd = step_cost_step(&e->cost, d), m = step_cost_row(&e->cost, d);
     if (dd <= 0 || m < 0)
         return SCHED_THETA_UNKNOWN;
-    return m * d / dd;
+    return SCHED_DRAFT_MARGIN * m * d / dd;
 }
 
 /* Step 2: draft tokens for the decoding sequences of this batch (see the top). */
