@@ -1,11 +1,14 @@
 # llaisys Makefile: objects under $(BUILD)/, programs at the top level.
 #
-#   make            build the programs and the default model
+#   make            build the programs, the library (build/libllaisys.so, .a) and the default model
+#   make install PREFIX=DIR   install llaisys.h, the libraries, llaisys.pc and the Python package
 #   make test       set up, build, run every test (plain, then under ASan+UBSan)
 #   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
 #   make bench-spec speculative decoding on and off, one stream (see README)
-#   make SANITIZE=address|undefined|address,undefined ...   sanitizer build (in its own $(BUILD))
+#   make tsan       the engine and server tests under ThreadSanitizer; fails on any report
+#   make format     rewrite the C sources in the style of .clang-format (format-check: list only)
+#   make SANITIZE=address|undefined|address,undefined|thread ...   sanitizer build (own $(BUILD))
 
 CC       ?= gcc
 SANITIZE ?=
@@ -14,7 +17,8 @@ comma    := ,
 TP       := build/third_party
 
 # Base flags target plain x86-64 (with SSE4.2/AVX2-free code); SIMD kernels live in files named
-# *_avx2.c / *_avx512.c that get their own flags and are chosen at run time by CPU features.
+# *_avx2.c / *_avxvnni.c / *_avx512.c / *_vnni512.c that get their own flags and are chosen at run
+# time by CPU features.
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -MMD -MP \
             -Iinclude -I$(TP)/cjson/include -I$(TP)/microhttpd/include
@@ -24,6 +28,8 @@ LDLIBS   := $(TP_LIBS) -lutf8proc -lopenblas -lm -pthread
 STATIC_LDLIBS := $(TP_LIBS) -lutf8proc -lopenblas -lgfortran -lquadmath -lm -pthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+AVXVNNI_FLAGS  := $(AVX2_FLAGS) -mavxvnni
+VNNI512_FLAGS  := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 
 ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -31,7 +37,7 @@ LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
 LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c \
-                              src/model/*.c src/engine/*.c) \
+                              src/model/*.c src/engine/*.c src/api/*.c) \
                    $(filter-out src/server/server_main.c,$(wildcard src/server/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 SERVER_SRC := src/server/server_main.c
@@ -41,8 +47,48 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/webui_assets.o
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# What several unit tests share (tests/*.c not named test_*), linked into every test binary
+# through an archive: a test pulls in only the helpers it calls.
+TEST_SUPPORT := $(BUILD)/tests/libsupport.a
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC) tests/api_example.c,$(wildcard tests/*.c)))
+
+# The ThreadSanitizer build (SANITIZE=thread, used by `make tsan`):
+# - cJSON is compiled in from its source, instrumented, so that races on its globals show (the
+#   prebuilt archive is not instrumented: TSan would not see its accesses).
+# - The GEMM kernels (src/kernels/matmul*.c) are not instrumented. Their inner loops are most of
+#   TSan's cost (the engine tests take twice as long, and decoding gets too slow for the server
+#   tests' time limits); their workers write disjoint output columns and meet only at the pool's
+#   barrier (pool.c, instrumented), and test_matmul checks them at several thread counts.
+ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
+TSAN_PLAIN := $(filter $(BUILD)/src/kernels/matmul%.o,$(LIB_OBJ))
+$(TSAN_PLAIN): CFLAGS := $(filter-out -fsanitize=thread,$(CFLAGS))
+LIB_OBJ  += $(BUILD)/third_party/cJSON.o
+LDLIBS   := $(filter-out $(TP)/cjson/libcjson.a,$(LDLIBS))
+$(BUILD)/third_party/cJSON.o: $(TP)/cjson-src/cJSON.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -std=c99 -fsanitize=thread -fno-omit-frame-pointer -c $< -o $@
+endif
 LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
+
+# The library: its objects are position-independent with hidden symbols, so the same objects
+# make the static archive (which the programs and the unit tests link) and the shared library,
+# which exports only include/llaisys.h's API (LLAISYS_API, and src/api/llaisys.map for what
+# comes from static archives). Its soname carries LLAISYS_API_VERSION.
+API_VERSION := $(shell sed -n 's/^\#define LLAISYS_API_VERSION \([0-9]*\).*/\1/p' include/llaisys.h)
+SO       := $(BUILD)/libllaisys.so
+SONAME   := libllaisys.so.$(API_VERSION)
+API_OBJ  := $(filter $(BUILD)/src/api/%,$(LIB_OBJ))
+$(LIB_OBJ): CFLAGS += -fPIC -fvisibility=hidden
+# Objects compiled before those flags existed rebuild once: they are older than this stamp.
+LIB_STAMP := $(BUILD)/.lib-objects-pic
+$(LIB_OBJ): $(LIB_STAMP)
+$(LIB_STAMP):
+	@mkdir -p $(@D) && touch $@
+PREFIX   ?= /usr/local
+# `make test` installs into this prefix and builds tests/api_example.c against it (pkg-config).
+TEST_PREFIX := $(abspath $(BUILD))/prefix
+API_EXAMPLE := $(BUILD)/tests/api_example
 
 # The programs: statically linked in a normal build, dynamically in a sanitizer build.
 CLI      ?= $(if $(SANITIZE),$(BUILD)/llaisys-cli,llaisys-cli)
@@ -56,8 +102,8 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit run bench bench-spec clean
-all: $(CLI) $(SERVER) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
+.PHONY: all setup test unit tsan tsan-run format format-check run bench bench-python bench-spec clean install
+all: $(CLI) $(SERVER) $(SO) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
 # $(BUILD)/webui/, embedded in llaisys-server as a C table by webui/embed.mjs.
@@ -106,6 +152,14 @@ $(BUILD)/%_avx512.o: %_avx512.c | $(SETUP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
 
+$(BUILD)/%_avxvnni.o: %_avxvnni.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVXVNNI_FLAGS) -c $< -o $@
+
+$(BUILD)/%_vnni512.o: %_vnni512.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(VNNI512_FLAGS) -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -122,19 +176,96 @@ $(SERVER): $(SERVER_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 endif
 
+$(SO): $(API_OBJ) $(LIB) src/api/llaisys.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/api/llaisys.map \
+	    -Wl,--exclude-libs,ALL -Wl,--no-undefined -o $@ $(API_OBJ) $(LIB) $(TP)/cjson/libcjson.a \
+	    -lutf8proc -lopenblas -lm -pthread
+
+# install: the header, the shared library (with its soname link), a static archive that
+# carries cJSON (so -lllaisys needs only Debian's libraries), llaisys.pc, and the Python package
+# (python/llaisys, told where the library was installed).
+# Debian's python3 looks in /usr/lib/python3/dist-packages and /usr/local/lib/python3.X/...
+PYDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell \
+          /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || \
+          echo 3)/dist-packages)
+install: $(SO) $(LIB) include/llaisys.h src/api/llaisys.pc.in $(wildcard python/llaisys/*.py)
+	@set -e; d="$(DESTDIR)$(PREFIX)"; py="$(DESTDIR)$(PYDIR)/llaisys"; \
+	install -d "$$d/include" "$$d/lib/pkgconfig" "$$py"; \
+	install -m 644 include/llaisys.h "$$d/include/"; \
+	install -m 755 $(SO) "$$d/lib/$(SONAME)"; ln -sf $(SONAME) "$$d/lib/libllaisys.so"; \
+	tmp=$$(mktemp -d); cp $(LIB) "$$tmp/libllaisys.a"; \
+	(cd "$$tmp" && ar x $(abspath $(TP)/cjson/libcjson.a) && ar rs libllaisys.a cJSON.o 2>/dev/null); \
+	install -m 644 "$$tmp/libllaisys.a" "$$d/lib/"; rm -rf "$$tmp"; \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(API_VERSION).0|' src/api/llaisys.pc.in \
+	    >"$$d/lib/pkgconfig/llaisys.pc"; \
+	install -m 644 python/llaisys/*.py "$$py/"; \
+	echo 'LIBRARY = "$(PREFIX)/lib/$(SONAME)"' >"$$py/_installed.py"; \
+	echo "installed llaisys (API $(API_VERSION)) into $(DESTDIR)$(PREFIX), Python package into $$py"
+
+$(TEST_PREFIX)/lib/pkgconfig/llaisys.pc: $(SO) $(LIB) include/llaisys.h src/api/llaisys.pc.in \
+                                         $(wildcard python/llaisys/*.py)
+	@$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX) >/dev/null
+
+# The API example, built as an application would: C99, against the installed library.
+$(API_EXAMPLE): tests/api_example.c $(TEST_PREFIX)/lib/pkgconfig/llaisys.pc
+	@mkdir -p $(@D)
+	PKG_CONFIG_PATH=$(TEST_PREFIX)/lib/pkgconfig; export PKG_CONFIG_PATH; \
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -O1 -g \
+	    $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer) \
+	    $$(pkg-config --cflags llaisys) $< -o $@ $$(pkg-config --libs llaisys) \
+	    -Wl,-rpath,$$(pkg-config --variable=libdir llaisys)
+
 # Unit tests: one cmocka binary per module, linked dynamically.
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+$(TEST_SUPPORT): $(TEST_SUPPORT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # `make unit` builds and runs the unit tests of this $(BUILD) (used for the sanitizer pass).
-unit: $(TESTS) $(CLI) $(SERVER) $(NODE_DEPS) $(WEBUI_TEST_DEPS)
-	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) ./tests/run.sh $(TESTS)
+unit: $(TESTS) $(CLI) $(SERVER) $(SO) $(API_EXAMPLE) $(NODE_DEPS) $(WEBUI_TEST_DEPS)
+	@LLAISYS_CLI=$(abspath $(CLI)) LLAISYS_SERVER=$(abspath $(SERVER)) \
+	    LLAISYS_LIBRARY=$(abspath $(SO)) LLAISYS_API_EXAMPLE=$(abspath $(API_EXAMPLE)) \
+	    LLAISYS_PREFIX=$(TEST_PREFIX) LLAISYS_SANITIZE=$(SANITIZE) ./tests/run.sh $(TESTS)
 
 test: $(SETUP)
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
+
+# `make tsan`: the engine and server tests against a ThreadSanitizer build (build/san-thread):
+# the unit tests below (the engine, its thread pool, the server's parts, and the tokenizer and
+# template that every HTTP thread shares) and tests/cli_server.sh (with the SDK suite) on its
+# llaisys-server. Every process writes its reports to build/san-thread/tsan-logs/tsan.PID (and
+# exits 66 after one); any report fails the target and is printed at the end.
+TSAN_TESTS := test_engine test_sampling_controls test_pool test_server test_live test_tokenizer \
+              test_template
+tsan: $(SETUP)
+	@$(MAKE) --no-print-directory SANITIZE=thread tsan-run
+
+TSAN_LOG := $(BUILD)/tsan-logs
+tsan-run: $(TSAN_TESTS:%=$(BUILD)/tests/%) $(SERVER) $(NODE_DEPS)
+	@case "$(SANITIZE)" in *thread*) ;; *) echo "tsan-run: use make tsan" >&2; exit 2 ;; esac
+	@rm -rf $(TSAN_LOG) && mkdir -p $(TSAN_LOG)
+	@TSAN_OPTIONS="log_path=$(abspath $(TSAN_LOG))/tsan exitcode=66 second_deadlock_stack=1" \
+	    LLAISYS_SERVER=$(abspath $(SERVER)) \
+	    ./tests/run.sh $(TSAN_TESTS:%=$(BUILD)/tests/%) tests/cli_server.sh; rc=$$?; \
+	if [ -n "$$(ls $(TSAN_LOG))" ]; then \
+	    cat $(TSAN_LOG)/*; \
+	    echo "tsan: $$(cat $(TSAN_LOG)/* | grep -c '^WARNING: ThreadSanitizer') reports in $(TSAN_LOG)"; \
+	    exit 1; \
+	fi; \
+	[ $$rc -eq 0 ] && echo "tsan: no reports"; exit $$rc
+
+# `make format` rewrites the C sources with Debian 12's clang-format (14) and .clang-format;
+# `make format-check` only lists what it would change. Neither installs anything.
+CLANG_FORMAT ?= clang-format
+FORMAT_SRC := $(sort $(wildcard src/*/*.[ch] include/*.h tests/*.[ch]))
+format format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { echo "make $@: $(CLANG_FORMAT) not found;" \
+	    "install it (Debian: apt-get install clang-format) or set CLANG_FORMAT=" >&2; exit 1; }
+	@$(CLANG_FORMAT) $(if $(filter format,$@),-i,--dry-run --Werror) $(FORMAT_SRC)
 
 run: all
 	./$(SERVER) --model $(DEFAULT_MODEL)
@@ -147,6 +278,13 @@ bench: all $(BENCH_MODEL)/config.json
 	./$(CLI) bench-serve --spawn ./$(SERVER) --model $(BENCH_MODEL) --clients 1,8,32 -- --threads $(THREADS)
 	./$(CLI) bench-matmul --threads $(THREADS)
 	./$(CLI) bench-tokenizer --model $(TOKENIZER)
+	$(MAKE) --no-print-directory bench-python
+
+# The Python path against the C engine (python/llaisys/bench.py): the same streams through
+# one library call, a Python step/collect loop, and a Python stream.
+bench-python: all $(BENCH_MODEL)/config.json
+	PYTHONPATH=python LLAISYS_LIBRARY=$(abspath $(SO)) /usr/bin/python3 -m llaisys.bench \
+	    --model $(BENCH_MODEL) --threads $(THREADS) --streams 1,16 --prompt 128 --gen 32
 
 # Speculative decoding, one stream, spec off and on: (a) a copy model (same shapes and cost)
 # answering a prompt it repeats, (b) the random model's free text.
@@ -161,4 +299,5 @@ bench-spec: all $(BENCH_MODEL)/config.json $(BENCH_COPY_MODEL)/config.json
 clean:
 	rm -rf build llaisys-cli llaisys-server
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) \
+         $(TEST_SUPPORT_OBJ:.o=.d)

@@ -22,9 +22,26 @@
  * Per-request controls, applied to the request's logits row inside the shared batch, in this
  * order (sampler.h): logit_bias, then the penalties (repetition over prompt and output,
  * presence / frequency over the output), then eos and stop ids banned while fewer than
- * min_tokens tokens were generated, then temperature, min_p, top_k, top_p and the draw.
- * Logprobs (when asked): log_softmax(l / T) of the logits l after bias, penalties and the
- * min_tokens ban, over the whole vocabulary, before min_p / top_k / top_p (T = 1 when greedy).
+ * min_tokens tokens were generated, then the grammar mask (params.grammar, below), then
+ * temperature, min_p, top_k, top_p and the draw.
+ * Logprobs (when asked): log_softmax(l / T) of the logits l after bias, penalties, the
+ * min_tokens ban and the grammar mask, over the whole vocabulary, before min_p / top_k / top_p
+ * (T = 1 when greedy): with a grammar they are the log-probabilities of the masked
+ * distribution, the one the token was drawn from.
+ *
+ * Constrained decoding (params.grammar, grammar.h): after the min_tokens ban and before
+ * temperature, every token whose bytes cannot continue the grammar gets -inf; eos and stop ids
+ * are allowed only where the grammar accepts. The grammar state is advanced by each token's
+ * bytes, so the mask is a function of the tokens so far (determinism, preemption and the
+ * prefix cache are unaffected). When the grammar is complete (it accepts and nothing may
+ * follow) the request ends at once with "stop", min_tokens or not. Near max_tokens only tokens
+ * after which the grammar can still be completed in the tokens left are allowed, so an output
+ * cut by max_tokens is still a complete sentence when max_tokens leaves room for one. When the
+ * output starts inside the reasoning (see the text path), the grammar applies after "</think>":
+ * the reasoning is free text, and "</think>" is forced in time to complete the grammar. Stop
+ * strings still apply (and may cut a constrained output). Masks are cached per grammar state
+ * and shared by requests with equal grammars; a request whose grammar needs more states than
+ * GRAMMAR_MAX_STATES finishes with an error.
  *
  * Text path: the token's text (incremental, UTF-8 safe) goes through stop strings and the
  * reasoning split before it reaches the outbox. A stop string ends the request with "stop"; it
@@ -74,11 +91,13 @@
 #include <stdint.h>
 
 #include "engine_opts.h"
+#include "buf.h"
 #include "errors.h"
 #include "sampler.h"
 
 struct engine;
 struct engine_req;
+struct grammar;
 struct model;
 struct tokenizer;
 
@@ -112,6 +131,12 @@ struct engine_params {
     bool logprobs;                  /* report each token's logprob (engine_output.logprobs) */
     int top_logprobs;               /* and this many alternatives, 0..SAMPLER_MAX_TOP_LOGPROBS */
     bool reasoning;                 /* split <think> reasoning from the answer (see above) */
+    bool no_cache;                  /* neither take from nor publish to the prefix cache */
+    uint64_t pin_key;               /* nonzero: at a stop or length finish, keep the request's
+                                       full computed blocks pinned under this key, replacing
+                                       the key's previous pin (sessions; see engine_unpin) */
+    struct grammar *grammar;        /* constrain the output to this grammar (grammar.h), or
+                                       NULL; engine_submit takes its own reference */
 };
 
 enum engine_finish {
@@ -151,12 +176,10 @@ struct engine_output {
     struct sampler_logprobs *logprobs; /* (n_ids) one per new id when params.logprobs, else
                            NULL or not filled */
     int cap_logprobs;
-    char *text;         /* (text_len) new UTF-8 text (the answer), NUL-terminated (NULL while
-                           nothing has come yet); complete characters only (held bytes of an
-                           unfinished one come with the finish, as U+FFFD) */
-    size_t text_len, cap_text;
-    char *reasoning;    /* (reasoning_len) new reasoning text (params.reasoning), as text */
-    size_t reasoning_len, cap_reasoning;
+    struct ll_buf text; /* new UTF-8 text (the answer): text.len bytes at text.data; complete
+                           characters only (held bytes of an unfinished one come with the
+                           finish, as U+FFFD) */
+    struct ll_buf reasoning; /* new reasoning text (params.reasoning), as text */
     enum engine_finish finish; /* ENGINE_RUNNING until the final poll */
     int32_t stop_id;    /* the eos/stop id that ended it (ENGINE_FINISH_STOP), else -1 */
     int stop_str;       /* index of the stop string that ended it, else -1 */
@@ -183,6 +206,12 @@ struct engine_stats {
     double cost_prompt_token_s; /* one more row (a prompt token, a draft) beside them */
     int prompt_budget;          /* prompt tokens the last step could take (-1: no limit, nothing
                                    was decoding) */
+    int pins;                   /* pinned keys (engine_params.pin_key) */
+    int kv_pinned;              /* block references held by pins (a block pinned by two keys
+                                   counts twice) */
+    uint64_t pins_dropped;      /* pins released to make room or to keep the pin limit */
+    uint64_t grammar_masks;     /* logits rows masked by a grammar */
+    double grammar_s;           /* time spent computing and applying those masks */
 };
 
 /* Open the model directory (model.h) and its tokenizer, resolve the options for the model
@@ -217,6 +246,17 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
 /* The request's id (unique within the engine, from 1, in submit order). */
 uint64_t engine_req_id(const struct engine_req *r);
 
+/* Where a request is (any thread): waiting (never started), running (holds KV blocks),
+ * preempted (gave its blocks up, waits to recompute), finished; *finish (may be NULL) gets why
+ * it finished (ENGINE_RUNNING until then). */
+enum engine_req_state {
+    ENGINE_REQ_WAITING,
+    ENGINE_REQ_RUNNING,
+    ENGINE_REQ_PREEMPTED,
+    ENGINE_REQ_FINISHED,
+};
+enum engine_req_state engine_req_state(const struct engine_req *r, enum engine_finish *finish);
+
 /* Ask for a request to end (any thread, any state; a no-op once finished). It finishes as
  * ENGINE_FINISH_CANCELLED at the next step boundary and its KV blocks are freed. */
 void engine_cancel(struct engine_req *r);
@@ -246,6 +286,15 @@ enum ll_status engine_step(struct engine *e, bool *did_work, struct ll_err *err)
  * LL_OK or engine_step's error. */
 enum ll_status engine_run_until_idle(struct engine *e, struct ll_err *err);
 
+/* Whether a step has anything to do: a request submitted, waiting or running, or a cancel to
+ * apply. From the controlling thread, while the engine's own thread is not running. */
+bool engine_has_work(struct engine *e);
+
+/* Forget the prefix cache (every cached block becomes free). From the controlling thread, while
+ * the engine's own thread is not running. Returns false, changing nothing, while a request
+ * holds KV blocks. */
+bool engine_reset_prefix_cache(struct engine *e);
+
 /* Start the engine's scheduler thread: steps in a loop, sleeps while idle, wakes on submit and
  * cancel. Returns LL_OK, LL_EINVAL (already started) or LL_ENOMEM (no thread). */
 enum ll_status engine_start(struct engine *e, struct ll_err *err);
@@ -256,6 +305,18 @@ void engine_stop(struct engine *e);
 
 /* Snapshot of the counters (any thread). */
 void engine_get_stats(struct engine *e, struct engine_stats *st);
+
+/* Pins (pins.c): a pin holds references on a finished request's full computed blocks, so they
+ * are never evicted and the next request with that prefix finds them in the prefix cache.
+ * Pinned blocks never make a request wait or get preempted: when blocks are missing the
+ * scheduler releases the least recently used pins first (their blocks stay in the ordinary
+ * prefix cache until evicted). engine_set_pin_limit caps the block references all pins hold
+ * (past it the least recently used pins are released; default 0: no pins kept); engine_unpin
+ * releases a key's pin at the next step; engine_pinned_blocks says how many blocks a key pins
+ * now (0: none). Any thread. */
+void engine_set_pin_limit(struct engine *e, int blocks);
+void engine_unpin(struct engine *e, uint64_t key);
+int engine_pinned_blocks(struct engine *e, uint64_t key);
 
 /* "stop", "length", "cancelled", "error" ("" while running): the OpenAI finish_reason words. */
 const char *engine_finish_str(enum engine_finish f);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "errors.h"
+#include "model.h"
 
 struct model_config;
 
@@ -63,12 +64,18 @@ struct engine_opts {
     int max_queue;        /* requests submitted and not yet started (default 256) */
     bool exact;           /* f32 activations and KV (LL_MATH_EXACT); default bf16 fast path */
     bool no_prefix_cache; /* never share blocks between requests */
+    int quant;            /* --quant, an index into engine_quant_names: 0 takes the weights as
+                             stored; else the linear weights are quantized while loading to
+                             the type of that name (engine_opts_model_open) */
     int itl_target_ms;    /* inter-token latency target: while sequences decode, prompt chunks
                              are sized by the measured step cost so a step stays under it
                              (scheduler.c; default ENGINE_ITL_TARGET_MS) */
     enum engine_spec spec; /* speculative decoding (default ENGINE_SPEC_OFF) */
     int spec_max_draft;   /* draft tokens per sequence and step at most (default 4) */
 };
+
+/* The values of --quant: "none", then ll_qtype_name of each enum ll_qtype in order; NULL-ended. */
+extern const char *const engine_quant_names[];
 
 /* The options, the index of each in engine_opt_defs. */
 enum engine_opt_id {
@@ -82,6 +89,7 @@ enum engine_opt_id {
     ENGINE_OPT_BLOCK_SIZE,
     ENGINE_OPT_NO_PREFIX_CACHE,
     ENGINE_OPT_EXACT,
+    ENGINE_OPT_QUANT,
     ENGINE_OPT_ITL_TARGET_MS,
     ENGINE_OPT_SPEC,
     ENGINE_OPT_SPEC_MAX_DRAFT,
@@ -96,7 +104,7 @@ enum engine_opt_type {
     ENGINE_OPT_INT,  /* int, in [min, max] */
     ENGINE_OPT_SIZE, /* size_t bytes in [min, max]: 65536, 512K, 2G (parse.h) */
     ENGINE_OPT_BOOL, /* bool: a flag without a value, or 1/true/yes/on, 0/false/no/off */
-    ENGINE_OPT_ENUM, /* an int-sized enum, one of names[min..max] (the name is the value) */
+    ENGINE_OPT_CHOICE, /* int: the index of the value among choices (0 is the default) */
 };
 
 struct engine_opt_def {
@@ -107,7 +115,7 @@ struct engine_opt_def {
     size_t off;           /* offset of the field in struct engine_opts */
     long long min, max;   /* what engine_create accepts (int and size) */
     const char *help;     /* what it does (engine_opts_help adds the range and default) */
-    const char *const *names; /* ENGINE_OPT_ENUM: the name of each value 0..max */
+    const char *const *choices; /* ENGINE_OPT_CHOICE: the values, NULL-ended */
 };
 
 /* The table, indexed by enum engine_opt_id. */
@@ -138,6 +146,10 @@ void engine_opts_resolve(struct engine_opts *o, const struct model_config *c);
  * other (max_batch_tokens >= max_seqs; kv_blocks x block_size <= 2^30 slots). Returns LL_OK or
  * LL_EINVAL ("engine options: --max-batch-tokens 8 must be at least --max-seqs 16"). */
 enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err);
+
+/* What model_open should do with the weights under o: quantize them at load (--quant) on
+ * o->n_threads threads (the default count when 0), or take them as stored. */
+struct model_open_opts engine_opts_model_open(const struct engine_opts *o);
 
 /* Print o as "name: value" items (names: the flags without "--", in table order) separated by
  * sep, e.g. "threads: 2" sep "ctx: 4096" ... "exact: no". Nothing before the first or after the

@@ -29,7 +29,9 @@
     X(LL_EOVERLOADED,     "overloaded",                  429, "rate_limit_error")         \
     X(LL_EAUTH,           "invalid or missing API key",  401, "authentication_error")     \
     X(LL_EBODYLIMIT,      "request body too large",      413, "invalid_request_error")    \
-    X(LL_EUNAVAILABLE,    "service unavailable",         503, "server_error")
+    X(LL_EUNAVAILABLE,    "service unavailable",         503, "server_error")             \
+    X(LL_EABORTED,        "aborted by the caller",       500, "server_error")             \
+    X(LL_EMETHOD,         "method not allowed",          405, "invalid_request_error")
 
 enum ll_status {
 #define LL_X_ENUM(id, msg, http, type) id,

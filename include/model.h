@@ -12,12 +12,15 @@
 #define LLAISYS_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dtype.h"
 #include "errors.h"
+#include "quant.h"
 
 #define LL_MAX_EOS 8
+#define LL_TENSOR_NAME_MAX 128 /* bytes of a tensor name, NUL included */
 
 /* config.json, the fields a decoder-only transformer of the Qwen2 family needs. */
 struct model_config {
@@ -38,6 +41,9 @@ struct model_config {
     int bos_token_id;      /* -1 if absent */
     int eos_ids[LL_MAX_EOS]; /* eos_token_id (int or list) */
     int n_eos;
+    bool quantized;        /* quantization_config present: the linear weights are stored as
+                              qtype planes (quant.h; the layout is in model_bind.h) */
+    enum ll_qtype qtype;   /* quantization_config.format, when quantized */
 };
 
 /* generation_config.json (optional file; has_* false when absent). */
@@ -62,6 +68,27 @@ struct ll_tensor {
     const void *data;
 };
 
+/* A linear layer's weight W (n, k), used as out = x · Wᵀ: dense (bf16/f16/f32 as stored,
+ * row-major) or quantized (quant.h). The family's weights struct holds these; m->linears lists
+ * them all so that the family-neutral code can quantize them at load and write them out. */
+struct model_linear {
+    char name[LL_TENSOR_NAME_MAX]; /* its tensor name, e.g. "model.layers.0.mlp.up_proj.weight" */
+    int n, k;                      /* output rows, inputs */
+    bool quantized;
+    bool tied;                     /* dense is another tensor of the model (a tied lm_head's
+                                      embedding), which stays in use */
+    struct ll_tensor dense;        /* (n, k) as stored; data NULL once quantized at load, unless
+                                      tied */
+    struct ll_qweight q;           /* when quantized: planes in the file's mmap or in m->qmem */
+};
+
+/* How model_open treats the weights it finds. A zeroed struct (or NULL) takes them as stored. */
+struct model_open_opts {
+    bool quantize;       /* quantize every dense linear weight to qtype while loading */
+    enum ll_qtype qtype;
+    int n_threads;       /* threads that quantize (default LL_POOL_DEFAULT_THREADS) */
+};
+
 struct model_family; /* model_registry.h */
 struct safetensors;  /* safetensors.h */
 
@@ -74,15 +101,33 @@ struct model {
     void *weights;               /* the family's own weights struct (e.g. struct qwen2_weights
                                     in qwen2.h): made by family->bind, freed by family->unbind;
                                     opaque to everything outside the family */
-    enum ll_dtype weight_dtype;  /* dtype of the projection weights (set by bind; for reports) */
+    enum ll_dtype weight_dtype;  /* dtype of the projection weights as stored (set by bind; for
+                                    reports) */
+    struct model_linear **linears; /* (n_linears) every linear weight of the family's struct, in
+                                      bind order; the structs belong to m->weights */
+    int n_linears, cap_linears;
+    bool quantized;              /* every linear weight is quantized (stored so or at load) */
+    enum ll_qtype qtype;         /* their type, when quantized */
+    void *qmem;                  /* the planes quantized at load (one allocation), or NULL */
+    size_t qmem_bytes;
+    double quant_seconds;        /* time spent quantizing at load (0 when stored quantized) */
 };
 
 /* Open a Hugging Face model directory: config.json, generation_config.json (optional),
  * model.safetensors or model.safetensors.index.json + shards. Validates every tensor's dtype,
- * shape and byte range against the file and the config. On failure returns the error with a
- * message naming the file and what is wrong, and *out is NULL.
- * Returns LL_OK, LL_EIO, LL_EJSON, LL_EFORMAT, LL_EMODEL, LL_EUNSUPPORTED, LL_ENOMEM. */
-enum ll_status model_open(struct model **out, const char *dir, struct ll_err *err);
+ * shape and byte range against the file and the config. With opts->quantize, the dense linear
+ * weights are then quantized in parallel (logged with the time it took; a model stored in
+ * another quantized type is refused, one stored in the same type is taken as is). opts may be
+ * NULL. On failure returns the error with a message naming the file and what is wrong (the
+ * tensor, for a weight), and *out is NULL.
+ * Returns LL_OK, LL_EIO, LL_EJSON, LL_EFORMAT, LL_EMODEL, LL_EUNSUPPORTED, LL_EINVAL (a weight
+ * that cannot be quantized, e.g. non-finite; names it), LL_ENOMEM. */
+enum ll_status model_open(struct model **out, const char *dir, const struct model_open_opts *opts,
+                          struct ll_err *err);
+/* The weights in a few words, for reports, into buf (NUL-terminated, truncated to size): "bf16",
+ * "q4_0 (stored; bf16 embedding)" or "q8_0 (quantized at load in 5.12 s; bf16 embedding)". */
+void model_weights_str(const struct model *m, char *buf, size_t size);
+
 /* Free everything model_open allocated (NULL is a no-op). */
 void model_close(struct model *m);
 

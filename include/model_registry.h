@@ -15,6 +15,7 @@
 #ifndef LLAISYS_MODEL_REGISTRY_H
 #define LLAISYS_MODEL_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "errors.h"
@@ -27,6 +28,8 @@ struct ll_batch;
 struct model_family {
     const char *model_type;           /* config.json model_type, e.g. "qwen2" */
     const char *const *architectures; /* config.json architectures it also answers to, NULL-ended */
+    bool no_weights;                  /* the directory has no weight files; config.json needs only
+                                         the vocabulary and context sizes (the mock family) */
     /* Make the family's weights struct, store it in m->weights (opaque to everyone else) and
      * point it at the tensors of m->st, checking every name, shape and dtype against m->config;
      * set m->weight_dtype. Returns LL_OK, LL_EMODEL (missing tensor, wrong shape),

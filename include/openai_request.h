@@ -3,8 +3,12 @@
  * parameters: /v1/chat/completions, /v1/completions, and vLLM's /tokenize and /detokenize.
  *
  * Parsing checks JSON syntax, UTF-8, every known field's type and range (naming the field), and
- * normalises chat messages into the variables a chat template sees. Unknown fields are ignored;
- * JSON null counts as absent. What depends on the loaded model (context length, vocabulary,
+ * normalises chat messages into the variables a chat template sees. A field the server does not
+ * implement is refused (LL_EUNSUPPORTED, code "unsupported_parameter", naming it), except
+ * OpenAI's hints (user, metadata, store, service_tier, reasoning_effort, prompt_cache_key,
+ * safety_identifier), which are type-checked and have no effect; JSON null counts as absent.
+ * response_format (json_object, json_schema) and vLLM's guided_json are compiled into a grammar
+ * here (grammar.h), so a schema the engine cannot enforce is a 400 naming the keyword. What depends on the loaded model (context length, vocabulary,
  * served name) is checked later by the server. Pure functions of their input: any thread.
  */
 #ifndef LLAISYS_OPENAI_REQUEST_H
@@ -19,6 +23,7 @@
 #include "gen_params.h"
 
 struct cJSON;
+struct grammar;
 
 /* Limits of a request. Stop strings, stop ids, logit_bias entries and top_logprobs take the
  * engine's and the sampler's (ENGINE_MAX_*, SAMPLER_MAX_TOP_LOGPROBS); sampling values the
@@ -53,6 +58,7 @@ struct cJSON *oai_error_object(const struct oai_error *e);
 enum oai_kind {
     OAI_CHAT,       /* /v1/chat/completions */
     OAI_COMPLETION, /* /v1/completions */
+    OAI_RESPONSES,  /* /v1/responses: a chat request in the Responses API's shape */
 };
 
 /* One prompt of /v1/completions: text (to be encoded with BOS) or token ids. */
@@ -61,6 +67,14 @@ struct oai_prompt {
     size_t text_len;
     int32_t *ids;   /* (n_ids) when given as ids, else NULL */
     int n_ids;
+};
+
+/* tool_choice (chat; the legacy function_call maps onto it). */
+enum oai_tool_choice {
+    OAI_TOOL_AUTO,     /* the model decides (default with tools) */
+    OAI_TOOL_NONE,     /* tools are not offered to the model */
+    OAI_TOOL_REQUIRED, /* at least one call */
+    OAI_TOOL_NAMED,    /* exactly the function tool_choice names */
 };
 
 /* A parsed generation request. Owned by the caller; free with oai_request_free. Fields not
@@ -87,15 +101,35 @@ struct oai_request {
     bool skip_special_tokens;    /* vLLM extension (default true) */
     bool echo;                   /* completions (default false) */
     char *user;                  /* NULL when absent */
+    char *session_id;            /* llaisys: the session of this turn (sessions.h), or NULL */
+    bool no_cache;               /* cache_prompt / reuse_prefix false (default: both true) */
 
-    /* chat: the template variables: {"messages": [...], "add_generation_prompt": bool,
-     * "tools": [...] when given, and chat_template_kwargs' keys}. Message content is a string
-     * (text parts joined with "\n") or null; role "developer" becomes "system". */
+    /* structured output: response_format json_object / json_schema or vLLM's guided_json */
+    struct grammar *grammar;     /* the constraint (a reference), or NULL */
+
+    /* chat tools: [{"type": "function", "function": {name, description?, parameters?,
+     * strict?}}], checked (names unique, [A-Za-z0-9_-]{1,64}); NULL when none */
+    struct cJSON *tools;
+    int n_tools;
+    enum oai_tool_choice tool_choice;
+    char *tool_choice_name;      /* OAI_TOOL_NAMED */
+    bool parallel_tool_calls;    /* default true (false with the legacy fields) */
+    bool legacy_functions;       /* sent as functions / function_call: answered in that shape */
+
+    /* chat: the template variables: {"messages": [...], "add_generation_prompt": bool, and
+     * chat_template_kwargs' keys} ("tools" is added by the server: tool_calls.h). Message
+     * content is a string (text parts joined with "\n") or null; role "developer" becomes
+     * "system"; the legacy role "function" becomes "tool" and an assistant's function_call a
+     * tool call. */
     struct cJSON *chat_context;
 
     /* completions */
     struct oai_prompt *prompts;  /* (n_prompts) */
     int n_prompts;
+
+    /* responses: what the response object repeats of the request (instructions, tools,
+     * tool_choice, text, temperature, top_p, max_output_tokens, ...), a JSON object */
+    struct cJSON *resp_echo;
 };
 
 /* Parse a request body of `kind` (len bytes, need not be NUL-terminated). On LL_OK *r owns its
@@ -108,17 +142,31 @@ struct oai_request {
 enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, const char *body,
                                  size_t len, struct oai_error *e);
 
+/* POST /v1/responses: {model, input (a string, or items: messages with input_text /
+ * output_text parts, function_call, function_call_output, reasoning (left out of the prompt)),
+ * instructions (a system message first), tools ([{type: "function", name, description,
+ * parameters, strict}]), tool_choice, parallel_tool_calls, text.format (text, json_object,
+ * json_schema {name, schema, strict}), max_output_tokens, temperature, top_p, stream,
+ * truncation ("disabled"), include ([]), reasoning (a hint), and the hints of the chat route}
+ * into a chat request (kind OAI_RESPONSES, n = 1). previous_response_id is refused: no
+ * response is stored (the client sends the conversation as input). Same returns as
+ * oai_request_parse. */
+enum ll_status oai_responses_parse(struct oai_request *r, const char *body, size_t len,
+                                   struct oai_error *e);
+
 /* Whether the engine can serve what r asks: LL_OK, or LL_EUNSUPPORTED naming the field when
  * it cannot (echo together with logprobs: the prompt's logprobs are not computed). */
+/* (a request field the server does not implement is refused by the parse already) */
 enum ll_status oai_request_check_supported(const struct oai_request *r, struct oai_error *e);
 
 /* Free what a parse allocated and zero *r (safe on a zeroed struct). */
 void oai_request_free(struct oai_request *r);
 
 /* The engine parameters of r for the model whose generation_config.json gave g: sampling and
- * penalties by gen_params_resolve (gen_params.h), every other control copied from r. The
+ * penalties by gen_params_resolve (gen_params.h), every other control copied from r (the
+ * grammar of response_format included; a tool-call grammar is the server's to set). The
  * prompt, choice and reasoning fields are left zero for the caller; arrays and strings point
- * into r (valid while r is; engine_submit copies them). */
+ * into r (valid while r is; engine_submit copies them or takes references). */
 void oai_request_params(const struct oai_request *r, const struct generation_defaults *g,
                         struct engine_params *out);
 
@@ -134,12 +182,13 @@ enum ll_status oai_batch_line_parse(struct oai_request *r, struct cJSON **id, co
 
 /* POST /tokenize (vLLM): either {"prompt": string, "add_special_tokens" (default true)} or
  * {"messages": [...], "add_generation_prompt" (default true), "add_special_tokens" (default
- * false), "chat_template_kwargs"}; optional "model", "return_token_strs". */
+ * false), "chat_template_kwargs", "tools"}; optional "model", "return_token_strs". */
 struct oai_tokenize_request {
     char *model;                 /* NULL when absent */
     char *prompt;                /* the prompt form, else NULL */
     size_t prompt_len;
     struct cJSON *chat_context;  /* the messages form (as in struct oai_request), else NULL */
+    struct cJSON *tools;         /* the messages form's "tools" (checked as for chat), or NULL */
     bool add_special_tokens;
     bool return_token_strs;
 };
@@ -152,6 +201,7 @@ struct oai_detokenize_request {
 };
 
 /* Parse the bodies above; same returns and ownership as oai_request_parse. */
+/* (tokenize checks its fields too; detokenize knows tokens and model) */
 enum ll_status oai_tokenize_parse(struct oai_tokenize_request *r, const char *body, size_t len,
                                   struct oai_error *e);
 enum ll_status oai_detokenize_parse(struct oai_detokenize_request *r, const char *body,

@@ -51,6 +51,11 @@ struct oai_logprobs {
     long long text_offset;             /* completions: character offset of the first token */
 };
 
+/* One tool call of a chat answer. */
+struct oai_call {
+    const char *id, *name, *arguments; /* arguments: JSON text */
+};
+
 /* One choice of a full response, or the delta of one stream chunk. */
 struct oai_choice {
     int index;
@@ -60,6 +65,11 @@ struct oai_choice {
     size_t reasoning_len;
     const struct oai_logprobs *logprobs; /* NULL: "logprobs": null */
     const char *finish_reason; /* NULL: null */
+    const struct oai_call *calls; /* (n_calls) tool calls (chat): message.tool_calls, or in a
+                                     stream delta.tool_calls with indices first_call.. */
+    int n_calls, first_call;
+    bool legacy_call;          /* write function_call (the legacy shape) instead */
+    bool content_null;         /* a whole message: "content": null */
 };
 
 /* Characters (code points) in the text the tokens ids[0..n) add (for text_offset). */

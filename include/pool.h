@@ -6,8 +6,11 @@
  * (ith, nth). Called from one thread at a time (the scheduler / CLI thread); not reentrant: fn
  * must not call ll_pool_run on the same pool (asserted), but may run nested work with a NULL pool.
  *
- * Cost: workers spin for ~200 us after an op, then sleep on a futex, so back-to-back ops (a decode
- * step issues a few hundred) cost well under a microsecond each, and an idle pool uses no CPU.
+ * Cost: on a quiet machine waiters spin for up to ~200 us, then sleep on a futex, so back-to-back
+ * ops (a decode step issues a few hundred) cost well under a microsecond each, and an idle pool
+ * uses no CPU. When waits keep outlasting the spin (another process holds a core and one of our
+ * threads is descheduled), each waiter's spin shrinks to a few microseconds, so it sleeps and
+ * frees its core for the late thread (pool.c explains the rule).
  */
 #ifndef LLAISYS_POOL_H
 #define LLAISYS_POOL_H

@@ -13,27 +13,32 @@
 #include "model.h"
 #include "runtime.h"
 
-/* One decoder layer (biases only on q/k/v). Shapes in HF layout (out, in). */
+/* One decoder layer (biases only on q/k/v). Shapes in HF layout (out, in). The linear weights
+ * are dense or quantized (struct model_linear, model.h). */
 struct qwen2_layer {
-    struct ll_tensor attn_norm;            /* (hidden) */
-    struct ll_tensor wq, wk, wv, wo;       /* (nh*hd, hidden) (nkv*hd, hidden) x2 (hidden, nh*hd) */
-    struct ll_tensor bq, bk, bv;           /* (nh*hd) (nkv*hd) (nkv*hd) */
-    struct ll_tensor mlp_norm;             /* (hidden) */
-    struct ll_tensor w_gate, w_up, w_down; /* (inter, hidden) x2, (hidden, inter) */
+    struct ll_tensor attn_norm;               /* (hidden) */
+    struct model_linear wq, wk, wv, wo;       /* (nh*hd, hidden) (nkv*hd, hidden) x2
+                                                 (hidden, nh*hd) */
+    struct ll_tensor bq, bk, bv;              /* (nh*hd) (nkv*hd) (nkv*hd) */
+    struct ll_tensor mlp_norm;                /* (hidden) */
+    struct model_linear w_gate, w_up, w_down; /* (inter, hidden) x2, (hidden, inter) */
 };
 
-/* What m->weights points at for a qwen2 model. Tensors point into the safetensors mmaps. */
+/* What m->weights points at for a qwen2 model. Tensors point into the safetensors mmaps (or,
+ * for weights quantized at load, into m->qmem). */
 struct qwen2_weights {
-    struct ll_tensor embed;      /* (vocab, hidden) model.embed_tokens.weight */
+    struct ll_tensor embed;      /* (vocab, hidden) model.embed_tokens.weight, as stored (bf16,
+                                    f16 or f32 also in a quantized model: it is gathered) */
     struct ll_tensor final_norm; /* (hidden) model.norm.weight */
-    struct ll_tensor lm_head;    /* (vocab, hidden); == embed when tied */
+    struct model_linear lm_head; /* (vocab, hidden); dense, it is the embedding when tied */
     struct qwen2_layer *layers;  /* n_layers entries */
 };
 
 /* As model_family.bind / unbind (model_registry.h): allocate a struct qwen2_weights into
  * m->weights and point it at the tensors of m->st, checking every name, shape and dtype against
- * m->config. Returns LL_OK, LL_EMODEL, LL_EUNSUPPORTED or LL_ENOMEM. qwen2_unbind frees it (safe
- * after a failed or partial bind). */
+ * m->config; the linear weights go through model_bind_linear (dense, or the quantized planes of
+ * model_bind.h). Returns LL_OK, LL_EMODEL, LL_EUNSUPPORTED or LL_ENOMEM. qwen2_unbind frees it
+ * (safe after a failed or partial bind). */
 enum ll_status qwen2_bind(struct model *m, struct ll_err *err);
 void qwen2_unbind(struct model *m);
 

@@ -21,6 +21,7 @@
 #ifndef LLAISYS_RUNTIME_H
 #define LLAISYS_RUNTIME_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "attention.h"
@@ -60,6 +61,17 @@ struct ll_batch {
     const uint8_t *want_logits;   /* (n_tokens) nonzero: produce this row's logits; NULL: last row */
     const struct ll_kv_seq *seqs; /* block tables; NULL: one sequence in slots 0..n_slots-1 */
     int n_seqs;
+    /* Optional: asked between layers (the caller's thread); true stops the step with
+     * LL_EABORTED. NULL: never asked. */
+    bool (*abort_cb)(void *data);
+    void *abort_data;
+};
+
+/* A batch checked against a runtime, each row resolved (runtime_batch_resolve). */
+struct runtime_rows {
+    const struct ll_kv_seq *seqs; /* the batch's block tables (or the default sequence's) */
+    int n_seqs;
+    int n_want;                   /* rows that want logits */
 };
 
 /* Create the runtime of m (m->family's implementation). Returns LL_OK, LL_EINVAL (an option out
@@ -73,12 +85,24 @@ void runtime_free(struct model_runtime *rt);
 /* Run one step: writes the batch's K/V into the cache and, for each row with want_logits, in row
  * order, one row of vocab_size f32 logits into logits (n_want, vocab), caller-owned.
  * Returns LL_OK, LL_EINVAL (n_tokens outside 1..max_batch, token id out of range, bad seq or
- * slot: names the row) or LL_ETOOLONG (position >= n_ctx or past the sequence's blocks). On
- * error nothing was computed. */
+ * slot: names the row) or LL_ETOOLONG (position >= n_ctx or past the sequence's blocks): then
+ * nothing was computed; or LL_EABORTED (b->abort_cb said stop between two layers: the batch's
+ * slots may hold partly written K/V, which the next write of those positions replaces; no
+ * logits). */
 enum ll_status runtime_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
                                struct ll_err *err);
 
 /* Fill the zero sizes of opts but n_ctx (used by runtime_create). */
 void runtime_opts_resolve(struct runtime_opts *opts);
+
+/* For the families' forward passes: check b against rt (sizes, token ids, positions, sequences,
+ * block tables, slots) and resolve every row: slot[i] its KV slot, seqi[i] its sequence, rows[]
+ * the rows that want logits in ascending order (each array has b->n_tokens entries, the
+ * caller's). seq0 is the family's default sequence (used when b->seqs is NULL). Returns LL_OK
+ * or runtime_forward's LL_EINVAL / LL_ETOOLONG, naming the row. */
+enum ll_status runtime_batch_resolve(const struct model_runtime *rt, const struct ll_batch *b,
+                                     const struct ll_kv_seq *seq0, int32_t *slot, int32_t *seqi,
+                                     int32_t *rows, struct runtime_rows *out,
+                                     struct ll_err *err);
 
 #endif

@@ -78,6 +78,25 @@ const struct st_tensor *st_at(const struct safetensors *st, size_t i);
 /* Tensor by name, or NULL when absent. */
 const struct st_tensor *st_find(const struct safetensors *st, const char *name);
 
+/* One tensor to write: name, dtype, shape and its bytes (product(shape) * element size). */
+struct st_write_tensor {
+    const char *name;
+    enum st_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    const void *data;
+};
+
+/* Write tensors t[0..n) as a safetensors file at path (created or truncated), in the layout
+ * st_open reads: the header lists the tensors in name order after "__metadata__"
+ * {"format": "pt"} and is padded with spaces so that the data section starts at a multiple of
+ * 64 bytes; then the data, tensors whose size is a multiple of 64 bytes first (so each of those
+ * starts 64-byte aligned in the file and in an mmap of it), then the others, each part in name
+ * order, back to back. Returns LL_OK, LL_EINVAL (an empty or repeated name, a bad shape),
+ * LL_EIO (names the path) or LL_ENOMEM. */
+enum ll_status st_write(const char *path, const struct st_write_tensor *t, size_t n,
+                        struct ll_err *err);
+
 /* "BF16", "I64", ... (the format's spelling). */
 const char *st_dtype_name(enum st_dtype t);
 /* Bytes per element (1 for BOOL and the F8 types). */

@@ -30,6 +30,7 @@ struct server_opts {
     bool metrics_public;      /* --metrics-public: /metrics without a key */
     char *chat_template;      /* --chat-template FILE, else NULL (the model's) */
     char *reasoning_parser;   /* --reasoning-parser NAME, else NULL */
+    char *tool_parser;        /* --tool-parser NAME (hermes, deepseek_v3, none), else NULL */
     struct engine_opts engine; /* the engine's options (engine_opts.h: --threads, --ctx, ...),
                                   server profile, resolved but for what needs the model
                                   (n_ctx and the KV pool stay 0 until engine_create) */
@@ -40,11 +41,19 @@ struct server_opts {
                                  comes (default 10; at most write_timeout / 2) */
     double shutdown_grace;    /* --shutdown-grace seconds for in-flight requests (default 30) */
     int max_connections;      /* --max-connections (default 512) */
+    int max_connections_per_ip; /* --max-connections-per-ip (default 128) */
+    double header_timeout;    /* --header-timeout seconds for a request's whole head and body,
+                                 and for an idle keep-alive connection (default 10) */
     char **cors_origins;      /* --cors-origins "a,b" or "*" (default: no CORS headers) */
     int n_cors_origins;
     enum log_level log_level; /* --log-level error|warn|info|debug (default info) */
     char *webui_dir;          /* --webui-dir DIR: serve the WebUI from DIR, else the built-in */
     bool no_webui;            /* --no-webui: nothing at / */
+    double session_ttl;       /* --session-ttl seconds idle before a session expires (default
+                                 1800; 0: never) */
+    int max_sessions;         /* --max-sessions (default 1024) */
+    int session_kv_share;     /* --session-kv-share: percent of the KV pool pinned sessions
+                                 may hold (default 50) */
 };
 
 /* Fill *o from the defaults, then LLAISYS_* environment variables, then argv (flags win); the

@@ -1,6 +1,6 @@
 /*
- * util.h: small helpers every layer uses: internal assertions, whole-file reads, checked
- * allocation sizes.
+ * util.h: small helpers every layer uses: internal assertions, whole-file reads and writes,
+ * paths, time.
  */
 #ifndef LLAISYS_UTIL_H
 #define LLAISYS_UTIL_H
@@ -28,6 +28,10 @@ enum ll_status ll_read_file(const char *path, char **data, size_t *len, struct l
 /* The same for the rest of an open stream (stdin, a pipe); name is used in messages. */
 enum ll_status ll_read_stream(FILE *f, const char *name, char **data, size_t *len,
                               struct ll_err *err);
+
+/* Write data[0..len) to path, created or truncated. Returns LL_OK or LL_EIO (names the path and
+ * errno text). */
+enum ll_status ll_write_file(const char *path, const void *data, size_t len, struct ll_err *err);
 
 /* Join a directory and a file name into a malloc'd path (caller frees); NULL on no memory. */
 char *ll_path_join(const char *dir, const char *name);

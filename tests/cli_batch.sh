@@ -8,12 +8,7 @@
 # server's ranges; bad arguments fail.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $tmp, check
 # line_of FILE ID: the output line of request ID (string ids); ids_of LINE: its token ids.
 line_of() { grep "^{\"id\":\"$2\"" "$1"; }
 ids_of() { printf '%s\n' "$1" | sed -n 's/.*"token_ids":\[\([0-9,]*\)\].*/\1/p' | tr ',' ' '; }

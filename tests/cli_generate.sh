@@ -8,12 +8,7 @@
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 exp=tests/fixtures/tiny-qwen2.expected.json
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $tmp, check
 
 # One case of expected.json on a line of its own; then its fields.
 case_json() { sed 's/{"name":/\n{"name":/g' "$exp" | grep "^{\"name\":\"$1\""; }
@@ -143,5 +138,5 @@ LLAISYS_KERNEL=scalar "$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$t
 [ $? -eq 0 ] && grep -q 'kernels: matmul scalar, ops scalar, attention scalar;' "$tmp/out"
 check "LLAISYS_KERNEL=scalar makes every kernel scalar" $?
 LLAISYS_KERNEL=sse9 "$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$tmp/out" 2>"$tmp/err"
-[ $? -eq 0 ] && grep -q 'LLAISYS_KERNEL=sse9 unknown (scalar|avx2|avx512)' "$tmp/err"
+[ $? -eq 0 ] && grep -q 'LLAISYS_KERNEL=sse9 unknown (scalar|avx2|avxvnni|avx512)' "$tmp/err"
 check "LLAISYS_KERNEL with an unknown value is reported" $?

@@ -5,12 +5,7 @@
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 tok=models/deepseek-r1-distill-qwen-tokenizer
 files="config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json"
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $tmp, check
 
 same_files() { # same_files DIR1 DIR2: every file byte-identical
     for f in $files; do cmp -s "$1/$f" "$2/$f" || return 1; done

@@ -8,20 +8,9 @@
 # are compared through its text and token count (it returns no ids); batch's text is checked
 # against its ids. $LLAISYS_CLI and $LLAISYS_SERVER are the programs under test.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
-srv="${LLAISYS_SERVER:-./llaisys-server}"
 fixture=tests/fixtures/tiny-qwen2
-tmp=$(mktemp -d) || exit 1
-pids=""
-cleanup() {
-    for p in $pids; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+. tests/lib/harness.sh # $srv, $tmp, check, start, stop
 
-check() { # check NAME STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
 for tool in curl jq; do
     command -v "$tool" >/dev/null || { echo "not ok params tests need $tool"; exit 0; }
 done
@@ -39,22 +28,6 @@ ids='{"bos_token_id":151646,"eos_token_id":151643'
 model "$tmp/sampling" "$ids,\"do_sample\":true,\"temperature\":0.9,\"top_p\":0.9,\"top_k\":40,\"min_p\":0.02,\"repetition_penalty\":1.5}"
 model "$tmp/greedy" "$ids,\"do_sample\":false,\"temperature\":0.9,\"top_k\":3}"
 
-# start DIR: a server on DIR at a free port; sets URL and PID
-start() {
-    "$srv" --model "$1" --port 0 --log-level warn >"$tmp/srv.out" 2>"$tmp/srv.err" &
-    PID=$!
-    pids="$pids $PID"
-    URL=""
-    i=0
-    while [ $i -lt 600 ] && [ -z "$URL" ]; do
-        URL=$(sed -n 's/^llaisys-server: serving .* at \(http:[^ ]*\)$/\1/p' "$tmp/srv.out")
-        [ -n "$URL" ] || { kill -0 "$PID" 2>/dev/null || break; sleep 0.1; }
-        i=$((i + 1))
-    done
-    [ -n "$URL" ] || { sed 's/^/# /' "$tmp/srv.err" | tail -n 20; return 1; }
-}
-stop() { kill -TERM "$PID"; wait "$PID"; }
-
 prompt="151646 9707 11 1879" # "Hello, world": its greedy continuation repeats tokens
 jprompt=$(echo "$prompt" | tr ' ' ',')
 n=16
@@ -70,7 +43,7 @@ same() {
     body="{\"prompt\":[$jprompt],\"max_tokens\":$n$fields}"
     echo "$body" >"$tmp/in.jsonl"
     "$cli" batch --model "$dir" --input "$tmp/in.jsonl" >"$tmp/batch.out" 2>/dev/null
-    curl -s -m 30 -H 'Content-Type: application/json' -d "$body" "$URL/v1/completions" \
+    curl -s -m 120 -H 'Content-Type: application/json' -d "$body" "$URL/v1/completions" \
         >"$tmp/srv.json"
     bids=$(jq -r '.token_ids | map(tostring) | join(" ")' "$tmp/batch.out")
     btext=$(jq -r '.text' "$tmp/batch.out")
@@ -84,7 +57,7 @@ same() {
         echo "# texts: [$gtext] [$btext] [$stext]"; }
 }
 
-start "$tmp/sampling" || { echo "not ok server starts"; exit 0; }
+start sampling --model "$tmp/sampling" || { echo "not ok server starts"; exit 0; }
 same "greedy" "$tmp/sampling" "--temp 0" ',"temperature":0'
 greedy_penalized=$GOT
 same "seeded, every setting given" "$tmp/sampling" \
@@ -104,9 +77,9 @@ check "the defaults equal the same values given as flags, and min_p/repetition_p
 unpenalized=$("$cli" generate --model "$fixture" --ids "$prompt" -n $n --print-ids --temp 0 2>/dev/null)
 [ -n "$unpenalized" ] && [ "$unpenalized" != "$greedy_penalized" ]
 check "greedy decoding applies generation_config's repetition_penalty" $?
-stop
+stop sampling
 
-start "$tmp/greedy" || { echo "not ok server starts"; exit 0; }
+start greedy --model "$tmp/greedy" || { echo "not ok server starts"; exit 0; }
 same "do_sample false: greedy without a temperature" "$tmp/greedy" "--seed 3" ',"seed":3'
 plain_greedy=$("$cli" generate --model "$tmp/greedy" --ids "$prompt" -n $n --print-ids --temp 0 2>/dev/null)
 [ "$GOT" = "$plain_greedy" ]
@@ -118,4 +91,4 @@ no_top_k=$("$cli" generate --model "$tmp/greedy" --ids "$prompt" -n $n --print-i
     --temp 1.5 --top-k 0 2>/dev/null)
 [ "$with_top_k" != "$plain_greedy" ] && [ -n "$no_top_k" ] && [ "$with_top_k" != "$no_top_k" ]
 check "do_sample false, a temperature given: samples, and generation_config's top_k applies" $?
-stop
+stop greedy

@@ -10,51 +10,12 @@
 # of tests/server/ when its node_modules are installed (npm ci --prefix tests/server).
 # Servers listen on 127.0.0.1 at a free port, every request has a time limit, and every server
 # is killed on exit. The server under test is $LLAISYS_SERVER (default ./llaisys-server).
-srv="${LLAISYS_SERVER:-./llaisys-server}"
 model=tests/fixtures/tiny-qwen2
-tmp=$(mktemp -d) || exit 1
-pids=""
-cleanup() {
-    for p in $pids; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-check() { # check NAME STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
 
 for tool in curl jq; do
     command -v "$tool" >/dev/null || { echo "not ok server tests need $tool"; exit 0; }
 done
-
-# start NAME ARGS...: start a server, wait for its "serving" line; sets URL and PID.
-start() {
-    name=$1; shift
-    : >"$tmp/$name.out"
-    "$srv" --model "$model" --port 0 --log-level warn "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    PID=$!
-    pids="$pids $PID"
-    URL=""
-    i=0
-    while [ $i -lt 600 ]; do
-        URL=$(sed -n 's/^llaisys-server: serving .* at \(http:[^ ]*\)$/\1/p' "$tmp/$name.out")
-        [ -n "$URL" ] && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    echo "# server $name did not start:"; sed 's/^/# /' "$tmp/$name.err" | tail -n 20
-    return 1
-}
-
-# stop NAME: SIGTERM the current server, check it exits 0 (under ASan: without leaks)
-stop() {
-    kill -TERM "$PID"; wait "$PID"; rc=$?
-    [ $rc -eq 0 ] || sed 's/^/# /' "$tmp/$1.err" | tail -n 20
-    check "$1 server: SIGTERM, exit 0" $rc
-}
 
 # c ARGS...: curl with a time limit, body to stdout
 c() { curl -s -m 30 "$@"; }
@@ -111,7 +72,7 @@ check "bad LLAISYS_MAX_SEQS: exit 2 naming it" $?
 [ $rc -eq 1 ] && grep -q '/nonexistent' "$tmp/e"
 check "unloadable model: exit 1 naming it" $?
 "$srv" --model "$model" --spec fast >/dev/null 2>"$tmp/e"; rc=$?
-[ $rc -eq 2 ] && grep -q -- "--spec: must be off, ngram or ngram-always (got 'fast')" "$tmp/e"
+[ $rc -eq 2 ] && grep -q -- "--spec: must be one of off, ngram, ngram-always (got 'fast')" "$tmp/e"
 check "bad --spec mode: exit 2 listing the modes" $?
 LLAISYS_ITL_TARGET_MS=0 "$srv" --model "$model" >/dev/null 2>"$tmp/e"; rc=$?
 [ $rc -eq 2 ] && grep -q 'LLAISYS_ITL_TARGET_MS: must be an integer from 1 to 600000' "$tmp/e"
@@ -119,12 +80,12 @@ check "bad LLAISYS_ITL_TARGET_MS: exit 2 with the range" $?
 "$srv" --model "$model" --spec-max-draft 17 >/dev/null 2>"$tmp/e"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--spec-max-draft: must be an integer from 1 to 16' "$tmp/e"
 check "--spec-max-draft above 16: exit 2 with the range" $?
-grep -q -- '--spec MODE .*(off, ngram or ngram-always; default off)' "$tmp/help" &&
+grep -q -- '--spec MODE .*off, ngram or ngram-always: .*(default off)' "$tmp/help" &&
     grep -q -- '--itl-target-ms MS .*(1 to 600000; default [0-9]*)' "$tmp/help" &&
     grep -q 'LLAISYS_SPEC_MAX_DRAFT' "$tmp/help"
 check "--help documents --spec, --spec-max-draft and --itl-target-ms" $?
 
-start main --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
+start main --model "$model" --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
 echo "ok server starts and prints its URL"
 grep -q 'max-seqs: 4' "$tmp/main.err" && grep -q 'max-batch-tokens: 128' "$tmp/main.err" &&
     grep -q 'ctx: 4096' "$tmp/main.err"
@@ -274,8 +235,9 @@ err "unknown model" 404 not_found_error /v1/chat/completions "{$msgs,\"model\":\
 [ "$(jq -r '.error.code' "$tmp/err")" = model_not_found ]
 check "unknown model: code model_not_found" $?
 err "cancel of an unknown id" 404 not_found_error /v1/requests/nope/cancel ''
-[ "$(code -X DELETE "$URL/v1/models")" = 404 ]
-check "wrong method: 404" $?
+[ "$(code -X DELETE "$URL/v1/models")" = 405 ] && [ "$(code "$URL/v1/chat/completions")" = 405 ] &&
+    c -i "$URL/v1/responses" | grep -qi '^Allow: POST' && [ "$(code "$URL/v1/nope")" = 404 ]
+check "wrong method on a route: 405 with Allow; unknown route: 404" $?
 kill -0 "$PID"
 check "server alive after the malformed inputs" $?
 
@@ -324,7 +286,7 @@ fi
 stop main
 
 # ---- sampling and stopping controls, logprobs, n, the reasoning split ----
-start ctl --max-seqs 8 || exit 0
+start ctl --model "$model" --max-seqs 8 || exit 0
 grep -q 'reasoning-parser: auto: deepseek_r1 (the chat template opens <think>)' "$tmp/ctl.err"
 check "reasoning split chosen automatically: the template opens <think>" $?
 cp='{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"ignore_eos":true}'
@@ -396,7 +358,7 @@ check "reasoning closed: the answer streams as content deltas" $?
 stop ctl
 
 # ---- queue full, keep-alives, shutdown with a stream in flight ----
-start queue --max-seqs 1 --max-queue 1 --sse-keepalive 0.2 --shutdown-grace 0.3 || exit 0
+start queue --model "$model" --max-seqs 1 --max-queue 1 --sse-keepalive 0.2 --shutdown-grace 0.3 || exit 0
 curl -s -N -m 60 -d "$long" "$URL/v1/chat/completions" >"$tmp/qa" &
 qa=$!
 wait_metric llaisys_num_requests_running "" 1
@@ -419,7 +381,7 @@ check "SIGTERM with streams in flight: final chunks, [DONE], exit 0" $?
 
 # ---- auth ----
 printf '# keys\nfile-key-1\n\n' >"$tmp/keys"
-start auth --api-key sekret --api-key-file "$tmp/keys" --log-level info || exit 0
+start auth --model "$model" --api-key sekret --api-key-file "$tmp/keys" --log-level info || exit 0
 [ "$(code "$URL/v1/models")" = 401 ] &&
     [ "$(code -H 'Authorization: Bearer wrong' "$URL/v1/models")" = 401 ] &&
     [ "$(code -H 'Authorization: Bearer sekretX' "$URL/v1/models")" = 401 ] &&
@@ -441,7 +403,7 @@ grep -q 'logged-1 POST /v1/chat/completions 200 model=tiny-qwen2 finish=length c
 check "log line carries request id, model, status, tokens and latencies" $?
 stop auth
 
-start pub --api-key sekret --metrics-public --cors-origins 'https://app.example' \
+start pub --model "$model" --api-key sekret --metrics-public --cors-origins 'https://app.example' \
     --request-timeout 0.3 || exit 0
 [ "$(code "$URL/metrics")" = 200 ]
 check "--metrics-public serves /metrics without a key" $?
@@ -472,7 +434,7 @@ if "$cli" mkmodel --preset tiny --untied --copy 16 --tokenizer "$model" "$tmp/co
     b2='{"prompt":[400,401,402,403,404,405],"max_tokens":50,"temperature":0.1,"seed":3,"n":2,"stop":["lic $;"],"logit_bias":{"400":8,"401":8,"402":8,"403":8,"404":8,"405":8,"406":8,"407":8,"408":8,"409":8,"410":8,"411":8,"412":8,"413":8,"414":8,"415":8}}'
     b3='{"prompt":[2400,2401,2402,2403],"max_tokens":40,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}'
     for mode in off ngram-always ngram; do
-        start "spec-$mode" --spec "$mode" --spec-max-draft 5 || exit 0
+        start "spec-$mode" --model "$model" --spec "$mode" --spec-max-draft 5 || exit 0
         post /v1/completions "$b1" >"$tmp/$mode.1"
         post /v1/completions "$b2" >"$tmp/$mode.2"
         post /v1/completions "$b3" -N | grep '^data: {' | sed 's/^data: //' >"$tmp/$mode.3"

@@ -8,12 +8,7 @@
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 tpl=tests/fixtures/chat-templates
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $tmp, check
 
 # r1.cases.json single_user, template and bos token from the model directory
 cat >"$tmp/ctx1.json" <<'EOF_'

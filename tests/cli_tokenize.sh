@@ -6,12 +6,7 @@
 # --model directory failing with a message.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
-}
+. tests/lib/harness.sh # $tmp, check
 
 # bos_hello: add_special_tokens true
 out=$(printf 'Hello, world!' | "$cli" tokenize --model "$model")

@@ -1,12 +1,17 @@
 #!/bin/sh
-# run.sh TEST_BINARY...: runs each cmocka test binary from the repository root, then the
-# black-box CLI scripts tests/cli_*.sh (each prints "ok NAME" / "not ok NAME" lines), and prints
-# one closing line "tests: N passed, N failed". Exit status is non-zero if anything failed.
-# The CLI under test is $LLAISYS_CLI (default ./llaisys-cli).
+# run.sh TEST_BINARY... [SCRIPT.sh...]: runs each cmocka test binary from the repository root,
+# then the black-box scripts named (all of tests/cli_*.sh when none is; each prints "ok NAME" /
+# "not ok NAME" lines), and prints one closing line "tests: N passed, N failed". Exit status is
+# non-zero if anything failed. The CLI under test is $LLAISYS_CLI (default ./llaisys-cli).
 cd "$(dirname "$0")/.." || exit 1
+bins=""; scripts=""
+for a in "$@"; do
+    case $a in *.sh) scripts="$scripts $a" ;; *) bins="$bins $a" ;; esac
+done
+[ -n "$scripts" ] || scripts=$(echo tests/cli_*.sh)
 passed=0; failed=0; broken=""
 log=$(mktemp); trap 'rm -f "$log"' EXIT
-for t in "$@"; do
+for t in $bins; do
     "$t" >"$log" 2>&1; rc=$?
     cat "$log"
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
@@ -14,7 +19,7 @@ for t in "$@"; do
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
     if [ "$rc" -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); broken="$broken $t"; fi
 done
-for s in tests/cli_*.sh; do
+for s in $scripts; do
     [ -f "$s" ] || continue
     sh "$s" >"$log" 2>&1; rc=$?
     cat "$log"

@@ -7,7 +7,9 @@
  * rejected; stop ids, eos, default max_tokens; a mixed run (shared prefixes, staggered
  * arrivals, cancels, a tiny pool) gives the same tokens as a roomy one; the threaded mode with
  * pollers on other threads, and callers that cancel or walk away while their requests finish;
- * text deltas add up to the decoded text.
+ * text deltas add up to the decoded text. The determinism checks (greedy batched == alone ==
+ * the plain runtime; seeded alone, batched, preempted, prefix-cached; a prefix hit's logits) run
+ * again with the weights quantized at load to q8_0 and q4_0 (--quant).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,142 +23,13 @@
 #include <string.h>
 
 #include "engine.h"
+#include "engine_harness.h"
 #include "kv_pool.h"
 #include "model.h"
 #include "ops.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "tokenizer.h"
-
-#define FIXTURE "tests/fixtures/tiny-qwen2"
-#define MAXOUT 128
-
-struct result {
-    int32_t ids[MAXOUT];
-    int n;
-    char text[8192];
-    size_t len;
-    enum engine_finish finish;
-    int32_t stop_id;
-    struct engine_usage usage;
-};
-
-/* Tests run one compute thread unless they ask (results do not depend on it, and a second
- * thread spinning on a shared 2-core machine only slows everything down). */
-static struct engine *make_engine(struct engine_opts o)
-{
-    struct engine *e = NULL;
-    if (o.n_threads == 0)
-        o.n_threads = 1;
-    struct ll_err err = {0};
-    enum ll_status s = engine_create(&e, FIXTURE, &o, &err);
-    if (s != LL_OK)
-        print_error("engine_create: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return e;
-}
-
-/* Deterministic pseudo-random prompt of n ids among the first 150000. */
-static void make_prompt(int32_t *ids, int n, uint64_t salt)
-{
-    for (int i = 0; i < n; i++)
-        ids[i] = (int32_t)(sampler_uniform(salt, (uint64_t)i) * 150000);
-}
-
-static struct engine_req *submit(struct engine *e, const struct engine_params *p)
-{
-    struct engine_req *r = NULL;
-    struct ll_err err = {0};
-    enum ll_status s = engine_submit(e, p, &r, &err);
-    if (s != LL_OK)
-        print_error("engine_submit: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return r;
-}
-
-/* Move whatever the request has produced into res (accumulating). */
-static void drain(struct engine_req *r, struct result *res)
-{
-    struct engine_output out = {0};
-    engine_poll(r, &out);
-    assert_true(res->n + out.n_ids <= MAXOUT);
-    if (out.n_ids)
-        memcpy(res->ids + res->n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
-    res->n += out.n_ids;
-    assert_true(res->len + out.text_len < sizeof res->text);
-    if (out.text_len)
-        memcpy(res->text + res->len, out.text, out.text_len);
-    res->len += out.text_len;
-    res->text[res->len] = '\0';
-    res->finish = out.finish;
-    res->stop_id = out.stop_id;
-    res->usage = out.usage;
-    engine_output_free(&out);
-}
-
-static void run_idle(struct engine *e)
-{
-    struct ll_err err = {0};
-    enum ll_status s = engine_run_until_idle(e, &err);
-    if (s != LL_OK)
-        print_error("engine_run_until_idle: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-}
-
-static void assert_pool_empty(struct engine *e)
-{
-    struct engine_stats st;
-    engine_get_stats(e, &st);
-    assert_int_equal(st.kv_in_use, 0);
-    assert_int_equal(st.running, 0);
-    assert_int_equal(st.waiting, 0);
-    assert_int_equal(st.queued, 0);
-    assert_int_equal(st.kv_in_use + st.kv_cached + st.kv_free, st.kv_blocks);
-}
-
-/* Run each of n requests on its own (one after the other in an engine with options o and no
- * prefix cache) into res[i]. */
-static void run_each_alone(struct engine_opts o, const struct engine_params *p, int n,
-                           struct result *res)
-{
-    o.no_prefix_cache = true;
-    struct engine *e = make_engine(o);
-    for (int i = 0; i < n; i++) {
-        struct engine_req *r = submit(e, &p[i]);
-        run_idle(e);
-        memset(&res[i], 0, sizeof res[i]);
-        drain(r, &res[i]);
-        assert_int_equal(res[i].usage.cached_tokens, 0);
-        engine_req_release(r);
-        assert_pool_empty(e);
-    }
-    engine_destroy(e);
-}
-
-/* Run n requests submitted together into res. */
-static void run_together(struct engine *e, const struct engine_params *p, int n,
-                         struct result *res)
-{
-    struct engine_req *r[32];
-    assert_true(n <= 32);
-    for (int i = 0; i < n; i++)
-        r[i] = submit(e, &p[i]);
-    run_idle(e);
-    for (int i = 0; i < n; i++) {
-        memset(&res[i], 0, sizeof res[i]);
-        drain(r[i], &res[i]);
-        engine_req_release(r[i]);
-    }
-    assert_pool_empty(e);
-}
-
-static void assert_same(const struct result *a, const struct result *b)
-{
-    assert_int_equal(a->n, b->n);
-    assert_memory_equal(a->ids, b->ids, sizeof(int32_t) * (size_t)a->n);
-    assert_int_equal(a->finish, b->finish);
-    assert_string_equal(a->text, b->text);
-}
 
 /* ---- greedy: batched == alone == the plain runtime ---- */
 
@@ -173,12 +46,12 @@ static void greedy_params(struct engine_params *p)
     }
 }
 
-static void test_greedy_batched_equals_alone(void **state)
+/* quant: engine_opts.quant (0: the weights as stored; 1, 2: q8_0, q4_0 quantized at load). */
+static void greedy_batched_equals_alone(int quant)
 {
-    (void)state;
     struct engine_params p[NG];
     greedy_params(p);
-    struct engine_opts o = {.n_ctx = 256, .max_seqs = 8, .max_batch_tokens = 24};
+    struct engine_opts o = {.n_ctx = 256, .max_seqs = 8, .max_batch_tokens = 24, .quant = quant};
     struct result alone[NG], batch[NG];
     run_each_alone(o, p, NG, alone);
     o.n_threads = 2; /* and another thread count */
@@ -199,7 +72,9 @@ static void test_greedy_batched_equals_alone(void **state)
     /* The plain runtime's greedy loop (one contiguous sequence) gives the same tokens. */
     struct ll_err err = {0};
     struct model *m;
-    assert_int_equal(model_open(&m, FIXTURE, &err), LL_OK);
+    struct model_open_opts mo = engine_opts_model_open(&o);
+    assert_int_equal(model_open(&m, FIXTURE, &mo, &err), LL_OK);
+    assert_int_equal(m->quantized, quant != 0);
     struct runtime_opts ro = {.n_ctx = 256, .n_threads = 1, .math = LL_MATH_FAST};
     struct model_runtime *rt;
     assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
@@ -226,9 +101,23 @@ static void test_greedy_batched_equals_alone(void **state)
     model_close(m);
 }
 
+static void test_greedy_batched_equals_alone(void **state)
+{
+    (void)state;
+    greedy_batched_equals_alone(0);
+}
+
+/* The same with q8_0 and q4_0 weights: the integer GEMM keeps a row independent of the batch. */
+static void test_greedy_batched_equals_alone_quant(void **state)
+{
+    (void)state;
+    greedy_batched_equals_alone(1);
+    greedy_batched_equals_alone(2);
+}
+
 /* ---- seeded sampling: alone, batched, preempted, prefix-cached ---- */
 
-static int32_t x_prompt[40], others[16][40];
+static int32_t x_prompt[40];
 
 static struct engine_params x_params(void)
 {
@@ -239,41 +128,19 @@ static struct engine_params x_params(void)
     };
 }
 
-static void other_params(struct engine_params *p, int n)
-{
-    for (int i = 0; i < n; i++) {
-        int len = 10 + (i * 7) % 25;
-        make_prompt(others[i], len, 9000 + (uint64_t)i);
-        p[i] = (struct engine_params){
-            .prompt = others[i], .n_prompt = len, .max_tokens = 2 + i % 3, .ignore_eos = true,
-            .sampling = {.temperature = 0.7f + 0.05f * (float)i, .top_p = 0.9f,
-                         .seed = 77 + (uint64_t)i},
-        };
-    }
-}
-
 static void test_seeded_determinism(void **state)
 {
     (void)state;
-    struct engine_params x = x_params();
+    struct engine_params x = x_params(), others[16];
+    other_params(others, 16);
     struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
     struct result alone;
-    run_each_alone(o, &x, 1, &alone);
+    assert_deterministic(o, &x, others, &alone);
     assert_int_equal(alone.n, 12);
     assert_int_equal(alone.usage.cached_tokens, 0);
     assert_int_equal(alone.usage.preemptions, 0);
 
-    /* In a batch of 16 others (x in the middle). */
-    struct engine_params p[17];
-    other_params(p, 16);
-    p[16] = p[8];
-    p[8] = x;
-    struct result res[17];
-    struct engine *e = make_engine(o);
-    run_together(e, p, 17, res);
-    engine_destroy(e);
-    assert_same(&alone, &res[8]);
-    /* and another seed gives something else */
+    /* Another seed gives something else. */
     struct engine_params x2 = x;
     x2.sampling.seed = 4321;
     struct result other;
@@ -281,56 +148,29 @@ static void test_seeded_determinism(void **state)
     assert_int_equal(other.n, 12);
     assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
 
-    /* Preempted, in a tiny pool (4 blocks of 16; x takes 3 for its prompt), with the prefix
-     * cache (recompute may hit its own freed blocks) and without (true recompute). */
-    struct engine_params q[2];
-    other_params(q, 1);
-    q[0].max_tokens = 16; /* 10 + 16 tokens: grows into its second block at position 16 */
-    q[1] = x;             /* started last: the victim */
-    struct result solo;   /* q[0] on its own */
-    run_each_alone(o, &q[0], 1, &solo);
-    for (int nocache = 0; nocache <= 1; nocache++) {
-        struct engine_opts t = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 48,
-                                .kv_blocks = 4, .no_prefix_cache = nocache};
-        e = make_engine(t);
-        run_together(e, q, 2, res);
-        struct engine_stats st;
-        engine_get_stats(e, &st);
-        engine_destroy(e);
-        assert_true(st.preemptions > 0);
-        assert_true(res[1].usage.preemptions > 0);
-        assert_same(&alone, &res[1]);
-        assert_same(&solo, &res[0]);
-    }
-
-    /* Prefix served from the cache: a request sharing x's first 32 prompt tokens runs first. */
-    e = make_engine(o);
-    struct engine_params pre = x;
-    int32_t pre_prompt[40];
-    memcpy(pre_prompt, x_prompt, sizeof pre_prompt);
-    pre_prompt[35] = 17; /* differs after the shared blocks */
-    pre.prompt = pre_prompt;
-    pre.sampling.seed = 99;
-    struct result r1, r2;
-    run_together(e, &pre, 1, &r1);
-    run_together(e, &x, 1, &r2);
-    assert_int_equal(r2.usage.cached_tokens, 32);
-    assert_same(&alone, &r2);
-    /* x again: its own blocks are cached now; still 32 (the last prompt token is computed) */
-    run_together(e, &x, 1, &r2);
-    assert_int_equal(r2.usage.cached_tokens, 32);
-    assert_same(&alone, &r2);
-    struct engine_stats st;
-    engine_get_stats(e, &st);
-    assert_true(st.cached_tokens >= 64);
-    assert_true(st.kv_cached > 0);
-    engine_destroy(e);
-
     /* A second choice index draws differently from the same seed. */
     struct engine_params xc = x;
     xc.choice = 1;
     run_each_alone(o, &xc, 1, &other);
     assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
+}
+
+/* Alone, batched, preempted and prefix-cached give the same tokens with q8_0 and q4_0 weights
+ * quantized at load, and the quantized weights change what is sampled (q4_0 on this fixture). */
+static void test_seeded_determinism_quant(void **state)
+{
+    (void)state;
+    struct engine_params x = x_params(), others[16];
+    other_params(others, 16);
+    struct result plain, res[3];
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
+    run_each_alone(o, &x, 1, &plain);
+    for (int quant = 1; quant <= 2; quant++) {
+        o.quant = quant;
+        assert_deterministic(o, &x, others, &res[quant]);
+        assert_int_equal(res[quant].n, 12);
+    }
+    assert_true(memcmp(plain.ids, res[2].ids, sizeof(int32_t) * 12) != 0);
 }
 
 /* Prefix running concurrently: a request whose prompt extends a still-running request's
@@ -367,14 +207,99 @@ static void test_prefix_of_running_request(void **state)
     assert_same(&solo, &resb);
 }
 
+/* ---- pins (sessions): a pinned prefix survives other traffic; pins never block ---- */
+
+static void test_pins(void **state)
+{
+    (void)state;
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 64,
+                            .block_size = 16, .kv_blocks = 8};
+    struct engine *e = make_engine(o);
+    engine_set_pin_limit(e, 8);
+    int32_t a[80], other[120];
+    make_prompt(a, 40, 71);
+    struct engine_params pa = {.prompt = a, .n_prompt = 40, .max_tokens = 10, .ignore_eos = true,
+                               .pin_key = 7};
+    struct engine_req *r = submit(e, &pa);
+    run_idle(e);
+    struct result ra = {0};
+    drain(r, &ra);
+    engine_req_release(r);
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.pins, 1);
+    assert_int_equal(st.kv_pinned, 3); /* 49 computed tokens: 3 full blocks */
+    assert_int_equal(engine_pinned_blocks(e, 7), 3);
+
+    /* other traffic that cycles the 5 unpinned blocks twice: the pinned prefix stays */
+    for (int k = 0; k < 2; k++) {
+        make_prompt(other, 60, 900 + (uint64_t)k);
+        struct engine_params po = {.prompt = other, .n_prompt = 60, .max_tokens = 4,
+                                   .ignore_eos = true};
+        r = submit(e, &po);
+        run_idle(e);
+        engine_req_release(r);
+    }
+    memcpy(a + 40, ra.ids, 9 * sizeof *a); /* the next turn: prompt + answer + more */
+    make_prompt(a + 49, 6, 72);
+    pa.n_prompt = 55;
+    pa.max_tokens = 4;
+    r = submit(e, &pa);
+    run_idle(e);
+    struct result rb = {0};
+    drain(r, &rb);
+    engine_req_release(r);
+    assert_int_equal(rb.usage.cached_tokens, 48);
+    engine_get_stats(e, &st);
+    assert_int_equal(st.pins, 1);
+    assert_int_equal(st.preemptions, 0);
+
+    /* a request that needs the whole pool: the pin goes first, nothing is refused or stuck */
+    make_prompt(other, 110, 950);
+    struct engine_params pbig = {.prompt = other, .n_prompt = 110, .max_tokens = 8,
+                                 .ignore_eos = true};
+    r = submit(e, &pbig);
+    run_idle(e);
+    struct result rc = {0};
+    drain(r, &rc);
+    engine_req_release(r);
+    assert_int_equal(rc.finish, ENGINE_FINISH_LENGTH);
+    engine_get_stats(e, &st);
+    assert_int_equal(st.pins, 0);
+    assert_true(st.pins_dropped >= 1);
+    assert_int_equal(st.preemptions, 0);
+
+    /* engine_unpin releases at the next step; the pin limit caps what is pinned */
+    pa.n_prompt = 40;
+    r = submit(e, &pa);
+    run_idle(e);
+    engine_req_release(r);
+    assert_int_equal(engine_pinned_blocks(e, 7), 2); /* 43 computed tokens (max_tokens 4) */
+    engine_unpin(e, 7);
+    run_idle(e);
+    bool did;
+    struct ll_err err = {0};
+    assert_int_equal(engine_step(e, &did, &err), LL_OK);
+    assert_int_equal(engine_pinned_blocks(e, 7), 0);
+    engine_set_pin_limit(e, 1);
+    r = submit(e, &pa);
+    run_idle(e);
+    engine_req_release(r);
+    assert_int_equal(engine_pinned_blocks(e, 7), 0); /* 2 blocks > the limit of 1 */
+    assert_pool_empty(e);
+    engine_destroy(e);
+}
+
 /* ---- a prefix hit gives bit-identical logits (runtime + kv_pool, no engine) ---- */
 
-static void prefix_logits_mode(enum ll_math math)
+static void prefix_logits_mode(enum ll_math math, int quant)
 {
     enum { BSZ = 16, NB = 16 };
     struct ll_err err = {0};
     struct model *m;
-    assert_int_equal(model_open(&m, FIXTURE, &err), LL_OK);
+    struct engine_opts eo = {.n_threads = 1, .quant = quant};
+    struct model_open_opts mo = engine_opts_model_open(&eo);
+    assert_int_equal(model_open(&m, FIXTURE, &mo, &err), LL_OK);
     struct runtime_opts ro = {.n_ctx = NB * BSZ, .n_slots = NB * BSZ, .block_size = BSZ,
                               .max_batch = 128, .math = math};
     struct model_runtime *rt;
@@ -457,18 +382,13 @@ static void prefix_logits_mode(enum ll_math math)
 static void test_prefix_hit_same_logits(void **state)
 {
     (void)state;
-    prefix_logits_mode(LL_MATH_FAST);
-    prefix_logits_mode(LL_MATH_EXACT);
+    for (int quant = 0; quant <= 2; quant++) {
+        prefix_logits_mode(LL_MATH_FAST, quant);
+        prefix_logits_mode(LL_MATH_EXACT, quant);
+    }
 }
 
 /* ---- cancel in every state ---- */
-
-static void step_once(struct engine *e)
-{
-    bool did;
-    struct ll_err err = {0};
-    assert_int_equal(engine_step(e, &did, &err), LL_OK);
-}
 
 static void test_cancel_states(void **state)
 {
@@ -839,20 +759,8 @@ static void *client_main(void *arg)
         if (!engine_wait(r, &out, 5.0))
             continue;
         c->polls++;
-        if (out.n_ids && c->res.n + out.n_ids <= MAXOUT) {
-            memcpy(c->res.ids + c->res.n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
-            c->res.n += out.n_ids;
-        }
-        if (out.text_len && c->res.len + out.text_len < sizeof c->res.text) {
-            memcpy(c->res.text + c->res.len, out.text, out.text_len);
-            c->res.len += out.text_len;
-            c->res.text[c->res.len] = '\0';
-        }
-        if (out.finish) {
-            c->res.finish = out.finish;
-            c->res.usage = out.usage;
+        if (!result_add(&c->res, &out) || out.finish) /* a result too long fails assert_same */
             break;
-        }
         if (c->quit_after > 0 && c->res.n >= c->quit_after)
             break;
     }
@@ -942,9 +850,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_batched_equals_alone),
+        cmocka_unit_test(test_greedy_batched_equals_alone_quant),
         cmocka_unit_test(test_seeded_determinism),
+        cmocka_unit_test(test_seeded_determinism_quant),
         cmocka_unit_test(test_prefix_of_running_request),
         cmocka_unit_test(test_prefix_hit_same_logits),
+        cmocka_unit_test(test_pins),
         cmocka_unit_test(test_cancel_states),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_stops_and_text),

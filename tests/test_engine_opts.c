@@ -50,7 +50,7 @@ static void test_table(void **state)
         assert_string_equal(d->env, env);
         assert_ptr_equal(engine_opts_find(d->flag, strlen(d->flag)), d);
         assert_true((d->arg == NULL) == (d->type == ENGINE_OPT_BOOL));
-        assert_true((d->names != NULL) == (d->type == ENGINE_OPT_ENUM));
+        assert_true((d->choices != NULL) == (d->type == ENGINE_OPT_CHOICE));
         assert_true(d->min <= d->max);
         assert_non_null(d->help);
     }
@@ -89,11 +89,32 @@ static void test_set_values(void **state)
     assert_int_equal(set(&o, ENGINE_OPT_KV_MEMORY, "0", &err), LL_EINVAL);
     assert_string_equal(err.msg, "--kv-memory: must be a size in bytes from 1 to 1024T, such as "
                                  "65536, 512K, 64M or 2G (got '0')");
+    /* --quant: a choice, stored as its index; the names are quant.h's */
+    assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q4_0", &err), LL_OK);
+    assert_int_equal(o.quant, 2);
+    struct model_open_opts mo = engine_opts_model_open(&o);
+    assert_true(mo.quantize && mo.qtype == LL_Q4_0 && mo.n_threads == 2);
+    assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q8_0", &err), LL_OK);
+    mo = engine_opts_model_open(&o);
+    assert_true(mo.quantize && mo.qtype == LL_Q8_0);
+    assert_int_equal(set(&o, ENGINE_OPT_QUANT, "none", &err), LL_OK);
+    assert_int_equal(o.quant, 0);
+    assert_false(engine_opts_model_open(&o).quantize);
+    for (int i = 1; engine_quant_names[i]; i++) {
+        enum ll_qtype t;
+        assert_true(ll_qtype_parse(engine_quant_names[i], &t));
+        assert_string_equal(ll_qtype_name(t), engine_quant_names[i]);
+    }
+    assert_int_equal(engine_opts_set(&o, def(ENGINE_OPT_QUANT), "Q4_0", "LLAISYS_QUANT", &err),
+                     LL_EINVAL);
+    assert_string_equal(err.msg, "LLAISYS_QUANT: must be one of none, q8_0, q4_0 (got 'Q4_0')");
+    assert_int_equal(set(&o, ENGINE_OPT_QUANT, NULL, &err), LL_EINVAL);
+    assert_string_equal(err.msg, "--quant needs a value (TYPE)");
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, "", &err), LL_EINVAL);
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, " 4", &err), LL_EINVAL);
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, "99999999999999999999", &err), LL_EINVAL);
 
-    /* an enum takes one of its names, nothing else */
+    /* a choice takes one of its names, nothing else */
     assert_int_equal(set(&o, ENGINE_OPT_SPEC, "ngram", &err), LL_OK);
     assert_int_equal(o.spec, ENGINE_SPEC_NGRAM);
     assert_int_equal(set(&o, ENGINE_OPT_SPEC, "ngram-always", &err), LL_OK);
@@ -104,7 +125,7 @@ static void test_set_values(void **state)
     assert_int_equal(engine_opts_set(&o, def(ENGINE_OPT_SPEC), "NGRAM", "LLAISYS_SPEC", &err),
                      LL_EINVAL);
     assert_int_equal(o.spec, ENGINE_SPEC_NGRAM);
-    assert_string_equal(err.msg, "LLAISYS_SPEC: must be off, ngram or ngram-always (got 'NGRAM')");
+    assert_string_equal(err.msg, "LLAISYS_SPEC: must be one of off, ngram, ngram-always (got 'NGRAM')");
     assert_int_equal(set(&o, ENGINE_OPT_SPEC, "", &err), LL_EINVAL);
     assert_int_equal(set(&o, ENGINE_OPT_SPEC, NULL, &err), LL_EINVAL);
     assert_string_equal(err.msg, "--spec needs a value (MODE)");
@@ -283,13 +304,17 @@ static void test_help(void **state)
     engine_opts_help(def(ENGINE_OPT_EXACT), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     assert_string_equal(h, "f32 activations and KV cache (default bf16 fast path)");
     engine_opts_help(def(ENGINE_OPT_SPEC), ENGINE_PROFILE_DEFAULT, h, sizeof h);
-    assert_non_null(strstr(h, "outputs are unchanged (off, ngram or ngram-always; default off)"));
+    assert_non_null(strstr(h, "off, ngram or ngram-always"));
+    assert_non_null(strstr(h, "outputs are unchanged (default off)"));
     engine_opts_help(def(ENGINE_OPT_SPEC_MAX_DRAFT), ENGINE_PROFILE_SERVER, h, sizeof h);
     assert_non_null(strstr(h, "(1 to 16; default 4)"));
     engine_opts_help(def(ENGINE_OPT_ITL_TARGET_MS), ENGINE_PROFILE_SERVER, h, sizeof h);
     char want[64];
     snprintf(want, sizeof want, "(1 to 600000; default %d)", ENGINE_ITL_TARGET_MS);
     assert_non_null(strstr(h, want));
+    engine_opts_help(def(ENGINE_OPT_QUANT), ENGINE_PROFILE_SERVER, h, sizeof h);
+    assert_non_null(strstr(h, "none, q8_0 (8-bit) or q4_0 (4-bit)"));
+    assert_non_null(strstr(h, "(default none: the weights as stored)"));
 }
 
 static void test_print(void **state)
@@ -297,8 +322,8 @@ static void test_print(void **state)
     (void)state;
     struct engine_opts o = {.n_threads = 2, .n_ctx = 64, .max_seqs = 4, .max_batch_tokens = 32,
                             .max_queue = 9, .kv_blocks = 8, .kv_memory = 3 << 19,
-                            .block_size = 16, .exact = true, .itl_target_ms = 250,
-                            .spec = ENGINE_SPEC_NGRAM, .spec_max_draft = 3};
+                            .block_size = 16, .exact = true, .quant = 2,
+                            .itl_target_ms = 250, .spec = ENGINE_SPEC_NGRAM, .spec_max_draft = 3};
     char buf[512] = "";
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
     assert_non_null(f);
@@ -306,8 +331,8 @@ static void test_print(void **state)
     fclose(f);
     assert_string_equal(buf, "threads: 2, ctx: 64, max-seqs: 4, max-batch-tokens: 32, "
                              "max-queue: 9, kv-blocks: 8, kv-memory: 1.5 MiB, block-size: 16, "
-                             "no-prefix-cache: no, exact: yes, itl-target-ms: 250, spec: ngram, "
-                             "spec-max-draft: 3");
+                             "no-prefix-cache: no, exact: yes, quant: q4_0, itl-target-ms: 250, "
+                             "spec: ngram, spec-max-draft: 3");
 }
 
 static void test_parse_size(void **state)

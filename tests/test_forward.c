@@ -38,7 +38,7 @@ static int setup(void **state)
 {
     (void)state;
     struct ll_err err = {0};
-    if (model_open(&model, FIXTURE, &err) != LL_OK) {
+    if (model_open(&model, FIXTURE, NULL, &err) != LL_OK) {
         fprintf(stderr, "model_open: %s\n", err.msg);
         return -1;
     }

@@ -43,9 +43,9 @@ static void test_cancel_by_id(void **state)
     live_add(t, &a);
     live_add(t, &b);
     assert_int_equal(live_count(t), 2);
-    assert_int_equal(live_cancel_id(t, "nope"), 0);
-    assert_int_equal(live_cancel_id(t, "req-a"), 1); /* by X-Request-Id */
-    assert_int_equal(live_cancel_id(t, "cmpl-2"), 1); /* by response id */
+    assert_int_equal(live_cancel_id(t, "nope", 0), 0);
+    assert_int_equal(live_cancel_id(t, "req-a", 0), 1); /* by X-Request-Id */
+    assert_int_equal(live_cancel_id(t, "cmpl-2", 0), 1); /* by response id */
     assert_int_equal(atomic_load(&n), 1);
     assert_int_equal(atomic_load(&m), 1);
     assert_int_equal(atomic_load(&a.reason), CANCEL_ROUTE);
@@ -55,10 +55,36 @@ static void test_cancel_by_id(void **state)
     live_remove(t, &a);
     live_remove(t, &a); /* a no-op */
     assert_int_equal(live_count(t), 1);
-    assert_int_equal(live_cancel_id(t, "req-a"), 0);
+    assert_int_equal(live_cancel_id(t, "req-a", 0), 0);
     assert_int_equal(atomic_load(&n), 2);
     live_remove(t, &b);
     assert_int_equal(live_count(t), 0);
+    live_destroy(t);
+}
+
+/* A key cancels only its own requests, even when another key's request has the same id. */
+static void test_cancel_owned_only(void **state)
+{
+    (void)state;
+    struct live_table *t;
+    struct ll_err err = {0};
+    assert_int_equal(live_create(&t, &err), LL_OK);
+    atomic_int n = 0, m = 0;
+    struct live_entry a = {.fd = -1, .id = "cmpl-1", .xrid = "same", .cancel = count_cancel,
+                           .owner = &n, .key = 0};
+    struct live_entry b = {.fd = -1, .id = "cmpl-2", .xrid = "same", .cancel = count_cancel,
+                           .owner = &m, .key = 1};
+    live_add(t, &a);
+    live_add(t, &b);
+    assert_int_equal(live_cancel_id(t, "cmpl-1", 1), 0); /* key 1 cannot see key 0's job */
+    assert_int_equal(atomic_load(&n), 0);
+    assert_int_equal(live_cancel_id(t, "same", 1), 1); /* only key 1's own "same" */
+    assert_int_equal(atomic_load(&n), 0);
+    assert_int_equal(atomic_load(&m), 1);
+    assert_int_equal(live_cancel_id(t, "same", 0), 1);
+    assert_int_equal(atomic_load(&n), 1);
+    live_remove(t, &a);
+    live_remove(t, &b);
     live_destroy(t);
 }
 
@@ -98,6 +124,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cancel_by_id),
+        cmocka_unit_test(test_cancel_owned_only),
         cmocka_unit_test(test_deadline_and_hangup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

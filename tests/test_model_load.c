@@ -130,7 +130,7 @@ static void test_fixture_config(void **state)
     (void)state;
     struct model *m = NULL;
     struct ll_err err = {0};
-    if (model_open(&m, FIXTURE, &err) != LL_OK)
+    if (model_open(&m, FIXTURE, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     const struct model_config *c = &m->config;
     assert_string_equal(c->model_type, "qwen2");
@@ -173,19 +173,19 @@ static void test_fixture_weights(void **state)
     (void)state;
     struct model *m = NULL;
     struct ll_err err = {0};
-    if (model_open(&m, FIXTURE, &err) != LL_OK)
+    if (model_open(&m, FIXTURE, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     const struct qwen2_weights *w = m->weights;
     assert_int_equal(w->embed.ndim, 2);
     assert_int_equal(w->embed.shape[0], 151936);
     assert_int_equal(w->embed.shape[1], 64);
-    assert_ptr_equal(w->lm_head.data, w->embed.data); /* tied */
+    assert_ptr_equal(w->lm_head.dense.data, w->embed.data); /* tied */
     assert_int_equal(w->final_norm.ndim, 1);
     assert_int_equal(w->final_norm.shape[0], 64);
     assert_int_equal(w->final_norm.shape[1], 1);
-    assert_int_equal(w->layers[0].wk.shape[0], 32);
-    assert_int_equal(w->layers[1].w_down.shape[0], 64);
-    assert_int_equal(w->layers[1].w_down.shape[1], 160);
+    assert_int_equal(w->layers[0].wk.dense.shape[0], 32);
+    assert_int_equal(w->layers[1].w_down.dense.shape[0], 64);
+    assert_int_equal(w->layers[1].w_down.dense.shape[1], 160);
 
     /* Values read from the file with a separate script (bf16 bits in the comments). */
     assert_true(bf16_at(&w->embed, 0) == -0.400390625f);                 /* 0xbecd */
@@ -194,8 +194,8 @@ static void test_fixture_weights(void **state)
     assert_true(bf16_at(&w->final_norm, 0) == 13.0f);                    /* 0x4150 */
     assert_true(bf16_at(&w->final_norm, 63) == 12.0625f);                /* 0x4141 */
     assert_true(bf16_at(&w->layers[0].bq, 0) == -0.42578125f);           /* 0xbeda */
-    assert_true(bf16_at(&w->layers[1].w_down, 64 * 160 - 1) == -0.189453125f); /* 0xbe42 */
-    assert_true(bf16_at(&w->layers[1].wk, 5 * 64 + 7) == -0.1669921875f);      /* 0xbe2b */
+    assert_true(bf16_at(&w->layers[1].w_down.dense, 64 * 160 - 1) == -0.189453125f); /* 0xbe42 */
+    assert_true(bf16_at(&w->layers[1].wk.dense, 5 * 64 + 7) == -0.1669921875f);      /* 0xbe2b */
 
     /* And byte for byte at the offsets the header gives (data section starts at byte 2792). */
     FILE *f = fopen(FIXTURE "/model.safetensors", "rb");
@@ -205,7 +205,7 @@ static void test_fixture_weights(void **state)
         long begin, end;
     } spans[] = {
         {&w->final_norm, 19620864, 19620992},
-        {&w->layers[1].w_down, 19600384, 19620864},
+        {&w->layers[1].w_down.dense, 19600384, 19620864},
         {&w->layers[0].bq, 19456128, 19456256},
     };
     for (size_t i = 0; i < LL_ARRAY_LEN(spans); i++) {
@@ -259,7 +259,7 @@ static void test_mkmodel_tiny(void **state)
     assert_int_equal(access(join(dir, "tokenizer_config.json"), R_OK), 0);
 
     struct model *m = NULL;
-    if (model_open(&m, dir, &err) != LL_OK)
+    if (model_open(&m, dir, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     const struct model_config *c = &m->config;
     assert_int_equal(c->hidden_size, 64);
@@ -274,10 +274,10 @@ static void test_mkmodel_tiny(void **state)
     assert_true(m->gen.temperature == 0.6f && m->gen.top_p == 0.95f && m->gen.do_sample);
 
     const struct qwen2_weights *w = m->weights;
-    assert_ptr_equal(w->lm_head.data, w->embed.data);
+    assert_ptr_equal(w->lm_head.dense.data, w->embed.data);
     check_generated(&w->embed, &s, "model.embed_tokens.weight");
     check_generated(&w->final_norm, &s, "model.norm.weight");
-    check_generated(&w->layers[1].wv, &s, "model.layers.1.self_attn.v_proj.weight");
+    check_generated(&w->layers[1].wv.dense, &s, "model.layers.1.self_attn.v_proj.weight");
     check_generated(&w->layers[0].bk, &s, "model.layers.0.self_attn.k_proj.bias");
     check_generated(&w->layers[1].mlp_norm, &s, "model.layers.1.post_attention_layernorm.weight");
 
@@ -286,7 +286,7 @@ static void test_mkmodel_tiny(void **state)
     const struct {
         const struct ll_tensor *t;
         double sd;
-    } dist[] = {{&w->layers[0].w_up, 0.125}, {&w->layers[1].w_down, 0.0791}, {&w->embed, 0.02}};
+    } dist[] = {{&w->layers[0].w_up.dense, 0.125}, {&w->layers[1].w_down.dense, 0.0791}, {&w->embed, 0.02}};
     for (size_t k = 0; k < LL_ARRAY_LEN(dist); k++) {
         double sum = 0, sq = 0;
         size_t n = (size_t)dist[k].t->shape[0] * (size_t)dist[k].t->shape[1];
@@ -312,7 +312,7 @@ static void test_mkmodel_untied(void **state)
     (void)state;
     struct model *m = NULL;
     struct ll_err err = {0};
-    if (model_open(&m, base_dir, &err) != LL_OK)
+    if (model_open(&m, base_dir, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     const struct model_config *c = &m->config;
     assert_int_equal(c->head_dim, 16);
@@ -324,18 +324,18 @@ static void test_mkmodel_untied(void **state)
     assert_int_equal(c->bos_token_id, 1);
     assert_int_equal(c->eos_ids[0], 2);
     const struct qwen2_weights *w = m->weights;
-    assert_ptr_not_equal(w->lm_head.data, w->embed.data);
-    assert_int_equal(w->lm_head.shape[0], 1000);
-    assert_int_equal(w->layers[0].wq.shape[0], 64);
-    assert_int_equal(w->layers[0].wq.shape[1], 32);
-    assert_int_equal(w->layers[0].wo.shape[0], 32);
-    assert_int_equal(w->layers[0].wo.shape[1], 64);
+    assert_ptr_not_equal(w->lm_head.dense.data, w->embed.data);
+    assert_int_equal(w->lm_head.dense.shape[0], 1000);
+    assert_int_equal(w->layers[0].wq.dense.shape[0], 64);
+    assert_int_equal(w->layers[0].wq.dense.shape[1], 32);
+    assert_int_equal(w->layers[0].wo.dense.shape[0], 32);
+    assert_int_equal(w->layers[0].wo.dense.shape[1], 64);
     assert_int_equal(w->layers[1].bv.shape[0], 32);
-    check_generated(&w->lm_head, &base_spec, "lm_head.weight");
+    check_generated(&w->lm_head.dense, &base_spec, "lm_head.weight");
     check_generated(&w->embed, &base_spec, "model.embed_tokens.weight");
-    check_generated(&w->layers[1].wo, &base_spec, "model.layers.1.self_attn.o_proj.weight");
-    check_generated(&w->layers[1].w_down, &base_spec, "model.layers.1.mlp.down_proj.weight");
-    check_generated(&w->layers[0].w_gate, &base_spec, "model.layers.0.mlp.gate_proj.weight");
+    check_generated(&w->layers[1].wo.dense, &base_spec, "model.layers.1.self_attn.o_proj.weight");
+    check_generated(&w->layers[1].w_down.dense, &base_spec, "model.layers.1.mlp.down_proj.weight");
+    check_generated(&w->layers[0].w_gate.dense, &base_spec, "model.layers.0.mlp.gate_proj.weight");
     model_close(m);
 }
 
@@ -477,15 +477,15 @@ static void test_sharded_model(void **state)
 
     struct model *a = NULL, *b = NULL;
     struct ll_err err = {0};
-    if (model_open(&a, dir, &err) != LL_OK)
+    if (model_open(&a, dir, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
-    assert_int_equal(model_open(&b, base_dir, &err), LL_OK);
+    assert_int_equal(model_open(&b, base_dir, NULL, &err), LL_OK);
     const struct qwen2_weights *wa = a->weights, *wb = b->weights;
     assert_memory_equal(wa->embed.data, wb->embed.data, 1000 * 32 * 2);
-    assert_memory_equal(wa->lm_head.data, wb->lm_head.data, 1000 * 32 * 2);
+    assert_memory_equal(wa->lm_head.dense.data, wb->lm_head.dense.data, 1000 * 32 * 2);
     for (int l = 0; l < 2; l++) {
-        assert_memory_equal(wa->layers[l].wq.data, wb->layers[l].wq.data, 64 * 32 * 2);
-        assert_memory_equal(wa->layers[l].w_down.data, wb->layers[l].w_down.data, 32 * 48 * 2);
+        assert_memory_equal(wa->layers[l].wq.dense.data, wb->layers[l].wq.dense.data, 64 * 32 * 2);
+        assert_memory_equal(wa->layers[l].w_down.dense.data, wb->layers[l].w_down.dense.data, 32 * 48 * 2);
         assert_memory_equal(wa->layers[l].bk.data, wb->layers[l].bk.data, 32 * 2);
     }
     model_close(a);
@@ -501,7 +501,7 @@ static void test_mixed_dtype(void **state)
     st_rewrite(dir, "model.safetensors", &e, false, NULL);
     struct model *m = NULL;
     struct ll_err err = {0};
-    if (model_open(&m, dir, &err) != LL_OK)
+    if (model_open(&m, dir, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     const struct qwen2_weights *w = m->weights;
     assert_int_equal(w->final_norm.dtype, LL_F32);
@@ -521,7 +521,7 @@ static void test_config_variants(void **state)
     json_edit(dir, "config.json", "model_type", NULL);
     struct model *m = NULL;
     struct ll_err err = {0};
-    if (model_open(&m, dir, &err) != LL_OK)
+    if (model_open(&m, dir, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     assert_string_equal(m->config.model_type, "qwen2");
     assert_false(m->gen.has_temperature || m->gen.has_top_p || m->gen.has_do_sample);
@@ -531,7 +531,7 @@ static void test_config_variants(void **state)
 
     const char *gen = "{\"eos_token_id\": [5, 9], \"top_k\": 20, \"temperature\": 0}";
     spit(join(dir, "generation_config.json"), gen, strlen(gen));
-    assert_int_equal(model_open(&m, dir, &err), LL_OK);
+    assert_int_equal(model_open(&m, dir, NULL, &err), LL_OK);
     assert_int_equal(m->config.n_eos, 3); /* 2, 5, 9 */
     assert_int_equal(m->config.eos_ids[2], 9);
     assert_true(m->gen.has_top_k && m->gen.top_k == 20);
@@ -579,7 +579,7 @@ static const struct bad_dir bad_dirs[] = {
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"llama\"", {0},
-     LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2)"},
+     LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"yarn\"}", {0},
@@ -675,7 +675,7 @@ static void test_bad_dirs(void **state)
         }
         struct model *m = (struct model *)1;
         struct ll_err err = {0};
-        enum ll_status s = model_open(&m, dir, &err);
+        enum ll_status s = model_open(&m, dir, NULL, &err);
         if (getenv("LL_TEST_VERBOSE"))
             printf("%-40s %s\n", c->what, err.msg);
         if (s != c->status || !strstr(err.msg, c->needle1) || !strstr(err.msg, c->needle2))
@@ -690,9 +690,9 @@ static void test_not_a_dir(void **state)
     (void)state;
     struct model *m = NULL;
     struct ll_err err = {0};
-    assert_int_equal(model_open(&m, "/nonexistent/model", &err), LL_EIO);
+    assert_int_equal(model_open(&m, "/nonexistent/model", NULL, &err), LL_EIO);
     assert_non_null(strstr(err.msg, "/nonexistent/model"));
-    assert_int_equal(model_open(&m, FIXTURE "/config.json", &err), LL_EIO);
+    assert_int_equal(model_open(&m, FIXTURE "/config.json", NULL, &err), LL_EIO);
     assert_non_null(strstr(err.msg, "not a directory"));
     assert_null(m);
     model_close(NULL);
@@ -710,15 +710,18 @@ static void test_registry_routes(void **state)
     assert_null(model_registry_find("llama"));
     assert_null(model_registry_find_arch("LlamaForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
+    const struct model_family *mock = model_registry_find("mock");
+    assert_non_null(mock);
+    assert_true(mock->no_weights && !f->no_weights);
     char names[64], cut[3];
     model_registry_names(names, sizeof names);
-    assert_string_equal(names, "qwen2");
+    assert_string_equal(names, "qwen2, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 
     struct model *m = NULL;
     struct ll_err err = {0};
-    if (model_open(&m, FIXTURE, &err) != LL_OK)
+    if (model_open(&m, FIXTURE, NULL, &err) != LL_OK)
         fail_msg("%s", err.msg);
     assert_ptr_equal(m->family, model_registry_find(m->config.model_type));
     assert_non_null(m->weights);
@@ -735,6 +738,21 @@ static void test_registry_routes(void **state)
     assert_int_equal(runtime_forward(rt, &b, logits, &err), LL_OK);
     for (int i = 0; i < m->config.vocab_size; i++)
         assert_true(isfinite(logits[i]));
+    runtime_free(rt);
+    model_close(m);
+
+    /* config.json's model_type picks the family: the mock directory has no weight files */
+    if (model_open(&m, "tests/fixtures/mock", NULL, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_ptr_equal(m->family, mock);
+    assert_null(m->st);
+    assert_int_equal(m->config.vocab_size, 151936);
+    assert_int_equal(m->config.n_eos, 1);
+    if (runtime_create(&rt, m, &o, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(runtime_forward(rt, &b, logits, &err), LL_OK);
+    for (int i = 0; i < m->config.vocab_size; i++)
+        assert_true(logits[i] >= -4.0f && logits[i] < 4.0f);
     free(logits);
     runtime_free(rt);
     model_close(m);

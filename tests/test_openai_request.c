@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "grammar.h"
 #include "openai_request.h"
 
 static enum ll_status parse(struct oai_request *r, enum oai_kind k, const char *body,
@@ -33,9 +34,11 @@ static void test_chat_fields(void **state)
         "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null,"
         "\"tool_calls\":[]},{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"x\"}],"
         "\"max_tokens\":7,\"max_completion_tokens\":9,\"temperature\":0.5,\"top_p\":0.9,"
-        "\"top_k\":40,\"seed\":-1,\"n\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-        "\"stop_token_ids\":[5,6],\"ignore_eos\":true,\"user\":\"u\",\"unknown\":{\"x\":[1]},"
-        "\"chat_template_kwargs\":{\"enable_thinking\":false},\"tools\":[{\"type\":\"function\"}]}";
+        "\"top_k\":40,\"seed\":-1,\"n\":3,\"stream\":true,\"stream_options\":"
+        "{\"include_usage\":true},\"stop_token_ids\":[5,6],\"ignore_eos\":true,\"user\":\"u\","
+        "\"metadata\":{\"x\":\"1\"},\"store\":false,\"chat_template_kwargs\":"
+        "{\"enable_thinking\":false},\"tools\":[{\"type\":\"function\",\"function\":"
+        "{\"name\":\"f\"}}]}";
     assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
     assert_string_equal(r.model, "m");
     assert_int_equal(r.max_tokens, 9); /* max_completion_tokens wins */
@@ -64,7 +67,11 @@ static void test_chat_fields(void **state)
         cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 3), "tool_call_id")->valuestring, "x");
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(r.chat_context, "add_generation_prompt")));
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(r.chat_context, "enable_thinking")));
-    assert_true(cJSON_IsArray(cJSON_GetObjectItem(r.chat_context, "tools")));
+    /* tools are the server's to put in the template variables (tool_calls.h) */
+    assert_null(cJSON_GetObjectItem(r.chat_context, "tools"));
+    assert_int_equal(r.n_tools, 1);
+    assert_int_equal(r.tool_choice, OAI_TOOL_AUTO);
+    assert_true(r.parallel_tool_calls && !r.legacy_functions);
     oai_request_free(&r);
 }
 
@@ -256,6 +263,93 @@ static void test_malformed_table(void **state)
          LL_EINVAL, "chat_template_kwargs"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}",
          LL_ETYPE, "tools"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"foo\":1}",
+         LL_EUNSUPPORTED, "foo"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_regex\":\"a\"}",
+         LL_EUNSUPPORTED, "guided_regex"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"metadata\":1}",
+         LL_ETYPE, "metadata"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}"
+         "]}",
+         LL_EINVAL, "tools[0].function"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"retrieval\""
+         "}]}",
+         LL_EUNSUPPORTED, "tools[0]"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"a b\"}}]}",
+         LL_EINVAL, "tools[0].function.name"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+         LL_EINVAL, "tools[1].function.name"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\",\"x\":1}}]}",
+         LL_EUNSUPPORTED, "tools[0].function.x"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
+         LL_EINVAL, "tool_choice"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"maybe\"}",
+         LL_EINVAL, "tool_choice"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"n"
+         "ame\":\"g\"}}}",
+         LL_EINVAL, "tool_choice.function.name"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}}],\"functions\":[{\"name\":\"g\"}]}",
+         LL_EINVAL, "functions"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{\"name\":\"g\"}],"
+         "\"function_call\":\"required\"}",
+         LL_EINVAL, "function_call"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}",
+         LL_ETYPE, "response_format"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xm"
+         "l\"}}",
+         LL_EINVAL, "response_format.type"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_schema\"}}",
+         LL_EINVAL, "response_format.json_schema"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_object\",\"schema\":{}}}",
+         LL_EUNSUPPORTED, "response_format.schema"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\",\"pattern\":"
+         "\"a\"}}}}",
+         LL_EUNSUPPORTED, "response_format.json_schema.schema"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_object\"},\"guided_json\":{}}",
+         LL_EINVAL, "guided_json"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
+         "on_object\"},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+         LL_EUNSUPPORTED, "response_format"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"function\":{"
+         "\"name\":\"f\",\"arguments\":{}}}]}]}",
+         LL_ETYPE, "messages[0].tool_calls[0].function.arguments"},
+        {OAI_COMPLETION,
+         "{\"prompt\":\"a\",\"best_of\":2}",
+         LL_EUNSUPPORTED, "best_of"},
+        {OAI_COMPLETION,
+         "{\"prompt\":\"a\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+         LL_EUNSUPPORTED, "tools"},
         {OAI_COMPLETION, "{}", LL_EINVAL, "prompt"},
         {OAI_COMPLETION, "{\"prompt\":5}", LL_ETYPE, "prompt"},
         {OAI_COMPLETION, "{\"prompt\":[]}", LL_EINVAL, "prompt"},
@@ -649,6 +743,80 @@ static void test_request_params(void **state)
     oai_request_free(&r);
 }
 
+
+/* response_format and guided_json become a grammar; the legacy functions map onto tools. */
+static void test_structured_and_tools(void **state)
+{
+    (void)state;
+    struct oai_request r;
+    struct oai_error e;
+    const char *M = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
+    char body[1024];
+    snprintf(body, sizeof body, "%s\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+             "{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":"
+             "{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"additionalProperties\":false}"
+             "}}}", M);
+    assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
+    assert_non_null(r.grammar);
+    assert_true(grammar_accepts(r.grammar, "{\"a\": 12}", 9, NULL));
+    assert_false(grammar_accepts(r.grammar, "{\"a\": \"x\"}", 10, NULL));
+    struct engine_params p;
+    struct generation_defaults g = {0};
+    oai_request_params(&r, &g, &p);
+    assert_ptr_equal(p.grammar, r.grammar);
+    oai_request_free(&r);
+    /* json_object: any object; text: none */
+    snprintf(body, sizeof body, "%s\"response_format\":{\"type\":\"json_object\"}}", M);
+    assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
+    assert_true(grammar_accepts(r.grammar, "{\"k\": [1, {}]}", 14, NULL));
+    assert_false(grammar_accepts(r.grammar, "[1]", 3, NULL));
+    oai_request_free(&r);
+    snprintf(body, sizeof body, "%s\"response_format\":{\"type\":\"text\"}}", M);
+    assert_int_equal(parse(&r, OAI_CHAT, body, &e), LL_OK);
+    assert_null(r.grammar);
+    oai_request_free(&r);
+    /* vLLM's guided_json, as JSON text, on completions */
+    assert_int_equal(parse(&r, OAI_COMPLETION, "{\"prompt\":\"a\",\"guided_json\":"
+                           "\"{\\\"enum\\\":[\\\"yes\\\",\\\"no\\\"]}\"}", &e), LL_OK);
+    assert_true(grammar_accepts(r.grammar, "\"no\"", 4, NULL));
+    assert_false(grammar_accepts(r.grammar, "\"maybe\"", 7, NULL));
+    oai_request_free(&r);
+
+    /* legacy functions / function_call and history */
+    assert_int_equal(parse(&r, OAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":"
+                           "\"assistant\",\"content\":null,\"function_call\":{\"name\":\"f\","
+                           "\"arguments\":\"{}\"}},{\"role\":\"function\",\"name\":\"f\","
+                           "\"content\":\"1\"}],\"functions\":[{\"name\":\"f\",\"parameters\":"
+                           "{\"type\":\"object\"}},{\"name\":\"g\"}],\"function_call\":"
+                           "{\"name\":\"g\"}}", &e), LL_OK);
+    assert_int_equal(r.n_tools, 2);
+    assert_true(r.legacy_functions && !r.parallel_tool_calls);
+    assert_int_equal(r.tool_choice, OAI_TOOL_NAMED);
+    assert_string_equal(r.tool_choice_name, "g");
+    const cJSON *t1 = cJSON_GetArrayItem(r.tools, 1);
+    assert_string_equal(cJSON_GetObjectItem(t1, "type")->valuestring, "function");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(t1, "function"), "name")->valuestring, "g");
+    const cJSON *msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    const cJSON *calls = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 1), "tool_calls");
+    assert_int_equal(cJSON_GetArraySize(calls), 1);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0),
+                                                                "function"), "name")->valuestring,
+                        "f");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 2), "role")->valuestring,
+                        "tool");
+    oai_request_free(&r);
+    /* tool_choice none keeps the tools parsed (the server leaves them out of the prompt) */
+    assert_int_equal(parse(&r, OAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
+                           "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                           "\"tool_choice\":\"none\",\"parallel_tool_calls\":false}", &e), LL_OK);
+    assert_int_equal(r.tool_choice, OAI_TOOL_NONE);
+    assert_false(r.parallel_tool_calls);
+    oai_request_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -657,7 +825,7 @@ int main(void)
         cmocka_unit_test(test_sampling_controls), cmocka_unit_test(test_utf8_and_nesting),
         cmocka_unit_test(test_error_json),       cmocka_unit_test(test_tokenize_bodies),
         cmocka_unit_test(test_unified_ranges),   cmocka_unit_test(test_batch_lines),
-        cmocka_unit_test(test_request_params),
+        cmocka_unit_test(test_request_params),   cmocka_unit_test(test_structured_and_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "openai_response.h"
+#include "../src/server/responses_out.h"
 #include "tokenizer.h"
 
 static const struct oai_meta chat_meta = {OAI_CHAT, "chatcmpl-1", 1700000000, "m\"odel"};
@@ -283,6 +284,103 @@ static void test_logprobs_lossy_subpart(void **state)
     tokenizer_free(tok);
 }
 
+
+/* Tool calls: message.tool_calls with content null, stream deltas with indices, the legacy
+ * function_call shape; the Responses API's object and events. */
+static void test_tool_calls_and_responses(void **state)
+{
+    (void)state;
+    struct oai_call calls[2] = {{"call_a", "get_weather", "{\"city\":\"P\\\"aris\"}"},
+                                {"call_b", "ping", "{}"}};
+    struct oai_choice c = {.index = 0, .calls = calls, .n_calls = 2, .content_null = true,
+                           .finish_reason = "tool_calls"};
+    struct oai_usage u = {0};
+    char *body = oai_response_body(&chat_meta, &c, 1, &u);
+    cJSON *v = cJSON_Parse(body);
+    const cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(v, "choices"), 0),
+                                         "message");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(m, "content")));
+    const cJSON *tc = cJSON_GetObjectItem(m, "tool_calls");
+    assert_int_equal(cJSON_GetArraySize(tc), 2);
+    const cJSON *t1 = cJSON_GetArrayItem(tc, 1);
+    assert_string_equal(cJSON_GetObjectItem(t1, "id")->valuestring, "call_b");
+    assert_string_equal(cJSON_GetObjectItem(t1, "type")->valuestring, "function");
+    assert_null(cJSON_GetObjectItem(t1, "index"));
+    const cJSON *f0 = cJSON_GetObjectItem(cJSON_GetArrayItem(tc, 0), "function");
+    assert_string_equal(cJSON_GetObjectItem(f0, "arguments")->valuestring,
+                        "{\"city\":\"P\\\"aris\"}");
+    cJSON_Delete(v);
+    free(body);
+
+    struct oai_choice d = {.index = 0, .calls = &calls[1], .n_calls = 1, .first_call = 1};
+    char *chunk = oai_stream_chunk(&chat_meta, &d, false, false);
+    v = cJSON_Parse(chunk);
+    const cJSON *delta = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(v, "choices"),
+                                                                0), "delta");
+    const cJSON *dc = cJSON_GetArrayItem(cJSON_GetObjectItem(delta, "tool_calls"), 0);
+    assert_int_equal(cJSON_GetObjectItem(dc, "index")->valueint, 1);
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(dc, "function"), "name")->valuestring, "ping");
+    assert_null(cJSON_GetObjectItem(delta, "content"));
+    cJSON_Delete(v);
+    free(chunk);
+
+    struct oai_choice legacy = {.index = 0, .calls = calls, .n_calls = 1, .legacy_call = true,
+                                .content_null = true, .finish_reason = "function_call"};
+    body = oai_response_body(&chat_meta, &legacy, 1, &u);
+    v = cJSON_Parse(body);
+    m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(v, "choices"), 0), "message");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(m, "function_call"), "name")->valuestring,
+        "get_weather");
+    assert_null(cJSON_GetObjectItem(m, "tool_calls"));
+    cJSON_Delete(v);
+    free(body);
+
+    /* the Responses object: items in order, usage, the request's echo over the defaults */
+    struct resp_item items[3] = {
+        {.kind = RI_REASONING, .id = "rs_1", .text = "hmm", .len = 3, .done = true},
+        {.kind = RI_MESSAGE, .id = "msg_1", .text = "hi\0x", .len = 2, .done = true},
+        {.kind = RI_CALL, .id = "fc_1", .call_id = "call_a", .name = "f", .arguments = "{}",
+         .done = true}};
+    struct resp_usage ru = {.input_tokens = 5, .cached_tokens = 2, .output_tokens = 7,
+                            .reasoning_tokens = 3};
+    cJSON *echo = cJSON_Parse("{\"instructions\":\"be brief\",\"max_output_tokens\":9}");
+    cJSON *o = resp_object_json("resp_1", 17, "incomplete", "max_output_tokens", NULL, "m",
+                                items, 3, &ru, echo);
+    assert_non_null(o);
+    assert_string_equal(cJSON_GetObjectItem(o, "status")->valuestring, "incomplete");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "incomplete_details"),
+                                            "reason")->valuestring, "max_output_tokens");
+    const cJSON *out = cJSON_GetObjectItem(o, "output");
+    assert_int_equal(cJSON_GetArraySize(out), 3);
+    const cJSON *reason = cJSON_GetArrayItem(out, 0);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(
+                            cJSON_GetObjectItem(reason, "content"), 0), "type")->valuestring,
+                        "reasoning_text");
+    const cJSON *msg = cJSON_GetArrayItem(out, 1);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(
+                            cJSON_GetObjectItem(msg, "content"), 0), "text")->valuestring, "hi");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 2), "call_id")->valuestring,
+                        "call_a");
+    assert_string_equal(cJSON_GetObjectItem(o, "instructions")->valuestring, "be brief");
+    assert_int_equal(cJSON_GetObjectItem(o, "max_output_tokens")->valueint, 9);
+    assert_string_equal(cJSON_GetObjectItem(o, "tool_choice")->valuestring, "auto");
+    const cJSON *us = cJSON_GetObjectItem(o, "usage");
+    assert_int_equal(cJSON_GetObjectItem(us, "total_tokens")->valueint, 12);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(us, "output_tokens_details"),
+                                         "reasoning_tokens")->valueint, 3);
+    cJSON_Delete(o);
+    cJSON_Delete(echo);
+    char *ev = resp_event("response.output_text.delta", 4, cJSON_Parse("{\"delta\":\"x\"}"));
+    v = cJSON_Parse(ev);
+    assert_string_equal(cJSON_GetObjectItem(v, "type")->valuestring,
+                        "response.output_text.delta");
+    assert_int_equal(cJSON_GetObjectItem(v, "sequence_number")->valueint, 4);
+    cJSON_Delete(v);
+    free(ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_logprobs_lossy_subpart),
+        cmocka_unit_test(test_tool_calls_and_responses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,6 +126,25 @@ static void test_waits_for_slow_worker(void **state)
     ll_pool_free(pool);
 }
 
+/* The spin budget collapses while a thread keeps arriving late and grows back afterwards:
+ * alternate slow and fast ops many times; every op must still cover each item exactly once. */
+static void test_late_then_prompt(void **state)
+{
+    (void)state;
+    struct ll_pool *pool;
+    assert_int_equal(ll_pool_create(&pool, 3, NULL), LL_OK);
+    for (int round = 0; round < 4; round++) {
+        for (int run = 0; run < 6; run++) {
+            _Atomic int done = 0;
+            ll_pool_run(pool, slow_fn, &done);
+            assert_int_equal(atomic_load(&done), 3);
+        }
+        for (int run = 0; run < 200; run++)
+            check_cover(pool, 3);
+    }
+    ll_pool_free(pool);
+}
+
 /* Inside a task, kernels that get a NULL pool run inline on that thread. */
 struct nested {
     _Atomic int inner_calls;
@@ -187,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_cover_sizes),
         cmocka_unit_test(test_sleep_wake),
         cmocka_unit_test(test_waits_for_slow_worker),
+        cmocka_unit_test(test_late_then_prompt),
         cmocka_unit_test(test_nested_null),
         cmocka_unit_test(test_create_free_cycles),
         cmocka_unit_test(test_bad_size),

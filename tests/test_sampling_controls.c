@@ -20,158 +20,14 @@
 
 #include "../src/engine/engine_impl.h" /* the text splitter, tested directly */
 #include "engine.h"
+#include "engine_harness.h"
 #include "model.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
-#define FIXTURE "tests/fixtures/tiny-qwen2"
-#define MAXOUT 128
 #define THINK_OPEN 151648
 #define THINK_CLOSE 151649
 #define EOS 151643
-
-struct result {
-    int32_t ids[MAXOUT];
-    struct sampler_logprobs lp[MAXOUT];
-    int n;
-    char text[8192], reasoning[8192];
-    size_t len, rlen;
-    enum engine_finish finish;
-    int32_t stop_id;
-    int stop_str;
-    struct engine_usage usage;
-};
-
-static struct engine *make_engine(struct engine_opts o)
-{
-    struct engine *e = NULL;
-    if (o.n_threads == 0)
-        o.n_threads = 1;
-    struct ll_err err = {0};
-    enum ll_status s = engine_create(&e, FIXTURE, &o, &err);
-    if (s != LL_OK)
-        print_error("engine_create: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return e;
-}
-
-static void make_prompt(int32_t *ids, int n, uint64_t salt)
-{
-    for (int i = 0; i < n; i++)
-        ids[i] = (int32_t)(sampler_uniform(salt, (uint64_t)i) * 150000);
-}
-
-static struct engine_req *submit(struct engine *e, const struct engine_params *p)
-{
-    struct engine_req *r = NULL;
-    struct ll_err err = {0};
-    enum ll_status s = engine_submit(e, p, &r, &err);
-    if (s != LL_OK)
-        print_error("engine_submit: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return r;
-}
-
-/* Append what an output carries to res. */
-static void take(const struct engine_output *o, struct result *res)
-{
-    const struct engine_output out = *o;
-    assert_true(res->n + out.n_ids <= MAXOUT);
-    if (out.n_ids) {
-        memcpy(res->ids + res->n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
-        if (out.logprobs)
-            memcpy(res->lp + res->n, out.logprobs,
-                   sizeof(struct sampler_logprobs) * (size_t)out.n_ids);
-    }
-    res->n += out.n_ids;
-    assert_true(res->len + out.text_len < sizeof res->text);
-    assert_true(res->rlen + out.reasoning_len < sizeof res->reasoning);
-    if (out.text_len)
-        memcpy(res->text + res->len, out.text, out.text_len);
-    res->len += out.text_len;
-    res->text[res->len] = '\0';
-    if (out.reasoning_len)
-        memcpy(res->reasoning + res->rlen, out.reasoning, out.reasoning_len);
-    res->rlen += out.reasoning_len;
-    res->reasoning[res->rlen] = '\0';
-    res->finish = out.finish;
-    res->stop_id = out.stop_id;
-    res->stop_str = out.stop_str;
-    res->usage = out.usage;
-}
-
-static void drain(struct engine_req *r, struct result *res)
-{
-    struct engine_output out = {0};
-    engine_poll(r, &out);
-    take(&out, res);
-    engine_output_free(&out);
-}
-
-static void run_idle(struct engine *e)
-{
-    struct ll_err err = {0};
-    assert_int_equal(engine_run_until_idle(e, &err), LL_OK);
-}
-
-static void step_once(struct engine *e)
-{
-    bool did;
-    struct ll_err err = {0};
-    assert_int_equal(engine_step(e, &did, &err), LL_OK);
-}
-
-static void assert_pool_empty(struct engine *e)
-{
-    struct engine_stats st;
-    engine_get_stats(e, &st);
-    assert_int_equal(st.kv_in_use, 0);
-    assert_int_equal(st.running + st.waiting + st.queued, 0);
-}
-
-/* Run n requests submitted together into res (zeroed first). */
-static void run_together(struct engine *e, const struct engine_params *p, int n,
-                         struct result *res)
-{
-    struct engine_req *r[32];
-    assert_true(n <= 32);
-    for (int i = 0; i < n; i++)
-        r[i] = submit(e, &p[i]);
-    run_idle(e);
-    for (int i = 0; i < n; i++) {
-        memset(&res[i], 0, sizeof res[i]);
-        drain(r[i], &res[i]);
-        engine_req_release(r[i]);
-    }
-    assert_pool_empty(e);
-}
-
-/* One request in a fresh engine (no prefix cache). */
-static void run_alone(struct engine_opts o, const struct engine_params *p, struct result *res)
-{
-    o.no_prefix_cache = true;
-    struct engine *e = make_engine(o);
-    run_together(e, p, 1, res);
-    engine_destroy(e);
-}
-
-static void assert_same(const struct result *a, const struct result *b)
-{
-    assert_int_equal(a->n, b->n);
-    assert_memory_equal(a->ids, b->ids, sizeof(int32_t) * (size_t)a->n);
-    for (int i = 0; i < a->n; i++) { /* bit for bit */
-        const struct sampler_logprobs *x = &a->lp[i], *y = &b->lp[i];
-        assert_memory_equal(&x->logprob, &y->logprob, sizeof x->logprob);
-        assert_int_equal(x->n_top, y->n_top);
-        assert_memory_equal(x->top_ids, y->top_ids, sizeof(int32_t) * (size_t)x->n_top);
-        assert_memory_equal(x->top_logprobs, y->top_logprobs, sizeof(float) * (size_t)x->n_top);
-    }
-    assert_int_equal(a->finish, b->finish);
-    assert_int_equal(a->stop_str, b->stop_str);
-    assert_string_equal(a->text, b->text);
-    assert_string_equal(a->reasoning, b->reasoning);
-    assert_int_equal(a->usage.reasoning_tokens, b->usage.reasoning_tokens);
-}
 
 /* ---- the text splitter on synthetic pieces ---- */
 
@@ -688,7 +544,7 @@ static void test_n_choices(void **state)
         assert_int_equal(res[i].n, 10);
         for (int j = 0; j < i; j++)
             assert_memory_not_equal(res[i].ids, res[j].ids, sizeof(int32_t) * 10);
-        run_alone(o, &p[i], &alone); /* each choice is reproducible on its own */
+        run_each_alone(o, &p[i], 1, &alone); /* each choice is reproducible on its own */
         assert_same(&alone, &res[i]);
     }
     /* without the prefix cache nothing is shared, and the choices are the same */
@@ -795,7 +651,7 @@ static void test_reasoning(void **state)
 
 /* ---- determinism with every control on ---- */
 
-static int32_t x_prompt[40], others[16][40];
+static int32_t x_prompt[40];
 static const char *x_stops[2] = {"\x01not in the text", "Zq\x02"}; /* held back, never found */
 static const struct sampler_bias x_bias[3] = {{14990, 2.0f}, {100, -5.0f}, {1879, 1.5f}};
 
@@ -813,83 +669,35 @@ static struct engine_params x_params(void)
     };
 }
 
-static void other_params(struct engine_params *p, int n)
+/* The harness's others, with every control too. */
+static void others_all_controls(struct engine_params *p)
 {
-    for (int i = 0; i < n; i++) {
-        int len = 10 + (i * 7) % 25;
-        make_prompt(others[i], len, 9000 + (uint64_t)i);
-        p[i] = (struct engine_params){
-            .prompt = others[i], .n_prompt = len, .max_tokens = 2 + i % 3, .ignore_eos = true,
-            .sampling = {.temperature = 0.7f + 0.05f * (float)i, .top_p = 0.9f,
-                         .min_p = 0.01f * (float)(i % 3), .seed = 77 + (uint64_t)i},
-            .penalties = {.repetition = 1.0f + 0.1f * (float)(i % 2),
-                          .frequency = 0.1f * (float)(i % 4)},
-            .logprobs = i % 2, .top_logprobs = i % 5, .reasoning = i % 3 == 0,
-            .stop = x_stops + 1, .n_stop = i % 2,
-        };
+    other_params(p, 16);
+    for (int i = 0; i < 16; i++) {
+        p[i].sampling.min_p = 0.01f * (float)(i % 3);
+        p[i].penalties = (struct sampler_penalties){.repetition = 1.0f + 0.1f * (float)(i % 2),
+                                                    .frequency = 0.1f * (float)(i % 4)};
+        p[i].logprobs = i % 2;
+        p[i].top_logprobs = i % 5;
+        p[i].reasoning = i % 3 == 0;
+        p[i].stop = x_stops + 1;
+        p[i].n_stop = i % 2;
     }
 }
 
 static void test_determinism_all_controls(void **state)
 {
     (void)state;
-    struct engine_params x = x_params();
+    struct engine_params x = x_params(), others[16];
+    others_all_controls(others);
     struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
     struct result alone;
-    run_alone(o, &x, &alone);
+    assert_deterministic(o, &x, others, &alone);
     assert_true(alone.n >= 3);
-
-    /* In a batch of 16 others. */
-    struct engine_params p[17];
-    other_params(p, 16);
-    p[16] = p[8];
-    p[8] = x;
-    struct result res[17];
-    struct engine *e = make_engine(o);
-    run_together(e, p, 17, res);
-    engine_destroy(e);
-    assert_same(&alone, &res[8]);
-
-    /* Preempted in a tiny pool, with and without the prefix cache. */
-    struct engine_params q[2];
-    other_params(q, 1);
-    q[0].max_tokens = 16;
-    q[1] = x;
-    struct result solo;
-    run_alone(o, &q[0], &solo);
-    for (int nocache = 0; nocache <= 1; nocache++) {
-        struct engine_opts t = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 48,
-                                .kv_blocks = 4, .no_prefix_cache = nocache};
-        e = make_engine(t);
-        run_together(e, q, 2, res);
-        struct engine_stats st;
-        engine_get_stats(e, &st);
-        engine_destroy(e);
-        assert_true(st.preemptions > 0);
-        assert_same(&alone, &res[1]);
-        assert_same(&solo, &res[0]);
-    }
-
-    /* Its prefix from the cache, and twice in a row (its own blocks). */
-    e = make_engine(o);
-    struct engine_params pre = x;
-    int32_t pre_prompt[40];
-    memcpy(pre_prompt, x_prompt, sizeof pre_prompt);
-    pre_prompt[34] = 17;
-    pre.prompt = pre_prompt;
-    pre.sampling.seed = 99;
-    struct result r1, r2;
-    run_together(e, &pre, 1, &r1);
-    run_together(e, &x, 1, &r2);
-    assert_int_equal(r2.usage.cached_tokens, 32);
-    assert_same(&alone, &r2);
-    run_together(e, &x, 1, &r2);
-    assert_same(&alone, &r2);
-    engine_destroy(e);
 
     /* Threaded, with another thread count. */
     o.n_threads = 2;
-    e = make_engine(o);
+    struct engine *e = make_engine(o);
     struct ll_err err = {0};
     assert_int_equal(engine_start(e, &err), LL_OK);
     struct engine_req *r = submit(e, &x);
@@ -897,7 +705,7 @@ static void test_determinism_all_controls(void **state)
     struct result th = {0};
     while (th.finish == ENGINE_RUNNING)
         if (engine_wait(r, &out, 5.0))
-            take(&out, &th);
+            assert_true(result_add(&th, &out));
     engine_output_free(&out);
     engine_req_release(r);
     engine_stop(e);

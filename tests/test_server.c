@@ -148,6 +148,9 @@ static void test_auth(void **state)
     assert_false(auth_check(&o, "Basic key-one"));
     assert_false(auth_check(&o, "key-one"));
     assert_false(auth_check(&o, NULL));
+    assert_int_equal(auth_key_index(&o, "Bearer key-one"), 0);
+    assert_int_equal(auth_key_index(&o, "Bearer key-two"), 1);
+    assert_int_equal(auth_key_index(&o, "Bearer nope"), -1);
     struct server_opts none = {0};
     assert_true(auth_check(&none, NULL));
     server_opts_free(&o);

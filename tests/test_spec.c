@@ -258,10 +258,10 @@ static int drain(struct engine_req *r, struct result *res)
                    sizeof(struct sampler_logprobs) * (size_t)out.n_ids);
     }
     res->n += out.n_ids;
-    assert_true(res->len + out.text_len < sizeof res->text);
-    if (out.text_len)
-        memcpy(res->text + res->len, out.text, out.text_len);
-    res->len += out.text_len;
+    assert_true(res->len + out.text.len < sizeof res->text);
+    if (out.text.len)
+        memcpy(res->text + res->len, out.text.data, out.text.len);
+    res->len += out.text.len;
     res->text[res->len] = 0;
     res->finish = out.finish;
     res->stop_id = out.stop_id;

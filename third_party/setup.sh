@@ -14,7 +14,9 @@ top=$(dirname "$here")
 #  - file, curl, jq: the black-box tests (static-link check, HTTP requests, JSON checks).
 #  - nodejs + npm (only when no node is on PATH): the WebUI bundle and the SDK/browser tests.
 #  - chromium: the WebUI's end-to-end tests (driven by playwright-core from npm).
-packages="gcc make libc6-dev dpkg-dev xz-utils file curl jq chromium libutf8proc-dev libopenblas-dev libgfortran-12-dev libcmocka-dev"
+#  - python3 + python3-pytest: the Python package (python/llaisys, ctypes) and its tests;
+#    pkgconf: tests/api_example.c is built through pkg-config against the installed library.
+packages="gcc make libc6-dev dpkg-dev xz-utils file curl jq nginx chromium libutf8proc-dev libopenblas-dev libgfortran-12-dev libcmocka-dev python3 python3-pytest pkgconf"
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages="$packages nodejs npm"
 
 missing=""

@@ -1,4 +1,4 @@
-/* util.c: assertions, file and stream reading, paths, time (see util.h). */
+/* util.c: assertions, file reading and writing, paths, time (see util.h). */
 #include "util.h"
 
 #include "buf.h"
@@ -54,6 +54,18 @@ enum ll_status ll_read_file(const char *path, char **data, size_t *len, struct l
     enum ll_status st = ll_read_stream(f, path, data, len, err);
     fclose(f);
     return st;
+}
+
+enum ll_status ll_write_file(const char *path, const void *data, size_t len, struct ll_err *err)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return ll_err_set(err, LL_EIO, "%s: %s", path, strerror(errno));
+    size_t k = len ? fwrite(data, 1, len, f) : 0;
+    int e = errno;
+    if (fclose(f) != 0 || k != len)
+        return ll_err_set(err, LL_EIO, "%s: write failed: %s", path, strerror(e ? e : EIO));
+    return LL_OK;
 }
 
 char *ll_path_join(const char *dir, const char *name)

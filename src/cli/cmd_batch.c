@@ -185,7 +185,7 @@ static bool job_take(struct job *j, const struct engine_output *out)
     if (out->n_ids && lps && out->logprobs)
         memcpy(j->lp + j->n_ids, out->logprobs, sizeof *j->lp * (size_t)out->n_ids);
     j->n_ids += out->n_ids;
-    return ll_buf_append(&j->text, out->text, out->text_len);
+    return ll_buf_append(&j->text, out->text.data, out->text.len);
 }
 
 static void job_free(struct job *j)
@@ -431,6 +431,9 @@ int cmd_batch(int argc, char **argv)
             s = oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
         if (s == LL_OK)
             s = oai_request_check_supported(&l->req, &e);
+        if (s == LL_OK && l->req.tools && l->req.tool_choice != OAI_TOOL_NONE)
+            s = oai_error_set(&e, LL_EUNSUPPORTED, "tools", "unsupported_parameter",
+                              "'tools': batch does not parse tool calls (the server does)");
         if (s == LL_OK)
             s = submit_line(&c, l, &e);
         if (s != LL_OK) {

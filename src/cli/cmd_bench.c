@@ -14,6 +14,7 @@
 #include "matmul.h"
 #include "model.h"
 #include "ops.h"
+#include "qmatmul.h"
 #include "run_common.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -21,7 +22,9 @@
 
 /* The engine options bench takes (it runs the model without the engine; the context is
  * what the test needs). */
-#define BENCH_ENGINE_OPTS (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT))
+#define BENCH_ENGINE_OPTS                                                                    \
+    (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT) |                     \
+     ENGINE_OPT_BIT(ENGINE_OPT_QUANT))
 
 static void bench_usage(FILE *f)
 {
@@ -110,7 +113,8 @@ int cmd_bench(int argc, char **argv)
     double *t = calloc((size_t)reps, sizeof(double));
     int rc = 1;
     double t0 = ll_now();
-    if (model_open(&m, dir, &err) != LL_OK)
+    struct model_open_opts mo = engine_opts_model_open(&eo);
+    if (model_open(&m, dir, &mo, &err) != LL_OK)
         goto fail;
     engine_opts_resolve(&eo, NULL); /* threads; the context is what the tests need */
     int n_ctx = max_pp > 4 + tg ? max_pp : 4 + (int)tg;
@@ -138,13 +142,17 @@ int cmd_bench(int argc, char **argv)
     run_memory_mib(&rss, &hwm);
 
     const struct model_config *c = &m->config;
+    char wdesc[160];
+    model_weights_str(m, wdesc, sizeof wdesc);
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights)\n", dir, c->n_layers,
-           c->hidden_size, V, ll_dtype_name(m->weight_dtype));
+           c->hidden_size, V, wdesc);
     printf("kernels: matmul %s, ops %s, attention %s; math %s; threads %d; max batch %d\n",
-           ll_matmul_variant(), ll_ops_variant(), ll_attention_variant(c->head_dim),
-           eo.exact ? "exact" : "fast", eo.n_threads, o.max_batch);
-    printf("load: %.3f s (open + runtime), first pass %.3f s; memory after load: VmRSS %.0f MiB, "
-           "VmHWM %.0f MiB\n\n", load_s, warm_s, rss, hwm);
+           m->quantized ? ll_qmatmul_variant() : ll_matmul_variant(), ll_ops_variant(),
+           ll_attention_variant(c->head_dim), eo.exact ? "exact" : "fast", eo.n_threads,
+           o.max_batch);
+    printf("load: %.3f s (open%s + runtime), first pass %.3f s; memory after load: VmRSS %.0f MiB, "
+           "VmHWM %.0f MiB\n\n", load_s, m->quant_seconds > 0 ? " + quantize" : "", warm_s, rss,
+           hwm);
     printf("| %-6s | %7s | %18s | %9s | %9s |\n", "test", "tokens", "t/s (mean ± sd)", "best t/s",
            "s/rep");
     printf("|--------|---------|-------------------|-----------|-----------|\n");

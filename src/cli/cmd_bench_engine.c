@@ -16,17 +16,25 @@
  * Prompts are pseudo-random ids from fixed salts, so runs are comparable; with --prompt-cycle N
  * each prompt is instead a run of consecutive ids around an aligned group of N, the text a
  * `mkmodel --copy N` model continues, so its answer repeats its prompt (a workload for --spec).
+ * With --json-schema FILE (or "object") every stream is constrained to that JSON Schema (or to
+ * any JSON object) by the grammar engine (grammar.h): the same table measures constrained
+ * decoding; a stream whose JSON completes early ends early.
  * The engine runs on this thread (engine_step); timestamps are taken after each step.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "commands.h"
 #include "engine.h"
 #include "engine_args.h"
+#include "grammar.h"
+#include "json.h"
 #include "matmul.h"
 #include "model.h"
+#include "qmatmul.h"
 #include "run_common.h"
 #include "sampler.h"
 #include "util.h"
@@ -44,6 +52,8 @@ static void bench_engine_usage(FILE *f)
                "  --load-streams N   streams decoding during the TTFT test (default 16)\n"
                "  --prompt-cycle N   prompts made of runs of consecutive ids in aligned groups\n"
                "                     of N (what a `mkmodel --copy N` model repeats)\n"
+               "  --json-schema FILE constrain every stream to the JSON Schema in FILE, or to any\n"
+               "                     JSON object with 'object' (constrained decoding)\n"
                "(engine defaults here: --ctx 1024, --max-seqs = the most streams, --kv-blocks\n"
                " enough for every stream)\n\n");
     engine_args_usage(f, ENGINE_OPTS_ALL);
@@ -90,6 +100,7 @@ struct stream {
 
 struct bench {
     struct engine *e;
+    struct grammar *grammar; /* --json-schema, or NULL */
     int vocab;
     struct engine_output out;
     double *gaps;
@@ -112,7 +123,7 @@ static enum ll_status submit_stream(struct bench *b, struct stream *s, const int
                                     int gen, struct ll_err *err)
 {
     struct engine_params p = {.prompt = ids, .n_prompt = n, .max_tokens = gen,
-                              .ignore_eos = true};
+                              .ignore_eos = true, .grammar = b->grammar};
     s->t_submit = ll_now();
     s->t_last = 0;
     s->ttft = 0;
@@ -352,9 +363,34 @@ static void print_loadavg(const char *when)
         putchar('\n');
 }
 
+/* --json-schema: a schema file, or "object" for any JSON object. */
+static enum ll_status load_grammar(const char *what, struct grammar **out, struct ll_err *err)
+{
+    struct gbuild *gb = gbuild_new();
+    if (!gb)
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    char *text = NULL;
+    size_t len = 0;
+    cJSON *schema = NULL;
+    int root = -1;
+    enum ll_status s = LL_OK;
+    if (!strcmp(what, "object")) {
+        root = gb_concat(gb, (int[]){grammar_json_lead_ws(gb), grammar_json_any_object(gb)}, 2);
+    } else if ((s = ll_read_file(what, &text, &len, err)) == LL_OK &&
+               (s = ll_json_parse(&schema, text, len, what, err)) == LL_OK) {
+        s = grammar_json_schema(gb, schema, what, &root, err);
+    }
+    if (s == LL_OK)
+        s = gbuild_finish(gb, root, out, err);
+    cJSON_Delete(schema);
+    free(text);
+    gbuild_free(gb);
+    return s;
+}
+
 int cmd_bench_engine(int argc, char **argv)
 {
-    const char *dir = NULL, *streams_s = "1,4,16,64";
+    const char *dir = NULL, *streams_s = "1,4,16,64", *schema = NULL;
     long long P = 128, G = 128, L = 512, N = 16;
     struct engine_opts o = {0};
     for (int i = 1; i < argc; i++) {
@@ -382,6 +418,8 @@ int cmd_bench_engine(int argc, char **argv)
         } else if (!strcmp(a, "--long") && v) {
             if (run_parse_int("bench-engine", a, argv[++i], 0, 1 << 20, &L))
                 return 2;
+        } else if (!strcmp(a, "--json-schema") && v) {
+            schema = argv[++i];
         } else if (!strcmp(a, "--load-streams") && v) {
             if (run_parse_int("bench-engine", a, argv[++i], 1, 4096, &N))
                 return 2;
@@ -433,18 +471,25 @@ int cmd_bench_engine(int argc, char **argv)
     if (engine_create(&b.e, dir, &o, &err) != LL_OK)
         goto fail;
     b.vocab = engine_model(b.e)->config.vocab_size;
+    if (schema && load_grammar(schema, &b.grammar, &err) != LL_OK)
+        goto fail;
     b.cap_gaps = (int)((long long)max_s * G + 4 * N + 16);
     b.gaps = malloc(sizeof(double) * (size_t)b.cap_gaps);
     if (!b.gaps) {
         ll_err_set(&err, LL_ENOMEM, "out of memory");
         goto fail;
     }
-    const struct model_config *c = &engine_model(b.e)->config;
+    const struct model *bm = engine_model(b.e);
+    const struct model_config *c = &bm->config;
+    char wdesc[160];
+    model_weights_str(bm, wdesc, sizeof wdesc);
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights); load %.3f s\n", dir,
-           c->n_layers, c->hidden_size, b.vocab,
-           ll_dtype_name(engine_model(b.e)->weight_dtype), ll_now() - t0);
-    printf("kernels: matmul %s\n", ll_matmul_variant());
+           c->n_layers, c->hidden_size, b.vocab, wdesc, ll_now() - t0);
+    printf("kernels: matmul %s\n", bm->quantized ? ll_qmatmul_variant() : ll_matmul_variant());
     engine_args_print(stdout, b.e);
+    if (schema)
+        printf("constrained: every stream follows %s\n", !strcmp(schema, "object")
+                                                            ? "any JSON object" : schema);
     print_loadavg("at start");
     /* Warm-up (pages the weights in, starts the pool); not reported. */
     if (run_streams(&b, 1, 8, 2, false, &err) != LL_OK)
@@ -473,6 +518,10 @@ int cmd_bench_engine(int argc, char **argv)
     printf("totals: %llu steps, %llu preemptions, %llu prompt tokens computed, %llu cached; "
            "VmHWM %.0f MiB\n", (unsigned long long)st.steps, (unsigned long long)st.preemptions,
            (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens, hwm);
+    if (b.grammar)
+        printf("grammar: %llu masked rows, %.3f ms each on average (mask computed or taken from "
+               "the cache, and applied)\n", (unsigned long long)st.grammar_masks,
+               st.grammar_masks ? st.grammar_s * 1e3 / (double)st.grammar_masks : 0.0);
     print_loadavg("at end");
     rc = 0;
     goto done;
@@ -482,6 +531,7 @@ done:
     engine_output_free(&b.out);
     free(b.gaps);
     engine_destroy(b.e);
+    grammar_unref(b.grammar);
     free(streams);
     return rc;
 }

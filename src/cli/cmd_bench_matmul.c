@@ -1,23 +1,29 @@
 /*
  * cmd_bench_matmul.c: `llaisys-cli bench-matmul`, the kernel micro-benchmark.
  *
- * Times ll_matmul on the linear layers of DeepSeek-R1-Distill-Qwen-1.5B for a list of batch sizes
- * M, with random weights, on the project's thread pool, and prints GFLOP/s (2·M·N·K per call)
- * and the weight bytes streamed per second. For comparison it times OpenBLAS sgemm on f32 copies
+ * Times ll_matmul (bf16/f16/f32 weights) or ll_qmatmul (q8_0/q4_0 weights, integer dot products)
+ * on the linear layers of DeepSeek-R1-Distill-Qwen-1.5B for a list of batch sizes M, with random
+ * weights, on the project's thread pool, and prints GFLOP/s (2·M·N·K per call; for the integer
+ * kernels these are operations on quantized values) and the weight bytes (for q8_0/q4_0 data
+ * plus scales) streamed per second. For comparison it times OpenBLAS sgemm on f32 copies
  * of the same weights, run on the same pool with OpenBLAS single-threaded in each thread (each
- * thread multiplies its share of the columns), so exactly one component owns the cores.
+ * thread multiplies its share of the columns), so exactly one component owns the cores (not for
+ * the quantized types).
  * Weights are streamed from memory as in a real forward pass (3 GB per decode step): the benchmark
- * keeps enough copies of each weight matrix to exceed the caches (WEIGHT_SET_BYTES) and uses the
+ * keeps enough copies of each weight matrix to exceed the caches (weight_set_bytes) and uses the
  * next copy on every call. Timings are medians of repeated calls after one warm-up call.
  */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "matmul.h"
 #include "pool.h"
+#include "qmatmul.h"
+#include "quant.h"
 #include "util.h"
 
 struct shape {
@@ -32,7 +38,14 @@ static const struct shape shapes[] = {
 
 static const int default_ms[] = {1, 4, 16, 64, 128, 512};
 
-#define WEIGHT_SET_BYTES ((size_t)256 << 20) /* well past the 32 MiB L3 */
+/* Bytes of weight copies cycled through: 256 MiB, or twice the L3 where that is larger (some
+ * server parts have L3s of a few hundred MiB). */
+static size_t weight_set_bytes(void)
+{
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t set = (size_t)256 << 20;
+    return l3 > 0 && 2 * (size_t)l3 > set ? 2 * (size_t)l3 : set;
+}
 
 static void usage(FILE *f)
 {
@@ -40,12 +53,13 @@ static void usage(FILE *f)
             "usage: llaisys-cli bench-matmul [options]\n"
             "  -t, --threads N     threads in the pool (default 2)\n"
             "  --math fast|exact   math mode (default fast)\n"
-            "  --wtype bf16|f16|f32  weight type (default bf16)\n"
+            "  --wtype bf16|f16|f32|q8_0|q4_0  weight type (default bf16)\n"
             "  --m LIST            batch sizes, comma-separated (default 1,4,16,64,128,512)\n"
             "  --shape LIST        shapes among q/o,k/v,gate/up,down,lm_head (default all)\n"
             "  --time S            seconds to spend per measurement (default 0.3)\n"
-            "  --no-blas           skip the OpenBLAS sgemm comparison\n"
-            "  --variant NAME      scalar|avx2|avx512 (default: the best this CPU runs)\n");
+            "  --no-blas           skip the OpenBLAS sgemm comparison (always for q8_0/q4_0)\n"
+            "  --variant NAME      scalar|avx2|avx512 for matmul, scalar|avx2|avxvnni|avx512vnni\n"
+            "                      for q8_0/q4_0 (default: the best this CPU runs)\n");
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -77,6 +91,29 @@ static void blas_part(void *ctx, int ith, int nth)
                     c->w + (size_t)lo * c->k, c->k, 0.0f, c->out + lo, c->n);
 }
 
+/* Random weights (N, K) quantized into one copy at w: the qs plane (qs_bytes), then the d plane.
+ * Generated 16 rows at a time: rows [16a, 16b) of a matrix are the contiguous slices of its
+ * planes that an (16b − 16a, K) matrix of those rows has (quant.h). Returns 0, or -1 without
+ * memory. */
+static int quantize_random(char *w, size_t qs_bytes, enum ll_qtype t, int N, int K)
+{
+    float *rows = malloc((size_t)LL_QGROUP * (size_t)K * sizeof *rows);
+    if (!rows)
+        return -1;
+    size_t q_row = ll_qweight_qs_bytes(t, LL_QGROUP, K) / LL_QGROUP;
+    size_t d_row = ll_qweight_d_bytes(LL_QGROUP, K) / LL_QGROUP;
+    for (int n = 0; n < N; n += LL_QGROUP) {
+        int rn = N - n < LL_QGROUP ? N - n : LL_QGROUP;
+        for (size_t i = 0; i < (size_t)rn * (size_t)K; i++)
+            rows[i] = rand_unit() * 0.05f;
+        LL_ASSERT(ll_quantize_rows((uint8_t *)w + (size_t)n * q_row,
+                                   (uint16_t *)(w + qs_bytes + (size_t)n * d_row), t, rows, LL_F32,
+                                   rn, K, 0, rn, NULL) == LL_OK);
+    }
+    free(rows);
+    return 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -103,9 +140,12 @@ static double time_calls(void (*fn)(void *), void *arg, double budget)
 struct ours_call {
     float *out;
     const float *x;
-    const char *w; /* n_copies copies of (N, K), copy_bytes apart */
+    const char *w; /* n_copies copies of (N, K), copy_bytes apart; quantized: qs then d */
     size_t copy_bytes;
     int n_copies, next;
+    bool quant;          /* q8_0/q4_0: ll_qmatmul */
+    enum ll_qtype qtype;
+    size_t qs_bytes;     /* quantized: bytes of the qs plane at the start of each copy */
     enum ll_dtype wtype;
     int m, n, k;
     enum ll_math math;
@@ -119,6 +159,13 @@ static void run_ours(void *arg)
     struct ours_call *c = arg;
     const char *w = c->w + (size_t)c->next * c->copy_bytes;
     c->next = (c->next + 1) % c->n_copies;
+    if (c->quant) {
+        struct ll_qweight qw;
+        LL_ASSERT(ll_qweight_init(&qw, c->qtype, c->n, c->k, w, c->qs_bytes, w + c->qs_bytes,
+                                  c->copy_bytes - c->qs_bytes, NULL) == LL_OK);
+        ll_qmatmul(c->out, c->x, &qw, NULL, c->m, c->scratch, c->scratch_bytes, c->pool);
+        return;
+    }
     ll_matmul(c->out, c->x, w, c->wtype, NULL, c->m, c->n, c->k, c->math, c->scratch,
               c->scratch_bytes, c->pool);
 }
@@ -171,6 +218,8 @@ int cmd_bench_matmul(int argc, char **argv)
     double budget = 0.3;
     enum ll_math math = LL_MATH_FAST;
     enum ll_dtype wtype = LL_BF16;
+    bool quant = false;
+    enum ll_qtype qtype = LL_Q8_0;
     const char *shape_list = NULL, *variant = NULL;
     memcpy(ms, default_ms, sizeof default_ms);
     n_ms = (int)(sizeof default_ms / sizeof default_ms[0]);
@@ -205,8 +254,10 @@ int cmd_bench_matmul(int argc, char **argv)
                 wtype = LL_F16;
             else if (!strcmp(v, "f32"))
                 wtype = LL_F32;
+            else if (ll_qtype_parse(v, &qtype))
+                quant = true;
             else {
-                fprintf(stderr, "bench-matmul: --wtype bf16|f16|f32, not '%s'\n", v);
+                fprintf(stderr, "bench-matmul: --wtype bf16|f16|f32|q8_0|q4_0, not '%s'\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--m")) {
@@ -228,7 +279,9 @@ int cmd_bench_matmul(int argc, char **argv)
         }
         i++;
     }
-    if (variant && !ll_matmul_set_variant(variant)) {
+    if (quant)
+        use_blas = 0;
+    if (variant && !(quant ? ll_qmatmul_set_variant(variant) : ll_matmul_set_variant(variant))) {
         fprintf(stderr, "bench-matmul: variant '%s' unknown or not supported by this CPU\n", variant);
         return 2;
     }
@@ -244,11 +297,17 @@ int cmd_bench_matmul(int argc, char **argv)
     for (int i = 0; i < n_ms; i++)
         max_m = ms[i] > max_m ? ms[i] : max_m;
 
-    printf("bench-matmul: variant %s, %d threads, math %s, weights %s%s\n", ll_matmul_variant(),
-           threads, math == LL_MATH_FAST ? "fast" : "exact", ll_dtype_name(wtype),
-           use_blas ? "; sgemm = OpenBLAS f32, single-threaded in each pool thread" : "");
-    printf("pool: one ll_pool_run of an empty op, round trip: %.2f us\n",
-           time_calls(run_empty, pool, budget) / 100 * 1e6);
+    if (quant)
+        printf("bench-matmul: qmatmul variant %s, %d threads, weights %s (data + f16 scales)\n",
+               ll_qmatmul_variant(), threads, ll_qtype_name(qtype));
+    else
+        printf("bench-matmul: variant %s, %d threads, math %s, weights %s%s\n",
+               ll_matmul_variant(), threads, math == LL_MATH_FAST ? "fast" : "exact",
+               ll_dtype_name(wtype),
+               use_blas ? "; sgemm = OpenBLAS f32, single-threaded in each pool thread" : "");
+    printf("pool: one ll_pool_run of an empty op, round trip: %.2f us; weights cycled through "
+           "%zu MiB of copies\n", time_calls(run_empty, pool, budget) / 100 * 1e6,
+           weight_set_bytes() >> 20);
     printf("%-8s %6s %5s %4s %9s %8s %8s %s\n", "shape", "N", "K", "M", "ms", "GFLOP/s",
            "W GB/s", use_blas ? " sgemm GFLOP/s" : "");
 
@@ -261,14 +320,20 @@ int cmd_bench_matmul(int argc, char **argv)
             if (!p || (p != shape_list && p[-1] != ',') || (p[len] && p[len] != ','))
                 continue;
         }
-        size_t nw = (size_t)sh->n * sh->k, copy_bytes = nw * ll_dtype_size(wtype);
-        int copies = (int)((WEIGHT_SET_BYTES + copy_bytes - 1) / copy_bytes);
-        int copies32 = (int)((WEIGHT_SET_BYTES + nw * 4 - 1) / (nw * 4));
+        size_t nw = (size_t)sh->n * sh->k, copy_bytes = nw * ll_dtype_size(wtype), qs_bytes = 0;
+        if (quant) {
+            qs_bytes = ll_qweight_qs_bytes(qtype, sh->n, sh->k);
+            copy_bytes = qs_bytes + ll_qweight_d_bytes(sh->n, sh->k);
+        }
+        size_t set = weight_set_bytes();
+        int copies = (int)((set + copy_bytes - 1) / copy_bytes);
+        int copies32 = (int)((set + nw * 4 - 1) / (nw * 4));
         char *w = malloc(copy_bytes * (size_t)copies);
         float *w32 = use_blas ? malloc(nw * sizeof *w32 * (size_t)copies32) : NULL;
         float *x = malloc((size_t)max_m * sh->k * sizeof *x);
         float *out = malloc((size_t)max_m * sh->n * sizeof *out);
-        size_t scratch_bytes = ll_matmul_scratch_bytes(max_m, sh->k);
+        size_t scratch_bytes = quant ? ll_qmatmul_scratch_bytes(max_m, sh->k)
+                                     : ll_matmul_scratch_bytes(max_m, sh->k);
         void *scratch = aligned_alloc(64, scratch_bytes);
         if (!w || !x || !out || !scratch || (use_blas && !w32)) {
             fprintf(stderr, "bench-matmul: out of memory for shape %s\n", sh->name);
@@ -276,7 +341,13 @@ int cmd_bench_matmul(int argc, char **argv)
             rc = 1;
             break;
         }
-        for (size_t i = 0; i < nw; i++) {
+        if (quant && quantize_random(w, qs_bytes, qtype, sh->n, sh->k) != 0) {
+            fprintf(stderr, "bench-matmul: out of memory for shape %s\n", sh->name);
+            free(w), free(x), free(out), free(scratch);
+            rc = 1;
+            break;
+        }
+        for (size_t i = 0; !quant && i < nw; i++) {
             float f = rand_unit() * 0.05f;
             if (wtype == LL_BF16)
                 ((uint16_t *)w)[i] = ll_f32_to_bf16(f);
@@ -296,9 +367,10 @@ int cmd_bench_matmul(int argc, char **argv)
         for (int i = 0; i < n_ms; i++) {
             int m = ms[i];
             double flop = 2.0 * m * sh->n * sh->k;
-            double wbytes = (double)nw * ll_dtype_size(wtype);
-            struct ours_call oc = {out, x, w, copy_bytes, copies, 0, wtype, m, sh->n, sh->k, math,
-                                   scratch, scratch_bytes, pool};
+            double wbytes = (double)copy_bytes;
+            struct ours_call oc = {out,   x,        w,        copy_bytes, copies,        0,
+                                   quant, qtype,    qs_bytes, wtype,      m,             sh->n,
+                                   sh->k, math,     scratch,  scratch_bytes, pool};
             double t = time_calls(run_ours, &oc, budget);
             printf("%-8s %6d %5d %4d %9.3f %8.1f %8.1f", sh->name, sh->n, sh->k, m, t * 1e3,
                    flop / t * 1e-9, wbytes / t * 1e-9);

@@ -30,7 +30,7 @@
 /* The engine options generate takes (it runs the model without the engine). */
 #define GENERATE_ENGINE_OPTS                                                                 \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_CTX) |                     \
-     ENGINE_OPT_BIT(ENGINE_OPT_EXACT))
+     ENGINE_OPT_BIT(ENGINE_OPT_EXACT) | ENGINE_OPT_BIT(ENGINE_OPT_QUANT))
 
 static void generate_usage(FILE *f)
 {
@@ -60,7 +60,7 @@ struct gen_opts {
     long long n;
     struct gen_settings sampling; /* the sampling flags given */
     bool print_ids;
-    struct engine_opts engine;    /* --threads, --ctx, --exact */
+    struct engine_opts engine;    /* --threads, --ctx, --exact, --quant */
 };
 
 /* A number flag in [lo, hi] (lo excluded when lo_open) into *out. 0, or -1 after a message. */
@@ -237,7 +237,8 @@ int cmd_generate(int argc, char **argv)
     int32_t *ids = NULL;
     int n_prompt = 0, rc = 1;
 
-    if (model_open(&m, g.dir, &err) != LL_OK)
+    struct model_open_opts mo = engine_opts_model_open(&g.engine);
+    if (model_open(&m, g.dir, &mo, &err) != LL_OK)
         goto fail;
     bool need_tok = !g.ids || !g.print_ids;
     if (need_tok && tokenizer_load(&tok, g.dir, &err) != LL_OK)

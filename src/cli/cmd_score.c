@@ -18,7 +18,9 @@
 
 /* The engine options score takes (it runs the model without the engine; the context is
  * what the test needs). */
-#define SCORE_ENGINE_OPTS (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT))
+#define SCORE_ENGINE_OPTS                                                                    \
+    (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT) |                     \
+     ENGINE_OPT_BIT(ENGINE_OPT_QUANT))
 
 static void score_usage(FILE *f)
 {
@@ -94,7 +96,8 @@ int cmd_score(int argc, char **argv)
     float *logits = NULL;
     int32_t *best = NULL;
     int rc = 1;
-    if (model_open(&m, dir, &err) != LL_OK)
+    struct model_open_opts mo = engine_opts_model_open(&eo);
+    if (model_open(&m, dir, &mo, &err) != LL_OK)
         goto fail;
     engine_opts_resolve(&eo, NULL); /* threads; the context is the ids given */
     struct runtime_opts o = {.n_ctx = n, .max_batch = n < SCORE_CHUNK ? n : SCORE_CHUNK,

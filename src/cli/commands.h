@@ -16,5 +16,7 @@ int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
 int cmd_batch(int argc, char **argv);      /* cmd_batch.c */
 int cmd_bench_engine(int argc, char **argv); /* cmd_bench_engine.c */
 int cmd_bench_serve(int argc, char **argv); /* cmd_bench_serve.c */
+int cmd_quantize(int argc, char **argv);   /* cmd_quantize.c */
+int cmd_kl(int argc, char **argv);         /* cmd_kl.c */
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * engine_args.h: the engine options of the commands that run the model, parsed, documented and
  * printed through the one engine-option table (engine_opts.h): batch and bench-engine take
- * them all; generate takes --threads, --ctx and --exact; score and bench --threads and --exact.
+ * them all; generate takes --threads, --ctx, --exact and --quant; score, bench and kl
+ * --threads, --exact and --quant (kl: --threads only).
  * A command passes the set it takes as a mask of ENGINE_OPT_BIT(id).
  * Messages go to stderr prefixed with "llaisys-cli CMD: ".
  */

@@ -19,6 +19,8 @@ static const struct command commands[] = {
     {"score", cmd_score, "print the top next-token logits at every prompt position (JSON lines)"},
     {"bench", cmd_bench, "measure load time, memory, prompt and decode tokens/s"},
     {"mkmodel", cmd_mkmodel, "write a random Qwen2 model directory (Hugging Face layout)"},
+    {"quantize", cmd_quantize, "write a copy of a model with 8- or 4-bit linear weights"},
+    {"kl", cmd_kl, "KL divergence and top-1 agreement of a quantized model against the original"},
     {"bench-matmul", cmd_bench_matmul, "time the matmul kernels on the R1-1.5B shapes"},
     {"batch", cmd_batch, "run the requests of a JSONL file through the engine at once"},
     {"bench-engine", cmd_bench_engine, "measure the engine: concurrent streams, TTFT, prefix cache"},

@@ -58,10 +58,13 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     if (!e)
         return ll_err_set(err, LL_ENOMEM, "engine: out of memory");
     enum ll_status s;
-    if ((s = model_open(&e->model, model_dir, err)) != LL_OK)
-        goto fail;
     if (opts)
         e->opts = *opts;
+    engine_opts_resolve(&e->opts, NULL); /* the thread count, for quantizing at load */
+    struct model_open_opts mo = engine_opts_model_open(&e->opts);
+    if ((s = engine_opts_check(&e->opts, err)) != LL_OK ||
+        (s = model_open(&e->model, model_dir, &mo, err)) != LL_OK)
+        goto fail;
     engine_opts_resolve(&e->opts, &e->model->config);
     const struct engine_opts *o = &e->opts;
     if ((s = engine_opts_check(o, err)) != LL_OK)
@@ -148,6 +151,8 @@ static bool stops_active(const struct engine_req *r)
 static void finish(struct engine *e, struct engine_req *r, enum engine_finish why,
                    int32_t stop_id, int stop_str, const char *msg)
 {
+    if (why == ENGINE_FINISH_STOP || why == ENGINE_FINISH_LENGTH)
+        pins_on_finish(e, r);
     if (r->state == REQ_RUNNING)
         sched_drop_blocks(e, r);
     else if (r->state == REQ_WAITING)
@@ -184,6 +189,7 @@ static void finish(struct engine *e, struct engine_req *r, enum engine_finish wh
     }
     tokenizer_stream_free(r->stream);
     r->stream = NULL;
+    constraint_release(e, r);
     r->state = REQ_FINISHED;
     e->counters.finished++;
     req_engine_unref(r);
@@ -222,6 +228,7 @@ static bool take_mail(struct engine *e)
         }
         req_engine_unref(r); /* the cancel list's reference */
     }
+    pins_take_unpins(e);
     return any;
 }
 
@@ -237,6 +244,7 @@ void engine_destroy(struct engine *e)
         take_mail(e);
         finish_all(e, &e->running, ENGINE_FINISH_CANCELLED, NULL);
         finish_all(e, &e->waiting, ENGINE_FINISH_CANCELLED, NULL);
+        pins_free(e);
         mailbox_unref(e->mbox);
     }
     free(e->b_token);
@@ -246,6 +254,7 @@ void engine_destroy(struct engine *e)
     free(e->b_seqs);
     free(e->b_reqs);
     free(e->logits);
+    constraint_free_all(e);
     kv_pool_free(&e->pool);
     sampler_free(&e->smp);
     runtime_free(e->rt);
@@ -290,6 +299,17 @@ static void process_logits(const struct engine *e, const struct engine_req *r, f
 static bool take_token(struct engine *e, struct engine_req *r, float *row)
 {
     process_logits(e, r, row);
+    char gmsg[224];
+    if (r->grammar) {
+        double t0 = ll_now();
+        bool ok = constraint_mask(e, r, row, gmsg, sizeof gmsg);
+        e->counters.grammar_s += ll_now() - t0;
+        e->counters.grammar_masks++;
+        if (!ok) {
+            finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
+            return false;
+        }
+    }
     struct sampler_params sp = r->params.sampling;
     sp.seed = r->seed;
     int32_t id = sampler_sample(&e->smp, row, &sp, (uint64_t)r->n_tokens);
@@ -302,6 +322,11 @@ static bool take_token(struct engine *e, struct engine_req *r, float *row)
     e->counters.generated_tokens++;
     if (is_stop(e, r, id)) {
         finish(e, r, ENGINE_FINISH_STOP, id, -1, NULL);
+        return false;
+    }
+    int grammar_done = r->grammar ? constraint_take(e, r, id, gmsg, sizeof gmsg) : 0;
+    if (grammar_done < 0) {
+        finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
         return false;
     }
     r->tokens[r->n_tokens++] = id;
@@ -331,6 +356,8 @@ static bool take_token(struct engine *e, struct engine_req *r, float *row)
     }
     if (stop_hit >= 0)
         finish(e, r, ENGINE_FINISH_STOP, -1, stop_hit, NULL);
+    else if (grammar_done)
+        finish(e, r, ENGINE_FINISH_STOP, -1, -1, NULL);
     else if (r->n_tokens >= r->max_len)
         finish(e, r, ENGINE_FINISH_LENGTH, -1, -1, NULL);
     else
@@ -376,6 +403,9 @@ static void snapshot_stats(struct engine *e)
     st.kv_cached = ps.cached;
     st.kv_free = ps.free;
     st.block_size = e->opts.block_size;
+    st.pins = e->n_pins;
+    for (int i = 0; i < e->n_pins; i++)
+        st.kv_pinned += e->pins[i].n;
     pthread_mutex_lock(&e->mbox->lock);
     st.queued = e->mbox->queued;
     st.rejected = e->mbox->rejected;
@@ -453,6 +483,24 @@ enum ll_status engine_run_until_idle(struct engine *e, struct ll_err *err)
     }
 }
 
+bool engine_has_work(struct engine *e)
+{
+    pthread_mutex_lock(&e->mbox->lock);
+    bool mail = e->mbox->inbox_head || e->mbox->cancels;
+    pthread_mutex_unlock(&e->mbox->lock);
+    return mail || e->waiting.n || e->running.n;
+}
+
+bool engine_reset_prefix_cache(struct engine *e)
+{
+    LL_ASSERT(!e->threaded);
+    if (e->running.n)
+        return false;
+    kv_pool_reset(&e->pool);
+    snapshot_stats(e);
+    return true;
+}
+
 /* ---- threaded mode ---- */
 
 static void *scheduler_main(void *arg)
@@ -461,7 +509,7 @@ static void *scheduler_main(void *arg)
     struct mailbox *mb = e->mbox;
     for (;;) {
         pthread_mutex_lock(&mb->lock);
-        while (!mb->stop && !mb->inbox_head && !mb->cancels && !e->waiting.n &&
+        while (!mb->stop && !mb->inbox_head && !mb->cancels && !e->n_unpins && !e->waiting.n &&
                !e->running.n)
             pthread_cond_wait(&mb->wake, &mb->lock);
         bool stop = mb->stop;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "grammar.h"
 #include "kv_pool.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -91,6 +92,8 @@ struct engine_req {
     const char *stop[ENGINE_MAX_STOP_STRINGS]; /* [const] into stop_blob */
     size_t stop_len[ENGINE_MAX_STOP_STRINGS];
     uint64_t seed;              /* [const] seed mixed with the choice index */
+    struct grammar *grammar;    /* [const] the constraint (a reference), or NULL; wrapped to
+                                   start after "</think>" when the output starts inside it */
     int n_prompt;               /* [const] */
     int max_len;                /* [const] prompt + at most max_tokens */
     double t_submit;            /* [const] */
@@ -119,6 +122,8 @@ struct engine_req {
     bool use_split;             /* stop strings or the reasoning split: text goes through split */
     struct text_split split;
     int reasoning_tokens;
+    struct grammar_rt *grt;     /* the engine's matcher for grammar (attached at first sample) */
+    int gstate;                 /* the grammar state after the tokens so far */
     int cached_tokens, preemptions;
     double t_first_sched, t_first_token;
 
@@ -127,10 +132,7 @@ struct engine_req {
     int out_n, out_cap;
     struct sampler_logprobs *out_lp; /* (out_n) when params.logprobs */
     int out_lp_cap;
-    char *out_text;
-    size_t out_len, out_tcap;
-    char *out_reason;
-    size_t out_rlen, out_rcap;
+    struct ll_buf out_text, out_reason;
     enum engine_finish finish;  /* set once, when finished */
     bool finish_reported;       /* a poll has returned the finish */
     int32_t stop_id;
@@ -138,6 +140,7 @@ struct engine_req {
     struct engine_usage usage;
     struct engine_timings timings;
     char error[256];
+    enum engine_req_state pub_state; /* waiting, running or preempted (finished: see finish) */
     bool cancel_requested;      /* on the cancel list, or handled */
     struct engine_req *cancel_next, *inbox_next;
     pthread_cond_t cond;        /* signalled when the outbox changes */
@@ -192,10 +195,38 @@ struct engine {
     int prompt_starved;         /* consecutive steps in which waiting prompt work got less than
                                    the minimum chunk */
 
+    /* pins.c: [sched] written with mbox->lock held too, so other threads may read them */
+    struct engine_pin *pins;    /* (n_pins, cap_pins) */
+    int n_pins, cap_pins;
+    uint64_t pin_clock;         /* [sched] last-use stamps */
+    int pin_limit;              /* [mbox] most block references pins may hold */
+    uint64_t *unpins;           /* [mbox] (n_unpins, cap_unpins) keys to release next step */
+    int n_unpins, cap_unpins;
+    /* [sched] constrained decoding (constraint.c) */
+    struct token_trie *trie;    /* every token's bytes; built on first use */
+    struct constraint_rt *crt;  /* one matcher per distinct grammar */
+    int n_crt, cap_crt;
+
     /* threaded mode */
     pthread_t thread;
     bool threaded;
 };
+
+/* One pinned key (engine.h, "Pins"). */
+struct engine_pin {
+    uint64_t key;
+    int32_t *blocks; /* (n) one reference each */
+    int n;
+    uint64_t used;   /* pin_clock at the last pin */
+};
+
+/* pins.c [sched]: pin r's computed full blocks under its pin_key (before its blocks are
+ * dropped); release keys asked by engine_unpin; release least recently used pins until `want`
+ * blocks are allocatable or no pin is left (returns whether any was released); free all. */
+void pins_on_finish(struct engine *e, struct engine_req *r);
+void pins_take_unpins(struct engine *e);
+bool pins_make_room(struct engine *e, int want);
+void pins_free(struct engine *e);
 
 /* request.c: the request record and the mailbox. */
 struct mailbox *mailbox_create(void);
@@ -224,6 +255,16 @@ void req_free(struct engine_req *r);                  /* frees the record (no lo
 /* Drop the engine's (or the cancel list's) reference to a request (takes the lock; may free
  * it). */
 void req_engine_unref(struct engine_req *r);
+
+/* constraint.c: the grammar in the sampling path (scheduler thread). Mask row for r's state
+ * (attaching r to a matcher on first use); false with msg on failure (out of memory, too many
+ * states, nothing allowed). */
+bool constraint_mask(struct engine *e, struct engine_req *r, float *row, char *msg, size_t cap);
+/* Advance r's state by the sampled id: 0 go on, 1 the grammar is complete, -1 failure (msg). */
+int constraint_take(struct engine *e, struct engine_req *r, int32_t id, char *msg, size_t cap);
+/* Detach r from its matcher (at finish); free every matcher and the trie (at destroy). */
+void constraint_release(struct engine *e, struct engine_req *r);
+void constraint_free_all(struct engine *e);
 
 /* scheduler.c: building one step's batch. */
 void sched_list_remove(struct req_list *l, struct engine_req *r);

@@ -25,10 +25,11 @@
 #define MAX_KV_SLOTS (1LL << 30)
 #define DEFAULT_SPEC_MAX_DRAFT 4
 
-static const char *const spec_names[ENGINE_SPEC_COUNT] = {
+static const char *const spec_names[ENGINE_SPEC_COUNT + 1] = {
     [ENGINE_SPEC_OFF] = "off",
     [ENGINE_SPEC_NGRAM] = "ngram",
     [ENGINE_SPEC_NGRAM_ALWAYS] = "ngram-always",
+    [ENGINE_SPEC_COUNT] = NULL,
 };
 
 /* The batch shape of each profile: max_seqs, and max_batch_tokens = max(batch_tokens, max_seqs). */
@@ -41,6 +42,8 @@ static const struct {
 
 #define OFF(f) offsetof(struct engine_opts, f)
 _Static_assert(sizeof(enum engine_spec) == sizeof(int), "enum options are read as int");
+
+const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", NULL};
 
 const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
@@ -72,16 +75,21 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                                     "never share prompt prefixes (KV blocks) between requests"},
     [ENGINE_OPT_EXACT] = {"--exact", "LLAISYS_EXACT", NULL, ENGINE_OPT_BOOL, OFF(exact), 0, 1,
                           "f32 activations and KV cache"},
+    [ENGINE_OPT_QUANT] = {"--quant", "LLAISYS_QUANT", "TYPE", ENGINE_OPT_CHOICE, OFF(quant), 0, 2,
+                          "quantize the linear weights while loading, in parallel (timed in the "
+                          "log): none, q8_0 (8-bit) or q4_0 (4-bit); a directory written by "
+                          "`llaisys-cli quantize` needs none",
+                          engine_quant_names},
     [ENGINE_OPT_ITL_TARGET_MS] = {"--itl-target-ms", "LLAISYS_ITL_TARGET_MS", "MS",
                                   ENGINE_OPT_INT, OFF(itl_target_ms), 1, 600000,
                                   "inter-token latency target: while sequences decode, prompt "
                                   "chunks are sized from the measured step cost to keep a step "
                                   "under it (a prompt still gets a share of each step and a "
                                   "minimum chunk every few steps)"},
-    [ENGINE_OPT_SPEC] = {"--spec", "LLAISYS_SPEC", "MODE", ENGINE_OPT_ENUM, OFF(spec), 0,
+    [ENGINE_OPT_SPEC] = {"--spec", "LLAISYS_SPEC", "MODE", ENGINE_OPT_CHOICE, OFF(spec), 0,
                          ENGINE_SPEC_COUNT - 1,
-                         "speculative decoding: ngram drafts tokens by prompt lookup in the "
-                         "request's own text, as many as its acceptance and the step cost make "
+                         "speculative decoding, off, ngram or ngram-always: ngram drafts "
+                         "tokens by prompt lookup in the request's own text, as many as its acceptance and the step cost make "
                          "worth it (ngram-always: --spec-max-draft at every match), verified in "
                          "the batch; outputs are unchanged", spec_names},
     [ENGINE_OPT_SPEC_MAX_DRAFT] = {"--spec-max-draft", "LLAISYS_SPEC_MAX_DRAFT", "K",
@@ -95,17 +103,6 @@ const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
         if (strlen(engine_opt_defs[i].flag) == len && !memcmp(engine_opt_defs[i].flag, name, len))
             return &engine_opt_defs[i];
     return NULL;
-}
-
-/* The names of an enum option's values: "a", "a or b", "a, b or c". */
-static void names_list(const struct engine_opt_def *d, char *buf, size_t n)
-{
-    buf[0] = 0;
-    for (long long v = d->min; v <= d->max; v++) {
-        size_t used = strlen(buf);
-        snprintf(buf + used, n - used, "%s%s", v == d->min ? "" : v == d->max ? " or " : ", ",
-                 d->names[v]);
-    }
 }
 
 enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_def *d,
@@ -128,19 +125,34 @@ enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_de
     case ENGINE_OPT_BOOL:
         s = ll_parse_bool(src, val, (bool *)p, err);
         break;
-    case ENGINE_OPT_ENUM: {
-        for (long long v = d->min; v <= d->max; v++)
-            if (!strcmp(val, d->names[v])) {
-                *(int *)p = (int)v;
+    case ENGINE_OPT_CHOICE:
+        for (int i = 0; d->choices[i]; i++)
+            if (!strcmp(val, d->choices[i])) {
+                *(int *)p = i;
                 return LL_OK;
             }
-        char list[128];
-        names_list(d, list, sizeof list);
-        s = ll_err_set(err, LL_EINVAL, "%s: must be %s (got '%s')", src, list, val);
+        {
+            char list[128] = "";
+            for (int i = 0; d->choices[i]; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                         i ? ", " : "", d->choices[i]);
+            s = ll_err_set(err, LL_EINVAL, "%s: must be one of %s (got '%.40s')", src, list, val);
+        }
         break;
     }
-    }
     return s;
+}
+
+struct model_open_opts engine_opts_model_open(const struct engine_opts *o)
+{
+    struct model_open_opts mo = {
+        .n_threads = o->n_threads > 0 ? o->n_threads : LL_POOL_DEFAULT_THREADS};
+    if (o->quant > 0) {
+        LL_ASSERT(o->quant < (int)LL_ARRAY_LEN(engine_quant_names) - 1);
+        mo.quantize = ll_qtype_parse(engine_quant_names[o->quant], &mo.qtype);
+        LL_ASSERT(mo.quantize);
+    }
+    return mo;
 }
 
 void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, char *buf, size_t n)
@@ -173,6 +185,9 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
     case ENGINE_OPT_EXACT:
         snprintf(dflt, sizeof dflt, "bf16 fast path");
         break;
+    case ENGINE_OPT_QUANT:
+        snprintf(dflt, sizeof dflt, "none: the weights as stored");
+        break;
     case ENGINE_OPT_ITL_TARGET_MS:
         snprintf(dflt, sizeof dflt, "%d", ENGINE_ITL_TARGET_MS);
         break;
@@ -188,10 +203,6 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
     }
     if (d->type == ENGINE_OPT_INT) {
         snprintf(buf, n, "%s (%lld to %lld; default %s)", d->help, d->min, d->max, dflt);
-    } else if (d->type == ENGINE_OPT_ENUM) {
-        char list[128];
-        names_list(d, list, sizeof list);
-        snprintf(buf, n, "%s (%s; default %s)", d->help, list, dflt);
     } else if (dflt[0]) {
         snprintf(buf, n, "%s (default %s)", d->help, dflt);
     } else {
@@ -253,11 +264,11 @@ enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err
     for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
         const struct engine_opt_def *d = &engine_opt_defs[i];
         const void *p = (const char *)o + d->off;
-        long long v = d->type == ENGINE_OPT_INT || d->type == ENGINE_OPT_ENUM
+        long long v = d->type == ENGINE_OPT_INT || d->type == ENGINE_OPT_CHOICE
                           ? *(const int *)p
                       : d->type == ENGINE_OPT_SIZE ? (long long)*(const size_t *)p
                                                    : *(const bool *)p;
-        if (d->type == ENGINE_OPT_ENUM && (v < d->min || v > d->max))
+        if (d->type == ENGINE_OPT_CHOICE && (v < d->min || v > d->max))
             return ll_err_set(err, LL_EINVAL, "engine options: %s: no mode %lld", d->flag, v);
         if (d->type == ENGINE_OPT_BOOL || v == 0)
             continue;
@@ -304,11 +315,9 @@ void engine_opts_print(FILE *f, const struct engine_opts *o, const char *sep)
         case ENGINE_OPT_BOOL:
             snprintf(val, sizeof val, "%s", *(const bool *)p ? "yes" : "no");
             break;
-        case ENGINE_OPT_ENUM: {
-            int v = *(const int *)p;
-            snprintf(val, sizeof val, "%s", v >= d->min && v <= d->max ? d->names[v] : "?");
+        case ENGINE_OPT_CHOICE:
+            snprintf(val, sizeof val, "%s", d->choices[*(const int *)p]);
             break;
-        }
         }
         fprintf(f, "%s%s: %s", i ? sep : "", d->flag + 2, val);
     }

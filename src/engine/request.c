@@ -19,6 +19,7 @@
 #include "engine_impl.h"
 #include "hash.h"
 #include "model.h"
+#include "reasoning.h"
 #include "util.h"
 
 /* ---- mailbox ---- */
@@ -67,16 +68,17 @@ void req_free(struct engine_req *r)
     pthread_cond_destroy(&r->cond);
     token_counts_free(&r->counts);
     text_split_free(&r->split);
+    grammar_unref(r->grammar);
     free(r->bias);
     free(r->stop_blob);
     free(r->out_lp);
-    free(r->out_reason);
+    ll_buf_free(&r->out_reason);
     free(r->tokens);
     free(r->blocks);
     free(r->hashes);
     free(r->draft);
     free(r->out_ids);
-    free(r->out_text);
+    ll_buf_free(&r->out_text);
     free(r);
 }
 
@@ -114,18 +116,6 @@ static bool grow(void **buf, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static bool append_text(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
-{
-    if (!n)
-        return true;
-    if (!grow((void **)buf, cap, *len + n + 1, 1))
-        return false;
-    memcpy(*buf + *len, text, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-    return true;
-}
-
 bool req_push_output(struct engine_req *r, const struct req_push *p)
 {
     struct mailbox *mb = r->mbox;
@@ -140,18 +130,18 @@ bool req_push_output(struct engine_req *r, const struct req_push *p)
         r->out_cap = (int)icap;
         r->out_lp_cap = (int)lcap;
     }
-    if (ok && p->len)
-        ok = grow((void **)&r->out_text, &r->out_tcap, r->out_len + p->len + 1, 1);
-    if (ok && p->reasoning_len)
-        ok = grow((void **)&r->out_reason, &r->out_rcap, r->out_rlen + p->reasoning_len + 1, 1);
+    ok = ok && (!p->len || ll_buf_reserve(&r->out_text, p->len)) &&
+         (!p->reasoning_len || ll_buf_reserve(&r->out_reason, p->reasoning_len));
     if (ok) {
         if (p->id >= 0) {
             if (p->lp)
                 r->out_lp[r->out_n] = *p->lp;
             r->out_ids[r->out_n++] = p->id;
         }
-        append_text(&r->out_text, &r->out_len, &r->out_tcap, p->text, p->len);
-        append_text(&r->out_reason, &r->out_rlen, &r->out_rcap, p->reasoning, p->reasoning_len);
+        if (p->len) /* room was made above: these cannot fail */
+            ll_buf_append(&r->out_text, p->text, p->len);
+        if (p->reasoning_len)
+            ll_buf_append(&r->out_reason, p->reasoning, p->reasoning_len);
     }
     if (p->usage)
         r->usage = *p->usage;
@@ -241,8 +231,14 @@ static enum ll_status submit_controls(struct engine *e, struct engine_req *r,
             token_counts_add(&r->counts, r->tokens[i], false);
         r->use_counts = true;
     }
+    enum split_state start = p->reasoning ? reasoning_start(e, p) : SPLIT_CONTENT;
+    if (p->grammar) { /* inside the reasoning: the constraint starts after "</think>" */
+        r->grammar = start == SPLIT_REASONING ? grammar_after(p->grammar, LL_REASONING_CLOSE)
+                                              : grammar_ref(p->grammar);
+        if (!r->grammar)
+            return ll_err_set(err, LL_ENOMEM, "out of memory for the grammar");
+    }
     if (p->n_stop || p->reasoning) {
-        enum split_state start = p->reasoning ? reasoning_start(e, p) : SPLIT_CONTENT;
         if ((s = text_split_init(&r->split, r->stop, r->stop_len, p->n_stop, p->reasoning, start,
                                  e->max_piece, err)) != LL_OK)
             return s;
@@ -378,6 +374,7 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     r->params.stop_ids = r->stop_ids;
     r->params.logit_bias = r->bias;
     r->params.stop = r->stop;
+    r->params.grammar = r->grammar;
     r->params.max_tokens = (int)(max_len - p->n_prompt);
     r->seed = mix_seed(sp->seed, p->choice);
     r->n_prompt = p->n_prompt;
@@ -420,6 +417,16 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
 
 uint64_t engine_req_id(const struct engine_req *r) { return r->id; }
 
+enum engine_req_state engine_req_state(const struct engine_req *r, enum engine_finish *finish)
+{
+    pthread_mutex_lock(&r->mbox->lock);
+    enum engine_req_state s = r->finish != ENGINE_RUNNING ? ENGINE_REQ_FINISHED : r->pub_state;
+    if (finish)
+        *finish = r->finish;
+    pthread_mutex_unlock(&r->mbox->lock);
+    return s;
+}
+
 /* Put r on the cancel list unless it is finished or already there (lock held). The list holds
  * a reference of its own, dropped by the scheduler once it has read the entry, so the record
  * stays valid even if the request finishes and both other references go before that. */
@@ -445,7 +452,7 @@ void engine_cancel(struct engine_req *r)
 /* Swap the outbox into out (lock held). */
 static bool take_locked(struct engine_req *r, struct engine_output *out)
 {
-    bool any = r->out_n > 0 || r->out_len > 0 || r->out_rlen > 0 ||
+    bool any = r->out_n > 0 || r->out_text.len > 0 || r->out_reason.len > 0 ||
                (r->finish && !r->finish_reported);
     /* Each buffer changes hands with its capacity: the caller's emptied buffer becomes the
      * outbox's, so repeated polls reuse memory. Lengths go to the caller; the outbox's restart. */
@@ -462,13 +469,9 @@ static bool take_locked(struct engine_req *r, struct engine_output *out)
     SWAP(out->logprobs, r->out_lp);
     SWAP(out->cap_logprobs, r->out_lp_cap);
     SWAP(out->text, r->out_text);
-    SWAP(out->cap_text, r->out_tcap);
-    out->text_len = r->out_len;
-    r->out_len = 0;
+    ll_buf_clear(&r->out_text); /* also forgets a failed append's flag */
     SWAP(out->reasoning, r->out_reason);
-    SWAP(out->cap_reasoning, r->out_rcap);
-    out->reasoning_len = r->out_rlen;
-    r->out_rlen = 0;
+    ll_buf_clear(&r->out_reason);
 #undef SWAP
     out->finish = r->finish;
     if (r->finish)
@@ -505,7 +508,7 @@ bool engine_wait(struct engine_req *r, struct engine_output *out, double timeout
         }
     }
     pthread_mutex_lock(&mb->lock);
-    while (r->out_n == 0 && r->out_len == 0 && r->out_rlen == 0 &&
+    while (r->out_n == 0 && r->out_text.len == 0 && r->out_reason.len == 0 &&
            !(r->finish && !r->finish_reported)) {
         if (timeout_s < 0) {
             pthread_cond_wait(&r->cond, &mb->lock);
@@ -534,14 +537,11 @@ void engine_output_free(struct engine_output *out)
 {
     free(out->ids);
     free(out->logprobs);
-    free(out->text);
-    free(out->reasoning);
+    ll_buf_free(&out->text);
+    ll_buf_free(&out->reasoning);
     out->ids = NULL;
     out->logprobs = NULL;
-    out->text = out->reasoning = NULL;
     out->n_ids = out->cap_ids = out->cap_logprobs = 0;
-    out->text_len = out->cap_text = 0;
-    out->reasoning_len = out->cap_reasoning = 0;
 }
 
 void req_engine_unref(struct engine_req *r) { req_unref(r); }

@@ -11,7 +11,9 @@
  *      verify in this same batch, as many as the request's acceptance makes worth their rows
  *      (theta below), in the time a prompt chunk could take (step 3; ngram-always:
  *      spec_max_draft wherever a match exists), within the token budget, the logits rows and
- *      the free blocks (a draft never preempts);
+ *      the free blocks (a draft never preempts); constrained requests (a grammar) get none;
+ *      session turns (pin_key) do: their pins take only published blocks, which hold
+ *      accepted tokens only;
  *   3. the prompt budget: how many prompt tokens this step may carry beside those rows. With no
  *      sequence decoding it is the whole token budget (nobody's inter-token gap is at stake).
  *      Else it comes from the measured step cost F (step_cost.h): the most tokens c with
@@ -133,6 +135,9 @@ static void preempt(struct engine *e, struct engine_req *r)
     LL_ASSERT(r->state == REQ_RUNNING && r->batch_step != e->step_no);
     sched_drop_blocks(e, r);
     r->state = REQ_WAITING;
+    pthread_mutex_lock(&e->mbox->lock);
+    r->pub_state = ENGINE_REQ_PREEMPTED;
+    pthread_mutex_unlock(&e->mbox->lock);
     r->preemptions++;
     e->counters.preemptions++;
     e->preempted_now = true;
@@ -204,6 +209,7 @@ static void schedule_decodes(struct engine *e)
             continue;
         int need = blocks_for(r->n_computed + 1, e->opts.block_size) - r->n_blocks;
         bool self = false;
+        pins_make_room(e, need); /* pins go before any preemption */
         while (need > kv_pool_n_free(&e->pool)) {
             struct engine_req *v = e->running.tail; /* most recently started */
             if (v == r) {
@@ -251,6 +257,10 @@ static void schedule_drafts(struct engine *e)
     for (int k = 0; k < e->n_seqs && e->budget > 0; k++) {
         struct engine_req *r = e->b_reqs[k];
         if (r->batch_rows != 1 || r->n_tokens - r->n_computed != 1)
+            continue;
+        /* a grammar's mask at a draft's position depends on the state after the tokens before
+         * it, which verification does not track: constrained requests get no drafts */
+        if (r->grammar)
             continue;
         /* the last draft sits at position n_tokens - 1 + k and max_len - 1 tokens at most are
          * ever fed; rows, logits rows and blocks bound it too */
@@ -319,6 +329,7 @@ static void schedule_chunks(struct engine *e)
             continue;
         int chunk = rem < e->budget ? rem : e->budget;
         int need = blocks_for(r->n_computed + chunk, bs) - r->n_blocks;
+        pins_make_room(e, need);
         while (need > kv_pool_n_free(&e->pool)) {
             struct engine_req *v = e->running.tail;
             if (v == r || v->batch_step == e->step_no)
@@ -340,7 +351,7 @@ static void schedule_chunks(struct engine *e)
 static int match_prefix(struct engine *e, struct engine_req *r, int *from_free)
 {
     *from_free = 0;
-    if (e->opts.no_prefix_cache)
+    if (e->opts.no_prefix_cache || r->params.no_cache)
         return 0;
     int bs = e->opts.block_size, limit = (r->n_tokens - 1) / bs, m = 0;
     while (r->n_hashes < limit) {
@@ -368,7 +379,7 @@ static int match_prefix(struct engine *e, struct engine_req *r, int *from_free)
  * block m mean equal prefixes (a collision only delays r until that block is computed). */
 static bool wait_for_prefix(const struct engine *e, const struct engine_req *r, int m)
 {
-    if (e->opts.no_prefix_cache || m >= r->n_hashes)
+    if (e->opts.no_prefix_cache || r->params.no_cache || m >= r->n_hashes)
         return false;
     for (const struct engine_req *o = e->running.head; o; o = o->next)
         if (o->n_hashes > m && o->n_published <= m && o->hashes[m] == r->hashes[m])
@@ -387,6 +398,11 @@ static void admit(struct engine *e)
         if (wait_for_prefix(e, r, m))
             break; /* its prefix is being computed: take it next step (no overtaking) */
         int need = blocks_for(r->n_tokens, bs) - m;
+        if (need + from_free > kv_pool_n_free(&e->pool) &&
+            pins_make_room(e, need + from_free)) { /* unpinned: the match may have changed */
+            m = match_prefix(e, r, &from_free);
+            need = blocks_for(r->n_tokens, bs) - m;
+        }
         if (need + from_free > kv_pool_n_free(&e->pool))
             break; /* wait for room; later requests do not overtake */
         for (int i = 0; i < m; i++)
@@ -395,13 +411,15 @@ static void admit(struct engine *e)
         r->n_published = m;
         r->n_computed = m * bs;
         e->counters.cached_tokens += (uint64_t)(m * bs);
-        if (r->stamp == 0) { /* first start */
+        pthread_mutex_lock(&e->mbox->lock);
+        r->pub_state = ENGINE_REQ_RUNNING;
+        if (r->stamp == 0) /* first start */
+            e->mbox->queued--;
+        pthread_mutex_unlock(&e->mbox->lock);
+        if (r->stamp == 0) {
             r->stamp = ++e->next_stamp;
             r->cached_tokens = m * bs;
             r->t_first_sched = ll_now();
-            pthread_mutex_lock(&e->mbox->lock);
-            e->mbox->queued--;
-            pthread_mutex_unlock(&e->mbox->lock);
         }
         sched_list_remove(&e->waiting, r);
         r->state = REQ_RUNNING;
@@ -453,7 +471,7 @@ void sched_trim_blocks(struct engine *e, struct engine_req *r)
 
 void sched_publish_blocks(struct engine *e, struct engine_req *r)
 {
-    if (e->opts.no_prefix_cache)
+    if (e->opts.no_prefix_cache || r->params.no_cache)
         return;
     int bs = e->opts.block_size, full = r->n_computed / bs;
     while (r->n_hashes < full) {

@@ -13,6 +13,7 @@
 static const char *const names[] = {
     [LL_ISA_SCALAR] = "scalar",
     [LL_ISA_AVX2] = "avx2",
+    [LL_ISA_AVXVNNI] = "avxvnni",
     [LL_ISA_AVX512] = "avx512",
 };
 
@@ -26,12 +27,13 @@ static void cap_init(void)
     if (!env || !*env)
         return;
     for (int i = LL_ISA_SCALAR; i <= LL_ISA_AVX512; i++)
-        if (!strcmp(env, names[i]) || (i == LL_ISA_AVX512 && !strcmp(env, "avx512bf16"))) {
+        if (!strcmp(env, names[i]) ||
+            (i == LL_ISA_AVX512 && (!strcmp(env, "avx512bf16") || !strcmp(env, "avx512vnni")))) {
             cap = (enum ll_isa)i;
             cap_requested = true;
             return;
         }
-    log_msg(LOG_WARN, "LLAISYS_KERNEL=%s unknown (scalar|avx2|avx512); ignored", env);
+    log_msg(LOG_WARN, "LLAISYS_KERNEL=%s unknown (scalar|avx2|avxvnni|avx512); ignored", env);
 }
 
 enum ll_isa ll_isa_cap(bool *requested)

@@ -1,13 +1,14 @@
 /*
- * isa.h: private to the kernels: the instruction-set cap every kernel family (matmul, the
- * row-wise ops, attention) applies when it picks its variant once at start-up.
+ * isa.h: private to the kernels: the instruction-set cap every kernel family (matmul, qmatmul,
+ * the row-wise ops, attention) applies when it picks its variant once at start-up.
  *
- * The one dispatch knob is the environment variable LLAISYS_KERNEL=scalar|avx2|avx512 (avx512bf16,
- * the matmul variant's name, is taken as avx512): the
- * highest instruction set any kernel may use (scalar: the plain C references everywhere; avx2:
- * the AVX2 matmul, scalar ops and attention; avx512: everything may use AVX-512). Unset or
- * empty, each family uses the best variant the CPU runs. Each family still checks the CPU for
- * its own variant's features and falls back to what the CPU runs (matmul reports it).
+ * The one dispatch knob is the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512
+ * (avx512bf16 and avx512vnni, the variants' names, are taken as avx512): the highest instruction
+ * set any kernel may use (scalar: the plain C references everywhere; avx2: the AVX2 matmul and
+ * qmatmul, scalar ops and attention; avxvnni: as avx2, but the qmatmul may use AVX-VNNI; avx512:
+ * everything may use AVX-512, the qmatmul AVX-512 VNNI). Unset or empty, each family uses the best
+ * variant the CPU runs. Each family still checks the CPU for its own variant's features and falls
+ * back to what the CPU runs (matmul and qmatmul report it).
  */
 #ifndef LLAISYS_ISA_H
 #define LLAISYS_ISA_H
@@ -17,6 +18,7 @@
 enum ll_isa {
     LL_ISA_SCALAR,
     LL_ISA_AVX2,
+    LL_ISA_AVXVNNI,
     LL_ISA_AVX512,
 };
 
@@ -25,7 +27,7 @@ enum ll_isa {
  * NULL) tells whether a valid value was given. Any thread. */
 enum ll_isa ll_isa_cap(bool *requested);
 
-/* The name of a level as LLAISYS_KERNEL spells it ("scalar", "avx2", "avx512"). */
+/* The name of a level as LLAISYS_KERNEL spells it ("scalar", "avx2", "avxvnni", "avx512"). */
 const char *ll_isa_name(enum ll_isa isa);
 
 #endif

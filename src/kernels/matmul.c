@@ -162,7 +162,7 @@ static void variant_init(void)
 {
     bool requested;
     enum ll_isa cap = ll_isa_cap(&requested);
-    int want = cap == LL_ISA_AVX512 ? V_AVX512 : cap == LL_ISA_AVX2 ? V_AVX2 : V_SCALAR, v = want;
+    int want = cap >= LL_ISA_AVX512 ? V_AVX512 : cap >= LL_ISA_AVX2 ? V_AVX2 : V_SCALAR, v = want;
     while (v > V_SCALAR && !cpu_runs(v))
         v--;
     if (requested && v != want)

@@ -6,12 +6,21 @@
  * and runs its own part; each worker notices the new generation, runs its part and decrements
  * `pending`; the caller returns once `pending` is zero. That is the one barrier per op.
  *
- * Waiting: both sides first spin on the shared word for SPIN_SECONDS (a decode step issues a few
- * hundred short ops back to back, and a futex round trip would cost more than many of them),
- * then sleep in futex_wait on the same word, so an idle pool costs no CPU. A side that is about
- * to sleep announces it (`sleepers`, `caller_sleeping`) before re-checking the word; the other
- * side changes the word before reading the announcement, and both use sequentially consistent
+ * Waiting: both sides first spin on the shared word (a decode step issues a few hundred short ops
+ * back to back, and a futex round trip would cost more than many of them), then sleep in
+ * futex_wait on the same word, so an idle pool costs no CPU. A side that is about to sleep
+ * announces it (`sleepers`, `caller_sleeping`) before re-checking the word; the other side
+ * changes the word before reading the announcement, and both use sequentially consistent
  * atomics, so a wake-up is never lost (and futex_wait itself refuses to sleep on a stale value).
+ *
+ * The spin is yield-aware: each waiter keeps its own budget (struct spin), between SPIN_MIN and
+ * SPIN_MAX seconds. A wait that ends within the budget keeps it (and doubles it back towards
+ * SPIN_MAX); a wait that outlasts it halves it. On a quiet machine every barrier completes in
+ * microseconds, so the budget stays at SPIN_MAX and ops chain without a system call. When
+ * another process takes a core, the thread we wait for is descheduled for a whole time slice:
+ * spinning then only burns the core it could have run on, so the budget collapses within a few
+ * ops to SPIN_MIN, waiters sleep almost at once, and the scheduler can run the late thread (or
+ * the neighbour) on the freed core.
  *
  * Invariants: ll_pool_run is called by one thread at a time and never from inside fn (asserted);
  * fn/ctx are written only while no worker is running them.
@@ -30,11 +39,18 @@
 
 #include "util.h"
 
-#define SPIN_SECONDS 200e-6
+#define SPIN_MAX 200e-6 /* the spin budget on a quiet machine */
+#define SPIN_MIN 4e-6   /* ... and under contention: about a futex round trip */
+
+/* One waiter's spin budget (each worker and the caller have their own: no sharing). */
+struct spin {
+    double budget; /* seconds, in [SPIN_MIN, SPIN_MAX] */
+};
 
 struct worker {
     struct ll_pool *pool;
     int ith;
+    struct spin spin;
 };
 
 struct ll_pool {
@@ -52,6 +68,7 @@ struct ll_pool {
     _Atomic int sleepers;              /* workers asleep on `gen`, or about to be */
     _Alignas(64) _Atomic uint32_t pending; /* futex word of the caller: workers still running */
     _Atomic int caller_sleeping;
+    struct spin caller_spin; /* the calling thread's budget (one caller at a time) */
 };
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
@@ -66,21 +83,28 @@ static void futex_wake(_Atomic uint32_t *word, int n)
 }
 
 /* Spin while *word == value (worker: no new op yet) or, with until_zero, while *word != 0
- * (caller: workers still busy), for at most SPIN_SECONDS. Returns the last value seen. */
-static uint32_t spin_on(_Atomic uint32_t *word, uint32_t value, bool until_zero)
+ * (caller: workers still busy), for at most the budget of sp, which this wait then adapts.
+ * Returns the last value seen (still the waited-on condition: the caller should sleep). */
+static uint32_t spin_on(_Atomic uint32_t *word, uint32_t value, bool until_zero, struct spin *sp)
 {
     double until = 0;
     for (unsigned i = 1;; i++) {
         uint32_t v = atomic_load_explicit(word, memory_order_acquire);
-        if (until_zero ? v == 0 : v != value)
+        if (until_zero ? v == 0 : v != value) {
+            if (sp->budget < SPIN_MAX) /* waits are short again: spin longer next time */
+                sp->budget = sp->budget * 2 < SPIN_MAX ? sp->budget * 2 : SPIN_MAX;
             return v;
+        }
         __builtin_ia32_pause();
-        if ((i & 255) == 0) {
+        if ((i & 63) == 0) {
             double now = ll_now();
-            if (until == 0)
-                until = now + SPIN_SECONDS;
-            else if (now > until)
+            if (until == 0) {
+                until = now + sp->budget;
+            } else if (now > until) {
+                /* the other side is late (descheduled, or simply idle): spin less */
+                sp->budget = sp->budget / 2 > SPIN_MIN ? sp->budget / 2 : SPIN_MIN;
                 return v;
+            }
         }
     }
 }
@@ -91,7 +115,7 @@ static void *worker_main(void *arg)
     struct ll_pool *pool = self->pool;
     uint32_t seen = 0;
     for (;;) {
-        uint32_t g = spin_on(&pool->gen, seen, false);
+        uint32_t g = spin_on(&pool->gen, seen, false, &self->spin);
         while (g == seen) {
             atomic_fetch_add(&pool->sleepers, 1);
             g = atomic_load(&pool->gen);
@@ -134,7 +158,7 @@ enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err
     struct ll_pool *pool = aligned_alloc(64, sizeof *pool);
     if (!pool)
         return ll_err_set(err, LL_ENOMEM, "thread pool: out of memory");
-    *pool = (struct ll_pool){.n_threads = n_threads};
+    *pool = (struct ll_pool){.n_threads = n_threads, .caller_spin = {SPIN_MAX}};
     int nw = n_threads - 1;
     if (nw > 0) {
         pool->threads = calloc((size_t)nw, sizeof *pool->threads);
@@ -145,7 +169,7 @@ enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err
         }
     }
     for (int i = 0; i < nw; i++) {
-        pool->workers[i] = (struct worker){.pool = pool, .ith = i + 1};
+        pool->workers[i] = (struct worker){.pool = pool, .ith = i + 1, .spin = {SPIN_MAX}};
         int rc = pthread_create(&pool->threads[i], NULL, worker_main, &pool->workers[i]);
         if (rc) {
             ll_pool_free(pool);
@@ -173,7 +197,7 @@ void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx)
 
     fn(ctx, 0, pool->n_threads);
 
-    uint32_t p = spin_on(&pool->pending, 0, true);
+    uint32_t p = spin_on(&pool->pending, 0, true, &pool->caller_spin);
     while (p != 0) {
         atomic_store(&pool->caller_sleeping, 1);
         p = atomic_load(&pool->pending);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "json.h"
+#include "model_registry.h"
 #include "util.h"
 
 /* Parse text as a JSON object (ll_json_parse names line and column). */
@@ -115,6 +116,49 @@ static enum ll_status get_eos(const cJSON *o, int *ids, int *n, const char *name
     return LL_OK;
 }
 
+/* quantization_config (optional): {"quant_method": "llaisys", "format": "q8_0" | "q4_0",
+ * "layout": LL_QLAYOUT}; a missing field, or any other method, format or layout, is refused
+ * naming the field. */
+static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const char *name,
+                                 struct ll_err *err)
+{
+    const cJSON *q = ll_json_member(o, "quantization_config");
+    if (!q)
+        return LL_OK;
+    if (!cJSON_IsObject(q))
+        return ll_err_set(err, LL_EMODEL, "%s: 'quantization_config' must be an object, not %s",
+                          name, ll_json_type_name(q));
+    static const char *const keys[3] = {"quant_method", "format", "layout"};
+    const char *v[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        enum ll_status s = ll_json_get_str(q, keys[i], &v[i], NULL, err);
+        if (s != LL_OK) {
+            ll_err_prefix(err, "quantization_config: ");
+            return in_file(s, name, err);
+        }
+        if (!v[i])
+            return ll_err_set(err, LL_EMODEL, "%s: quantization_config has no '%s'", name,
+                              keys[i]);
+    }
+    if (strcmp(v[0], "llaisys"))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: quantization_config.quant_method \"%.40s\" is not supported (only "
+                          "\"llaisys\", as `llaisys-cli quantize` writes it)",
+                          name, v[0]);
+    if (!ll_qtype_parse(v[1], &c->qtype))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: quantization_config.format \"%.40s\" is not supported (q8_0, "
+                          "q4_0)",
+                          name, v[1]);
+    if (strcmp(v[2], LL_QLAYOUT))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: quantization_config.layout \"%.40s\" is unknown (this build reads "
+                          "\"%s\")",
+                          name, v[2], LL_QLAYOUT);
+    c->quantized = true;
+    return LL_OK;
+}
+
 static enum ll_status config_fill(struct model_config *c, const cJSON *o, const char *name,
                                   struct ll_err *err)
 {
@@ -141,6 +185,18 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
         if (strlen(mt) >= sizeof c->model_type)
             return ll_err_set(err, LL_EMODEL, "%s: 'model_type' is too long", name);
         strcpy(c->model_type, mt);
+    }
+
+    const struct model_family *fam = mt ? model_registry_find(mt) : NULL;
+    if (fam && fam->no_weights) {
+        /* a family without weights sets its own shapes (its bind); only these are read */
+        if ((s = get_int(o, "vocab_size", true, 1, 1 << 24, 0, &c->vocab_size, name, err)) ||
+            (s = get_int(o, "max_position_embeddings", false, 1, 1 << 30, 32768,
+                         &c->max_position, name, err)) ||
+            (s = get_token_id(o, "bos_token_id", &c->bos_token_id, name, err)) ||
+            (s = get_eos(o, c->eos_ids, &c->n_eos, name, err)))
+            return s;
+        return LL_OK;
     }
 
     if ((s = get_int(o, "hidden_size", true, 1, 1 << 16, 0, &c->hidden_size, name, err)) ||
@@ -201,7 +257,7 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
                           "%s: use_sliding_window true is not supported (sliding-window "
                           "attention)",
                           name);
-    return LL_OK;
+    return quant_fill(c, o, name, err);
 }
 
 enum ll_status model_config_parse(struct model_config *cfg, const char *text, size_t len,

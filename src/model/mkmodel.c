@@ -16,7 +16,6 @@
 #include "mkmodel.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -24,12 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dtype.h"
 #include "hash.h"
 #include "json.h"
+#include "model_dir.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -453,19 +452,6 @@ static void py_float(char *buf, size_t size, double v)
         strncat(buf, ".0", size - strlen(buf) - 1);
 }
 
-static enum ll_status text_write(const char *path, const char *text, size_t len,
-                                 struct ll_err *err)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return ll_err_set(err, LL_EIO, "%s: %s", path, strerror(errno));
-    size_t k = fwrite(text, 1, len, f);
-    int e = errno;
-    if (fclose(f) != 0 || k != len)
-        return ll_err_set(err, LL_EIO, "%s: write failed: %s", path, strerror(e ? e : EIO));
-    return LL_OK;
-}
-
 static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eos,
                                    const char *path, struct ll_err *err)
 {
@@ -514,7 +500,7 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
                      s->n_layers, s->n_kv_heads, eps, theta, s->tied ? "true" : "false",
                      s->vocab_size);
     LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
-    return text_write(path, buf, (size_t)n, err);
+    return ll_write_file(path, buf, (size_t)n, err);
 }
 
 static enum ll_status generation_write(int bos, int eos, const char *path, struct ll_err *err)
@@ -527,7 +513,7 @@ static enum ll_status generation_write(int bos, int eos, const char *path, struc
         n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"eos_token_id\": %d,\n", eos);
     n += snprintf(buf + n, sizeof buf - (size_t)n,
                   "  \"do_sample\": true,\n  \"temperature\": 0.6,\n  \"top_p\": 0.95\n}\n");
-    return text_write(path, buf, (size_t)n, err);
+    return ll_write_file(path, buf, (size_t)n, err);
 }
 
 /* ---- tokenizer files ---- */
@@ -629,88 +615,23 @@ out:
 
 /* ---- the directory ---- */
 
-/* Remove the files mkmodel writes from dir, then dir itself (best effort). */
-static void dir_remove(const char *dir)
-{
-    for (size_t i = 0; i < LL_ARRAY_LEN(written_files); i++) {
-        char *p = ll_path_join(dir, written_files[i]);
-        if (p)
-            unlink(p);
-        free(p);
-    }
-    rmdir(dir);
-}
-
-/* True when dir holds nothing but files mkmodel writes. */
-static bool dir_is_replaceable(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    bool ok = true;
-    struct dirent *e;
-    while (ok && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        bool known = false;
-        for (size_t i = 0; i < LL_ARRAY_LEN(written_files) && !known; i++)
-            known = !strcmp(e->d_name, written_files[i]);
-        ok = known;
-    }
-    closedir(d);
-    return ok;
-}
-
-static enum ll_status out_dir_check(const char *out, bool force, struct ll_err *err)
-{
-    struct stat sb;
-    if (lstat(out, &sb) != 0)
-        return errno == ENOENT ? LL_OK : ll_err_set(err, LL_EIO, "%s: %s", out, strerror(errno));
-    if (!force)
-        return ll_err_set(err, LL_EINVAL, "%s already exists (use --force to replace it)", out);
-    if (!S_ISDIR(sb.st_mode) || !dir_is_replaceable(out))
-        return ll_err_set(err, LL_EINVAL,
-                          "%s exists and is not a model directory written by mkmodel; not "
-                          "replacing it",
-                          out);
-    return LL_OK;
-}
-
 enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer_dir,
                              const char *out_dir, int n_threads, bool force, struct ll_err *err)
 {
     enum ll_status st = mkmodel_check(s, err);
     if (st != LL_OK)
         return st;
-    size_t ol = strlen(out_dir);
-    while (ol > 1 && out_dir[ol - 1] == '/')
-        ol--;
-    if (ol == 0)
-        return ll_err_set(err, LL_EINVAL, "empty output directory name");
-    char *out = strndup(out_dir, ol);
-    char *tmp = malloc(ol + 32), *old = malloc(ol + 32);
+    struct model_dir_writer w;
     struct file_text tj = {0}, tc = {0};
     char *paths[LL_ARRAY_LEN(written_files)] = {0};
-    bool made_tmp = false;
-    if (!out || !tmp || !old) {
-        st = ll_err_set(err, LL_ENOMEM, "out of memory");
-        goto out;
-    }
-    snprintf(tmp, ol + 32, "%s.tmp-%ld", out, (long)getpid());
-    snprintf(old, ol + 32, "%s.old-%ld", out, (long)getpid());
-    if ((st = out_dir_check(out, force, err)))
+    if ((st = model_dir_begin(&w, out_dir, written_files, LL_ARRAY_LEN(written_files), force,
+                              err)))
         goto out;
     int bos = s->bos_token_id, eos = s->eos_token_id;
     if (tokenizer_dir && (st = tokenizer_files_read(s, tokenizer_dir, &tj, &tc, &bos, &eos, err)))
         goto out;
-
-    if (mkdir(tmp, 0755) != 0) {
-        st = ll_err_set(err, LL_EIO, "%s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    made_tmp = true;
     for (size_t i = 0; i < LL_ARRAY_LEN(written_files); i++)
-        if (!(paths[i] = ll_path_join(tmp, written_files[i]))) {
+        if (!(paths[i] = model_dir_file(&w, written_files[i]))) {
             st = ll_err_set(err, LL_ENOMEM, "out of memory");
             goto out;
         }
@@ -718,39 +639,15 @@ enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer
         (st = generation_write(bos, eos, paths[1], err)) ||
         (st = safetensors_write(s, paths[2], n_threads < 1 ? 1 : n_threads, err)))
         goto out;
-    if (tokenizer_dir && ((st = text_write(paths[3], tj.text, tj.len, err)) ||
-                          (st = text_write(paths[4], tc.text, tc.len, err))))
+    if (tokenizer_dir && ((st = ll_write_file(paths[3], tj.text, tj.len, err)) ||
+                          (st = ll_write_file(paths[4], tc.text, tc.len, err))))
         goto out;
-
-    /* Publish: the finished directory appears under its name in one rename. */
-    bool replacing = false;
-    if ((st = out_dir_check(out, force, err)))
-        goto out;
-    if (access(out, F_OK) == 0) {
-        if (rename(out, old) != 0) {
-            st = ll_err_set(err, LL_EIO, "%s: cannot move aside: %s", out, strerror(errno));
-            goto out;
-        }
-        replacing = true;
-    }
-    if (rename(tmp, out) != 0) {
-        st = ll_err_set(err, LL_EIO, "%s: cannot rename to %s: %s", tmp, out, strerror(errno));
-        if (replacing)
-            rename(old, out);
-        goto out;
-    }
-    made_tmp = false;
-    if (replacing)
-        dir_remove(old);
+    st = model_dir_commit(&w, err);
 out:
-    if (made_tmp)
-        dir_remove(tmp);
+    model_dir_end(&w);
     for (size_t i = 0; i < LL_ARRAY_LEN(paths); i++)
         free(paths[i]);
     free(tj.text);
     free(tc.text);
-    free(out);
-    free(tmp);
-    free(old);
     return st;
 }

@@ -3,17 +3,20 @@
  *
  * Order of open: the directory, config.json (-> family via the registry), generation_config.json
  * (optional), the weight files (mmap + full validation), then the family binds its tensors
- * against the config. Any failure undoes everything done so far and leaves one message naming
+ * against the config, listing its linear weights in m->linears, which are then quantized when
+ * the caller asked for it (model_quant.c). Any failure undoes everything done so far and leaves one message naming
  * the file and the problem. Runs on the start-up thread; the model is read-only afterwards.
  */
 #include "model.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "model_config.h"
+#include "model_quant.h"
 #include "model_registry.h"
 #include "safetensors.h"
 #include "util.h"
@@ -42,7 +45,8 @@ static enum ll_status family_pick(struct model *m, const char *cfg_path, struct 
     return LL_OK;
 }
 
-static enum ll_status open_steps(struct model *m, const char *dir, struct ll_err *err)
+static enum ll_status open_steps(struct model *m, const char *dir,
+                                 const struct model_open_opts *opts, struct ll_err *err)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0)
@@ -61,16 +65,22 @@ static enum ll_status open_steps(struct model *m, const char *dir, struct ll_err
         (s = family_pick(m, cfg_path, err)) ||
         (s = generation_defaults_read(&m->gen, gen_path, err)) ||
         (s = model_config_merge_eos(&m->config, &m->gen, cfg_path, gen_path, err)) ||
-        (s = st_open_dir(&m->st, dir, err)))
+        (!m->family->no_weights && (s = st_open_dir(&m->st, dir, err))))
         goto out;
-    s = m->family->bind(m, err);
+    if ((s = m->family->bind(m, err)))
+        goto out;
+    m->quantized = m->config.quantized;
+    m->qtype = m->config.qtype;
+    if (opts && opts->quantize)
+        s = model_quantize(m, opts->qtype, opts->n_threads, err);
 out:
     free(cfg_path);
     free(gen_path);
     return s;
 }
 
-enum ll_status model_open(struct model **out, const char *dir, struct ll_err *err)
+enum ll_status model_open(struct model **out, const char *dir, const struct model_open_opts *opts,
+                          struct ll_err *err)
 {
     *out = NULL;
     struct model *m = calloc(1, sizeof *m);
@@ -78,13 +88,25 @@ enum ll_status model_open(struct model **out, const char *dir, struct ll_err *er
         free(m);
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", dir);
     }
-    enum ll_status s = open_steps(m, dir, err);
+    enum ll_status s = open_steps(m, dir, opts, err);
     if (s != LL_OK) {
         model_close(m);
         return s;
     }
     *out = m;
     return LL_OK;
+}
+
+void model_weights_str(const struct model *m, char *buf, size_t size)
+{
+    if (!m->quantized)
+        snprintf(buf, size, "%s", ll_dtype_name(m->weight_dtype));
+    else if (m->quant_seconds > 0)
+        snprintf(buf, size, "%s (quantized at load in %.2f s; %s embedding)",
+                 ll_qtype_name(m->qtype), m->quant_seconds, ll_dtype_name(m->weight_dtype));
+    else
+        snprintf(buf, size, "%s (stored; %s embedding)", ll_qtype_name(m->qtype),
+                 ll_dtype_name(m->weight_dtype));
 }
 
 void model_close(struct model *m)
@@ -94,6 +116,8 @@ void model_close(struct model *m)
     if (m->family && m->family->unbind)
         m->family->unbind(m);
     st_close(m->st);
+    free(m->linears);
+    free(m->qmem);
     free(m->dir);
     free(m);
 }

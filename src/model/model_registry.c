@@ -3,6 +3,7 @@
  * this table is the only place that knows which families exist.
  */
 #include "model_registry.h"
+#include "mock.h"
 #include "qwen2.h"
 
 #include <stdio.h>
@@ -19,6 +20,16 @@ static const struct model_family families[] = {
         .runtime_create = qwen2_runtime_create,
         .runtime_free = qwen2_runtime_free,
         .forward = qwen2_forward,
+    },
+    {
+        /* deterministic logits without weights, for tests (mock.c) */
+        .model_type = "mock",
+        .no_weights = true,
+        .bind = mock_bind,
+        .unbind = mock_unbind,
+        .runtime_create = mock_runtime_create,
+        .runtime_free = mock_runtime_free,
+        .forward = mock_forward,
     },
 };
 

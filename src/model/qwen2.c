@@ -3,7 +3,9 @@
  *
  * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
  * biases widened to f32, and one scratch allocation carved into the matmul scratch and the
- * activation buffers of a max_batch step. qwen2_forward() allocates nothing.
+ * activation buffers of a max_batch step. qwen2_forward() allocates nothing. Each linear layer,
+ * lm_head included, runs ll_qmatmul when its weight is quantized, else ll_matmul; both keep a
+ * row's result independent of the batch and the thread count.
  *
  * Called by the thread that owns the runtime; the matmuls, attention and the row-wise steps run
  * on the pool (one ll_pool_run per op, rows split by (ith, nth)). Every row-wise step computes a
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "qmatmul.h"
 #include "util.h"
 
 struct qwen2_runtime {
@@ -31,8 +34,9 @@ struct qwen2_runtime {
     struct ll_kv_seq seq0;
     /* scratch, carved from mem */
     void *mem;
-    void *mm;       /* (mm_bytes) ll_matmul's scratch for max_batch rows of the widest K; first
-                       in mem, so 64-byte aligned; NULL in exact math (unused there) */
+    void *mm;       /* (mm_bytes) the scratch of ll_matmul (fast math) and of ll_qmatmul
+                       (quantized weights) for max_batch rows of the widest K: the larger of
+                       the two; first in mem, so 64-byte aligned; NULL when neither needs one */
     size_t mm_bytes;
     float *x;       /* (max_batch, hidden) residual stream */
     float *xn;      /* (max_batch, hidden) normed input of the next matmul */
@@ -199,7 +203,10 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
                     att_floats;
     int widest_k = r->hidden > r->qdim ? r->hidden : r->qdim;
     widest_k = r->inter > widest_k ? r->inter : widest_k;
-    r->mm_bytes = o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    /* one scratch serves both GEMMs (never in use at once): the larger of what each needs */
+    size_t mm_dense = o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    size_t mm_quant = m->quantized ? ll_qmatmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    r->mm_bytes = mm_dense > mm_quant ? mm_dense : mm_quant;
     size_t bytes = r->mm_bytes + floats * sizeof(float) + 3 * B * sizeof(int32_t);
     r->mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!r->table || !r->bias || !r->mem) {
@@ -242,57 +249,6 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
 
 /* ---- the step ---- */
 
-/* Check the batch against the runtime and resolve each row's sequence and slot; *n_want gets
- * the number of rows that want logits (their indices in r->rows). Returns as qwen2_forward. */
-static enum ll_status check_batch(struct qwen2_runtime *r, const struct ll_batch *b,
-                                  const struct ll_kv_seq **seqs, int *n_seqs, int *n_want_out,
-                                  struct ll_err *err)
-{
-    const struct runtime_opts *o = &r->base.opts;
-    if (b->n_tokens < 1 || b->n_tokens > o->max_batch)
-        return ll_err_set(err, LL_EINVAL, "batch of %d tokens (must be 1..%d)", b->n_tokens,
-                          o->max_batch);
-    *seqs = b->seqs ? b->seqs : &r->seq0;
-    *n_seqs = b->seqs ? b->n_seqs : 1;
-    int bs = o->block_size, nblk_phys = o->n_slots / bs, n_want = 0;
-    for (int i = 0; i < b->n_tokens; i++) {
-        int t = b->token[i], p = b->pos[i], sq = b->seq ? b->seq[i] : 0;
-        if (t < 0 || t >= r->vocab)
-            return ll_err_set(err, LL_EINVAL,
-                              "batch row %d: token id %d outside the vocabulary (%d)", i, t,
-                              r->vocab);
-        if (p < 0 || p >= o->n_ctx)
-            return ll_err_set(err, p < 0 ? LL_EINVAL : LL_ETOOLONG,
-                              "batch row %d: position %d outside the context (0..%d)", i, p,
-                              o->n_ctx - 1);
-        if (sq < 0 || sq >= *n_seqs)
-            return ll_err_set(err, LL_EINVAL, "batch row %d: sequence %d of %d", i, sq,
-                              *n_seqs);
-        const struct ll_kv_seq *s = &(*seqs)[sq];
-        if (p / bs >= s->n_blocks)
-            return ll_err_set(err, LL_ETOOLONG,
-                              "batch row %d: position %d past the sequence's %d KV blocks of %d",
-                              i, p, s->n_blocks, bs);
-        for (int k = 0; k <= p / bs; k++)
-            if (s->block_table[k] < 0 || s->block_table[k] >= nblk_phys)
-                return ll_err_set(err, LL_EINVAL,
-                                  "batch row %d: block %d of sequence %d is %d (cache has %d)", i,
-                                  k, sq, s->block_table[k], nblk_phys);
-        int slot = s->block_table[p / bs] * bs + p % bs;
-        if (b->slot && b->slot[i] != slot)
-            return ll_err_set(err, LL_EINVAL,
-                              "batch row %d: slot %d but the block table gives %d", i,
-                              b->slot[i], slot);
-        r->slot[i] = slot;
-        r->seqi[i] = sq;
-        bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
-        if (want)
-            r->rows[n_want++] = i;
-    }
-    *n_want_out = n_want;
-    return LL_OK;
-}
-
 /* Move rows r->rows[0..n) of a (rows, dim) buffer to the front, in order (in place). */
 static void gather_rows(float *buf, const int32_t *rows, int n, int dim)
 {
@@ -301,12 +257,16 @@ static void gather_rows(float *buf, const int32_t *rows, int n, int dim)
             memmove(buf + (size_t)j * dim, buf + (size_t)rows[j] * dim, sizeof(float) * dim);
 }
 
-/* out (n, w.shape[0]) = x (n, w.shape[1]) · wᵀ + bias, on the runtime's pool and scratch. */
-static void linear(struct qwen2_runtime *r, float *out, const float *x, const struct ll_tensor *w,
-                   const float *bias, int n)
+/* out (n, w->n) = x (n, w->k) · Wᵀ + bias, on the runtime's pool and scratch: the integer
+ * dot-product GEMM for a quantized weight, the bf16/f32 one for a dense weight. */
+static void linear(struct qwen2_runtime *r, float *out, const float *x,
+                   const struct model_linear *w, const float *bias, int n)
 {
-    ll_matmul(out, x, w->data, w->dtype, bias, n, (int)w->shape[0], (int)w->shape[1],
-              r->base.opts.math, r->mm, r->mm_bytes, r->base.pool);
+    if (w->quantized)
+        ll_qmatmul(out, x, &w->q, bias, n, r->mm, r->mm_bytes, r->base.pool);
+    else
+        ll_matmul(out, x, w->dense.data, w->dense.dtype, bias, n, w->n, w->k, r->base.opts.math,
+                  r->mm, r->mm_bytes, r->base.pool);
 }
 
 enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
@@ -316,20 +276,23 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
     const struct model *m = rt->model;
     const struct qwen2_weights *W = m->weights;
     const struct runtime_opts *o = &rt->opts;
-    const struct ll_kv_seq *seqs = NULL;
-    int n_seqs = 0, n_want = 0;
-    enum ll_status st = check_batch(r, b, &seqs, &n_seqs, &n_want, err);
+    struct runtime_rows rr;
+    enum ll_status st = runtime_batch_resolve(rt, b, &r->seq0, r->slot, r->seqi, r->rows, &rr,
+                                              err);
     if (st)
         return st;
 
-    int n = b->n_tokens, H = r->hidden, nl = m->config.n_layers;
+    int n = b->n_tokens, H = r->hidden, nl = m->config.n_layers, n_want = rr.n_want;
     size_t per_layer = (size_t)r->qdim + 2 * (size_t)r->kvdim;
-    struct ll_attn_batch ab = {n, b->pos, r->seqi, seqs, o->block_size};
+    struct ll_attn_batch ab = {n, b->pos, r->seqi, rr.seqs, o->block_size};
 
     ll_embedding(r->x, W->embed.data, W->embed.dtype, b->token, n, H);
     run_step(r, STEP_NORM, n, 0, &W->layers[0].attn_norm, NULL);
 
     for (int l = 0; l < nl; l++) {
+        if (b->abort_cb && b->abort_cb(b->abort_data))
+            return ll_err_set(err, LL_EABORTED, "the step was aborted before layer %d of %d", l,
+                              nl);
         const struct qwen2_layer *L = &W->layers[l];
         const float *bias = r->bias + per_layer * l;
         linear(r, r->q, r->xn, &L->wq, bias, n);

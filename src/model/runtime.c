@@ -1,7 +1,7 @@
 /*
  * runtime.c: the family-independent face of the forward pass (see runtime.h): option defaults
- * (n_ctx is the caller's: engine_opts_resolve picks the default context) and dispatch to
- * m->family. Called by the thread that owns the runtime.
+ * (n_ctx is the caller's: engine_opts_resolve picks the default context), the batch checks every
+ * family shares, and dispatch to m->family. Called by the thread that owns the runtime.
  */
 #include "runtime.h"
 
@@ -39,4 +39,54 @@ enum ll_status runtime_forward(struct model_runtime *rt, const struct ll_batch *
                                struct ll_err *err)
 {
     return rt->model->family->forward(rt, b, logits, err);
+}
+
+enum ll_status runtime_batch_resolve(const struct model_runtime *rt, const struct ll_batch *b,
+                                     const struct ll_kv_seq *seq0, int32_t *slot, int32_t *seqi,
+                                     int32_t *rows, struct runtime_rows *out,
+                                     struct ll_err *err)
+{
+    const struct runtime_opts *o = &rt->opts;
+    int vocab = rt->model->config.vocab_size;
+    if (b->n_tokens < 1 || b->n_tokens > o->max_batch)
+        return ll_err_set(err, LL_EINVAL, "batch of %d tokens (must be 1..%d)", b->n_tokens,
+                          o->max_batch);
+    const struct ll_kv_seq *seqs = b->seqs ? b->seqs : seq0;
+    int n_seqs = b->seqs ? b->n_seqs : 1;
+    int bs = o->block_size, nblk_phys = o->n_slots / bs, n_want = 0;
+    for (int i = 0; i < b->n_tokens; i++) {
+        int t = b->token[i], p = b->pos[i], sq = b->seq ? b->seq[i] : 0;
+        if (t < 0 || t >= vocab)
+            return ll_err_set(err, LL_EINVAL,
+                              "batch row %d: token id %d outside the vocabulary (%d)", i, t,
+                              vocab);
+        if (p < 0 || p >= o->n_ctx)
+            return ll_err_set(err, p < 0 ? LL_EINVAL : LL_ETOOLONG,
+                              "batch row %d: position %d outside the context (0..%d)", i, p,
+                              o->n_ctx - 1);
+        if (sq < 0 || sq >= n_seqs)
+            return ll_err_set(err, LL_EINVAL, "batch row %d: sequence %d of %d", i, sq, n_seqs);
+        const struct ll_kv_seq *s = &seqs[sq];
+        if (p / bs >= s->n_blocks)
+            return ll_err_set(err, LL_ETOOLONG,
+                              "batch row %d: position %d past the sequence's %d KV blocks of %d",
+                              i, p, s->n_blocks, bs);
+        for (int k = 0; k <= p / bs; k++)
+            if (s->block_table[k] < 0 || s->block_table[k] >= nblk_phys)
+                return ll_err_set(err, LL_EINVAL,
+                                  "batch row %d: block %d of sequence %d is %d (cache has %d)", i,
+                                  k, sq, s->block_table[k], nblk_phys);
+        int sl = s->block_table[p / bs] * bs + p % bs;
+        if (b->slot && b->slot[i] != sl)
+            return ll_err_set(err, LL_EINVAL,
+                              "batch row %d: slot %d but the block table gives %d", i,
+                              b->slot[i], sl);
+        slot[i] = sl;
+        seqi[i] = sq;
+        bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
+        if (want)
+            rows[n_want++] = i;
+    }
+    *out = (struct runtime_rows){seqs, n_seqs, n_want};
+    return LL_OK;
 }

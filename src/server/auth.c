@@ -24,23 +24,30 @@ bool auth_equal(const char *a, size_t alen, const char *b, size_t blen)
 
 bool auth_check(const struct server_opts *o, const char *authorization)
 {
+    return auth_key_index(o, authorization) >= 0;
+}
+
+int auth_key_index(const struct server_opts *o, const char *authorization)
+{
     if (o->n_api_keys == 0)
-        return true;
+        return 0;
     if (!authorization)
-        return false;
+        return -1;
     /* the scheme is case-insensitive (RFC 7235); one or more spaces before the token */
     if (strncasecmp(authorization, "Bearer ", 7))
-        return false;
+        return -1;
     const char *key = authorization + 7;
     while (*key == ' ')
         key++;
     size_t len = strlen(key);
     while (len && (key[len - 1] == ' ' || key[len - 1] == '\t'))
         len--;
-    bool ok = false;
-    for (int i = 0; i < o->n_api_keys; i++)
-        ok |= auth_equal(key, len, o->api_keys[i], strlen(o->api_keys[i]));
-    return ok;
+    int found = -1;
+    for (int i = 0; i < o->n_api_keys; i++) {
+        bool eq = auth_equal(key, len, o->api_keys[i], strlen(o->api_keys[i]));
+        found = eq && found < 0 ? i : found;
+    }
+    return found;
 }
 
 enum ll_status auth_load_file(const char *path, char ***keys, int *n, struct ll_err *err)

@@ -16,17 +16,22 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "buf.h"
 #include "gen_job.h"
+#include "hash.h"
 #include "live.h"
 #include "log.h"
 #include "metrics.h"
 #include "model.h"
 #include "openai_response.h"
 #include "request_id.h"
+#include "responses_out.h"
 #include "server_impl.h"
 #include "sse.h"
 #include "tokenizer.h"
+#include "tool_calls.h"
 #include "util.h"
 
 struct gen_choice {
@@ -48,6 +53,22 @@ struct gen_choice {
     long long chars;             /* characters of the text so far (logprobs text_offset) */
     int n_seen;                  /* tokens seen so far */
     double t_last;               /* when the last ones arrived */
+    struct tool_parser tp;       /* tools: the calls in the answer */
+    struct ll_buf content;       /* tools: the answer's text around the calls (per poll when
+                                    streaming, whole otherwise) */
+    struct resp_track *items;    /* responses: the output items so far, in order */
+    int n_items, cap_items;
+    int open_reasoning, open_message; /* responses: index of the open item, -1 none */
+};
+
+/* One output item of a /v1/responses answer: its text is [start, end) of the choice's
+ * reasoning (RI_REASONING) or text (RI_MESSAGE) buffer, or call `call` of its parser. */
+struct resp_track {
+    enum resp_item_kind kind;
+    char id[40];
+    size_t start, end;
+    int call;
+    bool done;
 };
 
 struct gen_job {
@@ -58,6 +79,9 @@ struct gen_job {
     char method[16], url[64];    /* for the log line */
     bool stream, include_usage;
     bool logprobs, reasoning, skip_special;
+    bool tools, legacy_call;     /* parse tool calls (tool_calls.h); answer function_call */
+    cJSON *resp_echo;            /* responses: what the response object repeats */
+    int seq;                     /* responses: the next event's sequence_number */
     int top_logprobs;
     int n_choices;
     struct gen_choice *ch;
@@ -69,6 +93,9 @@ struct gen_job {
     bool broken;                 /* out of memory while formatting: the response is cut */
     int status;                  /* HTTP status answered */
     struct live_entry live;      /* registration with the watcher (its flags: [live]) */
+    uint64_t session_key;        /* the turn's session (sessions.h), 0: none */
+    int32_t *sess_ids;           /* (n_sess, cap_sess) the prompt, then choice 0's tokens */
+    int n_sess, cap_sess;
 };
 
 static void job_free(struct gen_job *j)
@@ -80,8 +107,13 @@ static void job_free(struct gen_job *j)
         free(j->ch[i].ids);
         free(j->ch[i].lp);
         free(j->ch[i].echo);
+        tool_parser_free(&j->ch[i].tp);
+        ll_buf_free(&j->ch[i].content);
+        free(j->ch[i].items);
     }
+    cJSON_Delete(j->resp_echo);
     sse_free(&j->sse);
+    free(j->sess_ids);
     free(j->ch);
     free(j);
 }
@@ -114,6 +146,58 @@ static enum ll_status submit_error(enum ll_status s, const struct ll_err *err, i
     }
 }
 
+/* The turn's session: session_id in the body, else the X-Session-Id header; found or made
+ * (sessions.h) for the key that authorised the request. One prompt and one choice per turn. */
+static enum ll_status session_start(struct gen_job *j, struct http_ctx *c,
+                                    const struct oai_request *r, int32_t *const *prompts,
+                                    const int *n_ids, int n_prompts, struct oai_error *e)
+{
+    struct server *srv = c->srv;
+    const char *sid = r->session_id;
+    if (!sid)
+        sid = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "X-Session-Id");
+    if (!sid)
+        return LL_OK;
+    if (!session_id_valid(sid, e))
+        return e->status;
+    if (n_prompts != 1 || r->n != 1)
+        return oai_error_set(e, LL_EUNSUPPORTED, "session_id", "unsupported_parameter",
+                             "a session turn takes one prompt and n = 1");
+    j->sess_ids = malloc((size_t)(n_ids[0] + 64) * sizeof *j->sess_ids);
+    if (!j->sess_ids)
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    memcpy(j->sess_ids, prompts[0], (size_t)n_ids[0] * sizeof *j->sess_ids);
+    j->n_sess = n_ids[0];
+    j->cap_sess = n_ids[0] + 64;
+    return sessions_begin(&srv->sessions, sid, session_owner(c), true, prompts[0], n_ids[0],
+                          &j->session_key, e);
+}
+
+uint64_t session_owner(struct http_ctx *c)
+{
+    if (c->srv->opts->n_api_keys == 0)
+        return 0;
+    const char *a = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization");
+    return a ? ll_hash_bytes(a, strlen(a)) | 1 : 0;
+}
+
+/* Keep choice 0's new tokens for the session's history. */
+static void session_keep(struct gen_job *j, const struct engine_output *o)
+{
+    if (j->n_sess + o->n_ids > j->cap_sess) {
+        int cap = 2 * (j->n_sess + o->n_ids);
+        int32_t *p = realloc(j->sess_ids, (size_t)cap * sizeof *p);
+        if (!p) {
+            j->broken = true;
+            return;
+        }
+        j->sess_ids = p;
+        j->cap_sess = cap;
+    }
+    memcpy(j->sess_ids + j->n_sess, o->ids, (size_t)o->n_ids * sizeof *o->ids);
+    j->n_sess += o->n_ids;
+}
+
 enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
                              const struct oai_request *r, int32_t *const *prompts,
                              const int *n_ids, int n_prompts, struct oai_error *e)
@@ -122,7 +206,9 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     *out = NULL;
     /* a prompt that cannot fit is the client's error, named with both numbers */
     for (int p = 0; p < n_prompts; p++) {
-        const char *param = r->kind == OAI_CHAT ? "messages" : "prompt";
+        const char *param = r->kind == OAI_CHAT        ? "messages"
+                            : r->kind == OAI_RESPONSES ? "input"
+                                                       : "prompt";
         if (n_ids[p] >= srv->n_ctx)
             return oai_error_set(e, LL_ETOOLONG, param, "context_length_exceeded",
                                  "This model's maximum context length is %d tokens, but the "
@@ -151,7 +237,14 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->keepalive = srv->opts->keepalive;
     char hex[33];
     request_id_random(hex);
-    snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
+    if (r->kind == OAI_RESPONSES)
+        snprintf(j->id, sizeof j->id, "resp_%s", hex);
+    else
+        snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
+    if (r->resp_echo && !(j->resp_echo = cJSON_Duplicate(r->resp_echo, true))) {
+        job_free(j);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
     snprintf(j->xrid, sizeof j->xrid, "%s", c->xrid);
     snprintf(j->method, sizeof j->method, "%s", c->method);
     snprintf(j->url, sizeof j->url, "%s", c->url);
@@ -160,11 +253,23 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
 
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
-    j->reasoning = r->kind == OAI_CHAT && srv->reasoning;
+    j->reasoning = r->kind != OAI_COMPLETION && srv->reasoning;
     j->skip_special = r->skip_special_tokens;
+    j->tools = r->kind != OAI_COMPLETION && r->tools && r->tool_choice != OAI_TOOL_NONE &&
+               srv->tools.format != TOOL_FORMAT_NONE;
+    j->legacy_call = r->legacy_functions;
+    for (int i = 0; i < n; i++) {
+        tool_parser_init(&j->ch[i].tp, srv->tools.format);
+        j->ch[i].open_reasoning = j->ch[i].open_message = -1;
+    }
     struct engine_params base;
     oai_request_params(r, &engine_model(srv->engine)->gen, &base);
-    enum ll_status s = LL_OK;
+    enum ll_status s = session_start(j, c, r, prompts, n_ids, n_prompts, e);
+    if (s != LL_OK) {
+        job_free(j);
+        return s;
+    }
+    base.pin_key = j->session_key;
     int i = 0;
     for (int p = 0; p < n_prompts && s == LL_OK; p++) {
         j->prompt_tokens += n_ids[p];
@@ -198,6 +303,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     if (s != LL_OK) {
         for (int q = 0; q < i; q++)
             engine_req_release(j->ch[q].req);
+        if (j->session_key)
+            sessions_end(&srv->sessions, j->session_key, false, NULL, 0, NULL, 0, 0);
         job_free(j);
         return s;
     }
@@ -211,6 +318,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->live.xrid = j->xrid;
     j->live.cancel = gen_job_cancel;
     j->live.owner = j;
+    j->live.key = c->key;
     live_add(srv->live, &j->live);
     *out = j;
     return LL_OK;
@@ -230,6 +338,8 @@ static const char *finish_reason(const struct gen_job *j, const struct gen_choic
 {
     if (c->finish == ENGINE_FINISH_CANCELLED && atomic_load(&j->live.timed_out))
         return "length";
+    if (c->finish == ENGINE_FINISH_STOP && c->tp.n_calls > 0)
+        return j->legacy_call ? "function_call" : "tool_calls";
     return engine_finish_str(c->finish);
 }
 
@@ -301,17 +411,294 @@ static void stream_delta(struct gen_job *j, struct gen_choice *c, const struct e
     if (lp)
         c->chars += oai_logprobs_chars(j->srv->tok, o->ids, o->n_ids, j->skip_special);
     bool sent = false;
-    if (o->reasoning_len && j->meta.kind == OAI_CHAT) {
-        struct oai_choice d = {.index = c->index, .reasoning = o->reasoning,
-                               .reasoning_len = o->reasoning_len, .logprobs = lp ? &L : NULL};
+    if (o->reasoning.len && j->meta.kind == OAI_CHAT) {
+        struct oai_choice d = {.index = c->index, .reasoning = o->reasoning.data,
+                               .reasoning_len = o->reasoning.len, .logprobs = lp ? &L : NULL};
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
         sent = true;
     }
-    if (o->text_len || (lp && !sent)) {
-        struct oai_choice d = {.index = c->index, .text = o->text ? o->text : "",
-                               .text_len = o->text_len, .logprobs = lp && !sent ? &L : NULL};
+    const char *text = o->text.len ? o->text.data : "";
+    size_t text_len = o->text.len;
+    if (j->tools) { /* the answer through the call parser */
+        ll_buf_clear(&c->content);
+        tool_parser_feed(&c->tp, text, text_len, o->finish != ENGINE_RUNNING, &c->content);
+        if (c->tp.failed)
+            j->broken = true;
+        text = c->content.data ? c->content.data : "";
+        text_len = c->content.len;
+    }
+    if (text_len || (lp && !sent)) {
+        struct oai_choice d = {.index = c->index, .text = text, .text_len = text_len,
+                               .logprobs = lp && !sent ? &L : NULL};
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
     }
+    int first, n = j->tools ? tool_parser_new_calls(&c->tp, &first) : 0;
+    if (j->legacy_call && first > 0)
+        n = 0; /* the legacy shape has one call */
+    for (int k = 0; k < n && (!j->legacy_call || k == 0); k++) {
+        const struct tool_call *tc = &c->tp.calls[first + k];
+        struct oai_call call = {tc->id, tc->name, tc->arguments};
+        struct oai_choice d = {.index = c->index, .calls = &call, .n_calls = 1,
+                               .first_call = first + k, .legacy_call = j->legacy_call};
+        emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
+    }
+}
+
+
+/* ---- /v1/responses: output items and typed events ---- */
+
+/* Queue one typed event (streams only). */
+static void r_emit(struct gen_job *j, const char *type, cJSON *obj)
+{
+    if (!j->stream) {
+        cJSON_Delete(obj);
+        return;
+    }
+    char *text = resp_event(type, j->seq++, obj);
+    if (!text || !sse_named_event(&j->sse, type, text))
+        j->broken = true;
+    free(text);
+}
+
+/* The item k of choice c as the JSON builders see it. */
+static struct resp_item r_view(const struct gen_choice *c, int k)
+{
+    const struct resp_track *t = &c->items[k];
+    struct resp_item it = {.kind = t->kind, .done = t->done};
+    memcpy(it.id, t->id, sizeof it.id);
+    if (t->kind == RI_CALL) {
+        const struct tool_call *tc = &c->tp.calls[t->call];
+        it.call_id = tc->id;
+        it.name = tc->name;
+        it.arguments = tc->arguments;
+    } else {
+        const struct ll_buf *b = t->kind == RI_REASONING ? &c->reasoning : &c->text;
+        it.text = b->data ? b->data + t->start : "";
+        it.len = t->end - t->start;
+    }
+    return it;
+}
+
+/* {"item_id", "output_index", "content_index": 0} plus more fields by the caller. */
+static cJSON *r_where(const struct gen_choice *c, int k, bool content)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "item_id", c->items[k].id);
+        cJSON_AddNumberToObject(o, "output_index", k);
+        if (content)
+            cJSON_AddNumberToObject(o, "content_index", 0);
+    }
+    return o;
+}
+
+/* Open a new item of kind (a call: call index); returns its index, -1 out of memory. */
+static int r_open(struct gen_job *j, struct gen_choice *c, enum resp_item_kind kind, int call)
+{
+    if (c->n_items == c->cap_items) {
+        int cap = c->cap_items ? 2 * c->cap_items : 4;
+        struct resp_track *t = realloc(c->items, sizeof *t * (size_t)cap);
+        if (!t) {
+            j->broken = true;
+            return -1;
+        }
+        c->items = t;
+        c->cap_items = cap;
+    }
+    int k = c->n_items++;
+    struct resp_track *t = &c->items[k];
+    char hex[33];
+    request_id_random(hex);
+    *t = (struct resp_track){.kind = kind, .call = call};
+    snprintf(t->id, sizeof t->id, "%s_%.24s", kind == RI_REASONING ? "rs"
+                                              : kind == RI_MESSAGE ? "msg" : "fc", hex);
+    t->start = t->end = kind == RI_REASONING ? c->reasoning.len : c->text.len;
+    struct resp_item it = r_view(c, k);
+    cJSON *ev = cJSON_CreateObject();
+    if (ev) {
+        cJSON_AddNumberToObject(ev, "output_index", k);
+        cJSON_AddItemToObject(ev, "item", resp_item_json(&it));
+    }
+    r_emit(j, "response.output_item.added", ev);
+    if (kind != RI_CALL) {
+        cJSON *p = r_where(c, k, true);
+        if (p)
+            cJSON_AddItemToObject(p, "part", resp_part_json(kind, "", 0));
+        r_emit(j, "response.content_part.added", p);
+    }
+    return k;
+}
+
+/* Close item k: its .done events and response.output_item.done. */
+static void r_close(struct gen_job *j, struct gen_choice *c, int k)
+{
+    if (k < 0 || c->items[k].done)
+        return;
+    c->items[k].done = true;
+    struct resp_item it = r_view(c, k);
+    if (it.kind != RI_CALL) {
+        cJSON *d = r_where(c, k, true);
+        cJSON *text = cJSON_CreateString("");
+        if (d && text) { /* (the text as a JSON string of its length) */
+            cJSON *p = resp_part_json(it.kind, it.text, it.len);
+            cJSON_Delete(text);
+            text = p ? cJSON_DetachItemFromObject(p, "text") : NULL;
+            cJSON_Delete(p);
+        }
+        if (d && text)
+            cJSON_AddItemToObject(d, "text", text);
+        else
+            cJSON_Delete(text);
+        if (d && it.kind == RI_MESSAGE)
+            cJSON_AddArrayToObject(d, "logprobs");
+        r_emit(j, it.kind == RI_REASONING ? "response.reasoning_text.done"
+                                           : "response.output_text.done", d);
+        cJSON *p = r_where(c, k, true);
+        if (p)
+            cJSON_AddItemToObject(p, "part", resp_part_json(it.kind, it.text, it.len));
+        r_emit(j, "response.content_part.done", p);
+    } else {
+        cJSON *d = r_where(c, k, false);
+        if (d)
+            cJSON_AddStringToObject(d, "arguments", it.arguments);
+        r_emit(j, "response.function_call_arguments.done", d);
+    }
+    cJSON *ev = cJSON_CreateObject();
+    if (ev) {
+        cJSON_AddNumberToObject(ev, "output_index", k);
+        cJSON_AddItemToObject(ev, "item", resp_item_json(&it));
+    }
+    r_emit(j, "response.output_item.done", ev);
+}
+
+/* A delta event for item k with the text s[0..n). */
+static void r_delta(struct gen_job *j, struct gen_choice *c, int k, const char *type,
+                    const char *s, size_t n)
+{
+    cJSON *d = r_where(c, k, c->items[k].kind != RI_CALL);
+    cJSON *p = resp_part_json(RI_REASONING, s, n); /* (only for its text string) */
+    cJSON *text = p ? cJSON_DetachItemFromObject(p, "text") : NULL;
+    cJSON_Delete(p);
+    if (d && text)
+        cJSON_AddItemToObject(d, "delta", text);
+    else
+        cJSON_Delete(text);
+    if (d && c->items[k].kind == RI_MESSAGE)
+        cJSON_AddArrayToObject(d, "logprobs");
+    r_emit(j, type, d);
+}
+
+static void r_usage(const struct gen_job *j, struct resp_usage *ru)
+{
+    struct oai_usage u;
+    usage_of(j, &u);
+    *ru = (struct resp_usage){.input_tokens = u.prompt_tokens, .cached_tokens = u.cached_tokens,
+                              .output_tokens = u.completion_tokens,
+                              .reasoning_tokens = u.reasoning_tokens};
+}
+
+/* The response object of choice c (status from its finish; in_progress before). */
+static cJSON *r_object(const struct gen_job *j, const struct gen_choice *c, bool final)
+{
+    const char *status = "in_progress", *incomplete = NULL, *error = NULL;
+    if (final) {
+        status = "completed";
+        if (c->finish == ENGINE_FINISH_ERROR) {
+            status = "failed";
+            error = c->out.error[0] ? c->out.error : "generation failed";
+        } else if (!strcmp(finish_reason(j, c), "length")) {
+            status = "incomplete";
+            incomplete = "max_output_tokens";
+        } else if (c->finish == ENGINE_FINISH_CANCELLED) {
+            status = "cancelled";
+        }
+    }
+    struct resp_item *items = calloc((size_t)(c->n_items ? c->n_items : 1), sizeof *items);
+    if (!items)
+        return NULL;
+    for (int k = 0; k < c->n_items; k++)
+        items[k] = r_view(c, k);
+    struct resp_usage u;
+    r_usage(j, &u);
+    cJSON *o = resp_object_json(j->id, j->meta.created, status, incomplete, error, j->meta.model,
+                                items, final ? c->n_items : 0, final ? &u : NULL, j->resp_echo);
+    free(items);
+    return o;
+}
+
+/* What one poll brought to a /v1/responses choice: texts kept, items opened and closed, events
+ * queued when streaming; at the finish every item is closed and the final event queued. */
+static void responses_delta(struct gen_job *j, struct gen_choice *c, const struct engine_output *o)
+{
+    if (o->reasoning.len) {
+        if (c->open_reasoning < 0)
+            c->open_reasoning = r_open(j, c, RI_REASONING, -1);
+        if (c->open_reasoning < 0 ||
+            !ll_buf_append(&c->reasoning, o->reasoning.data, o->reasoning.len)) {
+            j->broken = true;
+            return;
+        }
+        c->items[c->open_reasoning].end = c->reasoning.len;
+        r_delta(j, c, c->open_reasoning, "response.reasoning_text.delta", o->reasoning.data,
+                o->reasoning.len);
+    }
+    const char *text = o->text.len ? o->text.data : "";
+    size_t len = o->text.len;
+    bool final = o->finish != ENGINE_RUNNING;
+    if (j->tools) {
+        ll_buf_clear(&c->content);
+        tool_parser_feed(&c->tp, text, len, final, &c->content);
+        if (c->tp.failed)
+            j->broken = true;
+        text = c->content.data ? c->content.data : "";
+        len = c->content.len;
+    }
+    if (len) {
+        r_close(j, c, c->open_reasoning);
+        c->open_reasoning = -1;
+        if (c->open_message < 0)
+            c->open_message = r_open(j, c, RI_MESSAGE, -1);
+        if (c->open_message < 0 || !ll_buf_append(&c->text, text, len)) {
+            j->broken = true;
+            return;
+        }
+        c->items[c->open_message].end = c->text.len;
+        r_delta(j, c, c->open_message, "response.output_text.delta", text, len);
+    }
+    int first, n = j->tools ? tool_parser_new_calls(&c->tp, &first) : 0;
+    for (int k = 0; k < n; k++) {
+        r_close(j, c, c->open_reasoning);
+        r_close(j, c, c->open_message);
+        c->open_reasoning = c->open_message = -1;
+        int it = r_open(j, c, RI_CALL, first + k);
+        if (it < 0)
+            return;
+        r_delta(j, c, it, "response.function_call_arguments.delta",
+                c->tp.calls[first + k].arguments, strlen(c->tp.calls[first + k].arguments));
+        r_close(j, c, it);
+    }
+    if (final) {
+        r_close(j, c, c->open_reasoning);
+        r_close(j, c, c->open_message);
+        c->open_reasoning = c->open_message = -1;
+    }
+}
+
+/* The last event of a /v1/responses stream. */
+static void responses_final(struct gen_job *j, struct gen_choice *c)
+{
+    cJSON *o = r_object(j, c, true);
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItem(o, "status"));
+    const char *type = !status                        ? "response.failed"
+                       : !strcmp(status, "completed") ? "response.completed"
+                       : !strcmp(status, "failed")    ? "response.failed"
+                                                      : "response.incomplete";
+    cJSON *ev = cJSON_CreateObject();
+    if (ev && o)
+        cJSON_AddItemToObject(ev, "response", o);
+    else
+        cJSON_Delete(o);
+    r_emit(j, type, ev);
 }
 
 static void handle(struct gen_job *j, struct gen_choice *c)
@@ -327,11 +714,15 @@ static void handle(struct gen_job *j, struct gen_choice *c)
         }
         c->n_seen += o->n_ids;
         c->t_last = now;
+        if (j->session_key && c->index == 0)
+            session_keep(j, o);
     }
-    if (j->stream) {
+    if (j->meta.kind == OAI_RESPONSES) {
+        responses_delta(j, c, o);
+    } else if (j->stream) {
         stream_delta(j, c, o);
-    } else if (!ll_buf_append(&c->text, o->text, o->text_len) ||
-               !ll_buf_append(&c->reasoning, o->reasoning, o->reasoning_len) ||
+    } else if (!ll_buf_append(&c->text, o->text.data, o->text.len) ||
+               !ll_buf_append(&c->reasoning, o->reasoning.data, o->reasoning.len) ||
                (j->logprobs && o->n_ids > 0 && o->logprobs && !keep_logprobs(c, o))) {
         j->broken = true;
         return;
@@ -343,7 +734,10 @@ static void handle(struct gen_job *j, struct gen_choice *c)
         c->queue_s = o->timings.queue_s;
         if (o->finish == ENGINE_FINISH_ERROR)
             log_msg(LOG_ERROR, "request %s choice %d failed: %s", j->xrid, c->index, o->error);
-        if (j->stream && o->finish == ENGINE_FINISH_ERROR) {
+        if (j->meta.kind == OAI_RESPONSES) {
+            if (j->stream)
+                responses_final(j, c);
+        } else if (j->stream && o->finish == ENGINE_FINISH_ERROR) {
             struct oai_error e;
             oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", o->error);
             emit(j, oai_error_json(&e));
@@ -372,6 +766,18 @@ static bool poll_all(struct gen_job *j)
  * a stream gets its usage chunk and [DONE]. Returns true when anything happened. */
 static bool gen_job_pump(struct gen_job *j, double timeout_s)
 {
+    if (j->stream && !j->role_sent && j->meta.kind == OAI_RESPONSES) {
+        j->role_sent = true;
+        for (int k = 0; k < 2; k++) {
+            cJSON *ev = cJSON_CreateObject(), *o = r_object(j, &j->ch[0], false);
+            if (ev && o)
+                cJSON_AddItemToObject(ev, "response", o);
+            else
+                cJSON_Delete(o);
+            r_emit(j, k ? "response.in_progress" : "response.created", ev);
+        }
+        return true;
+    }
     if (j->stream && !j->role_sent) { /* chat streams open with the role of every choice, */
         j->role_sent = true;          /* completions with the echoed prompts */
         for (int i = 0; i < j->n_choices; i++) {
@@ -403,13 +809,13 @@ static bool gen_job_pump(struct gen_job *j, double timeout_s)
         }
     }
     if (j->stream && !j->sent_done && gen_job_done(j)) {
-        if (j->include_usage) {
+        if (j->include_usage && j->meta.kind != OAI_RESPONSES) {
             struct oai_usage u;
             usage_of(j, &u);
             emit(j, oai_stream_usage(&j->meta, &u));
         }
-        if (!sse_done(&j->sse))
-            j->broken = true;
+        if (j->meta.kind != OAI_RESPONSES && !sse_done(&j->sse)) /* (typed events end */
+            j->broken = true;                                       /* without [DONE]) */
         j->sent_done = true;
         any = true;
     }
@@ -475,10 +881,16 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     } else if (failed) {
         oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", failed->out.error);
         res = respond_error(c, &e);
+    } else if (j->meta.kind == OAI_RESPONSES) {
+        cJSON *o = r_object(j, &j->ch[0], true);
+        char *body = o ? cJSON_PrintUnformatted(o) : NULL;
+        cJSON_Delete(o);
+        res = respond_json(c, 200, body);
     } else {
         struct oai_choice *cs = calloc(j->n_choices > 0 ? (size_t)j->n_choices : 1, sizeof *cs);
         char *body = NULL;
-        if (cs) {
+        struct oai_call **calls = calloc((size_t)j->n_choices, sizeof *calls);
+        if (cs && calls) {
             struct oai_logprobs *lps = calloc((size_t)j->n_choices, sizeof *lps);
             for (int i = 0; lps && i < j->n_choices; i++) {
                 struct gen_choice *ch = &j->ch[i];
@@ -494,8 +906,32 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
                     break;
                 }
                 lps[i] = logprobs_of(j, ch->ids, ch->lp, ch->n_lp, ch->chars);
+                const char *text = ch->text.data;
+                size_t text_len = ch->text.len;
+                if (j->tools) {
+                    tool_parser_feed(&ch->tp, text ? text : "", text_len, true, &ch->content);
+                    text = ch->content.data;
+                    text_len = ch->content.len;
+                    if (ch->tp.failed || ch->content.failed) {
+                        j->broken = true;
+                        break;
+                    }
+                }
+                calls[i] = NULL;
+                int nc = j->tools ? ch->tp.n_calls : 0;
+                if (nc && !(calls[i] = calloc((size_t)nc, sizeof *calls[i]))) {
+                    j->broken = true;
+                    break;
+                }
+                for (int k = 0; k < nc; k++)
+                    calls[i][k] = (struct oai_call){ch->tp.calls[k].id, ch->tp.calls[k].name,
+                                                    ch->tp.calls[k].arguments};
+                if (j->legacy_call && nc > 1)
+                    nc = 1;
                 cs[i] = (struct oai_choice){
-                    .index = ch->index, .text = ch->text.data, .text_len = ch->text.len,
+                    .calls = calls[i], .n_calls = nc, .legacy_call = j->legacy_call,
+                    .content_null = nc > 0 && text_len == 0,
+                    .index = ch->index, .text = text, .text_len = text_len,
                     .reasoning = j->reasoning ? (ch->reasoning.data ? ch->reasoning.data : "")
                                               : NULL,
                     .reasoning_len = ch->reasoning.len,
@@ -507,8 +943,11 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
             if (lps && !j->broken)
                 body = oai_response_body(&j->meta, cs, j->n_choices, &u);
             free(lps);
-            free(cs);
         }
+        for (int i = 0; calls && i < j->n_choices; i++)
+            free(calls[i]);
+        free(calls);
+        free(cs);
         res = respond_json(c, 200, body);
     }
     j->status = c->status;
@@ -547,6 +986,14 @@ static void gen_job_finish(struct gen_job *j)
         bool first_of_prompt = i == 0 || j->ch[i - 1].prompt != c->prompt;
         metrics_finish(&srv->metrics, seen, r, first_of_prompt ? c->usage.prompt_tokens : 0, gen,
                        c->queue_s);
+    }
+    if (j->session_key) {
+        const struct gen_choice *c0 = &j->ch[0];
+        bool ok = !j->broken && (c0->finish == ENGINE_FINISH_STOP ||
+                                 c0->finish == ENGINE_FINISH_LENGTH);
+        int np = c0->usage.prompt_tokens;
+        sessions_end(&srv->sessions, j->session_key, ok, j->sess_ids, np, j->sess_ids + np,
+                     j->n_sess - np, c0->usage.cached_tokens);
     }
     double ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
     metrics_request(&srv->metrics, ttft, j->t_end - j->t_arrival);

@@ -20,6 +20,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "http.h"
+#include "live.h"
 #include "log.h"
 #include "request_id.h"
 #include "respond.h"
@@ -34,6 +35,72 @@ struct request {
     struct ll_buf body;
     bool body_too_large;
 };
+
+/* ---- connections: the head deadline ----
+ * Each connection is registered in srv->heads (a live table of its own, so shutdown does not
+ * wait for idle connections) with a deadline --header-timeout after it opened, or after its
+ * previous request ended; it leaves the table once a request's head and body are all in. The
+ * table's watcher shuts the socket down when the deadline passes first: a client trickling
+ * bytes (which resets libmicrohttpd's own timeout on every byte) or staying silent is cut,
+ * and its thread and connection slot are freed for others. */
+struct conn_watch {
+    struct live_entry e;
+    struct live_table *t;
+    double timeout;
+};
+
+/* live table callback, with the table's lock held: the socket is still open (the entry leaves
+ * the table before libmicrohttpd closes it). */
+static void conn_cut(void *owner)
+{
+    struct conn_watch *w = owner;
+    log_msg(LOG_DEBUG, "connection cut: request head/body not complete within %gs", w->timeout);
+    shutdown(w->e.fd, SHUT_RDWR);
+}
+
+static void conn_arm(struct conn_watch *w)
+{
+    live_remove(w->t, &w->e);
+    atomic_store(&w->e.timed_out, false);
+    atomic_store(&w->e.client_gone, false);
+    atomic_store(&w->e.reason, CANCEL_NONE);
+    w->e.deadline = ll_now() + w->timeout;
+    live_add(w->t, &w->e);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct server *srv = cls;
+    struct conn_watch *w = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(w = calloc(1, sizeof *w)))
+            return; /* no watch: libmicrohttpd's own timeout still applies */
+        w->t = srv->heads;
+        w->timeout = srv->opts->header_timeout;
+        w->e.fd = ci->connect_fd;
+        w->e.xrid = "connection";
+        w->e.key = -2; /* never matches a cancel route's key */
+        w->e.cancel = conn_cut;
+        w->e.owner = w;
+        *socket_context = w;
+        conn_arm(w);
+    } else if (w) { /* closed: before libmicrohttpd closes the socket */
+        live_remove(w->t, &w->e);
+        free(w);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection's watch, NULL when none. */
+static struct conn_watch *conn_watch_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
 
 /* ---- requests ---- */
 
@@ -62,6 +129,40 @@ static enum MHD_Result body_too_large(struct http_ctx *c)
                   "The request body is larger than the limit of %zu bytes",
                   c->srv->opts->max_body);
     return respond_error(c, &e);
+}
+
+/* The limits on a request's head answered here in the OpenAI error shape (libmicrohttpd's own
+ * HTML pages remain only past its 64 KiB per-connection memory). */
+enum { MAX_URL = 8192, MAX_HEADERS = 32768 };
+
+static enum MHD_Result head_error(struct http_ctx *c, int status, const char *code,
+                                  const char *msg)
+{
+    struct oai_error e;
+    oai_error_set(&e, LL_EINVAL, NULL, code, "%s", msg);
+    return respond_error_as(c, status, &e);
+}
+
+static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* An absolute-form request target (RFC 9112 3.2.2, "http://host/path") → its path. */
+static const char *origin_form(const char *url)
+{
+    const char *p = NULL;
+    if (!strncasecmp(url, "http://", 7))
+        p = url + 7;
+    else if (!strncasecmp(url, "https://", 8))
+        p = url + 8;
+    if (!p)
+        return url;
+    p = strchr(p, '/');
+    return p ? p : "/";
 }
 
 /* Append to the body. false: over the limit, or out of memory. */
@@ -105,30 +206,50 @@ static enum MHD_Result dispatch(struct http_ctx *c)
     if (webui_route(c, &res)) /* the WebUI's files need no key: they hold no data */
         return res;
     bool public = !strcmp(u, "/health") || (!strcmp(u, "/metrics") && srv->opts->metrics_public);
-    if (!public &&
-        !auth_check(srv->opts, MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
-                                                           "Authorization"))) {
+    c->key = auth_key_index(srv->opts,
+                            MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Authorization"));
+    if (!public && c->key < 0) {
         struct oai_error e;
         oai_error_set(&e, LL_EAUTH, NULL, "invalid_api_key",
                       "Missing or invalid API key: send the header 'Authorization: Bearer KEY'");
         return respond_error(c, &e);
     }
 
-    if (!strcmp(u, "/health") && is_get(c))
-        return route_health(c);
-    if (!strcmp(u, "/metrics") && is_get(c))
-        return route_metrics(c);
-    if ((!strcmp(u, "/v1/models") || !strncmp(u, "/v1/models/", 11)) && is_get(c))
-        return route_models(c);
+    if (!strcmp(u, "/v1/sessions") || !strncmp(u, "/v1/sessions/", 13))
+        return route_sessions(c, u[12] ? u + 13 : NULL);
+    /* the API's routes, also without the /v1 prefix (as llama.cpp serves them) */
+    const char *v = !strncmp(u, "/v1/", 4) ? u + 3 : u;
+    static const struct {
+        const char *path;
+        bool post, v1; /* POST (else GET); listed under /v1 */
+        enum MHD_Result (*fn)(struct http_ctx *);
+    } routes[] = {
+        {"/chat/completions", true, true, route_chat},
+        {"/completions", true, true, route_completions},
+        {"/responses", true, true, route_responses},
+        {"/tokenize", true, false, route_tokenize},
+        {"/detokenize", true, false, route_detokenize},
+        {"/models", false, true, route_models},
+        {"/health", false, false, route_health},
+        {"/metrics", false, false, route_metrics},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        bool models = !strcmp(routes[i].path, "/models");
+        const char *p = routes[i].v1 ? v : u;
+        bool match = !strcmp(p, routes[i].path) ||
+                     (models && !strncmp(p, "/models/", 8) && p[8]);
+        if (!match)
+            continue;
+        if (routes[i].post ? !strcmp(c->method, "POST") : is_get(c))
+            return routes[i].fn(c);
+        struct oai_error e;
+        c->allow = routes[i].post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+        oai_error_set(&e, LL_EMETHOD, NULL, "method_not_allowed",
+                      "%s is not allowed on %.200s (use %s)", c->method, c->url,
+                      routes[i].post ? "POST" : "GET");
+        return respond_error(c, &e);
+    }
     if (!strcmp(c->method, "POST")) {
-        if (!strcmp(u, "/v1/chat/completions"))
-            return route_chat(c);
-        if (!strcmp(u, "/v1/completions"))
-            return route_completions(c);
-        if (!strcmp(u, "/tokenize"))
-            return route_tokenize(c);
-        if (!strcmp(u, "/detokenize"))
-            return route_detokenize(c);
         size_t n = strlen(u);
         static const char pre[] = "/v1/requests/", suf[] = "/cancel";
         if (n > sizeof pre - 1 + sizeof suf - 1 && !strncmp(u, pre, sizeof pre - 1) &&
@@ -161,12 +282,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
 {
-    (void)version;
     struct server *srv = cls;
     struct request *q = *con_cls;
     struct http_ctx *c = q ? &q->c : NULL;
     if (!q) { /* headers are in: set up, and refuse an announced oversized body at once */
-        if (!(q = calloc(1, sizeof *q)) || !(q->c.url = strdup(url))) {
+        if (!(q = calloc(1, sizeof *q)) || !(q->c.url = strdup(origin_form(url)))) {
             free(q);
             return MHD_NO;
         }
@@ -183,6 +303,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             request_id_random(c->xrid);
         set_cors(c);
         limit_send_buffer(conn);
+        size_t head = 0;
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, sum_header, &head);
+        if (strlen(url) > MAX_URL)
+            return head_error(c, 414, "uri_too_long", "The request URL is longer than 8192 bytes");
+        if (head > MAX_HEADERS)
+            return head_error(c, 431, "headers_too_large",
+                              "The request headers are larger than 32768 bytes in all");
+        if (!strcmp(version, "HTTP/1.1") &&
+            !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"))
+            return head_error(c, 400, "missing_host",
+                              "An HTTP/1.1 request must have a Host header (RFC 9112 3.2)");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;
@@ -207,6 +338,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (q->body_too_large)
         return body_too_large(c);
+    struct conn_watch *w = conn_watch_of(conn);
+    if (w) /* head and body are in: no deadline while the request runs */
+        live_remove(w->t, &w->e);
     if (!ll_buf_reserve(&q->body, 0)) /* routes get a NUL-terminated body, "" when none */
         return MHD_NO;
     c->body = q->body.data;
@@ -217,10 +351,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
-    (void)toe;
     struct server *srv = cls;
     struct request *q = *con_cls;
+    struct conn_watch *w = conn_watch_of(conn);
+    if (w && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        conn_arm(w); /* keep-alive: the next request's head must come within the deadline */
     if (!q)
         return;
     struct http_ctx *c = &q->c;
@@ -272,7 +407,9 @@ enum ll_status http_start(struct server *srv, int *port, struct ll_err *err)
     srv->mhd = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->write_timeout, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+        on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE,
         256u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (!srv->mhd)

@@ -218,11 +218,13 @@ void live_remove(struct live_table *t, struct live_entry *e)
     pthread_mutex_unlock(&t->lock);
 }
 
-int live_cancel_id(struct live_table *t, const char *id)
+int live_cancel_id(struct live_table *t, const char *id, int key)
 {
     int n = 0;
     pthread_mutex_lock(&t->lock);
     for (struct live_entry *e = t->head; e; e = e->next) {
+        if (e->key != key)
+            continue;
         if ((e->id && !strcmp(e->id, id)) || (e->xrid && !strcmp(e->xrid, id))) {
             cancel(e, CANCEL_ROUTE);
             n++;

@@ -34,6 +34,7 @@ struct live_entry {
     void (*cancel)(void *owner); /* stop the owner's work; called with the table's lock held,
                                     possibly more than once; must not call back into the table */
     void *owner;
+    int key;                   /* the owning API key's index: only that key may cancel it */
 
     atomic_bool client_gone;   /* the watcher saw the socket hang up */
     atomic_bool timed_out;     /* the deadline passed */
@@ -54,8 +55,9 @@ void live_destroy(struct live_table *t);
 void live_add(struct live_table *t, struct live_entry *e);
 /* Unregister e; a no-op when it is not registered. After it no cancel callback runs for e. */
 void live_remove(struct live_table *t, struct live_entry *e);
-/* Cancel every entry whose id or xrid is id (reason CANCEL_ROUTE). Returns how many. */
-int live_cancel_id(struct live_table *t, const char *id);
+/* Cancel every entry owned by key whose id or xrid is id (reason CANCEL_ROUTE). Entries of
+ * other keys are invisible: their ids never match. Returns how many. */
+int live_cancel_id(struct live_table *t, const char *id, int key);
 /* Cancel every entry (shutdown). */
 void live_cancel_all(struct live_table *t, enum cancel_reason why);
 /* How many entries are registered. */

@@ -142,21 +142,61 @@ static void hist(struct text *t, const char *name, const char *help, const struc
     ll_buf_printf(&t->b, "%s_count{%s} %llu\n", name, t->label, (unsigned long long)h->count);
 }
 
+/* The model_name label of every sample, escaped. */
+static void text_label(struct text *t, const char *model)
+{
+    size_t w = (size_t)snprintf(t->label, sizeof t->label, "model_name=\"");
+    for (const char *p = model; *p && w + 4 < sizeof t->label; p++) {
+        if (*p == '\\' || *p == '"')
+            t->label[w++] = '\\', t->label[w++] = *p;
+        else if (*p == '\n')
+            t->label[w++] = '\\', t->label[w++] = 'n';
+        else
+            t->label[w++] = *p;
+    }
+    t->label[w++] = '"';
+    t->label[w] = 0;
+}
+
+char *metrics_render_sessions(const struct sessions_stats *ss, const struct engine_stats *st,
+                              const char *model)
+{
+    struct text t = {0};
+    text_label(&t, model);
+    family(&t, "llaisys_sessions_active", "gauge", "Sessions kept by the server");
+    sample_u(&t, "llaisys_sessions_active", NULL, (uint64_t)ss->active);
+    family(&t, "llaisys_sessions_created_total", "counter", "Sessions created");
+    sample_u(&t, "llaisys_sessions_created_total", NULL, ss->created);
+    family(&t, "llaisys_sessions_expired_total", "counter",
+           "Sessions dropped after --session-ttl idle");
+    sample_u(&t, "llaisys_sessions_expired_total", NULL, ss->expired);
+    family(&t, "llaisys_sessions_evicted_total", "counter",
+           "Sessions dropped to stay under --max-sessions");
+    sample_u(&t, "llaisys_sessions_evicted_total", NULL, ss->evicted);
+    family(&t, "llaisys_session_hits_total", "counter",
+           "Session turns that took prompt tokens from the cache");
+    sample_u(&t, "llaisys_session_hits_total", NULL, ss->hits);
+    family(&t, "llaisys_session_tokens_saved_total", "counter",
+           "Prompt tokens of session turns served from the cache");
+    sample_u(&t, "llaisys_session_tokens_saved_total", NULL, ss->tokens_saved);
+    if (st) {
+        family(&t, "llaisys_session_pinned_blocks", "gauge",
+               "KV block references pinned by sessions");
+        sample_u(&t, "llaisys_session_pinned_blocks", NULL, (uint64_t)st->kv_pinned);
+        family(&t, "llaisys_session_pins", "gauge", "Sessions holding pinned KV blocks");
+        sample_u(&t, "llaisys_session_pins", NULL, (uint64_t)st->pins);
+        family(&t, "llaisys_session_unpins_total", "counter",
+               "Session pins released to make room or to keep --session-kv-share");
+        sample_u(&t, "llaisys_session_unpins_total", NULL, st->pins_dropped);
+    }
+    return ll_buf_take(&t.b);
+}
+
 char *metrics_render(struct metrics *m, const struct engine_stats *st, const char *model,
                      bool ready)
 {
     struct text t = {0};
-    size_t w = (size_t)snprintf(t.label, sizeof t.label, "model_name=\"");
-    for (const char *p = model; *p && w + 4 < sizeof t.label; p++) {
-        if (*p == '\\' || *p == '"')
-            t.label[w++] = '\\', t.label[w++] = *p;
-        else if (*p == '\n')
-            t.label[w++] = '\\', t.label[w++] = 'n';
-        else
-            t.label[w++] = *p;
-    }
-    t.label[w++] = '"';
-    t.label[w] = 0;
+    text_label(&t, model);
 
     struct metrics c;
     pthread_mutex_lock(&m->lock);

@@ -13,6 +13,7 @@
 
 #include "engine.h"
 #include "live.h"
+#include "sessions.h"
 
 #define METRICS_MAX_BUCKETS 24
 
@@ -53,5 +54,9 @@ void metrics_http(struct metrics *m, int status);
  * from ready. Malloc'd (caller frees); NULL on no memory. */
 char *metrics_render(struct metrics *m, const struct engine_stats *st, const char *model,
                      bool ready);
+
+/* The sessions' samples (sessions.h; the pinned blocks from st when given), same format. */
+char *metrics_render_sessions(const struct sessions_stats *ss, const struct engine_stats *st,
+                              const char *model);
 
 #endif

@@ -5,7 +5,8 @@
  *
  * Called on HTTP threads and by the batch command; pure functions of their input. Every error
  * names the field (as OpenAI's error.param) and what was expected. JSON null is treated as an
- * absent field, unknown fields are ignored. The body must be UTF-8 (checked before parsing, so a
+ * absent field; a field not in the lists below is refused by name (no silent ignores), OpenAI's
+ * hints are accepted without effect. The body must be UTF-8 (checked before parsing, so a
  * string never carries invalid bytes into the tokenizer); cJSON bounds nesting depth, so deep
  * input cannot overflow the stack. Types and ranges are checked by base's JSON getters (json.h):
  * a wrong type is LL_ETYPE with error.code "invalid_type", a value out of range LL_EINVAL with
@@ -22,6 +23,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
+#include "grammar.h"
 #include "json.h"
 #include "utf8.h"
 
@@ -132,6 +135,23 @@ static enum ll_status opt_string(const cJSON *obj, const char *name, char **out,
 }
 
 /* Parse body into *root (an object); `what` names the body in messages. */
+/* The byte offset of the first "\u0000" escape inside a JSON string of body, or len when none.
+ * Strings are copied as C strings downstream, so a NUL would silently cut them: refused. */
+static size_t find_nul_escape(const char *body, size_t len)
+{
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        if (body[i] == '"') {
+            in_str = !in_str;
+        } else if (in_str && body[i] == '\\' && i + 1 < len) {
+            if (body[i + 1] == 'u' && i + 5 < len && !memcmp(body + i + 2, "0000", 4))
+                return i;
+            i++; /* skip the escaped character (an escaped quote or backslash) */
+        }
+    }
+    return len;
+}
+
 static enum ll_status parse_body(cJSON **root, const char *body, size_t len, const char *what,
                                  struct oai_error *e)
 {
@@ -140,6 +160,11 @@ static enum ll_status parse_body(cJSON **root, const char *body, size_t len, con
     if (!ll_utf8_valid(body, len, &bad))
         return oai_error_set(e, LL_EUTF8, NULL, "invalid_utf8",
                              "%s is not valid UTF-8 (byte offset %zu)", what, bad);
+    if ((bad = find_nul_escape(body, len)) < len)
+        return oai_error_set(e, LL_EINVAL, NULL, "invalid_value",
+                             "%s has a NUL character (\\u0000) in a string at byte offset %zu: "
+                             "NUL is not allowed in text",
+                             what, bad);
     struct ll_err err = {0};
     cJSON *r;
     enum ll_status s = ll_json_parse(&r, body, len, what, &err);
@@ -157,7 +182,7 @@ static enum ll_status parse_body(cJSON **root, const char *body, size_t len, con
 
 /* ---- chat messages → template variables ---- */
 
-static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
+static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", "function"};
 
 /* content (string, array of text parts, or null) → a new cJSON string or null. */
 static enum ll_status content_to_json(const cJSON *c, int i, const char *role, cJSON **out,
@@ -219,6 +244,63 @@ static enum ll_status content_to_json(const cJSON *c, int i, const char *role, c
     return *out ? LL_OK : oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
 }
 
+/* An assistant's tool_calls (and legacy function_call): [{id?, type? "function", function:
+ * {name: string, arguments: string}}]. */
+static enum ll_status check_call(const cJSON *f, const char *param, struct oai_error *e)
+{
+    char p[128];
+    if (!cJSON_IsObject(f))
+        return wrong_type(e, param, "an object", f);
+    const cJSON *name = ll_json_member(f, "name"), *args = ll_json_member(f, "arguments");
+    snprintf(p, sizeof p, "%s.name", param);
+    if (!cJSON_IsString(name))
+        return name ? wrong_type(e, p, "a string", name)
+                    : oai_error_set(e, LL_EINVAL, p, "missing_required_parameter",
+                                    "'%s' is required", p);
+    snprintf(p, sizeof p, "%s.arguments", param);
+    if (!cJSON_IsString(args))
+        return args ? wrong_type(e, p, "a string (JSON text)", args)
+                    : oai_error_set(e, LL_EINVAL, p, "missing_required_parameter",
+                                    "'%s' is required", p);
+    return LL_OK;
+}
+
+static enum ll_status check_tool_calls(const cJSON *m, int i, struct oai_error *e)
+{
+    char param[96];
+    const cJSON *fc = ll_json_member(m, "function_call");
+    if (fc) {
+        snprintf(param, sizeof param, "messages[%d].function_call", i);
+        return check_call(fc, param, e);
+    }
+    const cJSON *tc = ll_json_member(m, "tool_calls");
+    if (!tc)
+        return LL_OK;
+    snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+    if (!cJSON_IsArray(tc))
+        return wrong_type(e, param, "an array", tc);
+    int k = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, tc) {
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, k++);
+        if (!cJSON_IsObject(c))
+            return wrong_type(e, param, "an object", c);
+        const cJSON *type = ll_json_member(c, "type"), *id = ll_json_member(c, "id");
+        if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function")))
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                 "'%s.type' must be \"function\"", param);
+        if (id && !cJSON_IsString(id))
+            return oai_error_set(e, LL_ETYPE, param, "invalid_type", "'%s.id' must be a string",
+                                 param);
+        char fp[112];
+        snprintf(fp, sizeof fp, "%s.function", param);
+        enum ll_status s = check_call(ll_json_member(c, "function"), fp, e);
+        if (s != LL_OK)
+            return s;
+    }
+    return LL_OK;
+}
+
 static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct oai_error *e)
 {
     char param[64];
@@ -237,16 +319,24 @@ static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct
         r++;
     if (r == sizeof roles / sizeof roles[0])
         return oai_error_set(e, LL_EINVAL, param, "invalid_value",
-                             "'%s' must be one of system, developer, user, assistant, tool; "
-                             "got '%.40s'", param, role->valuestring);
+                             "'%s' must be one of system, developer, user, assistant, tool, "
+                             "function; got '%.40s'", param, role->valuestring);
     cJSON *content = NULL;
     enum ll_status s =
         content_to_json(ll_json_member(m, "content"), i, role->valuestring, &content, e);
     if (s != LL_OK)
         return s;
+    if ((s = check_tool_calls(m, i, e)) != LL_OK) {
+        cJSON_Delete(content);
+        return s;
+    }
     cJSON *copy = cJSON_Duplicate(m, true);
-    cJSON *rolestr = cJSON_CreateString(strcmp(role->valuestring, "developer")
-                                            ? role->valuestring : "system");
+    const char *rname = role->valuestring;
+    if (!strcmp(rname, "developer"))
+        rname = "system";
+    else if (!strcmp(rname, "function")) /* legacy: a function's result is a tool message */
+        rname = "tool";
+    cJSON *rolestr = cJSON_CreateString(rname);
     if (!copy || !rolestr || !cJSON_ReplaceItemInObjectCaseSensitive(copy, "role", rolestr)) {
         cJSON_Delete(copy);
         cJSON_Delete(rolestr);
@@ -255,6 +345,21 @@ static enum ll_status message_to_json(const cJSON *m, int i, cJSON *list, struct
     }
     cJSON_DeleteItemFromObjectCaseSensitive(copy, "content");
     cJSON_AddItemToObject(copy, "content", content);
+    /* legacy: an assistant's function_call is its one tool call */
+    cJSON *fc = cJSON_DetachItemFromObjectCaseSensitive(copy, "function_call");
+    if (fc && !cJSON_IsNull(fc) && !ll_json_member(copy, "tool_calls")) {
+        cJSON *calls = cJSON_AddArrayToObject(copy, "tool_calls"), *call = cJSON_CreateObject();
+        if (!calls || !call || !cJSON_AddItemToArray(calls, call) ||
+            !cJSON_AddStringToObject(call, "id", "call_0") ||
+            !cJSON_AddStringToObject(call, "type", "function") ||
+            !cJSON_AddItemToObject(call, "function", fc)) {
+            cJSON_Delete(fc);
+            cJSON_Delete(copy);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        fc = NULL;
+    }
+    cJSON_Delete(fc);
     cJSON_AddItemToArray(list, copy);
     return LL_OK;
 }
@@ -277,9 +382,6 @@ static enum ll_status chat_context(const cJSON *root, cJSON **out, struct oai_er
     enum ll_status s = opt_bool(root, "add_generation_prompt", &add_gen, e);
     if (s != LL_OK)
         return s;
-    const cJSON *tools = ll_json_member(root, "tools");
-    if (tools && !cJSON_IsArray(tools))
-        return wrong_type(e, "tools", "an array", tools);
     const cJSON *kw = ll_json_member(root, "chat_template_kwargs");
     if (kw && !cJSON_IsObject(kw))
         return wrong_type(e, "chat_template_kwargs", "an object", kw);
@@ -298,8 +400,6 @@ static enum ll_status chat_context(const cJSON *root, cJSON **out, struct oai_er
             return s;
         }
     }
-    if (tools)
-        cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(tools, true));
     const cJSON *k;
     cJSON_ArrayForEach(k, kw) {
         if (!strcmp(k->string, "messages")) {
@@ -405,7 +505,419 @@ static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, st
     return LL_OK;
 }
 
+
+/* ---- structured output ---- */
+
+/* The grammar for a JSON value matching schema (NULL: any JSON object), named `where`. */
+static enum ll_status format_grammar(const cJSON *schema, const char *where, struct grammar **g,
+                                     struct oai_error *e)
+{
+    struct gbuild *b = gbuild_new();
+    if (!b)
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    struct ll_err err = {0};
+    int root = -1;
+    enum ll_status s = LL_OK;
+    if (schema)
+        s = grammar_json_schema(b, schema, where, &root, &err);
+    else
+        root = gb_concat(b, (int[]){grammar_json_lead_ws(b), grammar_json_any_object(b)}, 2);
+    if (s == LL_OK)
+        s = gbuild_finish(b, root, g, &err);
+    gbuild_free(b);
+    if (s == LL_ENOMEM)
+        return oai_error_set(e, s, NULL, NULL, "out of memory");
+    if (s != LL_OK)
+        return oai_error_set(e, s, where, s == LL_EUNSUPPORTED ? "unsupported_schema"
+                                                               : "invalid_schema", "%s", err.msg);
+    return LL_OK;
+}
+
+/* Refuse members of obj other than the names in allowed (NULL-terminated); param names obj. */
+static enum ll_status only_keys(const cJSON *obj, const char *const *allowed, const char *param,
+                                struct oai_error *e)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, obj) {
+        bool ok = cJSON_IsNull(k);
+        for (int i = 0; allowed[i] && !ok; i++)
+            ok = !strcmp(k->string, allowed[i]);
+        if (!ok) {
+            char p[160];
+            snprintf(p, sizeof p, "%s.%.60s", param, k->string);
+            return oai_error_set(e, LL_EUNSUPPORTED, p, "unsupported_parameter",
+                                 "'%s' is not supported", p);
+        }
+    }
+    return LL_OK;
+}
+
+/* response_format {type: text | json_object | json_schema {name, description, schema,
+ * strict}}, or vLLM's guided_json (a schema, as an object or as JSON text). */
+static enum ll_status parse_response_format(const cJSON *root, struct oai_request *r,
+                                            struct oai_error *e)
+{
+    const cJSON *rf = ll_json_member(root, "response_format");
+    const cJSON *gj = ll_json_member(root, "guided_json");
+    const cJSON *schema = NULL;
+    const char *where = NULL;
+    bool json = false;
+    enum ll_status s;
+    if (rf) {
+        if (!cJSON_IsObject(rf))
+            return wrong_type(e, "response_format", "an object", rf);
+        const cJSON *type = ll_json_member(rf, "type");
+        if (!type)
+            return oai_error_set(e, LL_EINVAL, "response_format.type",
+                                 "missing_required_parameter", "'response_format.type' is "
+                                 "required");
+        if (!cJSON_IsString(type))
+            return wrong_type(e, "response_format.type", "a string", type);
+        const char *t = type->valuestring;
+        if (!strcmp(t, "text") || !strcmp(t, "json_object")) {
+            if ((s = only_keys(rf, (const char *const[]){"type", NULL}, "response_format", e)))
+                return s;
+            json = t[0] == 'j';
+        } else if (!strcmp(t, "json_schema")) {
+            if ((s = only_keys(rf, (const char *const[]){"type", "json_schema", NULL},
+                               "response_format", e)))
+                return s;
+            const cJSON *js = ll_json_member(rf, "json_schema");
+            if (!js)
+                return oai_error_set(e, LL_EINVAL, "response_format.json_schema",
+                                     "missing_required_parameter",
+                                     "'response_format.json_schema' is required for type "
+                                     "json_schema");
+            if (!cJSON_IsObject(js))
+                return wrong_type(e, "response_format.json_schema", "an object", js);
+            if ((s = only_keys(js, (const char *const[]){"name", "description", "schema",
+                                                         "strict", NULL},
+                               "response_format.json_schema", e)))
+                return s;
+            const cJSON *name = ll_json_member(js, "name"), *st = ll_json_member(js, "strict");
+            const cJSON *desc = ll_json_member(js, "description");
+            if (name && !cJSON_IsString(name))
+                return wrong_type(e, "response_format.json_schema.name", "a string", name);
+            if (desc && !cJSON_IsString(desc))
+                return wrong_type(e, "response_format.json_schema.description", "a string",
+                                  desc);
+            if (st && !cJSON_IsBool(st))
+                return wrong_type(e, "response_format.json_schema.strict", "a boolean", st);
+            schema = ll_json_member(js, "schema");
+            if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+                return wrong_type(e, "response_format.json_schema.schema", "an object",
+                                  schema);
+            where = "response_format.json_schema.schema";
+            json = true;
+        } else {
+            return oai_error_set(e, LL_EINVAL, "response_format.type", "invalid_value",
+                                 "'response_format.type' must be text, json_object or "
+                                 "json_schema, not '%.40s'", t);
+        }
+    }
+    cJSON *parsed = NULL;
+    if (gj) {
+        if (json)
+            return oai_error_set(e, LL_EINVAL, "guided_json", "invalid_value",
+                                 "give response_format or guided_json, not both");
+        if (cJSON_IsString(gj)) {
+            struct ll_err err = {0};
+            if (ll_json_parse(&parsed, gj->valuestring, strlen(gj->valuestring), "guided_json",
+                              &err) != LL_OK)
+                return oai_error_set(e, LL_EINVAL, "guided_json", "invalid_value", "%s",
+                                     err.msg);
+            gj = parsed;
+        }
+        if (!cJSON_IsObject(gj) && !cJSON_IsBool(gj)) {
+            cJSON_Delete(parsed);
+            return wrong_type(e, "guided_json", "a JSON Schema (an object or its JSON text)", gj);
+        }
+        schema = gj;
+        where = "guided_json";
+        json = true;
+    }
+    s = json ? format_grammar(schema, where ? where : "response_format", &r->grammar, e) : LL_OK;
+    cJSON_Delete(parsed);
+    return s;
+}
+
+/* ---- tools ---- */
+
+static bool tool_name_ok(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > 64)
+        return false;
+    for (; *n; n++)
+        if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ||
+              *n == '_' || *n == '-'))
+            return false;
+    return true;
+}
+
+/* One function definition {name, description?, parameters?, strict?} into out's list. */
+static enum ll_status add_function(const cJSON *f, const char *param, cJSON *out,
+                                   struct oai_error *e)
+{
+    char p[128];
+    if (!cJSON_IsObject(f))
+        return f ? wrong_type(e, param, "an object", f)
+                 : oai_error_set(e, LL_EINVAL, param, "missing_required_parameter",
+                                 "'%s' is required", param);
+    enum ll_status s = only_keys(f, (const char *const[]){"name", "description", "parameters",
+                                                          "strict", NULL}, param, e);
+    if (s != LL_OK)
+        return s;
+    const cJSON *name = ll_json_member(f, "name"), *desc = ll_json_member(f, "description");
+    const cJSON *params = ll_json_member(f, "parameters"), *strict = ll_json_member(f, "strict");
+    snprintf(p, sizeof p, "%s.name", param);
+    if (!name)
+        return oai_error_set(e, LL_EINVAL, p, "missing_required_parameter", "'%s' is required",
+                             p);
+    if (!cJSON_IsString(name))
+        return wrong_type(e, p, "a string", name);
+    if (!tool_name_ok(name->valuestring))
+        return oai_error_set(e, LL_EINVAL, p, "invalid_value", "'%s' must be 1 to 64 letters, "
+                             "digits, '_' or '-', got '%.80s'", p, name->valuestring);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, out) {
+        const cJSON *fn = ll_json_member(t, "function");
+        if (!strcmp(ll_json_member(fn, "name")->valuestring, name->valuestring))
+            return oai_error_set(e, LL_EINVAL, p, "invalid_value",
+                                 "two tools are named '%s'", name->valuestring);
+    }
+    snprintf(p, sizeof p, "%s.description", param);
+    if (desc && !cJSON_IsString(desc))
+        return wrong_type(e, p, "a string", desc);
+    snprintf(p, sizeof p, "%s.parameters", param);
+    if (params && !cJSON_IsObject(params))
+        return wrong_type(e, p, "an object (a JSON Schema)", params);
+    snprintf(p, sizeof p, "%s.strict", param);
+    if (strict && !cJSON_IsBool(strict))
+        return wrong_type(e, p, "a boolean", strict);
+    cJSON *tool = cJSON_CreateObject(), *fn = cJSON_Duplicate(f, true);
+    if (!tool || !fn || !cJSON_AddStringToObject(tool, "type", "function") ||
+        !cJSON_AddItemToObject(tool, "function", fn)) {
+        cJSON_Delete(tool);
+        cJSON_Delete(fn);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    static const char *const optional[] = {"description", "parameters", "strict"};
+    for (size_t i = 0; i < sizeof optional / sizeof *optional; i++) /* nulls are absent */
+        if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(fn, optional[i])))
+            cJSON_DeleteItemFromObjectCaseSensitive(fn, optional[i]);
+    cJSON_AddItemToArray(out, tool);
+    return LL_OK;
+}
+
+static enum ll_status parse_tool_choice(const cJSON *tc, const char *param, bool legacy,
+                                        struct oai_request *r, struct oai_error *e)
+{
+    if (cJSON_IsString(tc)) {
+        const char *v = tc->valuestring;
+        if (!strcmp(v, "none"))
+            r->tool_choice = OAI_TOOL_NONE;
+        else if (!strcmp(v, "auto"))
+            r->tool_choice = OAI_TOOL_AUTO;
+        else if (!strcmp(v, "required") && !legacy)
+            r->tool_choice = OAI_TOOL_REQUIRED;
+        else
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value", "'%s' must be %s or an "
+                                 "object naming a function, not '%.40s'", param,
+                                 legacy ? "none, auto" : "none, auto, required", v);
+        return LL_OK;
+    }
+    if (!cJSON_IsObject(tc))
+        return wrong_type(e, param, "a string or an object", tc);
+    const cJSON *name;
+    char p[96];
+    if (legacy) { /* {"name": ...} */
+        name = ll_json_member(tc, "name");
+        snprintf(p, sizeof p, "%s.name", param);
+    } else {      /* {"type": "function", "function": {"name": ...}} */
+        const cJSON *type = ll_json_member(tc, "type"), *fn = ll_json_member(tc, "function");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+            return oai_error_set(e, LL_EINVAL, "tool_choice.type", "invalid_value",
+                                 "'tool_choice.type' must be \"function\"");
+        if (fn && !cJSON_IsObject(fn))
+            return wrong_type(e, "tool_choice.function", "an object", fn);
+        name = ll_json_member(fn, "name");
+        snprintf(p, sizeof p, "%s.function.name", param);
+    }
+    if (!cJSON_IsString(name))
+        return oai_error_set(e, name ? LL_ETYPE : LL_EINVAL, p,
+                             name ? "invalid_type" : "missing_required_parameter",
+                             "'%s' must be the name of a function", p);
+    const cJSON *t;
+    bool found = false;
+    cJSON_ArrayForEach(t, r->tools)
+        found |= !strcmp(ll_json_member(ll_json_member(t, "function"), "name")->valuestring,
+                         name->valuestring);
+    if (!found)
+        return oai_error_set(e, LL_EINVAL, p, "invalid_value", "'%s': there is no function "
+                             "named '%.80s' in %s", p, name->valuestring,
+                             legacy ? "functions" : "tools");
+    if (!(r->tool_choice_name = strdup(name->valuestring)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    r->tool_choice = OAI_TOOL_NAMED;
+    return LL_OK;
+}
+
+/* tools, tool_choice, parallel_tool_calls, or the legacy functions, function_call. */
+static enum ll_status parse_tools(const cJSON *root, struct oai_request *r, struct oai_error *e)
+{
+    const cJSON *tools = ll_json_member(root, "tools"), *fns = ll_json_member(root, "functions");
+    const cJSON *tc = ll_json_member(root, "tool_choice");
+    const cJSON *fc = ll_json_member(root, "function_call");
+    if (tools && fns)
+        return oai_error_set(e, LL_EINVAL, "functions", "invalid_value",
+                             "give tools or the legacy functions, not both");
+    if ((tc && fns) || (fc && tools))
+        return oai_error_set(e, LL_EINVAL, tc ? "tool_choice" : "function_call", "invalid_value",
+                             "tool_choice goes with tools, function_call with functions");
+    bool legacy = fns || fc;
+    const cJSON *list = legacy ? fns : tools;
+    const char *lname = legacy ? "functions" : "tools";
+    r->parallel_tool_calls = !legacy;
+    r->legacy_functions = legacy;
+    enum ll_status s = opt_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e);
+    if (s != LL_OK)
+        return s;
+    if (list && !cJSON_IsArray(list))
+        return wrong_type(e, lname, "an array", list);
+    if (cJSON_GetArraySize(list) > 0) {
+        if (!(r->tools = cJSON_CreateArray()))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        int i = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, list) {
+            char p[64];
+            snprintf(p, sizeof p, "%s[%d]", lname, i++);
+            if (!legacy) {
+                if (!cJSON_IsObject(t))
+                    return wrong_type(e, p, "an object", t);
+                if ((s = only_keys(t, (const char *const[]){"type", "function", NULL}, p, e)))
+                    return s;
+                const cJSON *type = ll_json_member(t, "type");
+                if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+                    return oai_error_set(e, LL_EUNSUPPORTED, p, "unsupported_parameter",
+                                         "'%s.type' must be \"function\" (the only tool type "
+                                         "this server runs)", p);
+                char fp[80];
+                snprintf(fp, sizeof fp, "%s.function", p);
+                s = add_function(ll_json_member(t, "function"), fp, r->tools, e);
+            } else {
+                s = add_function(t, p, r->tools, e);
+            }
+            if (s != LL_OK)
+                return s;
+        }
+        r->n_tools = i;
+    }
+    const cJSON *choice = legacy ? fc : tc;
+    r->tool_choice = OAI_TOOL_AUTO;
+    if (choice && (s = parse_tool_choice(choice, legacy ? "function_call" : "tool_choice", legacy,
+                                         r, e)) != LL_OK)
+        return s;
+    if (!r->tools && (r->tool_choice == OAI_TOOL_REQUIRED || r->tool_choice == OAI_TOOL_NAMED))
+        return oai_error_set(e, LL_EINVAL, legacy ? "function_call" : "tool_choice",
+                             "invalid_value", "'%s' asks for a call, but no %s are given",
+                             legacy ? "function_call" : "tool_choice", lname);
+    if (r->tools && r->grammar && r->tool_choice != OAI_TOOL_NONE)
+        return oai_error_set(e, LL_EUNSUPPORTED, "response_format", "unsupported_parameter",
+                             "response_format together with tools is not supported (unless "
+                             "tool_choice is none)");
+    return LL_OK;
+}
+
+/* ---- the fields this server knows ---- */
+
+static const char *const common_fields[] = {
+    "model", "stream", "stream_options", "max_tokens", "n", "temperature", "top_p", "top_k",
+    "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens", "seed",
+    "stop", "stop_token_ids", "logit_bias", "logprobs", "ignore_eos", "skip_special_tokens",
+    "response_format", "guided_json", "session_id", "cache_prompt", "reuse_prefix", NULL};
+static const char *const chat_fields[] = {
+    "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
+    "chat_template_kwargs", "tools", "tool_choice", "parallel_tool_calls", "functions",
+    "function_call", NULL};
+static const char *const completion_fields[] = {"prompt", "echo", "suffix", "best_of", NULL};
+/* OpenAI's hints: accepted with their types checked, no effect */
+static const char *const hint_strings[] = {"user", "service_tier", "reasoning_effort",
+                                           "prompt_cache_key", "safety_identifier", NULL};
+
+static bool listed(const char *k, const char *const *list)
+{
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(k, list[i]))
+            return true;
+    return false;
+}
+
+/* Refuse every non-null field of root this server does not implement; check the hints' types.
+ * `extra` (may be NULL) lists more allowed names (batch's "id"). */
+static const char *const responses_fields[] = {
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
+    "max_output_tokens", "temperature", "top_p", "stream", "previous_response_id", "reasoning",
+    "include", "truncation", NULL};
+
+static enum ll_status check_fields(const cJSON *root, enum oai_kind kind,
+                                   const char *const *extra, struct oai_error *e)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, root) {
+        const char *n = k->string;
+        if (cJSON_IsNull(k) || (kind != OAI_RESPONSES && listed(n, common_fields)) ||
+            listed(n, kind == OAI_CHAT       ? chat_fields
+                      : kind == OAI_RESPONSES ? responses_fields
+                                              : completion_fields) ||
+            (extra && listed(n, extra)))
+            continue;
+        if (listed(n, hint_strings)) {
+            if (!cJSON_IsString(k))
+                return wrong_type(e, n, "a string", k);
+            continue;
+        }
+        if (!strcmp(n, "metadata")) {
+            if (!cJSON_IsObject(k))
+                return wrong_type(e, n, "an object", k);
+            continue;
+        }
+        if (!strcmp(n, "store")) {
+            if (!cJSON_IsBool(k))
+                return wrong_type(e, n, "a boolean", k);
+            continue;
+        }
+        const char *why = "";
+        if (!strncmp(n, "guided_", 7) || !strcmp(n, "grammar") || !strcmp(n, "json_schema") ||
+            !strcmp(n, "structured_outputs") || !strcmp(n, "regex"))
+            why = " (constrained decoding takes response_format json_object / json_schema, or "
+                  "guided_json)";
+        return oai_error_set(e, LL_EUNSUPPORTED, n, "unsupported_parameter",
+                             "'%.60s' is not supported by this server%s", n, why);
+    }
+    return LL_OK;
+}
+
 /* ---- the remaining fields ---- */
+
+/* session_id (sessions.h checks its form) and the prefix-cache switch: cache_prompt
+ * (llama.cpp's name) or reuse_prefix, default true; false: this request neither takes from nor
+ * adds to the prefix cache. Both given and different is refused. */
+static enum ll_status parse_session(const cJSON *root, struct oai_request *r, struct oai_error *e)
+{
+    enum ll_status s;
+    bool cp = true, rp = true;
+    if ((s = opt_string(root, "session_id", &r->session_id, e)) != LL_OK ||
+        (s = opt_bool(root, "cache_prompt", &cp, e)) != LL_OK ||
+        (s = opt_bool(root, "reuse_prefix", &rp, e)) != LL_OK)
+        return s;
+    if (ll_json_member(root, "cache_prompt") && ll_json_member(root, "reuse_prefix") && cp != rp)
+        return oai_error_set(e, LL_EINVAL, "reuse_prefix", "invalid_value",
+                             "'cache_prompt' and 'reuse_prefix' disagree");
+    r->no_cache = !cp || !rp;
+    return LL_OK;
+}
 
 static enum ll_status parse_stop(const cJSON *root, struct oai_request *r, struct oai_error *e)
 {
@@ -587,7 +1099,8 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
         (s = parse_logit_bias(root, r, e)) != LL_OK || (s = parse_logprobs(root, r, e)) != LL_OK ||
         (s = opt_bool(root, "ignore_eos", &r->ignore_eos, e)) != LL_OK ||
         (s = opt_bool(root, "skip_special_tokens", &r->skip_special_tokens, e)) != LL_OK ||
-        (s = opt_string(root, "user", &r->user, e)) != LL_OK)
+        (s = opt_string(root, "user", &r->user, e)) != LL_OK ||
+        (s = parse_session(root, r, e)) != LL_OK)
         return s;
     if (r->kind == OAI_COMPLETION) {
         if ((s = opt_bool(root, "echo", &r->echo, e)) != LL_OK)
@@ -598,7 +1111,17 @@ static enum ll_status parse_fields(const cJSON *root, struct oai_request *r, str
         if (suffix && suffix->valuestring[0])
             return oai_error_set(e, LL_EUNSUPPORTED, "suffix", "unsupported_parameter",
                                  "'suffix' is not supported");
+        long long best_of = 1;
+        if ((s = opt_int(root, "best_of", 1, OAI_MAX_N, &best_of, NULL, e)) != LL_OK)
+            return s;
+        if (best_of != 1)
+            return oai_error_set(e, LL_EUNSUPPORTED, "best_of", "unsupported_parameter",
+                                 "'best_of' other than 1 is not supported");
     }
+    if ((s = parse_response_format(root, r, e)) != LL_OK)
+        return s;
+    if (r->kind == OAI_CHAT && (s = parse_tools(root, r, e)) != LL_OK)
+        return s;
     return LL_OK;
 }
 
@@ -611,10 +1134,13 @@ static void request_init(struct oai_request *r, enum oai_kind kind)
 }
 
 /* The request of r->kind in the object root; on error *r is left empty. */
-static enum ll_status parse_request(struct oai_request *r, const cJSON *root, struct oai_error *e)
+static enum ll_status parse_request(struct oai_request *r, const cJSON *root,
+                                    const char *const *extra, struct oai_error *e)
 {
     enum oai_kind kind = r->kind;
-    enum ll_status s = parse_fields(root, r, e);
+    enum ll_status s = check_fields(root, kind, extra, e);
+    if (s == LL_OK)
+        s = parse_fields(root, r, e);
     if (s == LL_OK)
         s = kind == OAI_CHAT ? chat_context(root, &r->chat_context, e) : parse_prompts(root, r, e);
     if (s == LL_OK && (long long)r->n * (r->n_prompts ? r->n_prompts : 1) > OAI_MAX_N)
@@ -635,7 +1161,7 @@ enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, cons
     enum ll_status s = parse_body(&root, body, len, "request body", e);
     if (s != LL_OK)
         return s;
-    s = parse_request(r, root, e);
+    s = parse_request(r, root, NULL, e);
     cJSON_Delete(root);
     return s;
 }
@@ -667,9 +1193,412 @@ enum ll_status oai_batch_line_parse(struct oai_request *r, cJSON **id, const cha
                           "request)");
     if (s == LL_OK) {
         r->kind = chat ? OAI_CHAT : OAI_COMPLETION;
-        s = parse_request(r, root, e);
+        s = parse_request(r, root, (const char *const[]){"id", NULL}, e);
     }
     cJSON_Delete(root);
+    return s;
+}
+
+
+/* ---- /v1/responses ---- */
+
+/* Text parts [{type: input_text | output_text | text, text}] or a string → a new cJSON string. */
+static enum ll_status parts_text(const cJSON *c, const char *param, cJSON **out,
+                                 struct oai_error *e)
+{
+    if (cJSON_IsString(c)) {
+        *out = cJSON_CreateString(c->valuestring);
+        return *out ? LL_OK : oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    if (!cJSON_IsArray(c))
+        return c ? wrong_type(e, param, "a string or an array of content parts", c)
+                 : oai_error_set(e, LL_EINVAL, param, "missing_required_parameter",
+                                 "'%s' is required", param);
+    struct ll_buf b = {0};
+    int k = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, c) {
+        char pp[112];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k);
+        const cJSON *type = ll_json_member(p, "type"), *t = ll_json_member(p, "text");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(type)) {
+            ll_buf_free(&b);
+            return oai_error_set(e, LL_ETYPE, pp, "invalid_type", "'%s' must be an object with "
+                                 "a string 'type'", pp);
+        }
+        if (strcmp(type->valuestring, "input_text") && strcmp(type->valuestring, "output_text") &&
+            strcmp(type->valuestring, "text")) {
+            ll_buf_free(&b);
+            return oai_error_set(e, LL_EUNSUPPORTED, pp, "unsupported_content",
+                                 "'%s': content parts of type '%.40s' are not supported (only "
+                                 "input_text, output_text)", pp, type->valuestring);
+        }
+        if (!cJSON_IsString(t)) {
+            ll_buf_free(&b);
+            return oai_error_set(e, LL_ETYPE, pp, "invalid_type", "'%s.text' must be a string",
+                                 pp);
+        }
+        if (k++)
+            ll_buf_putc(&b, '\n');
+        ll_buf_puts(&b, t->valuestring);
+    }
+    *out = cJSON_CreateString(b.data ? b.data : "");
+    bool failed = b.failed;
+    ll_buf_free(&b);
+    return *out && !failed ? LL_OK : oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+}
+
+static cJSON *new_message(cJSON *list, const char *role)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddStringToObject(m, "role", role) || !cJSON_AddItemToArray(list, m)) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* One input item into the message list. */
+static enum ll_status input_item(const cJSON *it, int i, cJSON *list, struct oai_error *e)
+{
+    char param[48];
+    snprintf(param, sizeof param, "input[%d]", i);
+    if (!cJSON_IsObject(it))
+        return wrong_type(e, param, "an object", it);
+    const cJSON *type = ll_json_member(it, "type");
+    if (type && !cJSON_IsString(type))
+        return oai_error_set(e, LL_ETYPE, param, "invalid_type", "'%s.type' must be a string",
+                             param);
+    const char *t = type ? type->valuestring : "message";
+    char sub[80];
+    enum ll_status s;
+    if (!strcmp(t, "message")) {
+        const cJSON *role = ll_json_member(it, "role");
+        snprintf(sub, sizeof sub, "%s.role", param);
+        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") &&
+                                      strcmp(role->valuestring, "system") &&
+                                      strcmp(role->valuestring, "developer") &&
+                                      strcmp(role->valuestring, "assistant")))
+            return oai_error_set(e, LL_EINVAL, sub, "invalid_value", "'%s' must be user, system, "
+                                 "developer or assistant", sub);
+        cJSON *content;
+        snprintf(sub, sizeof sub, "%s.content", param);
+        if ((s = parts_text(ll_json_member(it, "content"), sub, &content, e)) != LL_OK)
+            return s;
+        const char *r = role->valuestring;
+        cJSON *m = new_message(list, !strcmp(r, "developer") ? "system" : r);
+        if (!m || !cJSON_AddItemToObject(m, "content", content)) {
+            cJSON_Delete(content);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        return LL_OK;
+    }
+    if (!strcmp(t, "function_call")) {
+        const cJSON *id = ll_json_member(it, "call_id"), *name = ll_json_member(it, "name");
+        const cJSON *args = ll_json_member(it, "arguments");
+        if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value", "'%s': a function_call "
+                                 "needs the strings call_id, name and arguments", param);
+        /* calls join the assistant message before them, or make one */
+        cJSON *last = cJSON_GetArrayItem(list, cJSON_GetArraySize(list) - 1);
+        const cJSON *lr = ll_json_member(last, "role");
+        cJSON *m = last && cJSON_IsString(lr) && !strcmp(lr->valuestring, "assistant") ? last
+                                                                                       : NULL;
+        if (!m && (!(m = new_message(list, "assistant")) || !cJSON_AddNullToObject(m, "content")))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (!calls && !(calls = cJSON_AddArrayToObject(m, "tool_calls")))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        if (!call || !fn || !cJSON_AddItemToArray(calls, call) ||
+            !cJSON_AddStringToObject(call, "id", id->valuestring) ||
+            !cJSON_AddStringToObject(call, "type", "function") ||
+            !cJSON_AddItemToObject(call, "function", fn) ||
+            !cJSON_AddStringToObject(fn, "name", name->valuestring) ||
+            !cJSON_AddStringToObject(fn, "arguments", args->valuestring)) {
+            if (!call || !cJSON_GetObjectItem(call, "function"))
+                cJSON_Delete(fn);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        return LL_OK;
+    }
+    if (!strcmp(t, "function_call_output")) {
+        const cJSON *id = ll_json_member(it, "call_id");
+        if (!cJSON_IsString(id))
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                 "'%s.call_id' must be a string", param);
+        cJSON *content;
+        snprintf(sub, sizeof sub, "%s.output", param);
+        if ((s = parts_text(ll_json_member(it, "output"), sub, &content, e)) != LL_OK)
+            return s;
+        cJSON *m = new_message(list, "tool");
+        if (!m || !cJSON_AddItemToObject(m, "content", content) ||
+            !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) {
+            if (!m || !cJSON_GetObjectItem(m, "content"))
+                cJSON_Delete(content);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        return LL_OK;
+    }
+    if (!strcmp(t, "reasoning")) /* the templates leave past reasoning out of the prompt */
+        return LL_OK;
+    snprintf(sub, sizeof sub, "%s.type", param);
+    return oai_error_set(e, LL_EUNSUPPORTED, sub, "unsupported_parameter",
+                         "'%s': input items of type '%.40s' are not supported (message, "
+                         "function_call, function_call_output, reasoning)", sub, t);
+}
+
+/* text.format: the grammar of a Responses request. */
+static enum ll_status responses_format(const cJSON *text, struct oai_request *r,
+                                       struct oai_error *e)
+{
+    if (!text)
+        return LL_OK;
+    if (!cJSON_IsObject(text))
+        return wrong_type(e, "text", "an object", text);
+    enum ll_status s = only_keys(text, (const char *const[]){"format", NULL}, "text", e);
+    if (s != LL_OK)
+        return s;
+    const cJSON *f = ll_json_member(text, "format");
+    if (!f)
+        return LL_OK;
+    if (!cJSON_IsObject(f))
+        return wrong_type(e, "text.format", "an object", f);
+    const cJSON *type = ll_json_member(f, "type");
+    if (!cJSON_IsString(type))
+        return oai_error_set(e, type ? LL_ETYPE : LL_EINVAL, "text.format.type",
+                             type ? "invalid_type" : "missing_required_parameter",
+                             "'text.format.type' must be text, json_object or json_schema");
+    const char *t = type->valuestring;
+    if (!strcmp(t, "text") || !strcmp(t, "json_object")) {
+        if ((s = only_keys(f, (const char *const[]){"type", NULL}, "text.format", e)))
+            return s;
+        return t[0] == 'j' ? format_grammar(NULL, "text.format", &r->grammar, e) : LL_OK;
+    }
+    if (strcmp(t, "json_schema"))
+        return oai_error_set(e, LL_EINVAL, "text.format.type", "invalid_value",
+                             "'text.format.type' must be text, json_object or json_schema, not "
+                             "'%.40s'", t);
+    if ((s = only_keys(f, (const char *const[]){"type", "name", "description", "schema",
+                                                "strict", NULL}, "text.format", e)))
+        return s;
+    const cJSON *schema = ll_json_member(f, "schema"), *st = ll_json_member(f, "strict");
+    const cJSON *name = ll_json_member(f, "name");
+    if (name && !cJSON_IsString(name))
+        return wrong_type(e, "text.format.name", "a string", name);
+    if (st && !cJSON_IsBool(st))
+        return wrong_type(e, "text.format.strict", "a boolean", st);
+    if (!schema)
+        return oai_error_set(e, LL_EINVAL, "text.format.schema", "missing_required_parameter",
+                             "'text.format.schema' is required for json_schema");
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return wrong_type(e, "text.format.schema", "an object", schema);
+    return format_grammar(schema, "text.format.schema", &r->grammar, e);
+}
+
+/* tools [{type: "function", name, ...}] → the chat shape; tool_choice. */
+static enum ll_status responses_tools(const cJSON *root, struct oai_request *r,
+                                      struct oai_error *e)
+{
+    const cJSON *tools = ll_json_member(root, "tools"), *tc = ll_json_member(root, "tool_choice");
+    enum ll_status s;
+    r->parallel_tool_calls = true;
+    if ((s = opt_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) != LL_OK)
+        return s;
+    if (tools && !cJSON_IsArray(tools))
+        return wrong_type(e, "tools", "an array", tools);
+    if (cJSON_GetArraySize(tools) > 0) {
+        if (!(r->tools = cJSON_CreateArray()))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        int i = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) {
+            char p[48];
+            snprintf(p, sizeof p, "tools[%d]", i++);
+            const cJSON *type = ll_json_member(t, "type");
+            if (!cJSON_IsObject(t) || !cJSON_IsString(type))
+                return oai_error_set(e, LL_ETYPE, p, "invalid_type", "'%s' must be an object "
+                                     "with a string 'type'", p);
+            if (strcmp(type->valuestring, "function"))
+                return oai_error_set(e, LL_EUNSUPPORTED, p, "unsupported_parameter",
+                                     "'%s': tools of type '%.40s' are not supported (only "
+                                     "function)", p, type->valuestring);
+            cJSON *fn = cJSON_Duplicate(t, true);
+            if (!fn)
+                return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+            cJSON_DeleteItemFromObjectCaseSensitive(fn, "type");
+            s = add_function(fn, p, r->tools, e);
+            cJSON_Delete(fn);
+            if (s != LL_OK)
+                return s;
+        }
+        r->n_tools = i;
+    }
+    r->tool_choice = OAI_TOOL_AUTO;
+    if (cJSON_IsObject(tc)) { /* {type: "function", name} */
+        const cJSON *type = ll_json_member(tc, "type");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+            return oai_error_set(e, LL_EUNSUPPORTED, "tool_choice.type", "unsupported_parameter",
+                                 "'tool_choice.type' must be \"function\"");
+        cJSON *named = cJSON_CreateObject();
+        const cJSON *name = ll_json_member(tc, "name");
+        if (!named || (name && !cJSON_AddItemToObject(named, "name",
+                                                      cJSON_Duplicate(name, true)))) {
+            cJSON_Delete(named);
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        }
+        s = parse_tool_choice(named, "tool_choice", true, r, e);
+        cJSON_Delete(named);
+    } else if (tc) {
+        s = cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")
+                ? (r->tool_choice = OAI_TOOL_REQUIRED, LL_OK)
+                : parse_tool_choice(tc, "tool_choice", true, r, e);
+    }
+    if (s != LL_OK)
+        return s;
+    if (!r->tools && (r->tool_choice == OAI_TOOL_REQUIRED || r->tool_choice == OAI_TOOL_NAMED))
+        return oai_error_set(e, LL_EINVAL, "tool_choice", "invalid_value",
+                             "'tool_choice' asks for a call, but no tools are given");
+    if (r->tools && r->grammar && r->tool_choice != OAI_TOOL_NONE)
+        return oai_error_set(e, LL_EUNSUPPORTED, "text.format", "unsupported_parameter",
+                             "text.format json output together with tools is not supported "
+                             "(unless tool_choice is none)");
+    return LL_OK;
+}
+
+/* What the response object repeats of the request. */
+static enum ll_status responses_echo(const cJSON *root, struct oai_request *r,
+                                     struct oai_error *e)
+{
+    cJSON *echo = cJSON_CreateObject();
+    static const char *const keep[] = {"instructions", "max_output_tokens", "metadata",
+                                       "temperature", "top_p", "text", "tool_choice",
+                                       "reasoning", "user", "store", "truncation",
+                                       "service_tier", "parallel_tool_calls"};
+    for (size_t i = 0; echo && i < sizeof keep / sizeof *keep; i++) {
+        const cJSON *v = ll_json_member(root, keep[i]);
+        if (v && !cJSON_AddItemToObject(echo, keep[i], cJSON_Duplicate(v, true)))
+            goto nomem;
+    }
+    /* tools in the Responses shape */
+    cJSON *tools = echo ? cJSON_AddArrayToObject(echo, "tools") : NULL;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, r->tools) { /* {"type": "function", name, description, ...} */
+        cJSON *one = cJSON_CreateObject();
+        if (!one || !cJSON_AddItemToArray(tools, one)) {
+            cJSON_Delete(one);
+            goto nomem;
+        }
+        if (!cJSON_AddStringToObject(one, "type", "function"))
+            goto nomem;
+        const cJSON *k;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(t, "function"))
+            if (!cJSON_AddItemToObject(one, k->string, cJSON_Duplicate(k, true)))
+                goto nomem;
+    }
+    if (!echo || !tools)
+        goto nomem;
+    r->resp_echo = echo;
+    return LL_OK;
+nomem:
+    cJSON_Delete(echo);
+    return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+}
+
+static enum ll_status parse_responses(const cJSON *root, struct oai_request *r,
+                                      struct oai_error *e)
+{
+    enum ll_status s = check_fields(root, OAI_RESPONSES, NULL, e);
+    if (s != LL_OK)
+        return s;
+    long long v = 0;
+    bool has = false;
+    struct gen_settings *g = &r->sampling;
+    if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
+        (s = opt_bool(root, "stream", &r->stream, e)) != LL_OK ||
+        (s = opt_int(root, "max_output_tokens", 1, INT32_MAX, &v, &has, e)) != LL_OK ||
+        (s = opt_number(root, "temperature", 0, GEN_TEMPERATURE_MAX, false, &g->temperature,
+                        &g->has_temperature, e)) != LL_OK ||
+        (s = opt_number(root, "top_p", 0, 1, true, &g->top_p, &g->has_top_p, e)) != LL_OK)
+        return s;
+    r->max_tokens = (int)v;
+    const cJSON *prev = ll_json_member(root, "previous_response_id");
+    if (prev)
+        return oai_error_set(e, LL_EUNSUPPORTED, "previous_response_id", "unsupported_parameter",
+                             "'previous_response_id': sessions are not implemented (responses "
+                             "are not stored); send the whole conversation as 'input'");
+    const cJSON *reasoning = ll_json_member(root, "reasoning");
+    if (reasoning && !cJSON_IsObject(reasoning))
+        return wrong_type(e, "reasoning", "an object", reasoning);
+    const cJSON *inc = ll_json_member(root, "include");
+    if (inc && !cJSON_IsArray(inc))
+        return wrong_type(e, "include", "an array", inc);
+    if (cJSON_GetArraySize(inc) > 0) {
+        const cJSON *x = inc->child;
+        return oai_error_set(e, LL_EUNSUPPORTED, "include", "unsupported_parameter",
+                             "'include': '%.60s' is not supported (only [])",
+                             cJSON_IsString(x) ? x->valuestring : "?");
+    }
+    const cJSON *tr = ll_json_member(root, "truncation");
+    if (tr && (!cJSON_IsString(tr) || strcmp(tr->valuestring, "disabled")))
+        return oai_error_set(e, LL_EUNSUPPORTED, "truncation", "unsupported_parameter",
+                             "'truncation': only \"disabled\" is supported (a conversation "
+                             "longer than the context is refused, not cut)");
+    if ((s = responses_format(ll_json_member(root, "text"), r, e)) != LL_OK ||
+        (s = responses_tools(root, r, e)) != LL_OK)
+        return s;
+    /* the conversation */
+    const cJSON *input = ll_json_member(root, "input");
+    const cJSON *ins = ll_json_member(root, "instructions");
+    if (!input)
+        return oai_error_set(e, LL_EINVAL, "input", "missing_required_parameter",
+                             "'input' is required");
+    if (!cJSON_IsString(input) && !cJSON_IsArray(input))
+        return wrong_type(e, "input", "a string or an array of items", input);
+    if (ins && !cJSON_IsString(ins))
+        return wrong_type(e, "instructions", "a string", ins);
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON *list = ctx ? cJSON_AddArrayToObject(ctx, "messages") : NULL;
+    if (!list || !cJSON_AddTrueToObject(ctx, "add_generation_prompt")) {
+        cJSON_Delete(ctx);
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    }
+    r->chat_context = ctx;
+    cJSON *m;
+    if (ins && (!(m = new_message(list, "system")) ||
+                !cJSON_AddStringToObject(m, "content", ins->valuestring)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    if (cJSON_IsString(input)) {
+        if (!(m = new_message(list, "user")) ||
+            !cJSON_AddStringToObject(m, "content", input->valuestring))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    } else {
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, input)
+            if ((s = input_item(it, i++, list, e)) != LL_OK)
+                return s;
+    }
+    if (cJSON_GetArraySize(list) == 0)
+        return oai_error_set(e, LL_EINVAL, "input", "invalid_value",
+                             "'input' holds no message");
+    return responses_echo(root, r, e);
+}
+
+enum ll_status oai_responses_parse(struct oai_request *r, const char *body, size_t len,
+                                   struct oai_error *e)
+{
+    request_init(r, OAI_RESPONSES);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, "request body", e);
+    if (s != LL_OK)
+        return s;
+    s = parse_responses(root, r, e);
+    cJSON_Delete(root);
+    if (s != LL_OK) {
+        oai_request_free(r);
+        request_init(r, OAI_RESPONSES);
+    }
     return s;
 }
 
@@ -686,9 +1615,11 @@ void oai_request_params(const struct oai_request *r, const struct generation_def
         .stop = (const char *const *)r->stop,
         .n_stop = r->n_stop,
         .ignore_eos = r->ignore_eos,
+        .no_cache = r->no_cache,
         .keep_special = !r->skip_special_tokens,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
+        .grammar = r->grammar,
     };
     gen_params_resolve(out, &r->sampling, g);
 }
@@ -706,11 +1637,16 @@ void oai_request_free(struct oai_request *r)
 {
     free(r->model);
     free(r->user);
+    free(r->session_id);
     free(r->logit_bias);
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->stop);
     cJSON_Delete(r->chat_context);
+    grammar_unref(r->grammar);
+    cJSON_Delete(r->tools);
+    cJSON_Delete(r->resp_echo);
+    free(r->tool_choice_name);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].text);
         free(r->prompts[i].ids);
@@ -731,6 +1667,27 @@ enum ll_status oai_tokenize_parse(struct oai_tokenize_request *r, const char *bo
         return s;
     bool chat = ll_json_member(root, "messages") != NULL;
     r->add_special_tokens = !chat;
+    const cJSON *k;
+    static const char *const known[] = {"model", "prompt", "messages", "add_special_tokens",
+                                        "add_generation_prompt", "return_token_strs",
+                                        "chat_template_kwargs", "tools", NULL};
+    cJSON_ArrayForEach(k, root) {
+        if (!cJSON_IsNull(k) && !listed(k->string, known)) {
+            s = oai_error_set(e, LL_EUNSUPPORTED, k->string, "unsupported_parameter",
+                              "'%.60s' is not supported by this route", k->string);
+            goto out;
+        }
+    }
+    if (chat) {
+        struct oai_request tmp;
+        request_init(&tmp, OAI_CHAT);
+        s = parse_tools(root, &tmp, e);
+        r->tools = tmp.tools;
+        tmp.tools = NULL;
+        oai_request_free(&tmp);
+        if (s != LL_OK)
+            goto out;
+    }
     if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
         (s = opt_bool(root, "add_special_tokens", &r->add_special_tokens, e)) != LL_OK ||
         (s = opt_bool(root, "return_token_strs", &r->return_token_strs, e)) != LL_OK)
@@ -790,6 +1747,7 @@ void oai_tokenize_free(struct oai_tokenize_request *r)
     free(r->model);
     free(r->prompt);
     cJSON_Delete(r->chat_context);
+    cJSON_Delete(r->tools);
     memset(r, 0, sizeof *r);
 }
 

@@ -194,6 +194,36 @@ static void text_or_empty(struct ll_buf *b, const char *s, size_t len)
     ll_json_put_str(b, s ? s : "", s ? len : 0);
 }
 
+/* "tool_calls":[...] (or "function_call":{...}) of c. */
+static void calls_field(struct ll_buf *b, const struct oai_choice *c, bool stream)
+{
+    if (c->legacy_call) {
+        ll_buf_puts(b, "\"function_call\":{\"name\":");
+        ll_json_put_cstr(b, c->calls[0].name);
+        ll_buf_puts(b, ",\"arguments\":");
+        ll_json_put_cstr(b, c->calls[0].arguments);
+        ll_buf_puts(b, "}");
+        return;
+    }
+    ll_buf_puts(b, "\"tool_calls\":[");
+    for (int i = 0; i < c->n_calls; i++) {
+        ll_buf_puts(b, i ? ",{" : "{");
+        if (stream) {
+            ll_buf_puts(b, "\"index\":");
+            ll_json_put_int(b, c->first_call + i);
+            ll_buf_puts(b, ",");
+        }
+        ll_buf_puts(b, "\"id\":");
+        ll_json_put_cstr(b, c->calls[i].id);
+        ll_buf_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
+        ll_json_put_cstr(b, c->calls[i].name);
+        ll_buf_puts(b, ",\"arguments\":");
+        ll_json_put_cstr(b, c->calls[i].arguments);
+        ll_buf_puts(b, "}}");
+    }
+    ll_buf_puts(b, "]");
+}
+
 char *oai_response_body(const struct oai_meta *m, const struct oai_choice *c, int n,
                         const struct oai_usage *u)
 {
@@ -206,7 +236,14 @@ char *oai_response_body(const struct oai_meta *m, const struct oai_choice *c, in
         ll_json_put_int(&b, c[i].index);
         if (chat) {
             ll_buf_puts(&b, ",\"message\":{\"role\":\"assistant\",\"content\":");
-            text_or_empty(&b, c[i].text, c[i].text_len);
+            if (c[i].content_null)
+                ll_buf_puts(&b, "null");
+            else
+                text_or_empty(&b, c[i].text, c[i].text_len);
+            if (c[i].n_calls) {
+                ll_buf_putc(&b, ',');
+                calls_field(&b, &c[i], false);
+            }
             if (c[i].reasoning) {
                 ll_buf_puts(&b, ",\"reasoning_content\":");
                 ll_json_put_str(&b, c[i].reasoning, c[i].reasoning_len);
@@ -252,6 +289,11 @@ char *oai_stream_chunk(const struct oai_meta *m, const struct oai_choice *c, boo
             ll_buf_puts(&b, sep);
             ll_buf_puts(&b, "\"reasoning_content\":");
             ll_json_put_str(&b, c->reasoning, c->reasoning_len);
+            sep = ",";
+        }
+        if (c->n_calls) {
+            ll_buf_puts(&b, sep);
+            calls_field(&b, c, true);
         }
         ll_buf_puts(&b, "}");
     } else {

@@ -65,7 +65,11 @@ enum MHD_Result respond_json(struct http_ctx *c, int status, char *body)
 
 enum MHD_Result respond_error(struct http_ctx *c, const struct oai_error *e)
 {
-    int status = ll_status_http(e->status);
+    return respond_error_as(c, ll_status_http(e->status), e);
+}
+
+enum MHD_Result respond_error_as(struct http_ctx *c, int status, const struct oai_error *e)
+{
     char *body = oai_error_json(e);
     if (!body)
         return respond_json(c, 500, NULL);
@@ -78,6 +82,8 @@ enum MHD_Result respond_error(struct http_ctx *c, const struct oai_error *e)
         MHD_add_response_header(r, "Retry-After", "5");
     else if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    else if (status == 405 && c->allow)
+        MHD_add_response_header(r, "Allow", c->allow);
     if (status >= 500 || log_enabled(LOG_DEBUG))
         log_msg(status >= 500 ? LOG_WARN : LOG_DEBUG, "%s %s %s %d: %s", c->xrid, c->method,
                 c->url, status, e->message);

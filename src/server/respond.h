@@ -28,14 +28,19 @@ struct http_ctx {
     double t_arrival;            /* when the request line arrived */
     int status;                  /* status of the response queued (for the log), 0: none */
     bool log_done;               /* a generation job wrote the log line */
+    int key;                     /* the caller's API key (auth_key_index), -1 for public routes
+                                    called without one: owns the requests it starts */
+    const char *allow;           /* a 405 answer's Allow header */
 };
 
 /* Queue a JSON response: body (malloc'd, taken: freed here in every case), status. NULL body
  * answers 500 "out of memory". Returns MHD's result (MHD_NO: the connection is dropped). */
 enum MHD_Result respond_json(struct http_ctx *c, int status, char *body);
 /* Queue the OpenAI error body for e with its HTTP status (429 and 503 carry Retry-After, 401
- * WWW-Authenticate); 5xx are logged. Returns MHD's result. */
+ * WWW-Authenticate, 405 Allow from c->allow); 5xx are logged. Returns MHD's result. */
 enum MHD_Result respond_error(struct http_ctx *c, const struct oai_error *e);
+/* respond_error with an HTTP status of its own (414, 431: no ll_status maps to them). */
+enum MHD_Result respond_error_as(struct http_ctx *c, int status, const struct oai_error *e);
 /* Queue a response of Content-Type type with text (copied). Returns MHD's result. */
 enum MHD_Result respond_text(struct http_ctx *c, int status, const char *type,
                              const char *text);

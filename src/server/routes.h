@@ -15,12 +15,16 @@ struct cJSON;
 
 enum MHD_Result route_chat(struct http_ctx *c);        /* routes_chat.c */
 enum MHD_Result route_completions(struct http_ctx *c); /* routes_completions.c */
+enum MHD_Result route_responses(struct http_ctx *c);   /* routes_responses.c */
 enum MHD_Result route_models(struct http_ctx *c);      /* routes_info.c: GET /v1/models[/id] */
 enum MHD_Result route_health(struct http_ctx *c);      /* routes_info.c */
 enum MHD_Result route_metrics(struct http_ctx *c);     /* routes_info.c */
 enum MHD_Result route_tokenize(struct http_ctx *c);    /* routes_tokenize.c */
 enum MHD_Result route_detokenize(struct http_ctx *c);  /* routes_tokenize.c */
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id); /* routes_info.c */
+/* routes_sessions.c: POST /v1/sessions (body optional: {"id": "..."}), GET and DELETE
+ * /v1/sessions/{id}. */
+enum MHD_Result route_sessions(struct http_ctx *c, const char *id);
 
 /* Answer 503 unless READY (*res: MHD's result); returns true when ready. */
 bool route_require_ready(struct http_ctx *c, enum MHD_Result *res);

@@ -1,5 +1,5 @@
 /*
- * routes_info.c: the small routes: GET /health, GET /metrics, GET /v1/models[/{id}] and
+ * routes_info.c: the small routes: GET /health, GET /metrics, GET [/v1]/models[/{id}] and
  * POST /v1/requests/{id}/cancel. HTTP threads; they read the server state and the engine's
  * counters, and the cancel route goes through the in-flight table.
  */
@@ -33,6 +33,17 @@ enum MHD_Result route_metrics(struct http_ctx *c)
         engine_get_stats(srv->engine, &stats);
     char *text = metrics_render(&srv->metrics, have ? &stats : NULL, srv->served_name,
                                 st == SERVER_READY);
+    struct sessions_stats ss;
+    sessions_get_stats(&srv->sessions, &ss);
+    char *more = metrics_render_sessions(&ss, have ? &stats : NULL, srv->served_name);
+    struct ll_buf all = {0};
+    if (text && more) {
+        ll_buf_puts(&all, text);
+        ll_buf_puts(&all, more);
+    }
+    free(text);
+    free(more);
+    text = ll_buf_take(&all);
     if (!text)
         return respond_json(c, 500, NULL);
     struct MHD_Response *r =
@@ -65,13 +76,14 @@ enum MHD_Result route_models(struct http_ctx *c)
         return res;
     struct server *srv = c->srv;
     struct ll_buf b = {0};
-    if (!strcmp(c->url, "/v1/models")) {
+    const char *u = !strncmp(c->url, "/v1/", 4) ? c->url + 3 : c->url; /* (or /models) */
+    if (!strcmp(u, "/models")) {
         ll_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         model_object(&b, srv);
         ll_buf_puts(&b, "]}");
         return respond_json(c, 200, ll_buf_take(&b));
     }
-    const char *id = c->url + strlen("/v1/models/");
+    const char *id = u + strlen("/models/");
     struct oai_error e;
     if (route_check_model(c, id, &e) != LL_OK)
         return respond_error(c, &e);
@@ -82,7 +94,7 @@ enum MHD_Result route_models(struct http_ctx *c)
 enum MHD_Result route_cancel(struct http_ctx *c, const char *id)
 {
     struct server *srv = c->srv;
-    int n = srv->live ? live_cancel_id(srv->live, id) : 0;
+    int n = srv->live ? live_cancel_id(srv->live, id, c->key) : 0;
     if (n == 0) {
         struct oai_error e;
         oai_error_set(&e, LL_ENOTFOUND, NULL, "request_not_found",

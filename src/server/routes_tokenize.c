@@ -24,6 +24,8 @@ enum MHD_Result route_tokenize(struct http_ctx *c)
     enum ll_status s = oai_tokenize_parse(&r, c->body, c->body_len, &e);
     if (s == LL_OK)
         s = route_check_model(c, r.model, &e);
+    if (s == LL_OK && r.chat_context)
+        s = tools_context(&srv->tools, r.tools, OAI_TOOL_AUTO, r.chat_context, &e);
     if (s == LL_OK && r.chat_context) {
         s = route_chat_encode(c, r.chat_context, r.add_special_tokens, &ids, &n, &e);
     } else if (s == LL_OK) {

@@ -15,8 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <cjson/cJSON.h>
-
 #include "chat_template.h"
 #include "engine.h"
 #include "http.h"
@@ -64,62 +62,11 @@ static enum ll_status load_template(struct server *srv, const char *model_dir,
     return s;
 }
 
-/* Whether the chat template's generation prompt opens "<think>": the text that
- * add_generation_prompt adds after one user message. */
-static bool template_opens_think(const struct chat_template *t, const char *bos,
-                                 const char *eos)
-{
-    /* {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false} */
-    cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
-    cJSON *msg = cJSON_CreateObject();
-    if (msg && !cJSON_AddItemToArray(msgs, msg)) {
-        cJSON_Delete(msg);
-        msg = NULL;
-    }
-    if (!msg || !cJSON_AddStringToObject(msg, "role", "user") ||
-        !cJSON_AddStringToObject(msg, "content", "x") ||
-        !cJSON_AddFalseToObject(ctx, "add_generation_prompt")) {
-        cJSON_Delete(ctx);
-        ctx = NULL;
-    }
-    char *without = NULL, *with = NULL;
-    size_t n0 = 0, n1 = 0;
-    bool opens = false;
-    struct ll_err err = {0};
-    if (ctx && chat_template_render_ex(t, ctx, bos, eos, NULL, &without, &n0, &err) == LL_OK) {
-        cJSON_ReplaceItemInObject(ctx, "add_generation_prompt", cJSON_CreateTrue());
-        if (chat_template_render_ex(t, ctx, bos, eos, NULL, &with, &n1, &err) == LL_OK) {
-            size_t k = 0; /* the common prefix */
-            while (k < n0 && k < n1 && without[k] == with[k])
-                k++;
-            opens = memmem(with + k, n1 - k, LL_REASONING_OPEN, strlen(LL_REASONING_OPEN)) != NULL;
-        }
-    }
-    free(without);
-    free(with);
-    cJSON_Delete(ctx);
-    return opens;
-}
-
-/* --reasoning-parser: forced on or off, else on when the template opens <think> or the
- * tokenizer has both <think> and </think>. */
+/* --reasoning-parser: forced on or off, else detected (reasoning.h). */
 static void choose_reasoning(struct server *srv)
 {
-    const char *p = srv->opts->reasoning_parser;
-    const char *why;
-    if (p) {
-        srv->reasoning = !strcmp(p, "deepseek_r1");
-        why = "--reasoning-parser";
-    } else if (srv->tmpl && template_opens_think(srv->tmpl, srv->bos, srv->eos)) {
-        srv->reasoning = true;
-        why = "the chat template opens <think>";
-    } else {
-        srv->reasoning = tokenizer_token_to_id(srv->tok, LL_REASONING_OPEN) >= 0 &&
-                         tokenizer_token_to_id(srv->tok, LL_REASONING_CLOSE) >= 0;
-        why = srv->reasoning ? "the tokenizer has <think> and </think>" : "no <think> tokens";
-    }
-    snprintf(srv->reasoning_why, sizeof srv->reasoning_why, "%s%s (%s)", p ? "" : "auto: ",
-             srv->reasoning ? "deepseek_r1" : "none", why);
+    srv->reasoning = reasoning_choose(srv->opts->reasoning_parser, srv->tmpl, srv->bos, srv->eos,
+                                      srv->tok, srv->reasoning_why, sizeof srv->reasoning_why);
 }
 
 int server_run(const struct server_opts *o)
@@ -136,11 +83,13 @@ int server_run(const struct server_opts *o)
     atomic_init(&srv.state, SERVER_LOADING);
     struct ll_err err = {0};
     int rc = 1, port = 0, listen_fd = -1;
+    sessions_init(&srv.sessions, o->session_ttl, o->max_sessions);
     if (metrics_init(&srv.metrics) != LL_OK) {
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
     }
-    if (live_create(&srv.live, &err) != LL_OK || http_start(&srv, &port, &err) != LL_OK) {
+    if (live_create(&srv.live, &err) != LL_OK || live_create(&srv.heads, &err) != LL_OK ||
+        http_start(&srv, &port, &err) != LL_OK) {
         fprintf(stderr, "llaisys-server: %s\n", err.msg);
         goto out;
     }
@@ -155,8 +104,10 @@ int server_run(const struct server_opts *o)
         srv.tok = engine_tokenizer(srv.engine);
         s = load_template(&srv, o->model_dir, &err);
     }
-    if (s == LL_OK)
+    if (s == LL_OK) {
         choose_reasoning(&srv);
+        tools_choose(&srv.tools, o->tool_parser, srv.tmpl, srv.bos, srv.eos);
+    }
     if (s == LL_OK)
         s = engine_start(srv.engine, &err);
     if (s != LL_OK) {
@@ -164,8 +115,13 @@ int server_run(const struct server_opts *o)
         goto out;
     }
     srv.n_ctx = engine_get_opts(srv.engine)->n_ctx;
+    engine_set_pin_limit(srv.engine,
+                         (int)((long long)engine_get_opts(srv.engine)->kv_blocks *
+                               o->session_kv_share / 100));
+    srv.sessions.engine = srv.engine;
     server_opts_print(o, engine_get_opts(srv.engine), stderr);
     fprintf(stderr, "  reasoning-parser: %s\n", srv.reasoning_why);
+    fprintf(stderr, "  tool-parser: %s\n", srv.tools.why);
     atomic_store(&srv.state, SERVER_READY);
     log_msg(LOG_INFO, "ready in %.1fs: model '%s' (context %d) at %s", ll_now() - t0,
             srv.served_name, srv.n_ctx, url);
@@ -181,6 +137,11 @@ int server_run(const struct server_opts *o)
             live_count(srv.live) == 1 ? "" : "s");
     atomic_store(&srv.state, SERVER_DRAINING);
     listen_fd = http_quiesce(&srv);
+    if (listen_fd >= 0) { /* closed now, not after the grace: a new client is refused at once
+                             instead of waiting in the backlog and being reset */
+        close(listen_fd);
+        listen_fd = -1;
+    }
     double until = ll_now() + o->shutdown_grace;
     while (live_count(srv.live) > 0 && ll_now() < until) {
         if (wait_signal(&set, 0.05)) {
@@ -197,8 +158,11 @@ int server_run(const struct server_opts *o)
     rc = 0;
 out:
     http_stop(&srv, listen_fd); /* joins every connection thread: no job is left after it */
+    srv.sessions.engine = NULL;
     engine_destroy(srv.engine);
+    sessions_free(&srv.sessions);
     live_destroy(srv.live);
+    live_destroy(srv.heads); /* empty: every connection closed in http_stop */
     chat_template_free(srv.tmpl);
     free(srv.bos);
     free(srv.eos);

@@ -26,7 +26,9 @@
 #include <stdbool.h>
 
 #include "metrics.h"
+#include "sessions.h"
 #include "server.h"
+#include "tool_calls.h"
 
 struct MHD_Daemon;
 struct chat_template;
@@ -49,12 +51,16 @@ struct server {
     char *bos, *eos;             /* what the template sees as bos_token / eos_token */
     bool reasoning;              /* chat: split <think> reasoning into reasoning_content */
     char reasoning_why[96];      /* the choice and its reason, for the configuration print */
+    struct tool_setup tools;     /* the tool-call format (tool_calls.h) */
     int n_ctx;
     const char *served_name;
     long long started;           /* Unix seconds */
     struct MHD_Daemon *mhd;      /* http.c's */
     struct live_table *live;
+    struct live_table *heads;  /* connections whose request head/body is still arriving
+                                  (http.c): cut at --header-timeout */
     struct metrics metrics;
+    struct sessions sessions;    /* sessions.h */
 };
 
 #endif

@@ -16,6 +16,7 @@
 #include "auth.h"
 #include "parse.h"
 #include "server.h"
+#include "tool_calls.h"
 #include "util.h"
 
 enum opt_type {
@@ -63,6 +64,9 @@ static const struct opt_def defs[] = {
      "NAME", "deepseek_r1: chat text up to </think> is reasoning_content; none: no split "
              "(default: deepseek_r1 when the chat template opens <think> or the tokenizer has "
              "<think> and </think>)"},
+    {"--tool-parser", "LLAISYS_TOOL_PARSER", T_STR, OFF(tool_parser), 0, 0, "NAME",
+     "hermes: <tool_call>{json}</tool_call>; deepseek_v3: <｜tool▁calls▁begin｜>...; none: "
+     "refuse tools (default: from the chat template, else hermes)"},
     {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 1, 1LL << 50, "SIZE",
      "largest request body, else 413 (default 8M)"},
     {"--request-timeout", "LLAISYS_REQUEST_TIMEOUT", T_SECS, OFF(request_timeout), 0, 0, "SECS",
@@ -75,6 +79,12 @@ static const struct opt_def defs[] = {
      "on SIGINT/SIGTERM, time for in-flight requests before they are cancelled (default 30)"},
     {"--max-connections", "LLAISYS_MAX_CONNECTIONS", T_INT, OFF(max_connections), 1, 65536, "N",
      "open connections at most (default 512)"},
+    {"--max-connections-per-ip", "LLAISYS_MAX_CONNECTIONS_PER_IP", T_INT,
+     OFF(max_connections_per_ip), 1, 65536, "N",
+     "open connections from one address at most (default 128)"},
+    {"--header-timeout", "LLAISYS_HEADER_TIMEOUT", T_SECS, OFF(header_timeout), 0, 0, "SECS",
+     "a request's head and body must arrive within this, else the connection is cut; also the "
+     "idle limit between keep-alive requests (default 10)"},
     {"--cors-origins", "LLAISYS_CORS_ORIGINS", T_LIST, OFF(cors_origins), 0, 0, "LIST",
      "comma-separated origins allowed by CORS, or * (default: none)"},
     {"--log-level", "LLAISYS_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, "LEVEL",
@@ -83,6 +93,12 @@ static const struct opt_def defs[] = {
      "serve the WebUI at / from DIR (e.g. webui/dist) instead of the built-in copy"},
     {"--no-webui", "LLAISYS_NO_WEBUI", T_BOOL, OFF(no_webui), 0, 0, NULL,
      "do not serve the WebUI (the chat application at /)"},
+    {"--session-ttl", "LLAISYS_SESSION_TTL", T_SECS, OFF(session_ttl), 0, 0, "SECS",
+     "idle time after which a session is forgotten (default 1800; 0: never)"},
+    {"--max-sessions", "LLAISYS_MAX_SESSIONS", T_INT, OFF(max_sessions), 1, 1 << 20, "N",
+     "sessions kept at most; past it the least recently used idle one goes (default 1024)"},
+    {"--session-kv-share", "LLAISYS_SESSION_KV_SHARE", T_INT, OFF(session_kv_share), 0, 100,
+     "PCT", "percent of the KV pool that sessions may keep pinned (default 50)"},
 };
 
 /* One option of the help: "  FLAG ARG   help" and "[VARIABLE]" under the help. */
@@ -245,8 +261,13 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     o->request_timeout = 600;
     o->write_timeout = 60;
     o->keepalive = 10;
+    o->session_ttl = 1800;
+    o->max_sessions = 1024;
+    o->session_kv_share = 50;
     o->shutdown_grace = 30;
     o->max_connections = 512;
+    o->max_connections_per_ip = 128;
+    o->header_timeout = 10;
     o->log_level = LOG_INFO;
     o->engine.profile = ENGINE_PROFILE_SERVER;
 
@@ -313,6 +334,8 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     if (o->reasoning_parser && strcmp(o->reasoning_parser, "none") &&
         strcmp(o->reasoning_parser, "deepseek_r1"))
         return bad("--reasoning-parser", "must be none or deepseek_r1", o->reasoning_parser);
+    if (o->tool_parser && !tools_parser_valid(o->tool_parser))
+        return bad("--tool-parser", "must be hermes, deepseek_v3 or none", o->tool_parser);
     /* The server profile's batch shape now, the context and the KV pool when the model loads;
      * options at odds with each other are refused here, not after the model was loaded. */
     engine_opts_resolve(&o->engine, NULL);
@@ -320,6 +343,8 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         return bad_err(&err);
     if (o->write_timeout < 1)
         return bad("--write-timeout", "must be at least 1 second", "0");
+    if (o->header_timeout <= 0)
+        return bad("--header-timeout", "must be more than 0 seconds", "0");
     if (o->keepalive <= 0 || o->keepalive > o->write_timeout / 2)
         o->keepalive = o->write_timeout / 2;
     if (!o->served_name) {
@@ -362,9 +387,10 @@ void server_opts_print(const struct server_opts *o, const struct engine_opts *e,
     }
     fprintf(f,
             "  max-body: %zu bytes\n  request-timeout: %gs\n  write-timeout: %gs\n"
-            "  sse-keepalive: %gs\n  shutdown-grace: %gs\n  max-connections: %d\n",
+            "  sse-keepalive: %gs\n  shutdown-grace: %gs\n  max-connections: %d (per address "
+            "%d)\n  header-timeout: %gs\n",
             o->max_body, o->request_timeout, o->write_timeout, o->keepalive, o->shutdown_grace,
-            o->max_connections);
+            o->max_connections, o->max_connections_per_ip, o->header_timeout);
     fprintf(f, "  cors-origins: ");
     for (int i = 0; i < o->n_cors_origins; i++)
         fprintf(f, "%s%s", i ? "," : "", o->cors_origins[i]);
@@ -379,6 +405,7 @@ void server_opts_free(struct server_opts *o)
     free(o->host);
     free(o->chat_template);
     free(o->reasoning_parser);
+    free(o->tool_parser);
     free(o->webui_dir);
     free_list(&o->api_keys, &o->n_api_keys);
     free_list(&o->cors_origins, &o->n_cors_origins);

@@ -10,6 +10,7 @@
  * the response finishes the producer.
  */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "respond.h"
@@ -37,6 +38,13 @@ static bool append(struct sse_buf *q, const char *prefix, const char *text)
 bool sse_event(struct sse_buf *q, const char *json)
 {
     return append(q, "data: ", json);
+}
+
+bool sse_named_event(struct sse_buf *q, const char *name, const char *json)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "event: %.60s\ndata: ", name);
+    return append(q, prefix, json);
 }
 
 bool sse_comment(struct sse_buf *q, const char *text)

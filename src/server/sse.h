@@ -26,6 +26,8 @@ struct sse_buf {
 /* Append `data: JSON\n\n`, `: COMMENT\n\n` or `data: [DONE]\n\n`, whole or not at all.
  * false: out of memory (what was pending stays; every later append fails too). */
 bool sse_event(struct sse_buf *b, const char *json);
+/* An event with a name: "event: NAME\ndata: JSON\n\n" (the Responses API's typed events). */
+bool sse_named_event(struct sse_buf *b, const char *name, const char *json);
 bool sse_comment(struct sse_buf *b, const char *text);
 bool sse_done(struct sse_buf *b);
 /* Bytes not yet taken. */

@@ -117,6 +117,15 @@ static enum ll_status load_vocab(struct loader *L, const cJSON *vocab)
         if (!ll_json_is_int(e, 0, TOK_MAX_ID - 1, &id))
             return fail(L, LL_EFORMAT, "model.vocab[\"%.80s\"]: expected an integer id in 0..%d",
                         e->string, TOK_MAX_ID - 1);
+        if (tok->ids[id].flags & TOK_ID_PRESENT)
+            return fail(L, LL_EFORMAT,
+                        "model.vocab[\"%.80s\"]: id %lld is already the id of \"%.*s\" "
+                        "(each id must appear once)",
+                        e->string, id, (int)(tok->ids[id].str_len < 80 ? tok->ids[id].str_len : 80),
+                        tok->arena.data + tok->ids[id].str_off);
+        if (tok_strmap_get(&tok->vocab, tok->arena.data, e->string, strlen(e->string)) >= 0)
+            return fail(L, LL_EFORMAT, "model.vocab: the token \"%.80s\" appears twice",
+                        e->string);
         uint32_t off;
         enum ll_status st = set_token(L, (int32_t)id, e->string, strlen(e->string), TOK_ID_PRESENT,
                                       &off);

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { before, test } from 'node:test';
 import {
   PHONE, SETTINGS_KEY, answerDone, launchBrowser, mainUrl, metricSum, openPage, send, shot, waitFor,
 } from './helpers.mjs';
@@ -16,9 +16,6 @@ let url;
 before(async () => {
   url = await mainUrl();
   browser = await launchBrowser();
-});
-after(async () => {
-  await browser.close();
 });
 
 // The texts of the messages on screen, in order: [{role, text}].

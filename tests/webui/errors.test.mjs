@@ -2,7 +2,7 @@
 // recovering: the server stopped (then started again), a missing API key (401, then set in
 // Settings), a full queue (429), a conversation longer than the context (400).
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { before, test } from 'node:test';
 import {
   SETTINGS_KEY, answerDone, freePort, http, launchBrowser, mainUrl, openPage, send, shot, startServer,
   waitFor,
@@ -11,9 +11,6 @@ import {
 let browser;
 before(async () => {
   browser = await launchBrowser();
-});
-after(async () => {
-  await browser.close();
 });
 
 const errorBox = (page) => page.locator('.msg-assistant').last().locator('.msg-error');

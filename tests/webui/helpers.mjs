@@ -1,33 +1,23 @@
 // helpers.mjs: what the WebUI end-to-end tests share: headless Chromium (Debian's, driven by
 // playwright-core, with a fresh profile and no network beyond 127.0.0.1), llaisys-server on the
-// tiny-qwen2 fixture, /metrics samples, and screenshots under build/webui-screenshots/.
+// tiny-qwen2 fixture (tests/lib/server.mjs), /metrics samples, and screenshots under
+// build/webui-screenshots/.
 //
 // tests/cli_webui.sh starts the main server and passes its URL in WEBUI_URL; tests that need a
 // server of their own (an API key, a tiny context, one to stop) start it here. Every server and
 // browser started here is killed when its test file ends, and every wait has a time limit.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { http, root, startServer, waitFor } from '../lib/server.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-export const root = path.resolve(here, '..', '..');
-export const model = path.join(root, 'tests', 'fixtures', 'tiny-qwen2');
-const binary = path.resolve(root, process.env.LLAISYS_SERVER || 'llaisys-server');
+export { http, startServer, waitFor };
 export const shotDir = path.join(root, 'build', 'webui-screenshots');
 export const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
 
-// ---- servers ----
-
-const servers = new Set();
-const browsers = new Set();
-after(async () => {
-  for (const b of browsers) await b.close().catch(() => {});
-  for (const s of servers) await s.stop();
-});
+// ---- servers (started by tests/lib/server.mjs) ----
 
 // A TCP port free on 127.0.0.1 right now.
 export function freePort() {
@@ -42,51 +32,12 @@ export function freePort() {
   });
 }
 
-// Start llaisys-server with extra flags; resolves to {url, port, stop(), stderr()}.
-export async function startServer(args = [], { port = 0, timeoutMs = 60000 } = {}) {
-  const proc = spawn(binary, ['--model', model, '--host', '127.0.0.1', '--port', String(port),
-    '--log-level', 'warn', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr.on('data', (d) => { err += d; });
-  const exited = new Promise((resolve) => proc.on('exit', (code, sig) => resolve({ code, sig })));
-  const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${err}`)), timeoutMs);
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/^llaisys-server: serving .* at (http:\S+)$/m);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    exited.then(({ code }) => { clearTimeout(timer); reject(new Error(`server exited (${code}):\n${err}`)); });
-  });
-  const server = {
-    url,
-    port: Number(new URL(url).port),
-    stderr: () => err,
-    async stop() {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.kill('SIGKILL'), 15000);
-      const r = await exited;
-      clearTimeout(t);
-      servers.delete(server);
-      return r;
-    },
-  };
-  servers.add(server);
-  return server;
-}
-
 // The main server of the run (tests/cli_webui.sh), or one started for this file.
 let mainServer = null;
 export async function mainUrl() {
   if (process.env.WEBUI_URL) return process.env.WEBUI_URL.replace(/\/$/, '');
   if (!mainServer) mainServer = await startServer();
   return mainServer.url;
-}
-
-// fetch with a time limit.
-export function http(url, opts = {}) {
-  return fetch(url, { signal: AbortSignal.timeout(opts.timeoutMs ?? 20000), ...opts });
 }
 
 // The sum of the samples of a /metrics family (every label set).
@@ -96,17 +47,13 @@ export async function metricSum(url, name) {
     .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 }
 
-// Poll fn() until it returns a truthy value or timeoutMs passes; returns the last value.
-export async function waitFor(fn, timeoutMs = 10000, stepMs = 50) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
-
 // ---- the browser ----
+
+// Every browser launched here is closed when its test file ends.
+const browsers = new Set();
+after(async () => {
+  for (const b of browsers) await b.close().catch(() => {});
+});
 
 // Debian's Chromium, headless, in a fresh temporary profile (Playwright makes one per launch),
 // with everything that would reach for the network switched off.

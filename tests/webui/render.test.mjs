@@ -4,7 +4,7 @@
 // panel apart from the answer. The page comes from the real server; only the answer's stream
 // is replaced, by a fetch stub that sends scripted SSE events with pauses between them.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { before, test } from 'node:test';
 import { answerDone, launchBrowser, mainUrl, openPage, send, shot, waitFor } from './helpers.mjs';
 
 let browser;
@@ -12,9 +12,6 @@ let url;
 before(async () => {
   url = await mainUrl();
   browser = await launchBrowser();
-});
-after(async () => {
-  await browser.close();
 });
 
 // Make the page's POSTs to v1/chat/completions answer with `deltas` as SSE, one event every

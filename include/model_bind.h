@@ -1,0 +1,44 @@
+/*
+ * model_bind.h: what a family's bind function (model_registry.h) uses to point its weights
+ * struct at the tensors of m->st, each checked against config.json before use: dense tensors,
+ * and linear weights, dense or quantized. Runs once in model_open(), on the start-up thread.
+ *
+ * A quantized model directory (what `llaisys-cli quantize` writes, model_quant.h) holds:
+ *   config.json: the model's fields plus
+ *       "quantization_config": {"quant_method": "llaisys", "format": "q8_0" | "q4_0",
+ *                               "layout": "rows16-blocks32"}
+ *   model.safetensors: every linear weight NAME (N, K) (e.g. "model.layers.0.mlp.up_proj.weight",
+ *   and "lm_head.weight" even when tie_word_embeddings is true) as the two planes of quant.h:
+ *       NAME.qs  the integer data: I8 [16·G, K] (q8_0) or U8 [16·G, K/2] (q4_0), G = ceil(N / 16)
+ *       NAME.d   the block scales: F16 [16·G, K/32]
+ *   Row r of these shapes is not row r of W: the bytes are interleaved in groups of 16 rows as
+ *   quant.h lays them out (its "Byte offsets"); the shapes only give the planes' sizes, which are
+ *   those of an (N rounded up to 16, K) matrix of the type. Every other tensor (the embedding,
+ *   norms, biases) is stored as in the original model.
+ * A quantized weight is refused, with a message naming the tensor, when a plane is missing, has
+ * another dtype or shape, or the dense NAME is stored beside it.
+ */
+#ifndef LLAISYS_MODEL_BIND_H
+#define LLAISYS_MODEL_BIND_H
+
+#include <stdint.h>
+
+#include "errors.h"
+#include "model.h"
+
+/* Bind tensor `name` of m->st, dtype BF16, F16 or F32, shape (d0) when d1 == 0, else (d0, d1).
+ * Returns LL_OK, LL_EMODEL (missing, or another shape: names the tensor, both shapes) or
+ * LL_EUNSUPPORTED (another dtype). */
+enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, const char *name,
+                                 int64_t d0, int64_t d1, struct ll_err *err);
+
+/* Bind linear weight `name` of shape (n, k) into l and append l to m->linears. In a quantized
+ * model (m->config.quantized) its planes name.qs and name.d (above); otherwise the dense tensor
+ * `name` or, when tied is not NULL, *tied (a tensor already bound, e.g. the embedding that a tied
+ * lm_head shares). Returns LL_OK, LL_EMODEL or LL_EUNSUPPORTED (naming the tensor and what is
+ * wrong), LL_ENOMEM. */
+enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const char *name,
+                                 int64_t n, int64_t k, const struct ll_tensor *tied,
+                                 struct ll_err *err);
+
+#endif

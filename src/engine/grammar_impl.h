@@ -1,0 +1,61 @@
+/*
+ * grammar_impl.h: the inside of grammars, shared by grammar.c (building, compiling),
+ * grammar_json.c (JSON Schema → rules) and grammar_rt.c (the matcher and the token trie).
+ */
+#ifndef LLAISYS_GRAMMAR_IMPL_H
+#define LLAISYS_GRAMMAR_IMPL_H
+
+#include <stdatomic.h>
+
+#include "grammar.h"
+
+/* A rule being built: its alternatives. */
+struct brule {
+    struct gseq *alts;
+    int n, cap;
+};
+
+/* Rules the JSON compiler shares within one builder (-1: not made yet). */
+enum { GB_WS, GB_STRING, GB_NUMBER, GB_INTEGER, GB_VALUE, GB_OBJECT, GB_ARRAY, GB_LEAD,
+       GB_N_SHARED };
+
+struct gbuild {
+    struct brule *rules;
+    int n_rules, cap_rules;
+    struct gset *sets;
+    int n_sets, cap_sets;
+    bool failed;
+    int shared[GB_N_SHARED];
+};
+
+/* Elements of a compiled grammar: >= 0 a byte set, GEL_END the end of an alternative, <= -2 a
+ * rule reference (GEL_RULE(r) / GEL_RULE_ID(e)). */
+#define GEL_END (-1)
+#define GEL_RULE(r) (-(r) - 2)
+#define GEL_RULE_ID(e) (-(e) - 2)
+
+struct grammar {
+    atomic_int refs;
+    int n_rules, n_alts, n_elems, n_sets;
+    int32_t *rule_alt;  /* (n_rules + 1) alternatives of rule r: alt_start[rule_alt[r] ..
+                           rule_alt[r + 1]) */
+    int32_t *alt_start; /* (n_alts) position of each alternative's first element */
+    int32_t *elem;      /* (n_elems) */
+    int32_t *sufmin;    /* (n_elems) fewest bytes from a position to its alternative's end */
+    struct gset *sets;  /* (n_sets) */
+    int root;
+    int min_len;
+    uint64_t hash;
+};
+
+static inline bool gset_has(const struct gset *s, unsigned c)
+{
+    return (s->bits[c >> 6] >> (c & 63)) & 1;
+}
+
+static inline void gset_add(struct gset *s, unsigned c)
+{
+    s->bits[c >> 6] |= (uint64_t)1 << (c & 63);
+}
+
+#endif

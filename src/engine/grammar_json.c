@@ -1,0 +1,758 @@
+/*
+ * grammar_json.c: JSON and JSON Schema as grammar rules (grammar.h lists what is supported).
+ *
+ * The rules generate JSON text byte by byte: strings are valid UTF-8 (the exact ranges of RFC
+ * 3629, no surrogates or overlong forms) with JSON's escapes, numbers JSON's number syntax.
+ * Objects with properties are generated in the order the schema lists them; a property not in
+ * "required" may be left out. Whitespace between tokens is at most one space or one newline
+ * followed by up to 20 spaces or tabs, so a model cannot spend its tokens on layout; the text
+ * before the value may hold up to 4 spaces or newlines (e.g. the blank line after "</think>").
+ * Any thread (a builder belongs to its caller).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "grammar_impl.h"
+
+/* ---- plain JSON ---- */
+
+static int shared(struct gbuild *b, int which)
+{
+    return b->shared[which];
+}
+
+int grammar_json_ws(struct gbuild *b)
+{
+    if (b->shared[GB_WS] >= 0)
+        return b->shared[GB_WS];
+    struct gset ind = {{0}};
+    gset_add(&ind, ' ');
+    gset_add(&ind, '\t');
+    int ind_r = gb_rule(b);
+    struct gseq q = {0};
+    gseq_setsym(&q, gb_set(b, &ind));
+    gb_alt(b, ind_r, &q);
+    int indent = gb_repeat(b, ind_r, 0, 20);
+    int ws = gb_rule(b);
+    gseq_clear(&q);
+    gb_alt(b, ws, &q);
+    gseq_byte(b, &q, ' ');
+    gb_alt(b, ws, &q);
+    gseq_clear(&q);
+    gseq_byte(b, &q, '\n');
+    gseq_rule(&q, indent);
+    gb_alt(b, ws, &q);
+    gseq_free(&q);
+    return b->shared[GB_WS] = ws;
+}
+
+/* Up to 4 spaces or newlines before a value. */
+int grammar_json_lead_ws(struct gbuild *b)
+{
+    if (b->shared[GB_LEAD] >= 0)
+        return b->shared[GB_LEAD];
+    struct gset w = {{0}};
+    gset_add(&w, ' ');
+    gset_add(&w, '\n');
+    int one = gb_rule(b);
+    struct gseq q = {0};
+    gseq_setsym(&q, gb_set(b, &w));
+    gb_alt(b, one, &q);
+    gseq_free(&q);
+    return b->shared[GB_LEAD] = gb_repeat(b, one, 0, 4);
+}
+
+/* One character of a JSON string's content, followed by rule `then` (-1: nothing). */
+static void char_alts(struct gbuild *b, int rule, int then)
+{
+    struct gseq q = {0};
+#define ALT_END()                                                                            \
+    do {                                                                                     \
+        if (then >= 0)                                                                       \
+            gseq_rule(&q, then);                                                             \
+        gb_alt(b, rule, &q);                                                                 \
+        gseq_clear(&q);                                                                      \
+    } while (0)
+    struct gset ascii = {{0}};
+    for (unsigned c = 0x20; c < 0x80; c++)
+        if (c != '"' && c != '\\')
+            gset_add(&ascii, c);
+    gseq_setsym(&q, gb_set(b, &ascii));
+    ALT_END();
+    struct gset esc = {{0}};
+    for (const char *e = "\"\\/bfnrt"; *e; e++)
+        gset_add(&esc, (unsigned char)*e);
+    gseq_byte(b, &q, '\\');
+    gseq_setsym(&q, gb_set(b, &esc));
+    ALT_END();
+    struct gset hex = {{0}};
+    for (const char *h = "0123456789abcdefABCDEF"; *h; h++)
+        gset_add(&hex, (unsigned char)*h);
+    int hs = gb_set(b, &hex);
+    gseq_lit(b, &q, "\\u", 2);
+    for (int i = 0; i < 4; i++)
+        gseq_setsym(&q, hs);
+    ALT_END();
+    /* UTF-8 (RFC 3629 table): lead byte range, then continuation ranges */
+    static const unsigned char seqs[][4][2] = {
+        {{0xC2, 0xDF}, {0x80, 0xBF}, {0, 0}, {0, 0}},
+        {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}, {0, 0}},
+        {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}, {0, 0}},
+        {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}, {0, 0}},
+        {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}, {0, 0}},
+        {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}},
+    };
+    for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++) {
+        for (int k = 0; k < 4 && seqs[s][k][0]; k++)
+            gseq_range(b, &q, seqs[s][k][0], seqs[s][k][1]);
+        ALT_END();
+    }
+#undef ALT_END
+    gseq_free(&q);
+}
+
+/* A JSON string of min..max characters (max < 0: unbounded). */
+static int string_rule(struct gbuild *b, int min, int max)
+{
+    if (min == 0 && max < 0 && b->shared[GB_STRING] >= 0)
+        return b->shared[GB_STRING];
+    int body;
+    if (min == 0 && max < 0) { /* chars ::= "" | char chars (a tail call) */
+        body = gb_rule(b);
+        struct gseq e = {0};
+        gb_alt(b, body, &e);
+        char_alts(b, body, body);
+    } else {
+        int ch = gb_rule(b);
+        char_alts(b, ch, -1);
+        body = gb_repeat(b, ch, min, max);
+    }
+    int r = gb_rule(b);
+    struct gseq q = {0};
+    gseq_byte(b, &q, '"');
+    gseq_rule(&q, body);
+    gseq_byte(b, &q, '"');
+    gb_alt(b, r, &q);
+    gseq_free(&q);
+    if (min == 0 && max < 0)
+        b->shared[GB_STRING] = r;
+    return r;
+}
+
+/* Up to n more digits. Numbers are kept to what a double (and JavaScript) holds: at most 15
+ * digits before and after the point, exponents of at most 2 digits, so no generated number
+ * overflows to an infinity or loses an integer's digits. */
+static int digits_rule(struct gbuild *b, int n)
+{
+    int d = gb_rule(b);
+    struct gseq q = {0};
+    gseq_range(b, &q, '0', '9');
+    gb_alt(b, d, &q);
+    gseq_free(&q);
+    return gb_repeat(b, d, 0, n);
+}
+
+static int number_rule(struct gbuild *b, bool integer)
+{
+    int which = integer ? GB_INTEGER : GB_NUMBER;
+    if (b->shared[which] >= 0)
+        return b->shared[which];
+    int digits = digits_rule(b, 14);
+    struct gseq q = {0};
+    int intpart = gb_rule(b); /* 0 | [1-9] digits */
+    gseq_byte(b, &q, '0');
+    gb_alt(b, intpart, &q);
+    gseq_clear(&q);
+    gseq_range(b, &q, '1', '9');
+    gseq_rule(&q, digits);
+    gb_alt(b, intpart, &q);
+    int sign = gb_optional(b, gb_literal(b, "-"));
+    int r = gb_rule(b);
+    gseq_clear(&q);
+    gseq_rule(&q, sign);
+    gseq_rule(&q, intpart);
+    if (!integer) {
+        int frac = gb_rule(b);
+        struct gseq f = {0};
+        gseq_byte(b, &f, '.');
+        gseq_range(b, &f, '0', '9');
+        gseq_rule(&f, digits);
+        gb_alt(b, frac, &f);
+        int exp = gb_rule(b);
+        gseq_clear(&f);
+        struct gset e = {{0}}, pm = {{0}};
+        gset_add(&e, 'e');
+        gset_add(&e, 'E');
+        gset_add(&pm, '+');
+        gset_add(&pm, '-');
+        int pmr = gb_rule(b);
+        struct gseq p = {0};
+        gb_alt(b, pmr, &p);
+        gseq_setsym(&p, gb_set(b, &pm));
+        gb_alt(b, pmr, &p);
+        gseq_free(&p);
+        gseq_setsym(&f, gb_set(b, &e));
+        gseq_rule(&f, pmr);
+        gseq_range(b, &f, '0', '9');
+        gseq_rule(&f, digits_rule(b, 1));
+        gb_alt(b, exp, &f);
+        gseq_free(&f);
+        gseq_rule(&q, gb_optional(b, frac));
+        gseq_rule(&q, gb_optional(b, exp));
+    }
+    gb_alt(b, r, &q);
+    gseq_free(&q);
+    return b->shared[which] = r;
+}
+
+/* '{' ws ( member ( ',' ws member )* )? '}' with member = key ws ':' ws value ws. */
+static int map_rule(struct gbuild *b, int value)
+{
+    int ws = grammar_json_ws(b);
+    int key = string_rule(b, 0, -1);
+    struct gseq q = {0};
+    int member = gb_rule(b);
+    gseq_rule(&q, key);
+    gseq_rule(&q, ws);
+    gseq_byte(b, &q, ':');
+    gseq_rule(&q, ws);
+    gseq_rule(&q, value);
+    gseq_rule(&q, ws);
+    gb_alt(b, member, &q);
+    int tail = gb_rule(b); /* tail ::= '}' | ',' ws member tail */
+    gseq_clear(&q);
+    gseq_byte(b, &q, '}');
+    gb_alt(b, tail, &q);
+    gseq_clear(&q);
+    gseq_byte(b, &q, ',');
+    gseq_rule(&q, ws);
+    gseq_rule(&q, member);
+    gseq_rule(&q, tail);
+    gb_alt(b, tail, &q);
+    int rest = gb_rule(b); /* rest ::= '}' | member tail */
+    gseq_clear(&q);
+    gseq_byte(b, &q, '}');
+    gb_alt(b, rest, &q);
+    gseq_clear(&q);
+    gseq_rule(&q, member);
+    gseq_rule(&q, tail);
+    gb_alt(b, rest, &q);
+    int r = gb_rule(b);
+    gseq_clear(&q);
+    gseq_byte(b, &q, '{');
+    gseq_rule(&q, ws);
+    gseq_rule(&q, rest);
+    gb_alt(b, r, &q);
+    gseq_free(&q);
+    return r;
+}
+
+/* '[' ws ( item ws ( ',' ws item ws ){min-1, max-1} )? ']' (min = 0: the items optional). */
+static int array_rule(struct gbuild *b, int item, int min, int max)
+{
+    int ws = grammar_json_ws(b);
+    struct gseq q = {0};
+    int r = gb_rule(b);
+    gseq_byte(b, &q, '[');
+    gseq_rule(&q, ws);
+    if (max != 0) {
+        int first = gb_concat(b, (int[]){item, ws}, 2);
+        int more = gb_rule(b);
+        struct gseq m = {0};
+        gseq_byte(b, &m, ',');
+        gseq_rule(&m, ws);
+        gseq_rule(&m, item);
+        gseq_rule(&m, ws);
+        gb_alt(b, more, &m);
+        gseq_free(&m);
+        int rep = gb_repeat(b, more, min > 1 ? min - 1 : 0, max < 0 ? -1 : max - 1);
+        int body = gb_concat(b, (int[]){first, rep}, 2);
+        gseq_rule(&q, min == 0 ? gb_optional(b, body) : body);
+    }
+    gseq_byte(b, &q, ']');
+    gb_alt(b, r, &q);
+    gseq_free(&q);
+    return r;
+}
+
+int grammar_json_any_value(struct gbuild *b)
+{
+    if (b->shared[GB_VALUE] >= 0)
+        return b->shared[GB_VALUE];
+    int v = gb_rule(b); /* made first: objects and arrays refer to it */
+    b->shared[GB_VALUE] = v;
+    int obj = map_rule(b, v);
+    b->shared[GB_OBJECT] = obj;
+    int arr = array_rule(b, v, 0, -1);
+    int alts[] = {obj, arr, string_rule(b, 0, -1), number_rule(b, false), gb_literal(b, "true"),
+                  gb_literal(b, "false"), gb_literal(b, "null")};
+    struct gseq q = {0};
+    for (size_t i = 0; i < sizeof alts / sizeof alts[0]; i++) {
+        gseq_clear(&q);
+        gseq_rule(&q, alts[i]);
+        gb_alt(b, v, &q);
+    }
+    gseq_free(&q);
+    return v;
+}
+
+int grammar_json_any_object(struct gbuild *b)
+{
+    if (b->shared[GB_OBJECT] < 0)
+        grammar_json_any_value(b);
+    return shared(b, GB_OBJECT);
+}
+
+/* ---- JSON Schema ---- */
+
+struct memo {
+    const cJSON *node;
+    int rule;
+};
+
+struct jctx {
+    struct gbuild *b;
+    const cJSON *doc;      /* the whole schema document ($ref "#...") */
+    struct ll_err *err;
+    struct memo *memo;     /* $ref targets already given a rule */
+    int n_memo, cap_memo;
+    int depth;
+};
+
+static const char *const annotations[] = {
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+    "readOnly", "writeOnly", "strict", "$defs", "definitions",
+};
+static const char *const handled[] = {
+    "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
+    "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "$ref",
+};
+
+static bool in_list(const char *k, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k, list[i]))
+            return true;
+    return false;
+}
+
+static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, int *rule);
+
+static enum ll_status bad(struct jctx *c, const char *path, const char *what)
+{
+    return ll_err_set(c->err, LL_EINVAL, "%s: %s", path, what);
+}
+
+/* An integer keyword in 0..GRAMMAR_MAX_REPEAT, or def when absent. */
+static enum ll_status count_kw(struct jctx *c, const cJSON *s, const char *kw, const char *path,
+                               int def, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, kw);
+    *out = def;
+    if (!v)
+        return LL_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(int)v->valuedouble)
+        return ll_err_set(c->err, LL_EINVAL, "%s.%s must be a non-negative integer", path, kw);
+    if (v->valuedouble > GRAMMAR_MAX_REPEAT)
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s.%s: at most %d is supported", path, kw,
+                          GRAMMAR_MAX_REPEAT);
+    *out = v->valueint;
+    return LL_OK;
+}
+
+/* A literal rule for the compact JSON text of v (enum, const). */
+static enum ll_status value_literal(struct jctx *c, const cJSON *v, int *rule)
+{
+    char *text = cJSON_PrintUnformatted(v);
+    if (!text)
+        return ll_err_set(c->err, LL_ENOMEM, "out of memory");
+    *rule = gb_literal(c->b, text);
+    free(text);
+    return LL_OK;
+}
+
+static enum ll_status object_rule(struct jctx *c, const cJSON *s, const char *path, int *rule)
+{
+    struct gbuild *b = c->b;
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    char sub[512];
+    if (props && !cJSON_IsObject(props))
+        return bad(c, path, "'properties' must be an object");
+    if (req && !cJSON_IsArray(req))
+        return bad(c, path, "'required' must be an array of property names");
+    if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
+        return bad(c, path, "'additionalProperties' must be a boolean or a schema");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, req) {
+        if (!cJSON_IsString(x))
+            return bad(c, path, "'required' must be an array of property names");
+        if (!cJSON_GetObjectItemCaseSensitive(props, x->valuestring))
+            return ll_err_set(c->err, LL_EINVAL, "%s: required property '%.100s' is not in "
+                              "'properties'", path, x->valuestring);
+    }
+    int n = cJSON_GetArraySize(props);
+    if (n == 0) {
+        if (cJSON_IsFalse(addl)) {
+            *rule = gb_concat(b, (int[]){gb_literal(b, "{"), grammar_json_ws(b),
+                                         gb_literal(b, "}")}, 3);
+            return LL_OK;
+        }
+        if (cJSON_IsObject(addl)) {
+            int v;
+            snprintf(sub, sizeof sub, "%s.additionalProperties", path);
+            enum ll_status st = compile(c, addl, sub, &v);
+            if (st != LL_OK)
+                return st;
+            *rule = map_rule(b, v);
+            return LL_OK;
+        }
+        *rule = grammar_json_any_object(b);
+        return LL_OK;
+    }
+    /* P_k = "name" ws ':' ws V_k ws; S_k = P_k T_{k+1} | S_{k+1} (optional);
+     * T_k = ',' ws P_k T_{k+1} | T_{k+1} (optional); S_n = T_n = "" */
+    int ws = grammar_json_ws(b);
+    int *P = malloc(sizeof *P * (size_t)n);
+    bool *opt = malloc(sizeof *opt * (size_t)n);
+    if (!P || !opt) {
+        free(P);
+        free(opt);
+        return ll_err_set(c->err, LL_ENOMEM, "out of memory");
+    }
+    int k = 0;
+    enum ll_status st = LL_OK;
+    cJSON_ArrayForEach(x, props) {
+        snprintf(sub, sizeof sub, "%s.properties.%.100s", path, x->string);
+        int v;
+        if ((st = compile(c, x, sub, &v)) != LL_OK)
+            break;
+        cJSON *key = cJSON_CreateString(x->string);
+        char *kt = key ? cJSON_PrintUnformatted(key) : NULL;
+        cJSON_Delete(key);
+        if (!kt) {
+            st = ll_err_set(c->err, LL_ENOMEM, "out of memory");
+            break;
+        }
+        struct gseq q = {0};
+        P[k] = gb_rule(b);
+        gseq_lit(b, &q, kt, strlen(kt));
+        free(kt);
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, ':');
+        gseq_rule(&q, ws);
+        gseq_rule(&q, v);
+        gseq_rule(&q, ws);
+        gb_alt(b, P[k], &q);
+        gseq_free(&q);
+        opt[k] = true;
+        const cJSON *r;
+        cJSON_ArrayForEach(r, req)
+            if (!strcmp(r->valuestring, x->string))
+                opt[k] = false;
+        k++;
+    }
+    if (st == LL_OK) {
+        struct gseq q = {0};
+        int S = gb_rule(b), T = gb_rule(b); /* S_n, T_n */
+        gb_alt(b, S, &q);
+        gb_alt(b, T, &q);
+        for (k = n - 1; k >= 0; k--) {
+            int S2 = gb_rule(b), T2 = gb_rule(b);
+            gseq_clear(&q);
+            gseq_rule(&q, P[k]);
+            gseq_rule(&q, T);
+            gb_alt(b, S2, &q);
+            gseq_clear(&q);
+            gseq_byte(b, &q, ',');
+            gseq_rule(&q, ws);
+            gseq_rule(&q, P[k]);
+            gseq_rule(&q, T);
+            gb_alt(b, T2, &q);
+            if (opt[k]) {
+                gseq_clear(&q);
+                gseq_rule(&q, S);
+                gb_alt(b, S2, &q);
+                gseq_clear(&q);
+                gseq_rule(&q, T);
+                gb_alt(b, T2, &q);
+            }
+            S = S2;
+            T = T2;
+        }
+        *rule = gb_rule(b);
+        gseq_clear(&q);
+        gseq_byte(b, &q, '{');
+        gseq_rule(&q, ws);
+        gseq_rule(&q, S);
+        gseq_byte(b, &q, '}');
+        gb_alt(b, *rule, &q);
+        gseq_free(&q);
+    }
+    free(P);
+    free(opt);
+    return st;
+}
+
+/* The rule for schema s restricted to the one type name t. */
+static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const char *path,
+                            int *rule)
+{
+    struct gbuild *b = c->b;
+    enum ll_status st;
+    if (!strcmp(t, "string")) {
+        int min, max;
+        if ((st = count_kw(c, s, "minLength", path, 0, &min)) != LL_OK ||
+            (st = count_kw(c, s, "maxLength", path, -1, &max)) != LL_OK)
+            return st;
+        if (max >= 0 && max < min)
+            return bad(c, path, "'maxLength' is less than 'minLength'");
+        *rule = string_rule(b, min, max);
+    } else if (!strcmp(t, "number") || !strcmp(t, "integer")) {
+        *rule = number_rule(b, t[1] == 'n');
+    } else if (!strcmp(t, "boolean")) {
+        *rule = gb_choice(b, (int[]){gb_literal(b, "true"), gb_literal(b, "false")}, 2);
+    } else if (!strcmp(t, "null")) {
+        *rule = gb_literal(b, "null");
+    } else if (!strcmp(t, "object")) {
+        return object_rule(c, s, path, rule);
+    } else if (!strcmp(t, "array")) {
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+        int item, min, max;
+        if ((st = count_kw(c, s, "minItems", path, 0, &min)) != LL_OK ||
+            (st = count_kw(c, s, "maxItems", path, -1, &max)) != LL_OK)
+            return st;
+        if (max >= 0 && max < min)
+            return bad(c, path, "'maxItems' is less than 'minItems'");
+        if (items && cJSON_IsArray(items))
+            return ll_err_set(c->err, LL_EUNSUPPORTED, "%s.items: tuple form (an array of "
+                              "schemas) is not supported", path);
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s.items", path);
+        if (items) {
+            if ((st = compile(c, items, sub, &item)) != LL_OK)
+                return st;
+        } else {
+            item = grammar_json_any_value(b);
+        }
+        *rule = array_rule(b, item, min, max);
+    } else {
+        return ll_err_set(c->err, LL_EINVAL, "%s.type: unknown type '%.40s' (string, number, "
+                          "integer, boolean, null, object, array)", path, t);
+    }
+    return LL_OK;
+}
+
+/* Resolve "#", "#/a/b" (JSON pointer) in the document. */
+static const cJSON *resolve(const cJSON *doc, const char *ref)
+{
+    if (ref[0] != '#')
+        return NULL;
+    const cJSON *at = doc;
+    const char *p = ref + 1;
+    while (*p == '/' && at) {
+        p++;
+        char key[256];
+        size_t n = 0;
+        while (*p && *p != '/' && n + 1 < sizeof key) {
+            if (p[0] == '~' && p[1] == '0')
+                key[n++] = '~', p += 2;
+            else if (p[0] == '~' && p[1] == '1')
+                key[n++] = '/', p += 2;
+            else
+                key[n++] = *p++;
+        }
+        key[n] = 0;
+        if (*p && *p != '/')
+            return NULL;
+        at = cJSON_IsArray(at) ? cJSON_GetArrayItem(at, atoi(key))
+                               : cJSON_GetObjectItemCaseSensitive(at, key);
+    }
+    return *p ? NULL : at;
+}
+
+static enum ll_status ref_rule(struct jctx *c, const cJSON *s, const char *ref, const char *path,
+                               int *rule)
+{
+    const cJSON *target = resolve(c->doc, ref);
+    if (!target)
+        return ll_err_set(c->err, LL_EINVAL, "%s.$ref: '%.200s' does not resolve in this schema "
+                          "(only local references, \"#\" or \"#/...\", are supported)", path,
+                          ref);
+    if (cJSON_GetArraySize(s) > 1) {
+        const cJSON *k;
+        cJSON_ArrayForEach(k, s)
+            if (strcmp(k->string, "$ref") &&
+                !in_list(k->string, annotations, sizeof annotations / sizeof *annotations))
+                return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' beside '$ref' is not "
+                                  "supported", path, k->string);
+    }
+    for (int i = 0; i < c->n_memo; i++)
+        if (c->memo[i].node == target) {
+            *rule = c->memo[i].rule;
+            return LL_OK;
+        }
+    if (c->n_memo == c->cap_memo) {
+        int cap = c->cap_memo ? 2 * c->cap_memo : 16;
+        struct memo *m = realloc(c->memo, sizeof *m * (size_t)cap);
+        if (!m)
+            return ll_err_set(c->err, LL_ENOMEM, "out of memory");
+        c->memo = m;
+        c->cap_memo = cap;
+    }
+    int r = gb_rule(c->b);
+    c->memo[c->n_memo++] = (struct memo){target, r};
+    char sub[512];
+    snprintf(sub, sizeof sub, "%.300s", ref);
+    int body;
+    enum ll_status st = compile(c, target, sub, &body);
+    if (st != LL_OK)
+        return st;
+    struct gseq q = {0};
+    gseq_rule(&q, body);
+    gb_alt(c->b, r, &q);
+    gseq_free(&q);
+    *rule = r;
+    return LL_OK;
+}
+
+static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, int *rule)
+{
+    struct gbuild *b = c->b;
+    if (c->depth > 64)
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: schema nested too deeply", path);
+    if (cJSON_IsTrue(s)) {
+        *rule = grammar_json_any_value(b);
+        return LL_OK;
+    }
+    if (cJSON_IsFalse(s))
+        return bad(c, path, "the schema false matches nothing");
+    if (!cJSON_IsObject(s))
+        return bad(c, path, "a schema must be an object or a boolean");
+    const cJSON *k;
+    cJSON_ArrayForEach(k, s) {
+        if (in_list(k->string, annotations, sizeof annotations / sizeof *annotations) ||
+            in_list(k->string, handled, sizeof handled / sizeof *handled))
+            continue;
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: the JSON Schema keyword '%.60s' is not "
+                          "supported (supported: type, properties, required, "
+                          "additionalProperties, items, minItems, maxItems, minLength, "
+                          "maxLength, enum, const, anyOf, $ref, $defs)", path, k->string);
+    }
+    c->depth++;
+    enum ll_status st = LL_OK;
+    char sub[512];
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
+    const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (ref) {
+        if (!cJSON_IsString(ref))
+            st = bad(c, path, "'$ref' must be a string");
+        else
+            st = ref_rule(c, s, ref->valuestring, path, rule);
+    } else if (cst) {
+        st = value_literal(c, cst, rule);
+    } else if (en) {
+        int n = cJSON_GetArraySize(en);
+        if (!cJSON_IsArray(en) || n == 0) {
+            st = bad(c, path, "'enum' must be a non-empty array");
+        } else {
+            int r = gb_rule(b);
+            const cJSON *v;
+            struct gseq q = {0};
+            cJSON_ArrayForEach(v, en) {
+                int lit = -1;
+                if ((st = value_literal(c, v, &lit)) != LL_OK)
+                    break;
+                gseq_clear(&q);
+                gseq_rule(&q, lit);
+                gb_alt(b, r, &q);
+            }
+            gseq_free(&q);
+            *rule = r;
+        }
+    } else if (any || all) {
+        const char *kw = any ? "anyOf" : "allOf";
+        const cJSON *list = any ? any : all;
+        int n = cJSON_GetArraySize(list);
+        if (!cJSON_IsArray(list) || n == 0) {
+            st = ll_err_set(c->err, LL_EINVAL, "%s: '%s' must be a non-empty array", path, kw);
+        } else if (all && n > 1) {
+            st = ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'allOf' with more than one schema is "
+                            "not supported", path);
+        } else if (type || cJSON_GetObjectItemCaseSensitive(s, "properties")) {
+            st = ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' beside 'type' or 'properties' "
+                            "is not supported", path, kw);
+        } else {
+            int r = gb_rule(b), i = 0;
+            const cJSON *v;
+            struct gseq q = {0};
+            cJSON_ArrayForEach(v, list) {
+                int alt = -1;
+                snprintf(sub, sizeof sub, "%.400s.%s[%d]", path, kw, i++);
+                if ((st = compile(c, v, sub, &alt)) != LL_OK)
+                    break;
+                gseq_clear(&q);
+                gseq_rule(&q, alt);
+                gb_alt(b, r, &q);
+            }
+            gseq_free(&q);
+            *rule = r;
+        }
+    } else if (cJSON_IsString(type)) {
+        st = typed(c, s, type->valuestring, path, rule);
+    } else if (cJSON_IsArray(type) && cJSON_GetArraySize(type) > 0) {
+        int r = gb_rule(b);
+        const cJSON *t;
+        struct gseq q = {0};
+        cJSON_ArrayForEach(t, type) {
+            int alt = -1;
+            if (!cJSON_IsString(t)) {
+                st = bad(c, path, "'type' must be a type name or an array of them");
+                break;
+            }
+            if ((st = typed(c, s, t->valuestring, path, &alt)) != LL_OK)
+                break;
+            gseq_clear(&q);
+            gseq_rule(&q, alt);
+            gb_alt(b, r, &q);
+        }
+        gseq_free(&q);
+        *rule = r;
+    } else if (type) {
+        st = bad(c, path, "'type' must be a type name or an array of them");
+    } else if (cJSON_GetObjectItemCaseSensitive(s, "properties") ||
+               cJSON_GetObjectItemCaseSensitive(s, "additionalProperties")) {
+        st = typed(c, s, "object", path, rule);
+    } else if (cJSON_GetObjectItemCaseSensitive(s, "items")) {
+        st = typed(c, s, "array", path, rule);
+    } else {
+        *rule = grammar_json_any_value(b);
+    }
+    c->depth--;
+    if (st == LL_OK && (b->failed || *rule < 0))
+        st = ll_err_set(c->err, LL_ENOMEM, "out of memory");
+    return st;
+}
+
+enum ll_status grammar_json_schema(struct gbuild *b, const cJSON *schema, const char *where,
+                                   int *rule, struct ll_err *err)
+{
+    struct jctx c = {.b = b, .doc = schema, .err = err};
+    int value;
+    enum ll_status st = compile(&c, schema, where, &value);
+    free(c.memo);
+    if (st != LL_OK)
+        return st;
+    *rule = gb_concat(b, (int[]){grammar_json_lead_ws(b), value}, 2);
+    return b->failed ? ll_err_set(err, LL_ENOMEM, "out of memory") : LL_OK;
+}

@@ -1,0 +1,265 @@
+/*
+ * qmatmul.c: ll_qmatmul's dispatch (variant chosen once by CPU features, capped by
+ * LLAISYS_KERNEL), its split over the thread pool, the carving of the caller's scratch into the
+ * quantized activations, and the scalar variant, which is also the reference ll_qmatmul_ref (see
+ * qmatmul.h for the contract and the exact result).
+ *
+ * Called from the thread that owns the pool; the kernels run on the pool's threads on disjoint
+ * output ranges. The scalar code below spells out the result one block at a time; the SIMD files
+ * reach the same integer sums 16 (zmm) or 8 (ymm) output rows at a time.
+ */
+#include "qmatmul.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "isa.h"
+#include "log.h"
+#include "qmatmul_kernels.h"
+#include "quant_layout.h"
+#include "util.h"
+
+/* ---- the scalar variant ---- */
+
+static void quant_scalar(const struct ll_qmm_job *j, int m0, int m1)
+{
+    for (int m = m0; m < m1; m++)
+        for (int b = 0; b < j->nb; b++) {
+            const float *x = j->x + (size_t)m * (size_t)j->K + (size_t)b * LL_QBLOCK;
+            int8_t *q = j->xq + (size_t)m * (size_t)j->K + (size_t)b * LL_QBLOCK;
+            float amax = 0.0f, d, id;
+            for (int i = 0; i < LL_QBLOCK; i++)
+                amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            ll_qmm_act_scale(amax, &d, &id);
+            int32_t sum = 0;
+            for (int i = 0; i < LL_QBLOCK; i++) {
+                q[i] = (int8_t)lrintf(x[i] * id); /* round half to even: the default mode */
+                sum += q[i];
+            }
+            j->xd[(size_t)m * (size_t)j->nb + (size_t)b] = d;
+            j->xs[(size_t)m * (size_t)j->nb + (size_t)b] = sum;
+        }
+}
+
+/* Weight element i of block b of row n, as the signed integer wq of qmatmul.h. */
+static int w_int(const struct ll_qweight *w, int nb, int n, int b, int i)
+{
+    uint8_t byte = w->qs[ll_q_offset(w->type, nb, n, b, i)];
+    if (w->type == LL_Q8_0)
+        return (int8_t)byte;
+    return (i < LL_QBLOCK / 2 ? byte & 15 : byte >> 4) - 8;
+}
+
+static void kernel_scalar(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
+{
+    const int n1 = g1 * LL_QGROUP < j->N ? g1 * LL_QGROUP : j->N;
+    for (int m = m0; m < m1; m++)
+        for (int n = g0 * LL_QGROUP; n < n1; n++) {
+            const int8_t *q = j->xq + (size_t)m * (size_t)j->K;
+            float acc = 0.0f;
+            for (int b = 0; b < j->nb; b++) {
+                int32_t s = 0;
+                for (int i = 0; i < LL_QBLOCK; i++)
+                    s += w_int(j->w, j->nb, n, b, i) * q[b * LL_QBLOCK + i];
+                float scale = ll_f16_to_f32(j->w->d[ll_q_d_index(j->nb, n, b)]) *
+                              j->xd[(size_t)m * (size_t)j->nb + (size_t)b];
+                acc = fmaf((float)s, scale, acc);
+            }
+            j->out[(size_t)m * (size_t)j->N + (size_t)n] = j->bias ? acc + j->bias[n] : acc;
+        }
+}
+
+/* ---- variants and dispatch ---- */
+
+struct variant {
+    const char *name;
+    ll_qmm_kernel_fn kernel;
+    ll_qmm_quant_fn quant;
+};
+
+enum { V_SCALAR, V_AVX2, V_AVXVNNI, V_AVX512VNNI, V_COUNT };
+
+static const struct variant variants[V_COUNT] = {
+    [V_SCALAR] = {"scalar", kernel_scalar, quant_scalar},
+    [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2},
+    [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni},
+    [V_AVX512VNNI] = {"avx512vnni", ll_qmm_kernel_vnni512, ll_qmm_quant_vnni512},
+};
+
+static pthread_once_t variant_once = PTHREAD_ONCE_INIT;
+static const struct variant *variant_cur;
+
+static bool cpu_runs(int v)
+{
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                __builtin_cpu_supports("f16c");
+    switch (v) {
+    case V_AVX512VNNI:
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vnni");
+    case V_AVXVNNI:
+        return avx2 && __builtin_cpu_supports("avxvnni");
+    case V_AVX2:
+        return avx2;
+    default:
+        return true;
+    }
+}
+
+static int variant_by_name(const char *name)
+{
+    for (int v = 0; v < V_COUNT; v++)
+        if (!strcmp(name, variants[v].name))
+            return v;
+    return -1;
+}
+
+/* The best variant within the LLAISYS_KERNEL cap (isa.h) that this CPU runs. */
+static void variant_init(void)
+{
+    bool requested;
+    enum ll_isa cap = ll_isa_cap(&requested);
+    int want = cap >= LL_ISA_AVX512    ? V_AVX512VNNI
+               : cap >= LL_ISA_AVXVNNI ? V_AVXVNNI
+               : cap >= LL_ISA_AVX2    ? V_AVX2
+                                       : V_SCALAR;
+    int v = want;
+    while (v > V_SCALAR && !cpu_runs(v))
+        v--;
+    if (requested && v != want)
+        log_msg(LOG_WARN, "LLAISYS_KERNEL=%s: this CPU cannot run the %s qmatmul; using %s",
+                ll_isa_name(cap), variants[want].name, variants[v].name);
+    variant_cur = &variants[v];
+}
+
+static const struct variant *variant_get(void)
+{
+    pthread_once(&variant_once, variant_init);
+    return variant_cur;
+}
+
+const char *ll_qmatmul_variant(void)
+{
+    return variant_get()->name;
+}
+
+bool ll_qmatmul_set_variant(const char *name)
+{
+    int v = variant_by_name(name);
+    if (v < 0 || !cpu_runs(v))
+        return false;
+    pthread_once(&variant_once, variant_init);
+    variant_cur = &variants[v];
+    return true;
+}
+
+/* ---- scratch ---- */
+
+static size_t round64(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
+/* The scratch of an (M, K) call: xq (M, K) bytes, then xd and xs (M, K/32) 4-byte words each,
+ * every part starting on a 64-byte boundary. */
+static size_t scratch_layout(int M, int K, size_t *xd_off, size_t *xs_off)
+{
+    size_t nb = (size_t)K / LL_QBLOCK, words = round64((size_t)M * nb * 4);
+    *xd_off = round64((size_t)M * (size_t)K);
+    *xs_off = *xd_off + words;
+    return *xs_off + words;
+}
+
+size_t ll_qmatmul_scratch_bytes(int max_m, int max_k)
+{
+    LL_ASSERT(max_m >= 0 && max_k >= 0);
+    size_t a, b;
+    int k = (max_k + LL_QBLOCK - 1) / LL_QBLOCK * LL_QBLOCK;
+    return scratch_layout(max_m, k, &a, &b);
+}
+
+static void job_init(struct ll_qmm_job *j, float *out, const float *x,
+                     const struct ll_qweight *w, const float *bias, int M, void *scratch,
+                     size_t scratch_bytes)
+{
+    LL_ASSERT(M >= 0 && w->n >= 1 && w->k >= LL_QBLOCK && w->k % LL_QBLOCK == 0 && w->qs &&
+              w->d);
+    size_t xd_off, xs_off, need = scratch_layout(M, w->k, &xd_off, &xs_off);
+    LL_ASSERT(scratch && ((uintptr_t)scratch & 63) == 0 && scratch_bytes >= need);
+    *j = (struct ll_qmm_job){
+        .out = out, .x = x, .bias = bias, .w = w, .M = M, .N = w->n, .K = w->k,
+        .nb = w->k / LL_QBLOCK, .xq = scratch, .xd = (float *)((char *)scratch + xd_off),
+        .xs = (int32_t *)((char *)scratch + xs_off),
+    };
+}
+
+/* ---- splitting one call over the pool ---- */
+
+#define QUANT_PARALLEL_MIN (1 << 15) /* M·K from which quantizing x is split over threads */
+
+struct qmm_call {
+    const struct ll_qmm_job *job;
+    const struct variant *v;
+};
+
+static void qmm_call_quant(void *ctx, int ith, int nth)
+{
+    const struct qmm_call *c = ctx;
+    int lo, hi;
+    ll_split(c->job->M, ith, nth, &lo, &hi);
+    if (lo < hi)
+        c->v->quant(c->job, lo, hi);
+}
+
+/* Threads take whole groups of 16 output rows, or rows of x when there are fewer groups than
+ * threads and enough rows. */
+static void qmm_call_kernel(void *ctx, int ith, int nth)
+{
+    const struct qmm_call *c = ctx;
+    const struct ll_qmm_job *j = c->job;
+    int groups = (j->N + LL_QGROUP - 1) / LL_QGROUP, lo, hi;
+    if (groups >= nth || j->M < nth) {
+        ll_split(groups, ith, nth, &lo, &hi);
+        if (lo < hi)
+            c->v->kernel(j, 0, j->M, lo, hi);
+    } else {
+        ll_split(j->M, ith, nth, &lo, &hi);
+        if (lo < hi)
+            c->v->kernel(j, lo, hi, 0, groups);
+    }
+}
+
+void ll_qmatmul(float *out, const float *x, const struct ll_qweight *w, const float *bias, int M,
+                void *scratch, size_t scratch_bytes, struct ll_pool *pool)
+{
+    struct ll_qmm_job job;
+    job_init(&job, out, x, w, bias, M, scratch, scratch_bytes);
+    if (M == 0)
+        return;
+    struct qmm_call call = {.job = &job, .v = variant_get()};
+    if ((size_t)M * (size_t)w->k >= QUANT_PARALLEL_MIN && ll_pool_size(pool) > 1 && M > 1)
+        ll_pool_run(pool, qmm_call_quant, &call);
+    else
+        call.v->quant(&job, 0, M);
+    ll_pool_run(pool, qmm_call_kernel, &call);
+}
+
+void ll_qmatmul_ref(float *out, const float *x, const struct ll_qweight *w, const float *bias,
+                    int M)
+{
+    LL_ASSERT(M >= 0);
+    if (M == 0)
+        return;
+    size_t bytes = ll_qmatmul_scratch_bytes(M, w->k);
+    void *scratch = aligned_alloc(64, bytes);
+    LL_ASSERT(scratch != NULL);
+    struct ll_qmm_job job;
+    job_init(&job, out, x, w, bias, M, scratch, bytes);
+    quant_scalar(&job, 0, M);
+    kernel_scalar(&job, 0, M, 0, (w->n + LL_QGROUP - 1) / LL_QGROUP);
+    free(scratch);
+}

@@ -1,0 +1,160 @@
+/*
+ * model_bind.c: binding checked tensors and linear weights for the families (see model_bind.h).
+ * Start-up thread only; every message names the file and the tensor.
+ */
+#include "model_bind.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "util.h"
+
+static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+}
+
+/* The error for tensor t of shape other than (d0, d1) (1-D when d1 == 0). */
+static enum ll_status shape_error(const struct st_tensor *t, int64_t d0, int64_t d1,
+                                  const char *why, struct ll_err *err)
+{
+    char got[160], exp[64];
+    int64_t want[2] = {d0, d1};
+    shape_str(got, sizeof got, t->ndim, t->shape);
+    shape_str(exp, sizeof exp, d1 ? 2 : 1, want);
+    return ll_err_set(err, LL_EMODEL, "%s: tensor '%s' has shape %s, but %s %s", t->file, t->name,
+                      got, why, exp);
+}
+
+static bool shape_is(const struct st_tensor *t, int64_t d0, int64_t d1)
+{
+    int ndim = d1 ? 2 : 1;
+    return t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1);
+}
+
+enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, const char *name,
+                                 int64_t d0, int64_t d1, struct ll_err *err)
+{
+    const struct st_tensor *t = st_find(m->st, name);
+    if (!t)
+        return ll_err_set(err, LL_EMODEL, "%s: missing tensor '%s'", st_path(m->st), name);
+    enum ll_dtype dt;
+    if (!st_dtype_to_ll(t->dtype, &dt))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: tensor '%s' has dtype %s; weights must be BF16, F16 or F32", t->file,
+                          name, st_dtype_name(t->dtype));
+    if (!shape_is(t, d0, d1))
+        return shape_error(t, d0, d1, "config.json implies", err);
+    *out = (struct ll_tensor){
+        .dtype = dt, .ndim = d1 ? 2 : 1, .shape = {d0, d1 ? d1 : 1}, .data = t->data};
+    return LL_OK;
+}
+
+/* Bind the two planes of quantized linear l (name, n, k set) of type m->config.qtype. */
+static enum ll_status bind_planes(const struct model *m, struct model_linear *l, struct ll_err *err)
+{
+    const enum ll_qtype qt = m->config.qtype;
+    const int64_t rows = (l->n + LL_QGROUP - 1) / LL_QGROUP * LL_QGROUP;
+    if (l->k % LL_QBLOCK)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: weight '%s' has %d inputs, not a multiple of %d: it cannot be %s",
+                          st_path(m->st), l->name, l->k, LL_QBLOCK, ll_qtype_name(qt));
+    const struct {
+        const char *suffix;
+        enum st_dtype dtype;
+        int64_t cols;
+        const char *what;
+    } plane[2] = {
+        {".qs", qt == LL_Q8_0 ? ST_I8 : ST_U8, qt == LL_Q8_0 ? l->k : l->k / 2, "data plane"},
+        {".d", ST_F16, l->k / LL_QBLOCK, "scale plane"},
+    };
+    const struct st_tensor *t[2];
+    for (int i = 0; i < 2; i++) {
+        char name[LL_TENSOR_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s%s", l->name, plane[i].suffix);
+        t[i] = st_find(m->st, name);
+        if (!t[i])
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: missing tensor '%s' (the %s of %s weight '%s'; config.json "
+                              "declares quantization_config)",
+                              st_path(m->st), name, plane[i].what, ll_qtype_name(qt), l->name);
+        if (t[i]->dtype != plane[i].dtype)
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: tensor '%s' has dtype %s, but the %s of a %s weight is %s "
+                              "(layout %s)",
+                              t[i]->file, name, st_dtype_name(t[i]->dtype), plane[i].what,
+                              ll_qtype_name(qt), st_dtype_name(plane[i].dtype), LL_QLAYOUT);
+        if (!shape_is(t[i], rows, plane[i].cols)) {
+            char why[200];
+            snprintf(why, sizeof why, "the %s of %s weight '%s' (%d x %d) is", plane[i].what,
+                     ll_qtype_name(qt), l->name, l->n, l->k);
+            return shape_error(t[i], rows, plane[i].cols, why, err);
+        }
+    }
+    enum ll_status s = ll_qweight_init(&l->q, qt, l->n, l->k, t[0]->data, t[0]->nbytes, t[1]->data,
+                                       t[1]->nbytes, err);
+    if (s != LL_OK)
+        return ll_err_prefix(err, "%s: tensors '%s.qs', '%s.d': ", t[0]->file, l->name, l->name);
+    l->quantized = true;
+    return LL_OK;
+}
+
+static enum ll_status list_add(struct model *m, struct model_linear *l, struct ll_err *err)
+{
+    if (m->n_linears == m->cap_linears) {
+        int cap = m->cap_linears ? 2 * m->cap_linears : 64;
+        struct model_linear **p = realloc(m->linears, sizeof *p * (size_t)cap);
+        if (!p)
+            return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
+        m->linears = p;
+        m->cap_linears = cap;
+    }
+    m->linears[m->n_linears++] = l;
+    return LL_OK;
+}
+
+enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const char *name,
+                                 int64_t n, int64_t k, const struct ll_tensor *tied,
+                                 struct ll_err *err)
+{
+    LL_ASSERT(strlen(name) < sizeof l->name && n >= 1 && n <= INT32_MAX && k >= 1 &&
+              k <= INT32_MAX);
+    memset(l, 0, sizeof *l);
+    strcpy(l->name, name);
+    l->n = (int)n;
+    l->k = (int)k;
+    enum ll_status s;
+    if (m->config.quantized) {
+        const struct st_tensor *dense = tied ? NULL : st_find(m->st, name);
+        if (dense)
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: tensor '%s' is stored dense (%s), but config.json's "
+                              "quantization_config says the linear weights are %s ('%s.qs' and "
+                              "'%s.d')",
+                              dense->file, name, st_dtype_name(dense->dtype),
+                              ll_qtype_name(m->config.qtype), name, name);
+        if ((s = bind_planes(m, l, err)))
+            return s;
+    } else if (tied) {
+        LL_ASSERT(tied->ndim == 2 && tied->shape[0] == n && tied->shape[1] == k);
+        l->dense = *tied;
+        l->tied = true;
+    } else {
+        char qs[LL_TENSOR_NAME_MAX + 8];
+        snprintf(qs, sizeof qs, "%s.qs", name);
+        if (!st_find(m->st, name) && st_find(m->st, qs))
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: missing tensor '%s'; the file holds '%s', a quantized weight, "
+                              "but config.json has no quantization_config",
+                              st_path(m->st), name, qs);
+        if ((s = model_bind_tensor(m, &l->dense, name, n, k, err)))
+            return s;
+    }
+    return list_add(m, l, err);
+}

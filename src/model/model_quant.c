@@ -1,0 +1,360 @@
+/*
+ * model_quant.c: quantizing a model's linear weights at load, and writing a quantized model
+ * directory (see model_quant.h; the files are described in model_bind.h).
+ *
+ * At load, the work is every linear weight cut into pieces of PIECE_ROWS rows (whole 16-row
+ * groups, so ll_quantize_rows calls on different pieces write disjoint bytes); the threads of a
+ * temporary compute pool take pieces from one atomic counter until none is left, so a thread
+ * that falls behind (a busy core) holds up nobody. The bytes do not depend on which thread
+ * quantized what. Called on the start-up thread (model_open) or the CLI thread (quantize).
+ */
+#include "model_quant.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "log.h"
+#include "model_dir.h"
+#include "pool.h"
+#include "safetensors.h"
+#include "util.h"
+
+#define PIECE_ROWS 64 /* rows of one piece of work (a multiple of LL_QGROUP) */
+
+static size_t round64(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
+/* ---- quantizing at load ---- */
+
+struct qjob {
+    struct model *m;
+    enum ll_qtype t;
+    uint8_t **qs; /* (n_linears) destination planes */
+    uint16_t **d;
+    int64_t *first; /* (n_linears + 1) index of each weight's first piece; first[n] = total */
+    int64_t next;   /* atomic: the next piece to take */
+    int failed;     /* atomic: a piece failed, stop taking more */
+    pthread_mutex_t lock;
+    enum ll_status status; /* first error, under lock */
+    struct ll_err err;
+};
+
+static void qjob_worker(void *ctx, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    struct qjob *j = ctx;
+    const int nl = j->m->n_linears;
+    for (;;) {
+        int64_t p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (p >= j->first[nl] || __atomic_load_n(&j->failed, __ATOMIC_RELAXED))
+            return;
+        int lo = 0, hi = nl - 1; /* the weight holding piece p: last i with first[i] <= p */
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (j->first[mid] <= p)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const struct model_linear *l = j->m->linears[lo];
+        int r0 = (int)(p - j->first[lo]) * PIECE_ROWS;
+        int r1 = r0 + PIECE_ROWS < l->n ? r0 + PIECE_ROWS : l->n;
+        struct ll_err e = {0};
+        if (ll_quantize_rows(j->qs[lo], j->d[lo], j->t, l->dense.data, l->dense.dtype, l->n, l->k,
+                             r0, r1, &e) != LL_OK) {
+            __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+            pthread_mutex_lock(&j->lock);
+            if (j->status == LL_OK) {
+                j->status = e.code;
+                ll_err_set(&j->err, e.code, "%s: weight '%s': %s", j->m->dir, l->name, e.msg);
+            }
+            pthread_mutex_unlock(&j->lock);
+            return;
+        }
+    }
+}
+
+/* Give the pages of a dense weight no longer read back to the kernel (they stay in the page
+ * cache; only this process's resident set shrinks). Interior whole pages only. */
+static void release_pages(const void *data, size_t bytes)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)data + page - 1) / page * page;
+    uintptr_t b = ((uintptr_t)data + bytes) / page * page;
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static size_t dense_bytes(const struct model_linear *l)
+{
+    return (size_t)l->n * (size_t)l->k * ll_dtype_size(l->dense.dtype);
+}
+
+enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, struct ll_err *err)
+{
+    if (m->quantized) {
+        if (m->qtype == t)
+            return LL_OK;
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: the model is stored quantized as %s; quantizing it again to %s is "
+                          "not supported (quantize the original weights instead)",
+                          m->dir, ll_qtype_name(m->qtype), ll_qtype_name(t));
+    }
+    const int nl = m->n_linears;
+    size_t total = 0;
+    double weights = 0;
+    for (int i = 0; i < nl; i++) {
+        const struct model_linear *l = m->linears[i];
+        LL_ASSERT(!l->quantized && l->dense.data);
+        if (l->k % LL_QBLOCK)
+            return ll_err_set(err, LL_EINVAL,
+                              "%s: weight '%s' has %d inputs, not a multiple of %d: it cannot be "
+                              "quantized to %s",
+                              m->dir, l->name, l->k, LL_QBLOCK, ll_qtype_name(t));
+        total += round64(ll_qweight_qs_bytes(t, l->n, l->k)) +
+                 round64(ll_qweight_d_bytes(l->n, l->k));
+        weights += (double)l->n * l->k;
+    }
+    struct qjob j = {.m = m, .t = t};
+    j.qs = calloc((size_t)nl + 1, sizeof *j.qs);
+    j.d = calloc((size_t)nl + 1, sizeof *j.d);
+    j.first = calloc((size_t)nl + 1, sizeof *j.first);
+    void *mem = aligned_alloc(64, total ? total : 64);
+    struct ll_pool *pool = NULL;
+    enum ll_status s = LL_OK;
+    if (!j.qs || !j.d || !j.first || !mem) {
+        s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of %s weights", m->dir,
+                       total, ll_qtype_name(t));
+        goto out;
+    }
+    madvise(mem, total, MADV_HUGEPAGE); /* a hint: fewer TLB misses when decode streams it */
+    char *p = mem;
+    for (int i = 0; i < nl; i++) {
+        const struct model_linear *l = m->linears[i];
+        j.qs[i] = (uint8_t *)p;
+        p += round64(ll_qweight_qs_bytes(t, l->n, l->k));
+        j.d[i] = (uint16_t *)p;
+        p += round64(ll_qweight_d_bytes(l->n, l->k));
+        j.first[i + 1] = j.first[i] + (l->n + PIECE_ROWS - 1) / PIECE_ROWS;
+    }
+    if (n_threads < 1)
+        n_threads = LL_POOL_DEFAULT_THREADS;
+    if ((s = ll_pool_create(&pool, n_threads, err)))
+        goto out;
+    pthread_mutex_init(&j.lock, NULL);
+    double t0 = ll_now();
+    ll_pool_run(pool, qjob_worker, &j);
+    double secs = ll_now() - t0;
+    pthread_mutex_destroy(&j.lock);
+    if (j.status != LL_OK) {
+        s = j.status;
+        if (err)
+            *err = j.err;
+        goto out;
+    }
+    for (int i = 0; i < nl; i++) {
+        struct model_linear *l = m->linears[i];
+        struct ll_err e = {0};
+        LL_ASSERT(ll_qweight_init(&l->q, t, l->n, l->k, j.qs[i], ll_qweight_qs_bytes(t, l->n, l->k),
+                                  j.d[i], ll_qweight_d_bytes(l->n, l->k), &e) == LL_OK);
+        l->quantized = true;
+        if (!l->tied) {
+            release_pages(l->dense.data, dense_bytes(l));
+            l->dense.data = NULL;
+        }
+    }
+    m->qmem = mem;
+    m->qmem_bytes = total;
+    mem = NULL;
+    m->quantized = true;
+    m->qtype = t;
+    m->quant_seconds = secs;
+    log_msg(LOG_INFO,
+            "%s: quantized %d linear weights (%.3g G weights) to %s in %.2f s on %d "
+            "threads (%.0f MiB)",
+            m->dir, nl, weights * 1e-9, ll_qtype_name(t), secs, n_threads,
+            (double)total / (1 << 20));
+out:
+    ll_pool_free(pool);
+    free(mem);
+    free(j.qs);
+    free(j.d);
+    free(j.first);
+    return s;
+}
+
+/* ---- writing a quantized directory ---- */
+
+/* Files of a model directory copied as they are, where the source has them. */
+static const char *const copied_files[] = {
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+};
+
+/* Every file the writer may write: config.json, model.safetensors and the copies. */
+static const char *const written_files[] = {
+    "config.json",
+    "model.safetensors",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+};
+
+/* m's config.json with quantization_config set, as text (malloc'd). */
+static enum ll_status config_text(const struct model *m, char **out, struct ll_err *err)
+{
+    *out = NULL;
+    char *path = ll_path_join(m->dir, "config.json"), *text = NULL;
+    cJSON *root = NULL;
+    size_t len = 0;
+    enum ll_status s;
+    if (!path)
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    if ((s = ll_read_file(path, &text, &len, err)) ||
+        (s = ll_json_parse(&root, text, len, path, err)))
+        goto out;
+    cJSON *q = cJSON_CreateObject();
+    if (!cJSON_IsObject(root) || !q || !cJSON_AddStringToObject(q, "quant_method", "llaisys") ||
+        !cJSON_AddStringToObject(q, "format", ll_qtype_name(m->qtype)) ||
+        !cJSON_AddStringToObject(q, "layout", LL_QLAYOUT)) {
+        cJSON_Delete(q);
+        s = ll_err_set(err, cJSON_IsObject(root) ? LL_ENOMEM : LL_EJSON, "%s: %s", path,
+                       cJSON_IsObject(root) ? "out of memory" : "not a JSON object");
+        goto out;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "quantization_config");
+    cJSON_AddItemToObject(root, "quantization_config", q);
+    char *printed = cJSON_Print(root);
+    if (!printed) {
+        s = ll_err_set(err, LL_ENOMEM, "out of memory");
+        goto out;
+    }
+    size_t n = strlen(printed);
+    *out = malloc(n + 2);
+    if (*out) {
+        memcpy(*out, printed, n);
+        memcpy(*out + n, "\n", 2);
+    } else {
+        s = ll_err_set(err, LL_ENOMEM, "out of memory");
+    }
+    cJSON_free(printed);
+out:
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    return s;
+}
+
+/* Whether tensor `name` of the source is one of m's linear weights (dense or its planes). */
+static bool is_linear_tensor(const struct model *m, const char *name)
+{
+    for (int i = 0; i < m->n_linears; i++) {
+        const char *ln = m->linears[i]->name;
+        size_t k = strlen(ln);
+        if (!strncmp(name, ln, k) &&
+            (!name[k] || !strcmp(name + k, ".qs") || !strcmp(name + k, ".d")))
+            return true;
+    }
+    return false;
+}
+
+enum ll_status model_quant_write(const struct model *m, const char *out_dir, bool force,
+                                 struct ll_err *err)
+{
+    if (!m->quantized)
+        return ll_err_set(err, LL_EINVAL, "%s: the model is not quantized", m->dir);
+    const int nl = m->n_linears;
+    size_t n_st = st_count(m->st), n = 0;
+    struct st_write_tensor *t = calloc(n_st + 2 * (size_t)nl, sizeof *t);
+    char(*names)[LL_TENSOR_NAME_MAX + 8] = calloc(2 * (size_t)nl + 1, sizeof *names);
+    char *cfg = NULL, *path = NULL;
+    struct model_dir_writer w = {0};
+    enum ll_status s;
+    if (!t || !names) {
+        s = ll_err_set(err, LL_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n_st; i++) {
+        const struct st_tensor *x = st_at(m->st, i);
+        if (is_linear_tensor(m, x->name))
+            continue;
+        t[n] = (struct st_write_tensor){
+            .name = x->name, .dtype = x->dtype, .ndim = x->ndim, .data = x->data};
+        memcpy(t[n].shape, x->shape, sizeof x->shape);
+        n++;
+    }
+    for (int i = 0; i < nl; i++) {
+        const struct model_linear *l = m->linears[i];
+        int64_t rows = (l->n + LL_QGROUP - 1) / LL_QGROUP * LL_QGROUP;
+        snprintf(names[2 * i], sizeof names[0], "%s.qs", l->name);
+        snprintf(names[2 * i + 1], sizeof names[0], "%s.d", l->name);
+        t[n++] = (struct st_write_tensor){.name = names[2 * i],
+                                          .dtype = l->q.type == LL_Q8_0 ? ST_I8 : ST_U8,
+                                          .ndim = 2,
+                                          .shape = {rows, l->q.type == LL_Q8_0 ? l->k : l->k / 2},
+                                          .data = l->q.qs};
+        t[n++] = (struct st_write_tensor){.name = names[2 * i + 1],
+                                          .dtype = ST_F16,
+                                          .ndim = 2,
+                                          .shape = {rows, l->k / LL_QBLOCK},
+                                          .data = l->q.d};
+    }
+    if ((s = config_text(m, &cfg, err)) ||
+        (s = model_dir_begin(&w, out_dir, written_files, LL_ARRAY_LEN(written_files), force, err)))
+        goto out;
+    if (!(path = model_dir_file(&w, "config.json"))) {
+        s = ll_err_set(err, LL_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((s = ll_write_file(path, cfg, strlen(cfg), err)))
+        goto out;
+    free(path);
+    if (!(path = model_dir_file(&w, "model.safetensors"))) {
+        s = ll_err_set(err, LL_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((s = st_write(path, t, n, err)))
+        goto out;
+    for (size_t i = 0; i < LL_ARRAY_LEN(copied_files); i++) {
+        free(path);
+        char *src = ll_path_join(m->dir, copied_files[i]), *text = NULL;
+        size_t len = 0;
+        path = model_dir_file(&w, copied_files[i]);
+        if (!src || !path) {
+            free(src);
+            s = ll_err_set(err, LL_ENOMEM, "out of memory");
+            goto out;
+        }
+        if (access(src, F_OK) == 0 && ((s = ll_read_file(src, &text, &len, err)) == LL_OK))
+            s = ll_write_file(path, text, len, err);
+        free(text);
+        free(src);
+        if (s)
+            goto out;
+    }
+    s = model_dir_commit(&w, err);
+out:
+    model_dir_end(&w);
+    free(path);
+    free(cfg);
+    free(names);
+    free(t);
+    return s;
+}

@@ -1,0 +1,701 @@
+/*
+ * tool_calls.c: tool-call formats, the tools in the prompt, the call grammar and the streaming
+ * call parser (tool_calls.h).
+ *
+ * The parser keeps back text that could be the start of a call marker, so a marker split
+ * across tokens is found; inside a call block it buffers until the block's end marker, then
+ * parses the call (JSON through ll_json_parse) and hands it out whole. Whitespace next to
+ * calls is dropped; a block that never closes, or whose JSON does not parse, comes out as text.
+ * Any thread; pure functions and per-choice state.
+ */
+#include "tool_calls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "chat_template.h"
+#include "grammar.h"
+#include "json.h"
+#include "request_id.h"
+
+#define H_OPEN "<tool_call>"
+#define H_CLOSE "</tool_call>"
+#define DS_BLOCK_OPEN "<｜tool▁calls▁begin｜>"
+#define DS_BLOCK_CLOSE "<｜tool▁calls▁end｜>"
+#define DS_CALL_OPEN "<｜tool▁call▁begin｜>"
+#define DS_CALL_CLOSE "<｜tool▁call▁end｜>"
+#define DS_SEP "<｜tool▁sep｜>"
+
+bool tools_parser_valid(const char *parser)
+{
+    return !strcmp(parser, "hermes") || !strcmp(parser, "deepseek_v3") ||
+           !strcmp(parser, "none");
+}
+
+/* Whether the template renders a probe tool given as `tools`. */
+static bool renders_tools(const struct chat_template *tmpl, const char *bos, const char *eos)
+{
+    const char *probe = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                        "\"add_generation_prompt\":true,\"tools\":[{\"type\":\"function\","
+                        "\"function\":{\"name\":\"llaisys_probe_tool\",\"description\":\"d\","
+                        "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}";
+    cJSON *ctx = cJSON_Parse(probe);
+    char *text = NULL;
+    struct ll_err err = {0};
+    bool yes = ctx && chat_template_render(tmpl, ctx, bos, eos, &text, &err) == LL_OK &&
+               strstr(text, "llaisys_probe_tool");
+    free(text);
+    cJSON_Delete(ctx);
+    return yes;
+}
+
+void tools_choose(struct tool_setup *t, const char *parser, const struct chat_template *tmpl,
+                  const char *bos, const char *eos)
+{
+    const char *src = tmpl ? chat_template_source(tmpl) : "";
+    const char *why;
+    if (parser) {
+        t->format = !strcmp(parser, "none")       ? TOOL_FORMAT_NONE
+                    : !strcmp(parser, "hermes")   ? TOOL_FORMAT_HERMES
+                                                  : TOOL_FORMAT_DEEPSEEK;
+        why = "--tool-parser";
+    } else if (strstr(src, H_OPEN)) {
+        t->format = TOOL_FORMAT_HERMES;
+        why = "the chat template writes <tool_call>";
+    } else if (strstr(src, "tool▁call▁begin")) {
+        t->format = TOOL_FORMAT_DEEPSEEK;
+        why = "the chat template writes <｜tool▁call▁begin｜>";
+    } else {
+        t->format = TOOL_FORMAT_HERMES;
+        why = "the default";
+    }
+    t->in_template = tmpl && renders_tools(tmpl, bos, eos);
+    const char *name = t->format == TOOL_FORMAT_NONE     ? "none"
+                       : t->format == TOOL_FORMAT_HERMES ? "hermes"
+                                                         : "deepseek_v3";
+    snprintf(t->why, sizeof t->why, "%s%s (%s); tools %s", parser ? "" : "auto: ", name, why,
+             t->in_template ? "rendered by the chat template" : "in a fallback system prompt");
+}
+
+/* ---- the prompt ---- */
+
+static enum ll_status nomem(struct oai_error *e)
+{
+    return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+}
+
+/* The fallback system prompt listing the tools and the call format. */
+static char *fallback_prompt(enum tool_format f, const cJSON *tools)
+{
+    struct ll_buf b = {0};
+    ll_buf_puts(&b, "# Tools\n\nYou can call the functions below (each given as a JSON Schema "
+                    "signature):\n");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        char *j = cJSON_PrintUnformatted(t);
+        if (!j) {
+            ll_buf_free(&b);
+            return NULL;
+        }
+        ll_buf_puts(&b, j);
+        ll_buf_putc(&b, '\n');
+        free(j);
+    }
+    if (f == TOOL_FORMAT_DEEPSEEK)
+        ll_buf_puts(&b, "\nTo call functions, answer with this block, one "
+                        DS_CALL_OPEN "..." DS_CALL_CLOSE " part per call (parts separated by "
+                        "a newline):\n" DS_BLOCK_OPEN DS_CALL_OPEN "function" DS_SEP
+                        "FUNCTION_NAME\n```json\n{ARGUMENTS AS A JSON OBJECT}\n```" DS_CALL_CLOSE
+                        DS_BLOCK_CLOSE "\nThe results come back in the next message.");
+    else
+        ll_buf_puts(&b, "\nTo call a function, answer with one block per call:\n" H_OPEN
+                        "\n{\"name\": \"FUNCTION_NAME\", \"arguments\": {ARGUMENTS AS A JSON "
+                        "OBJECT}}\n" H_CLOSE "\nThe results come back in the next message.");
+    return b.failed ? (ll_buf_free(&b), NULL) : ll_buf_take(&b);
+}
+
+/* History: tool call arguments as the format's templates expect them. */
+static bool adjust_history(enum tool_format f, cJSON *msgs)
+{
+    cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (!cJSON_IsArray(calls))
+            continue;
+        if (f == TOOL_FORMAT_DEEPSEEK) { /* its template tests `content is none` */
+            cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+            if (cJSON_IsString(c) && !c->valuestring[0])
+                cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateNull());
+            continue;
+        }
+        cJSON *call;
+        cJSON_ArrayForEach(call, calls) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+            cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            if (!cJSON_IsString(args))
+                continue;
+            cJSON *obj = NULL;
+            struct ll_err err = {0};
+            if (ll_json_parse(&obj, args->valuestring, strlen(args->valuestring), "arguments",
+                              &err) != LL_OK)
+                continue; /* not JSON: left as the text */
+            if (!cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj)) {
+                cJSON_Delete(obj);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+enum ll_status tools_context(const struct tool_setup *t, const cJSON *tools,
+                             enum oai_tool_choice choice, cJSON *ctx, struct oai_error *e)
+{
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(ctx, "messages");
+    if (t->format != TOOL_FORMAT_NONE && !adjust_history(t->format, msgs))
+        return nomem(e);
+    if (!tools || choice == OAI_TOOL_NONE)
+        return LL_OK;
+    if (t->format == TOOL_FORMAT_NONE)
+        return oai_error_set(e, LL_EUNSUPPORTED, "tools", "unsupported_parameter",
+                             "this server parses no tool calls (started with --tool-parser "
+                             "none)");
+    if (t->in_template) {
+        cJSON *dup = cJSON_Duplicate(tools, true);
+        if (!dup || !cJSON_AddItemToObject(ctx, "tools", dup)) {
+            cJSON_Delete(dup);
+            return nomem(e);
+        }
+        return LL_OK;
+    }
+    char *prompt = fallback_prompt(t->format, tools);
+    if (!prompt)
+        return nomem(e);
+    cJSON *first = cJSON_GetArrayItem(msgs, 0);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(first, "role");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(first, "content");
+    bool ok;
+    if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) {
+        struct ll_buf b = {0};
+        if (cJSON_IsString(content) && content->valuestring[0]) {
+            ll_buf_puts(&b, content->valuestring);
+            ll_buf_puts(&b, "\n\n");
+        }
+        ll_buf_puts(&b, prompt);
+        char *text = b.failed ? NULL : ll_buf_take(&b);
+        ll_buf_free(&b);
+        cJSON *str = text ? cJSON_CreateString(text) : NULL;
+        free(text);
+        ok = str && (cJSON_GetObjectItemCaseSensitive(first, "content")
+                         ? cJSON_ReplaceItemInObjectCaseSensitive(first, "content", str)
+                         : cJSON_AddItemToObject(first, "content", str));
+        if (!ok)
+            cJSON_Delete(str);
+    } else {
+        cJSON *sys = cJSON_CreateObject();
+        ok = sys && cJSON_AddStringToObject(sys, "role", "system") &&
+             cJSON_AddStringToObject(sys, "content", prompt) &&
+             cJSON_InsertItemInArray(msgs, 0, sys);
+        if (!ok)
+            cJSON_Delete(sys);
+    }
+    free(prompt);
+    return ok ? LL_OK : nomem(e);
+}
+
+/* ---- the grammar ---- */
+
+/* The rule for one function's arguments. */
+static enum ll_status args_rule(struct gbuild *b, const cJSON *fn, int index, int *rule,
+                                struct oai_error *e)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    if (!params) {
+        *rule = grammar_json_any_object(b);
+        return LL_OK;
+    }
+    char where[96];
+    snprintf(where, sizeof where, "tools[%d].function.parameters", index);
+    struct ll_err err = {0};
+    enum ll_status s = grammar_json_schema(b, params, where, rule, &err);
+    if (s == LL_ENOMEM)
+        return nomem(e);
+    if (s != LL_OK) {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict")))
+            return oai_error_set(e, s, where, s == LL_EUNSUPPORTED ? "unsupported_schema"
+                                                                   : "invalid_schema",
+                                 "%s", err.msg);
+        *rule = grammar_json_any_object(b); /* not strict: any object (tool_calls.h) */
+    }
+    return LL_OK;
+}
+
+/* One call of function fn (its name quoted as JSON for hermes). */
+static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSON *fn,
+                                int index, int *rule, struct oai_error *e)
+{
+    int args;
+    enum ll_status s = args_rule(b, fn, index, &args, e);
+    if (s != LL_OK)
+        return s;
+    const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+    int ws = grammar_json_ws(b);
+    struct gseq q = {0};
+    *rule = gb_rule(b);
+    char lit[160];
+    if (f == TOOL_FORMAT_HERMES) {
+        gseq_byte(b, &q, '{');
+        gseq_rule(&q, ws);
+        gseq_lit(b, &q, "\"name\"", 6);
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, ':');
+        gseq_rule(&q, ws);
+        snprintf(lit, sizeof lit, "\"%s\"", name); /* names are [A-Za-z0-9_-] */
+        gseq_lit(b, &q, lit, strlen(lit));
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, ',');
+        gseq_rule(&q, ws);
+        gseq_lit(b, &q, "\"arguments\"", 11);
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, ':');
+        gseq_rule(&q, ws);
+        gseq_rule(&q, args);
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, '}');
+    } else {
+        snprintf(lit, sizeof lit, DS_CALL_OPEN "function" DS_SEP "%s\n```json\n", name);
+        gseq_lit(b, &q, lit, strlen(lit));
+        gseq_rule(&q, args);
+        gseq_lit(b, &q, "\n```" DS_CALL_CLOSE, strlen("\n```" DS_CALL_CLOSE));
+    }
+    gb_alt(b, *rule, &q);
+    gseq_free(&q);
+    return gbuild_failed(b) ? nomem(e) : LL_OK;
+}
+
+enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_request *r,
+                             struct grammar **out, struct oai_error *e)
+{
+    *out = NULL;
+    if (!r->tools || r->tool_choice == OAI_TOOL_NONE || t->format == TOOL_FORMAT_NONE)
+        return LL_OK;
+    struct gbuild *b = gbuild_new();
+    if (!b)
+        return nomem(e);
+    enum ll_status s = LL_OK;
+    int call = gb_rule(b), i = 0; /* call ::= one of the functions */
+    const cJSON *tool;
+    cJSON_ArrayForEach(tool, r->tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+        int c;
+        if (r->tool_choice == OAI_TOOL_NAMED && strcmp(name, r->tool_choice_name)) {
+            i++;
+            continue;
+        }
+        if ((s = call_rule(b, t->format, fn, i++, &c, e)) != LL_OK)
+            break;
+        struct gseq q = {0};
+        gseq_rule(&q, c);
+        gb_alt(b, call, &q);
+        gseq_free(&q);
+    }
+    bool many = r->parallel_tool_calls && r->tool_choice != OAI_TOOL_NAMED;
+    int ws = grammar_json_ws(b), rest, start;
+    if (t->format == TOOL_FORMAT_HERMES) {
+        /* rest ::= ws call ws "</tool_call>" (ws "<tool_call>" ws call ws "</tool_call>")* */
+        start = gb_literal(b, H_OPEN);
+        int close = gb_literal(b, H_CLOSE);
+        int first = gb_concat(b, (int[]){ws, call, ws, close}, 4);
+        int more = gb_concat(b, (int[]){ws, start, ws, call, ws, close}, 6);
+        rest = many ? gb_concat(b, (int[]){first, gb_repeat(b, more, 0, -1)}, 2) : first;
+    } else {
+        /* rest ::= call ("\n" call)* "<｜tool▁calls▁end｜>" */
+        start = gb_literal(b, DS_BLOCK_OPEN);
+        int more = gb_concat(b, (int[]){gb_literal(b, "\n"), call}, 2);
+        int tail = many ? gb_repeat(b, more, 0, -1) : gb_literal(b, "");
+        rest = gb_concat(b, (int[]){call, tail, gb_literal(b, DS_BLOCK_CLOSE)}, 3);
+    }
+    int root;
+    if (r->tool_choice == OAI_TOOL_AUTO)
+        root = gb_until(b, t->format == TOOL_FORMAT_HERMES ? H_OPEN : DS_BLOCK_OPEN, rest, true);
+    else
+        root = gb_concat(b, (int[]){grammar_json_lead_ws(b), start, rest}, 3);
+    if (s == LL_OK) {
+        struct ll_err err = {0};
+        s = gbuild_finish(b, root, out, &err);
+        if (s != LL_OK)
+            oai_error_set(e, s, "tools", NULL, "%s", err.msg);
+    }
+    gbuild_free(b);
+    return s;
+}
+
+/* ---- the parser ---- */
+
+enum { P_OUT, P_IN, P_IN_BARE }; /* (bare: a deepseek call without the block's marker) */
+
+void tool_parser_init(struct tool_parser *p, enum tool_format f)
+{
+    memset(p, 0, sizeof *p);
+    p->format = f;
+}
+
+void tool_parser_free(struct tool_parser *p)
+{
+    for (int i = 0; i < p->n_calls; i++) {
+        free(p->calls[i].name);
+        free(p->calls[i].arguments);
+    }
+    free(p->calls);
+    ll_buf_free(&p->hold);
+    ll_buf_free(&p->ws);
+    memset(p, 0, sizeof *p);
+}
+
+int tool_parser_new_calls(struct tool_parser *p, int *first)
+{
+    *first = p->n_taken;
+    int n = p->n_calls - p->n_taken;
+    p->n_taken = p->n_calls;
+    return n;
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+/* Release text as content: whitespace at its end is held (and dropped next to a call). */
+static void release(struct tool_parser *p, const char *s, size_t n, struct ll_buf *content)
+{
+    if (p->after_call)
+        while (n && is_ws(*s))
+            s++, n--;
+    size_t end = n;
+    while (end && is_ws(s[end - 1]))
+        end--;
+    if (end) {
+        p->after_call = false;
+        ll_buf_append(content, p->ws.data, p->ws.len);
+        ll_buf_clear(&p->ws);
+        ll_buf_append(content, s, end);
+    }
+    ll_buf_append(&p->ws, s + end, n - end);
+}
+
+/* Drop the first n bytes of the held text. */
+static void consume(struct ll_buf *b, size_t n)
+{
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    if (b->data)
+        b->data[b->len] = 0;
+}
+
+static const char *find(const char *s, size_t n, const char *pat)
+{
+    return memmem(s, n, pat, strlen(pat));
+}
+
+/* The longest suffix of s[0..n) that is a proper prefix of pat. */
+static size_t partial_suffix(const char *s, size_t n, const char *pat)
+{
+    size_t m = strlen(pat);
+    for (size_t k = m - 1 < n ? m - 1 : n; k > 0; k--)
+        if (!memcmp(s + n - k, pat, k))
+            return k;
+    return 0;
+}
+
+static char *trimmed(const char *s, size_t n)
+{
+    while (n && is_ws(*s))
+        s++, n--;
+    while (n && is_ws(s[n - 1]))
+        n--;
+    char *out = malloc(n + 1);
+    if (out) {
+        memcpy(out, s, n);
+        out[n] = 0;
+    }
+    return out;
+}
+
+static bool add_call(struct tool_parser *p, const char *name, const cJSON *args)
+{
+    if (p->n_calls == p->cap_calls) {
+        int cap = p->cap_calls ? 2 * p->cap_calls : 4;
+        struct tool_call *c = realloc(p->calls, sizeof *c * (size_t)cap);
+        if (!c)
+            return false;
+        p->calls = c;
+        p->cap_calls = cap;
+    }
+    struct tool_call *c = &p->calls[p->n_calls];
+    char hex[33];
+    request_id_random(hex);
+    snprintf(c->id, sizeof c->id, "call_%.24s", hex);
+    c->name = strdup(name);
+    c->arguments = args ? cJSON_PrintUnformatted(args) : strdup("{}");
+    if (!c->name || !c->arguments) {
+        free(c->name);
+        free(c->arguments);
+        return false;
+    }
+    p->n_calls++;
+    p->after_call = true;
+    ll_buf_clear(&p->ws); /* whitespace before a call is dropped */
+    return true;
+}
+
+/* {"name": ..., "arguments": {...}} (a hermes block's text). */
+static bool parse_hermes(struct tool_parser *p, const char *s, size_t n)
+{
+    char *t = trimmed(s, n);
+    cJSON *v = NULL;
+    struct ll_err err = {0};
+    bool ok = false;
+    if (t && ll_json_parse(&v, t, strlen(t), "tool call", &err) == LL_OK && cJSON_IsObject(v)) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(v, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(v, "arguments");
+        if (!args)
+            args = cJSON_GetObjectItemCaseSensitive(v, "parameters");
+        cJSON *parsed = NULL;
+        if (cJSON_IsString(args) && ll_json_parse(&parsed, args->valuestring,
+                                                  strlen(args->valuestring), "arguments",
+                                                  &err) == LL_OK)
+            args = parsed;
+        if (cJSON_IsString(name) && (!args || cJSON_IsObject(args)))
+            ok = add_call(p, name->valuestring, args) || (p->failed = true, false);
+        cJSON_Delete(parsed);
+    }
+    cJSON_Delete(v);
+    free(t);
+    return ok;
+}
+
+/* The length of the JSON object at s (which starts with '{'), braces counted outside strings;
+ * 0 when it is not complete yet. */
+static size_t json_end(const char *s, size_t n)
+{
+    int depth = 0;
+    bool str = false, esc = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (str) {
+            if (esc)
+                esc = false;
+            else if (c == '\\')
+                esc = true;
+            else if (c == '"')
+                str = false;
+        } else if (c == '"') {
+            str = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* What the held text of a call block holds so far. */
+enum block { B_WAIT, B_CALL, B_TEXT };
+
+/* Whether s[at..n) starts with pat: 1 yes, 0 not yet decidable (a prefix of it), -1 no. */
+static int starts(const char *s, size_t n, size_t at, const char *pat)
+{
+    size_t m = strlen(pat), have = n - at;
+    if (have >= m)
+        return memcmp(s + at, pat, m) ? -1 : 1;
+    return memcmp(s + at, pat, have) ? -1 : 0;
+}
+
+static size_t skip_ws(const char *s, size_t n, size_t at)
+{
+    while (at < n && is_ws(s[at]))
+        at++;
+    return at;
+}
+
+/* A hermes block after "<tool_call>": ws {json} ws "</tool_call>". *used: bytes of a call. */
+static enum block hermes_block(struct tool_parser *p, const char *s, size_t n, size_t *used)
+{
+    size_t a = skip_ws(s, n, 0);
+    if (a == n)
+        return B_WAIT;
+    if (s[a] != '{')
+        return B_TEXT;
+    size_t len = json_end(s + a, n - a);
+    if (!len)
+        return B_WAIT;
+    size_t at = skip_ws(s, n, a + len);
+    int m = starts(s, n, at, H_CLOSE);
+    if (m <= 0)
+        return m == 0 ? B_WAIT : B_TEXT;
+    if (!parse_hermes(p, s + a, len))
+        return B_TEXT;
+    *used = at + strlen(H_CLOSE);
+    return B_CALL;
+}
+
+/* A deepseek call at s: "<｜tool▁call▁begin｜>" TYPE "<｜tool▁sep｜>" NAME "\n```json\n" {json}
+ * "\n```" "<｜tool▁call▁end｜>" (the fence optional). */
+static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, size_t *used)
+{
+    size_t at = strlen(DS_CALL_OPEN);
+    const char *sep = find(s + at, n - at, DS_SEP);
+    if (!sep)
+        return n - at > 64 ? B_TEXT : B_WAIT;
+    const char *name = sep + strlen(DS_SEP);
+    const char *nl = memchr(name, '\n', (size_t)(s + n - name));
+    if (!nl)
+        return s + n - name > 128 ? B_TEXT : B_WAIT;
+    at = (size_t)(nl + 1 - s);
+    bool fenced = false;
+    int f = starts(s, n, at, "```");
+    if (f == 0)
+        return B_WAIT;
+    if (f > 0) {
+        const char *eol = memchr(s + at, '\n', n - at);
+        if (!eol)
+            return B_WAIT;
+        at = (size_t)(eol + 1 - s);
+        fenced = true;
+    }
+    at = skip_ws(s, n, at);
+    if (at == n)
+        return B_WAIT;
+    if (s[at] != '{')
+        return B_TEXT;
+    size_t args = at, len = json_end(s + at, n - at);
+    if (!len)
+        return B_WAIT;
+    at = skip_ws(s, n, at + len);
+    if (fenced) {
+        int m = starts(s, n, at, "```");
+        if (m <= 0)
+            return m == 0 ? B_WAIT : B_TEXT;
+        at = skip_ws(s, n, at + 3);
+    }
+    int m = starts(s, n, at, DS_CALL_CLOSE);
+    if (m <= 0)
+        return m == 0 ? B_WAIT : B_TEXT;
+    char *nm = trimmed(name, (size_t)(nl - name));
+    char *js = malloc(len + 1);
+    cJSON *v = NULL;
+    struct ll_err err = {0};
+    bool ok = false;
+    if (nm && js) {
+        memcpy(js, s + args, len);
+        js[len] = 0;
+        if (nm[0] && ll_json_parse(&v, js, len, "arguments", &err) == LL_OK && cJSON_IsObject(v))
+            ok = add_call(p, nm, v) || (p->failed = true, false);
+    }
+    cJSON_Delete(v);
+    free(nm);
+    free(js);
+    if (!ok)
+        return B_TEXT;
+    *used = at + strlen(DS_CALL_CLOSE);
+    return B_CALL;
+}
+
+void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool final,
+                      struct ll_buf *content)
+{
+    struct ll_buf *h = &p->hold;
+    ll_buf_append(h, text, len);
+    bool hermes = p->format == TOOL_FORMAT_HERMES;
+    for (;;) {
+        const char *s = h->data ? h->data : "";
+        size_t n = h->len;
+        if (p->state == P_OUT) {
+            const char *m = find(s, n, hermes ? H_OPEN : DS_BLOCK_OPEN);
+            size_t skip = m ? strlen(hermes ? H_OPEN : DS_BLOCK_OPEN) : 0;
+            const char *m2 = hermes ? NULL : find(s, n, DS_CALL_OPEN); /* a block without its
+                                                                          opening marker */
+            if (m2 && (!m || m2 < m)) {
+                m = m2;
+                skip = 0;
+            }
+            if (m) {
+                release(p, s, (size_t)(m - s), content);
+                consume(h, (size_t)(m - s) + skip);
+                p->state = skip || hermes ? P_IN : P_IN_BARE;
+                continue;
+            }
+            size_t keep = final ? 0 : partial_suffix(s, n, hermes ? H_OPEN : DS_BLOCK_OPEN);
+            if (!hermes && !final) {
+                size_t k2 = partial_suffix(s, n, DS_CALL_OPEN);
+                keep = k2 > keep ? k2 : keep;
+            }
+            release(p, s, n - keep, content);
+            consume(h, n - keep);
+            break;
+        }
+        size_t used = 0;
+        enum block b;
+        if (hermes) {
+            b = hermes_block(p, s, n, &used);
+            if (b == B_CALL) {
+                consume(h, used);
+                p->state = P_OUT;
+                continue;
+            }
+        } else {
+            size_t a = skip_ws(s, n, 0);
+            int close = a < n ? starts(s, n, a, DS_BLOCK_CLOSE) : 0;
+            int call = a < n ? starts(s, n, a, DS_CALL_OPEN) : 0;
+            if (close > 0) {
+                consume(h, a + strlen(DS_BLOCK_CLOSE));
+                p->state = P_OUT;
+                continue;
+            }
+            if (call > 0) {
+                b = deepseek_call(p, s + a, n - a, &used);
+                if (b == B_CALL) {
+                    consume(h, a + used);
+                    continue;
+                }
+            } else {
+                b = close < 0 && call < 0 ? B_TEXT : B_WAIT;
+                if (b == B_TEXT && p->n_calls > 0) { /* the block ended without its marker */
+                    p->state = P_OUT;
+                    continue;
+                }
+            }
+        }
+        if (b == B_TEXT || final) { /* not a call after all: the marker and the text */
+            if (hermes)
+                release(p, H_OPEN, strlen(H_OPEN), content);
+            else if (p->state == P_IN && !p->after_call)
+                release(p, DS_BLOCK_OPEN, strlen(DS_BLOCK_OPEN), content);
+            p->state = P_OUT;
+            if (!final || b == B_TEXT) {
+                /* re-scan the rest as text, past its first byte (no loop on the same marker) */
+                size_t one = n ? 1 : 0;
+                if (!hermes && n && starts(s, n, skip_ws(s, n, 0), DS_CALL_OPEN) > 0)
+                    one = skip_ws(s, n, 0) + strlen(DS_CALL_OPEN);
+                release(p, s, one, content);
+                consume(h, one);
+                if (n)
+                    continue;
+            }
+            release(p, s, n, content);
+            consume(h, n);
+        }
+        break;
+    }
+    if (final && p->n_calls == 0) {
+        ll_buf_append(content, p->ws.data, p->ws.len);
+        ll_buf_clear(&p->ws);
+    }
+    if (h->failed || content->failed || p->ws.failed)
+        p->failed = true;
+}

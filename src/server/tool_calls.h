@@ -1,0 +1,111 @@
+/*
+ * tool_calls.h: function calling. How the model writes calls (the tool-call format of its chat
+ * template), how the tools reach the prompt, the grammar that makes calls well-formed, and the
+ * streaming parser that turns the model's text into OpenAI tool_calls.
+ *
+ * Formats:
+ *   hermes       Qwen2.5 / Hermes: <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>,
+ *                one block per call.
+ *   deepseek_v3  what the DeepSeek-R1 distill template renders for an assistant's tool calls:
+ *                <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n
+ *                {...}\n```<｜tool▁call▁end｜> (calls separated by "\n") <｜tool▁calls▁end｜>.
+ * The server picks one at start-up (tools_choose): --tool-parser, else the template's text
+ * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3), else hermes.
+ *
+ * Prompt: tools go to the template as the variable `tools` (Hugging Face's convention:
+ * [{"type": "function", "function": {...}}]) when the template renders them (found at start-up
+ * by rendering a probe tool); otherwise a fallback system prompt lists them and shows the
+ * format (appended to the first system message, or a new one). History: an assistant's
+ * tool_calls arguments are given to hermes templates as JSON objects (Qwen's template writes
+ * them with tojson) and to deepseek_v3 ones as the JSON text; tool_choice "none" leaves the
+ * tools out of the prompt.
+ *
+ * Grammar: auto: free text, and from the start marker on, well-formed calls to the given
+ * functions with arguments matching their parameter schemas (the text may end without any
+ * call); required: calls from the first token; a named tool_choice: one call of that function;
+ * parallel_tool_calls false: at most one call. A function without parameters takes any JSON
+ * object; one whose schema uses a keyword the grammar cannot enforce is refused when "strict" is
+ * true, else its arguments are any JSON object.
+ *
+ * Any thread: everything here is a pure function of its input, and a parser belongs to one
+ * generation choice.
+ */
+#ifndef LLAISYS_TOOL_CALLS_H
+#define LLAISYS_TOOL_CALLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "openai_request.h"
+
+struct chat_template;
+struct grammar;
+
+enum tool_format {
+    TOOL_FORMAT_NONE,     /* --tool-parser none: requests with tools are refused */
+    TOOL_FORMAT_HERMES,
+    TOOL_FORMAT_DEEPSEEK,
+};
+
+/* The server's choice. */
+struct tool_setup {
+    enum tool_format format;
+    bool in_template;  /* the chat template renders `tools` itself */
+    char why[128];     /* the choice and its reason, for the configuration print */
+};
+
+/* Choose the format (parser: "hermes", "deepseek_v3", "none", or NULL for detection) and find
+ * whether the template renders tools (tmpl may be NULL). */
+void tools_choose(struct tool_setup *t, const char *parser, const struct chat_template *tmpl,
+                  const char *bos, const char *eos);
+
+/* Whether a --tool-parser value is known. */
+bool tools_parser_valid(const char *parser);
+
+/* Put the tools of r into the chat template variables ctx (see above): "tools", or the
+ * fallback system prompt; tool call arguments in history as the format wants. tools may be
+ * NULL (then only the history is adjusted). Returns LL_OK, LL_EUNSUPPORTED (tools given but
+ * the server has no tool format) or LL_ENOMEM. */
+enum ll_status tools_context(const struct tool_setup *t, const struct cJSON *tools,
+                             enum oai_tool_choice choice, struct cJSON *ctx,
+                             struct oai_error *e);
+
+/* The grammar of r's tool calls (NULL in *out when r has no tools or tool_choice is none).
+ * Returns LL_OK, LL_EUNSUPPORTED / LL_EINVAL (a strict function's schema the grammar cannot
+ * enforce, naming it) or LL_ENOMEM. */
+enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_request *r,
+                             struct grammar **out, struct oai_error *e);
+
+/* One parsed call. */
+struct tool_call {
+    char id[40];       /* "call_" + 24 hex digits */
+    char *name;
+    char *arguments;   /* JSON text (compact) */
+};
+
+/* The streaming parser of one choice's answer text. */
+struct tool_parser {
+    enum tool_format format;
+    int state;              /* outside, or inside a call block */
+    struct ll_buf hold;     /* text not released yet */
+    struct ll_buf ws;       /* whitespace held after the text released so far */
+    struct tool_call *calls;
+    int n_calls, cap_calls;
+    int n_taken;            /* calls already handed out (tool_parser_new_calls) */
+    bool after_call;        /* nothing but whitespace since the last call */
+    bool failed;            /* out of memory */
+};
+
+void tool_parser_init(struct tool_parser *p, enum tool_format f);
+void tool_parser_free(struct tool_parser *p);
+/* Feed the next piece of the answer; the text that is not part of a call goes to *content
+ * (appended). Whitespace next to calls is dropped. final: nothing more comes (a call block
+ * that never closed or does not parse is released as text). */
+void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool final,
+                      struct ll_buf *content);
+/* The calls completed since the last call of this function: *first is the index of the first
+ * (calls[*first .. n_calls)). Returns how many. */
+int tool_parser_new_calls(struct tool_parser *p, int *first);
+
+#endif

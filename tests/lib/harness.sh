@@ -1,0 +1,47 @@
+# harness.sh: sourced, from the repository root, by the black-box scripts tests/cli_*.sh.
+# Gives $tmp, a fresh directory removed on exit, and $pids, processes killed on exit; check NAME
+# STATUS, which prints the "ok NAME" / "not ok NAME" line tests/run.sh counts; and start/stop
+# for llaisys-server ($srv: $LLAISYS_SERVER, default ./llaisys-server).
+srv="${LLAISYS_SERVER:-./llaisys-server}"
+tmp=$(mktemp -d) || exit 1
+pids=""
+cleanup() {
+    for p in $pids; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+check() { # check NAME STATUS
+    if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; fi
+}
+
+# start NAME ARGS...: starts "$srv --port 0 --log-level warn ARGS" (a later flag wins; stdout
+# and stderr in $tmp/NAME.out and $tmp/NAME.err) and waits up to 60 s for its "serving" line;
+# sets URL and PID. Returns 1, with the end of its stderr as "# " lines, if it exits first or
+# does not serve in time.
+start() {
+    name=$1; shift
+    "$srv" --port 0 --log-level warn "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    PID=$!
+    pids="$pids $PID"
+    URL=""
+    i=0
+    while [ $i -lt 600 ]; do
+        URL=$(sed -n 's/^llaisys-server: serving .* at \(http:[^ ]*\)$/\1/p' "$tmp/$name.out")
+        [ -n "$URL" ] && return 0
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "# server $name did not start:"; sed 's/^/# /' "$tmp/$name.err" | tail -n 20
+    return 1
+}
+
+# stop NAME: SIGTERM the current server (PID) and check that it exits 0 (under ASan: without
+# leaks; under TSan: without a report).
+stop() {
+    kill -TERM "$PID"; wait "$PID"; rc=$?
+    [ $rc -eq 0 ] || sed 's/^/# /' "$tmp/$1.err" | tail -n 20
+    check "$1 server: SIGTERM, exit 0" $rc
+}

@@ -1,0 +1,676 @@
+/*
+ * test_grammar.c: the grammar engine (grammar.h): the builder's rules (literals, repetition,
+ * free text up to a trigger), the compile checks (left recursion, no finite string), JSON
+ * Schema compilation (accepted and refused texts per keyword, $ref recursion, refused keywords
+ * named), and the token-level matcher on the real DeepSeek-R1-Distill-Qwen vocabulary: masks
+ * agree with a brute-force check of every token, masks from the cache equal fresh ones, and
+ * "random models" (random logits, masked, sampled) always produce text that parses as JSON
+ * and satisfies the schema by an independent validator, complete within max_tokens thanks to
+ * the budget.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine.h"
+#include "grammar.h"
+#include "hash.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+#define TOKENIZER "models/deepseek-r1-distill-qwen-tokenizer"
+#define FIXTURE "tests/fixtures/tiny-qwen2"
+#define VOCAB 151936
+
+static struct tokenizer *g_tok;
+
+/* A uniform number in [0, 1) from (seed, step, id). */
+static double sampler_like_uniform(int seed, int k, int i)
+{
+    uint64_t h = ll_mix64(((uint64_t)seed << 40) ^ ((uint64_t)k << 20) ^ (uint64_t)i ^ LL_GOLDEN64);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static struct token_trie *g_trie;
+
+static int setup(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    if (tokenizer_load(&g_tok, TOKENIZER, &err) != LL_OK ||
+        token_trie_build(&g_trie, g_tok, VOCAB, &err) != LL_OK) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    token_trie_free(g_trie);
+    tokenizer_free(g_tok);
+    return 0;
+}
+
+/* Compile a schema given as JSON text; returns the grammar or NULL with err set. */
+static struct grammar *schema_grammar(const char *json, struct ll_err *err)
+{
+    cJSON *s = cJSON_Parse(json);
+    assert_non_null(s);
+    struct gbuild *b = gbuild_new();
+    int root;
+    struct grammar *g = NULL;
+    if (grammar_json_schema(b, s, "schema", &root, err) == LL_OK)
+        gbuild_finish(b, root, &g, err);
+    gbuild_free(b);
+    cJSON_Delete(s);
+    return g;
+}
+
+static bool acc(const struct grammar *g, const char *s)
+{
+    return grammar_accepts(g, s, strlen(s), NULL);
+}
+
+static bool prefix(const struct grammar *g, const char *s)
+{
+    bool p;
+    grammar_accepts(g, s, strlen(s), &p);
+    return p;
+}
+
+/* ---- builder ---- */
+
+static void test_builder_rules(void **state)
+{
+    (void)state;
+    struct gbuild *b = gbuild_new();
+    int ab = gb_literal(b, "ab");
+    int rep = gb_repeat(b, ab, 1, 3);
+    int star = gb_repeat(b, gb_literal(b, "x"), 0, -1);
+    int root = gb_concat(b, (int[]){rep, star}, 2);
+    struct grammar *g = NULL;
+    struct ll_err err = {0};
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    assert_true(acc(g, "ab"));
+    assert_true(acc(g, "ababab"));
+    assert_true(acc(g, "abxxxx"));
+    assert_false(acc(g, "abababab"));
+    assert_false(acc(g, ""));
+    assert_false(acc(g, "a"));
+    assert_true(prefix(g, "aba"));
+    assert_false(prefix(g, "abx" "a"));
+    assert_int_equal(grammar_min_len(g), 2);
+    grammar_unref(g);
+
+    /* free text up to a trigger, then a literal */
+    b = gbuild_new();
+    int then = gb_literal(b, "!}");
+    root = gb_until(b, "<tag>", then, false);
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    assert_true(acc(g, "hello <ta <tag>!}"));
+    assert_true(acc(g, "<<tag>!}"));
+    assert_true(acc(g, "<ta<tag>!}"));
+    assert_false(acc(g, "hello"));
+    assert_false(acc(g, "<tag>x"));
+    assert_true(prefix(g, "any text <t"));
+    assert_int_equal(grammar_min_len(g), 7);
+    struct grammar *after = grammar_after(g, "</think>");
+    assert_non_null(after);
+    assert_true(acc(after, "reasoning</think>x<tag>!}"));
+    assert_false(acc(after, "x<tag>!}"));
+    grammar_unref(after);
+    grammar_unref(g);
+
+    /* optional: text alone is a sentence too */
+    b = gbuild_new();
+    root = gb_until(b, "<tag>", gb_literal(b, "!"), true);
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    assert_true(acc(g, "hello"));
+    assert_true(acc(g, "hello <ta"));
+    assert_true(acc(g, "a<tag>!"));
+    assert_false(acc(g, "a<tag>?"));
+    grammar_unref(g);
+}
+
+static void test_builder_checks(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct grammar *g = NULL;
+    /* left recursion: a ::= a "x" | "y" */
+    struct gbuild *b = gbuild_new();
+    int a = gb_rule(b);
+    struct gseq q = {0};
+    gseq_rule(&q, a);
+    gseq_byte(b, &q, 'x');
+    gb_alt(b, a, &q);
+    gseq_clear(&q);
+    gseq_byte(b, &q, 'y');
+    gb_alt(b, a, &q);
+    assert_int_equal(gbuild_finish(b, a, &g, &err), LL_EINVAL);
+    assert_non_null(strstr(err.msg, "left-recursive"));
+    gbuild_free(b);
+    /* no finite string: a ::= "x" a */
+    b = gbuild_new();
+    a = gb_rule(b);
+    gseq_clear(&q);
+    gseq_byte(b, &q, 'x');
+    gseq_rule(&q, a);
+    gb_alt(b, a, &q);
+    assert_int_equal(gbuild_finish(b, a, &g, &err), LL_EINVAL);
+    assert_non_null(strstr(err.msg, "no finite"));
+    gbuild_free(b);
+    gseq_free(&q);
+    assert_null(g);
+}
+
+/* ---- JSON Schema ---- */
+
+static void test_schema_types(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar(
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+        "\"age\":{\"type\":\"integer\"},\"score\":{\"type\":\"number\"},"
+        "\"ok\":{\"type\":\"boolean\"},\"none\":{\"type\":\"null\"},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
+        "\"required\":[\"name\",\"age\",\"score\",\"ok\",\"none\",\"tags\"],"
+        "\"additionalProperties\":false}", &err);
+    assert_non_null(g);
+    assert_true(acc(g, "{\"name\":\"Ann\",\"age\":42,\"score\":-1.5e3,\"ok\":true,"
+                       "\"none\":null,\"tags\":[]}"));
+    assert_true(acc(g, "\n\n{ \"name\" : \"\\u00e9\\n\xc3\xa9\xf0\x9f\x98\x80\", \"age\": -0, "
+                       "\"score\": 0.25, \"ok\": false, \"none\": null,\n  \"tags\": [\"a\", "
+                       "\"b\"]}"));
+    /* wrong types, missing or extra properties, out of order, bad numbers and strings */
+    assert_false(acc(g, "{\"name\":\"Ann\",\"age\":4.2,\"score\":1,\"ok\":true,\"none\":null,"
+                        "\"tags\":[]}"));
+    assert_false(acc(g, "{\"name\":\"Ann\",\"age\":42,\"score\":1,\"ok\":true,\"none\":null}"));
+    assert_false(acc(g, "{\"age\":42,\"name\":\"Ann\",\"score\":1,\"ok\":true,\"none\":null,"
+                        "\"tags\":[]}"));
+    assert_false(acc(g, "{\"name\":\"Ann\",\"age\":042,\"score\":1,\"ok\":true,\"none\":null,"
+                        "\"tags\":[]}"));
+    /* numbers a double holds: 15 digits, 2-digit exponents */
+    assert_true(prefix(g, "{\"name\":\"\",\"age\":123456789012345,"));
+    assert_false(prefix(g, "{\"name\":\"\",\"age\":1234567890123456"));
+    assert_true(prefix(g, "{\"name\":\"\",\"age\":1,\"score\":-1.25E+99,"));
+    assert_false(prefix(g, "{\"name\":\"\",\"age\":1,\"score\":1e100"));
+    assert_false(prefix(g, "{\"name\":\"A\x01"));   /* control byte in a string */
+    assert_false(prefix(g, "{\"name\":\"A\\x"));    /* bad escape */
+    assert_false(prefix(g, "{\"name\":\"\xc0\xaf")); /* overlong UTF-8 */
+    assert_false(prefix(g, "{\"name\":\"\xed\xa0\x80")); /* a surrogate in UTF-8 */
+    assert_false(prefix(g, "{\"name\":\"A\",\"extra\""));
+    assert_false(prefix(g, "{  \"name\"")); /* at most one space */
+    assert_true(prefix(g, "{\n\t\t\"name\""));
+    grammar_unref(g);
+}
+
+static void test_schema_keywords(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    /* optional properties keep their order; enum, const, anyOf, type lists */
+    struct grammar *g = schema_grammar(
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[\"x\",1,null,[true]]},"
+        "\"b\":{\"const\":\"k\\\"q\"},\"c\":{\"anyOf\":[{\"type\":\"integer\"},"
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}]},"
+        "\"d\":{\"type\":[\"string\",\"null\"],\"minLength\":2,\"maxLength\":3}},"
+        "\"required\":[\"b\"]}", &err);
+    assert_non_null(g);
+    assert_true(acc(g, "{\"b\":\"k\\\"q\"}"));
+    assert_true(acc(g, "{\"a\":\"x\",\"b\":\"k\\\"q\",\"c\":7,\"d\":null}"));
+    assert_true(acc(g, "{\"a\":[true],\"b\":\"k\\\"q\",\"d\":\"\xc3\xa9t\xc3\xa9\"}"));
+    assert_true(acc(g, "{\"a\":null,\"b\":\"k\\\"q\",\"c\":[1,2,3]}"));
+    assert_false(acc(g, "{}"));
+    assert_false(acc(g, "{\"a\":\"y\",\"b\":\"k\\\"q\"}"));
+    assert_false(acc(g, "{\"b\":\"k\\\"q\",\"c\":[1]}"));
+    assert_false(acc(g, "{\"b\":\"k\\\"q\",\"c\":[1,2,3,4]}"));
+    assert_false(acc(g, "{\"b\":\"k\\\"q\",\"d\":\"x\"}"));
+    assert_false(acc(g, "{\"b\":\"k\\\"q\",\"d\":\"xxxx\"}"));
+    assert_false(acc(g, "{\"b\":\"k\\\"q\",\"a\":\"x\"}"));
+    grammar_unref(g);
+
+    /* $ref with recursion ($defs) and a map (additionalProperties schema) */
+    g = schema_grammar(
+        "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":"
+        "{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":"
+        "{\"$ref\":\"#/$defs/node\"}},\"m\":{\"type\":\"object\",\"additionalProperties\":"
+        "{\"type\":\"boolean\"}}},\"required\":[\"v\",\"kids\"],\"additionalProperties\":false}}}",
+        &err);
+    assert_non_null(g);
+    assert_true(acc(g, "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[]},{\"v\":3,\"kids\":[{\"v\":4,"
+                       "\"kids\":[]}],\"m\":{\"x\":true,\"y\":false}}]}"));
+    assert_false(acc(g, "{\"v\":1,\"kids\":[{\"v\":2}]}"));
+    assert_false(acc(g, "{\"v\":1,\"kids\":[],\"m\":{\"x\":1}}"));
+    grammar_unref(g);
+
+    /* {} and true: any JSON value */
+    g = schema_grammar("{}", &err);
+    assert_non_null(g);
+    assert_true(acc(g, "[1, {\"a\": [null, \"s\"]}, -2.5E+3, false]"));
+    assert_true(acc(g, "\"text\""));
+    assert_false(acc(g, "[1,]"));
+    assert_false(acc(g, "{\"a\"}"));
+    grammar_unref(g);
+}
+
+static void test_schema_refused(void **state)
+{
+    (void)state;
+    struct {
+        const char *schema;
+        enum ll_status want;
+        const char *names;
+    } cases[] = {
+        {"{\"type\":\"integer\",\"minimum\":0}", LL_EUNSUPPORTED, "'minimum'"},
+        {"{\"type\":\"string\",\"pattern\":\"a+\"}", LL_EUNSUPPORTED, "'pattern'"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"email\"}}}",
+         LL_EUNSUPPORTED, "schema.properties.x: the JSON Schema keyword 'format'"},
+        {"{\"oneOf\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "'oneOf'"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", LL_EUNSUPPORTED, "allOf"},
+        {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "tuple"},
+        {"{\"type\":\"strng\"}", LL_EINVAL, "unknown type 'strng'"},
+        {"{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"]}", LL_EINVAL, "'a'"},
+        {"{\"$ref\":\"#/$defs/missing\"}", LL_EINVAL, "does not resolve"},
+        {"{\"$ref\":\"http://x/y\"}", LL_EINVAL, "local references"},
+        {"{\"enum\":[]}", LL_EINVAL, "non-empty"},
+        {"{\"type\":\"string\",\"maxLength\":100000}", LL_EUNSUPPORTED, "maxLength"},
+        {"false", LL_EINVAL, "matches nothing"},
+        {"3", LL_EINVAL, "must be an object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct ll_err err = {0};
+        struct grammar *g = schema_grammar(cases[i].schema, &err);
+        if (g || err.code != cases[i].want || !strstr(err.msg, cases[i].names))
+            fail_msg("case %zu: %s: got %d '%s'", i, cases[i].schema, err.code, err.msg);
+    }
+}
+
+/* ---- the matcher on the real vocabulary ---- */
+
+/* Brute force: the ids a state allows are exactly those whose bytes advance it. */
+static void test_mask_matches_brute_force(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar(
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+        "\"n\":{\"type\":\"integer\"}},\"required\":[\"city\",\"n\"]}", &err);
+    assert_non_null(g);
+    struct grammar_rt *rt;
+    assert_int_equal(grammar_rt_new(&rt, g, g_trie, &err), LL_OK);
+    const char *prefixes[] = {"", "{\"city\":\"Par", "{\"city\":\"Paris\",\"n\":1",
+                              "{\"city\":\"Paris\",\"n\":12}"};
+    float *row = malloc(sizeof *row * VOCAB), *row2 = malloc(sizeof *row2 * VOCAB);
+    int32_t eos = 151643;
+    for (size_t p = 0; p < sizeof prefixes / sizeof prefixes[0]; p++) {
+        int st = grammar_rt_advance(rt, grammar_rt_start(rt), prefixes[p], strlen(prefixes[p]));
+        assert_true(st >= 0);
+        for (int pass = 0; pass < 2; pass++) { /* the second from the cache */
+            for (int i = 0; i < VOCAB; i++)
+                row[i] = 1.0f;
+            int n = grammar_rt_mask(rt, st, row, &eos, 1, 0);
+            if (pass == 1) {
+                for (int i = 0; i < VOCAB; i++)
+                    assert_true((row[i] == 1.0f) == (row2[i] == 1.0f));
+                continue;
+            }
+            memcpy(row2, row, sizeof *row * VOCAB);
+            int count = 0;
+            for (int32_t id = 0; id < VOCAB; id++) {
+                size_t len = 0;
+                const char *s = id < tokenizer_vocab_size(g_tok)
+                                    ? tokenizer_id_bytes(g_tok, id, &len) : NULL;
+                bool want;
+                if (id == eos)
+                    want = grammar_rt_accepts(rt, st);
+                else
+                    want = s && len && !tokenizer_is_special(g_tok, id) &&
+                           grammar_rt_advance(rt, st, s, len) >= 0;
+                if (want != (row[id] == 1.0f))
+                    fail_msg("prefix '%s' id %d: want %d", prefixes[p], id, want);
+                count += want;
+            }
+            assert_int_equal(n, count);
+        }
+    }
+    /* complete after the closing brace */
+    int st = grammar_rt_advance(rt, grammar_rt_start(rt), prefixes[3], strlen(prefixes[3]));
+    assert_true(grammar_rt_complete(rt, st));
+    free(row);
+    free(row2);
+    grammar_rt_free(rt);
+    grammar_unref(g);
+}
+
+/* A tiny validator for the schemas below (independent of the grammar). */
+static bool valid(const cJSON *v, const cJSON *s)
+{
+    const cJSON *t = cJSON_GetObjectItem(s, "type");
+    const cJSON *en = cJSON_GetObjectItem(s, "enum");
+    if (en) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, en)
+            if (cJSON_Compare(e, v, true))
+                return true;
+        return false;
+    }
+    const char *ty = t ? t->valuestring : "";
+    if (!strcmp(ty, "string"))
+        return cJSON_IsString(v);
+    if (!strcmp(ty, "integer"))
+        return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble);
+    if (!strcmp(ty, "number"))
+        return cJSON_IsNumber(v);
+    if (!strcmp(ty, "boolean"))
+        return cJSON_IsBool(v);
+    if (!strcmp(ty, "array")) {
+        if (!cJSON_IsArray(v))
+            return false;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, v)
+            if (!valid(x, cJSON_GetObjectItem(s, "items")))
+                return false;
+        return true;
+    }
+    if (!strcmp(ty, "object")) {
+        if (!cJSON_IsObject(v))
+            return false;
+        const cJSON *props = cJSON_GetObjectItem(s, "properties"), *x;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItem(s, "required"))
+            if (!cJSON_GetObjectItemCaseSensitive(v, x->valuestring))
+                return false;
+        cJSON_ArrayForEach(x, v) {
+            const cJSON *ps = cJSON_GetObjectItemCaseSensitive(props, x->string);
+            if (!ps || !valid(x, ps))
+                return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* "Random models": logits from a hash of (seed, step, id), masked, argmax. Every output must
+ * be complete, parse, and validate, within max_tokens. */
+static void test_random_models_valid(void **state)
+{
+    (void)state;
+    const char *schema =
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+        "\"age\":{\"type\":\"integer\"},\"mood\":{\"enum\":[\"happy\",\"sad\"]},"
+        "\"scores\":{\"type\":\"array\",\"items\":{\"type\":\"number\"}},"
+        "\"pet\":{\"type\":\"object\",\"properties\":{\"kind\":{\"type\":\"string\"},"
+        "\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]}},"
+        "\"required\":[\"name\",\"age\",\"mood\",\"scores\",\"pet\"]}";
+    cJSON *sj = cJSON_Parse(schema);
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar(schema, &err);
+    assert_non_null(g);
+    struct grammar_rt *rt;
+    assert_int_equal(grammar_rt_new(&rt, g, g_trie, &err), LL_OK);
+    float *row = malloc(sizeof *row * VOCAB);
+    int32_t eos = 151643;
+    int max_tokens[] = {80, 100, 200};
+    int n_complete_by_grammar = 0;
+    float *base = malloc(sizeof *base * VOCAB);
+    for (int i = 0; i < VOCAB; i++)
+        base[i] = (float)(8.0 * sampler_like_uniform(99, 0, i));
+    for (int seed = 0; seed < 6; seed++) {
+        int budget = max_tokens[seed % 3];
+        char text[16384];
+        size_t len = 0;
+        int st = grammar_rt_start(rt);
+        bool ended = false;
+        for (int k = 0; k < budget && !ended; k++) {
+            int shift = (int)(sampler_like_uniform(seed, k, 0) * VOCAB); /* a "model": */
+            for (int i = 0; i < VOCAB; i++) /* fixed random logits, rotated each step */
+                row[i] = base[(i + shift) % VOCAB];
+            int n = grammar_rt_mask(rt, st, row, &eos, 1, budget - k);
+            assert_true(n > 0);
+            int best = 0;
+            for (int i = 1; i < VOCAB; i++)
+                if (row[i] > row[best])
+                    best = i;
+            assert_true(isfinite(row[best]));
+            if (best == eos) {
+                ended = true;
+                break;
+            }
+            size_t bl = 0;
+            const char *bytes = tokenizer_id_bytes(g_tok, best, &bl);
+            st = grammar_rt_advance(rt, st, bytes, bl);
+            assert_true(st >= 0);
+            assert_true(len + bl < sizeof text);
+            memcpy(text + len, bytes, bl);
+            len += bl;
+            if (grammar_rt_complete(rt, st)) {
+                ended = true;
+                n_complete_by_grammar++;
+            }
+        }
+        text[len] = 0;
+        assert_true(grammar_rt_accepts(rt, st));
+        if (getenv("GRAMMAR_SHOW")) fprintf(stderr, "[%d] %s\n", budget, text);
+        cJSON *v = cJSON_ParseWithLength(text, len);
+        if (!v || !valid(v, sj))
+            fail_msg("seed %d: invalid output: %s", seed, text);
+        cJSON_Delete(v);
+    }
+    assert_true(n_complete_by_grammar > 0);
+    free(row);
+    free(base);
+    grammar_rt_free(rt);
+    grammar_unref(g);
+    cJSON_Delete(sj);
+}
+
+
+/* ---- in the engine (tiny-qwen2: random weights) ---- */
+
+#define MAXOUT 256
+struct result {
+    int32_t ids[MAXOUT];
+    struct sampler_logprobs lp[MAXOUT];
+    int n;
+    char text[16384], reasoning[16384];
+    size_t len, rlen;
+    enum engine_finish finish;
+    char error[256];
+};
+
+static struct engine *make_engine(struct engine_opts o)
+{
+    struct engine *e = NULL;
+    struct ll_err err = {0};
+    o.n_threads = 1;
+    if (engine_create(&e, FIXTURE, &o, &err) != LL_OK)
+        fail_msg("engine_create: %s", err.msg);
+    return e;
+}
+
+static void run_requests(struct engine *e, const struct engine_params *p, int n,
+                         struct result *res)
+{
+    struct engine_req *r[32];
+    struct ll_err err = {0};
+    for (int i = 0; i < n; i++)
+        if (engine_submit(e, &p[i], &r[i], &err) != LL_OK)
+            fail_msg("engine_submit: %s", err.msg);
+    assert_int_equal(engine_run_until_idle(e, &err), LL_OK);
+    for (int i = 0; i < n; i++) {
+        struct engine_output out = {0};
+        memset(&res[i], 0, sizeof res[i]);
+        engine_poll(r[i], &out);
+        assert_true(out.n_ids <= MAXOUT);
+        res[i].n = out.n_ids;
+        memcpy(res[i].ids, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
+        if (out.logprobs && p[i].logprobs)
+            memcpy(res[i].lp, out.logprobs, sizeof *out.logprobs * (size_t)out.n_ids);
+        assert_true(out.text.len < sizeof res[i].text && out.reasoning.len < sizeof res[i].text);
+        if (out.text.len)
+            memcpy(res[i].text, out.text.data, out.text.len);
+        res[i].len = out.text.len;
+        if (out.reasoning.len)
+            memcpy(res[i].reasoning, out.reasoning.data, out.reasoning.len);
+        res[i].rlen = out.reasoning.len;
+        res[i].finish = out.finish;
+        snprintf(res[i].error, sizeof res[i].error, "%s", out.error);
+        engine_output_free(&out);
+        engine_req_release(r[i]);
+    }
+}
+
+static const char *person_schema =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"age\":{\"type\":\"integer\"},\"mood\":{\"enum\":[\"happy\",\"sad\"]}},"
+    "\"required\":[\"name\",\"age\",\"mood\"],\"additionalProperties\":false}";
+
+static void assert_person(const struct result *r, const cJSON *schema)
+{
+    if (r->finish == ENGINE_FINISH_ERROR)
+        fail_msg("finished with error: %s", r->error);
+    cJSON *v = cJSON_ParseWithLength(r->text, r->len);
+    if (!v || !valid(v, schema))
+        fail_msg("not valid against the schema: '%.*s'", (int)r->len, r->text);
+    cJSON_Delete(v);
+}
+
+static void test_engine_constrained(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar(person_schema, &err);
+    cJSON *sj = cJSON_Parse(person_schema);
+    assert_non_null(g);
+    enum { NR = 8 };
+    int32_t prompts[NR][8];
+    struct engine_params p[NR];
+    for (int i = 0; i < NR; i++) {
+        for (int k = 0; k < 8; k++)
+            prompts[i][k] = (int32_t)(sampler_uniform(900 + (uint64_t)i, (uint64_t)k) * 150000);
+        /* even: constrained, seeded sampling, 48 tokens at most; odd: free, greedy */
+        p[i] = (struct engine_params){
+            .prompt = prompts[i], .n_prompt = 8, .max_tokens = i % 2 ? 12 : 48,
+            .sampling = {.temperature = i % 2 ? 0.0f : 1.0f, .seed = 7 + (uint64_t)i},
+            .grammar = i % 2 ? NULL : g, .logprobs = i == 0, .top_logprobs = i == 0 ? 5 : 0};
+    }
+    struct engine_opts roomy = {.n_ctx = 256, .max_seqs = NR, .max_batch_tokens = 256};
+    struct engine *e = make_engine(roomy);
+    struct result *alone = calloc(NR, sizeof *alone), *together = calloc(NR, sizeof *together);
+    for (int i = 0; i < NR; i++)
+        run_requests(e, &p[i], 1, &alone[i]);
+    run_requests(e, p, NR, together);
+    engine_destroy(e);
+    for (int i = 0; i < NR; i++) {
+        assert_int_equal(alone[i].n, together[i].n);
+        assert_memory_equal(alone[i].ids, together[i].ids, sizeof(int32_t) * (size_t)alone[i].n);
+        if (i % 2 == 0) {
+            assert_person(&alone[i], sj);
+            assert_true(alone[i].finish == ENGINE_FINISH_STOP);
+        }
+    }
+    /* logprobs are of the masked distribution: every listed alternative continues the text */
+    struct grammar_rt *rt;
+    assert_int_equal(grammar_rt_new(&rt, g, g_trie, &err), LL_OK);
+    int st = grammar_rt_start(rt);
+    for (int k = 0; k < alone[0].n; k++) {
+        const struct sampler_logprobs *lp = &alone[0].lp[k];
+        double mass = 0;
+        for (int j = 0; j < lp->n_top; j++) {
+            if (!isfinite(lp->top_logprobs[j]))
+                continue;
+            size_t bl = 0;
+            const char *b = tokenizer_id_bytes(g_tok, lp->top_ids[j], &bl);
+            assert_true(grammar_rt_advance(rt, st, b, bl) >= 0);
+            mass += exp(lp->top_logprobs[j]);
+        }
+        assert_true(mass <= 1.0001);
+        size_t bl = 0;
+        const char *b = tokenizer_id_bytes(g_tok, alone[0].ids[k], &bl);
+        st = grammar_rt_advance(rt, st, b, bl);
+        assert_true(st >= 0);
+    }
+    assert_true(grammar_rt_complete(rt, st));
+    grammar_rt_free(rt);
+
+    /* preemption: a pool of 6 blocks of 16 for 4 requests of up to 56 tokens each */
+    struct engine_opts tiny = {.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 64,
+                               .block_size = 16, .kv_blocks = 6};
+    e = make_engine(tiny);
+    struct engine_params q[4];
+    for (int i = 0; i < 4; i++)
+        q[i] = p[2 * i];
+    run_requests(e, q, 4, together);
+    struct engine_stats stats;
+    engine_get_stats(e, &stats);
+    engine_destroy(e);
+    assert_true(stats.preemptions > 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(alone[2 * i].n, together[i].n);
+        assert_memory_equal(alone[2 * i].ids, together[i].ids,
+                            sizeof(int32_t) * (size_t)together[i].n);
+    }
+    free(alone);
+    free(together);
+    grammar_unref(g);
+    cJSON_Delete(sj);
+}
+
+/* A prompt that leaves "<think>" open: the reasoning is free, the answer is the JSON; a small
+ * max_tokens forces "</think>" in time. */
+static void test_engine_after_reasoning(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar(person_schema, &err);
+    cJSON *sj = cJSON_Parse(person_schema);
+    int32_t prompt[6] = {151646, 151644, 9707, 151645, 151648, 198}; /* ...<think>\n */
+    struct engine_params p[2];
+    for (int i = 0; i < 2; i++)
+        p[i] = (struct engine_params){.prompt = prompt, .n_prompt = 6, .max_tokens = 50 + 20 * i,
+                                      .sampling = {.temperature = 1.0f, .seed = (uint64_t)i},
+                                      .reasoning = true, .grammar = g};
+    struct engine *e = make_engine((struct engine_opts){.n_ctx = 256});
+    struct result res[2];
+    run_requests(e, p, 2, res);
+    engine_destroy(e);
+    for (int i = 0; i < 2; i++) {
+        assert_person(&res[i], sj);
+        assert_true(res[i].n <= p[i].max_tokens);
+    }
+    /* the reasoning came out as reasoning, not in the answer */
+    assert_true(res[0].rlen + res[1].rlen > 0);
+    grammar_unref(g);
+    cJSON_Delete(sj);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builder_rules),
+        cmocka_unit_test(test_builder_checks),
+        cmocka_unit_test(test_schema_types),
+        cmocka_unit_test(test_schema_keywords),
+        cmocka_unit_test(test_schema_refused),
+        cmocka_unit_test(test_mask_matches_brute_force),
+        cmocka_unit_test(test_random_models_valid),
+        cmocka_unit_test(test_engine_constrained),
+        cmocka_unit_test(test_engine_after_reasoning),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

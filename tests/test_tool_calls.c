@@ -1,0 +1,301 @@
+/*
+ * test_tool_calls.c: tool calling (tool_calls.h): both parsers on tricky outputs (markers and
+ * JSON split across tokens, fed whole and byte by byte with equal results; JSON whose strings
+ * hold the end marker and braces; several calls; text around calls; unclosed and malformed
+ * blocks coming out as text), the call grammars (auto, required, named, one call only) and the
+ * tools in the template variables (template or fallback prompt, history arguments).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "grammar.h"
+#include "openai_request.h"
+#include "../src/server/tool_calls.h"
+
+struct parsed {
+    char content[4096];
+    int n;
+    char names[8][64];
+    char args[8][512];
+    char ids[8][40];
+};
+
+/* Feed text in pieces of `step` bytes (0: whole), collecting content and calls. */
+static void run_parser(enum tool_format f, const char *text, size_t step, struct parsed *out)
+{
+    struct tool_parser p;
+    tool_parser_init(&p, f);
+    memset(out, 0, sizeof *out);
+    size_t len = strlen(text), at = 0, clen = 0;
+    do {
+        size_t k = step && len - at > step ? step : len - at;
+        struct ll_buf c = {0};
+        tool_parser_feed(&p, text + at, k, at + k == len, &c);
+        at += k;
+        assert_true(clen + c.len < sizeof out->content);
+        if (c.len)
+            memcpy(out->content + clen, c.data, c.len);
+        clen += c.len;
+        ll_buf_free(&c);
+        int first, n = tool_parser_new_calls(&p, &first);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(first + i, out->n);
+            snprintf(out->names[out->n], 64, "%s", p.calls[first + i].name);
+            snprintf(out->args[out->n], 512, "%s", p.calls[first + i].arguments);
+            snprintf(out->ids[out->n], 40, "%s", p.calls[first + i].id);
+            out->n++;
+        }
+    } while (at < len);
+    assert_false(p.failed);
+    tool_parser_free(&p);
+}
+
+/* Whole and byte by byte give the same. */
+static void check(enum tool_format f, const char *text, const char *content, int n,
+                  const char *const *names, const char *const *args)
+{
+    for (size_t step = 0; step <= 1; step++) {
+        struct parsed r;
+        run_parser(f, text, step, &r);
+        if (strcmp(r.content, content))
+            fail_msg("step %zu: content '%s', want '%s'", step, r.content, content);
+        assert_int_equal(r.n, n);
+        for (int i = 0; i < n; i++) {
+            assert_string_equal(r.names[i], names[i]);
+            assert_string_equal(r.args[i], args[i]);
+            assert_int_equal(strlen(r.ids[i]), 29);
+            assert_memory_equal(r.ids[i], "call_", 5);
+        }
+    }
+}
+
+static void test_hermes(void **state)
+{
+    (void)state;
+    /* text, then two calls */
+    check(TOOL_FORMAT_HERMES,
+          "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+          "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+          "{}}\n</tool_call>",
+          "Let me check.", 2, (const char *const[]){"get_weather", "get_time"},
+          (const char *const[]){"{\"city\":\"Paris\"}", "{}"});
+    /* the end marker and braces inside a JSON string */
+    check(TOOL_FORMAT_HERMES,
+          "<tool_call>{\"name\":\"run\",\"arguments\":{\"code\":\"s = '</tool_call>' + "
+          "'{\\\"a\\\": [1}'\"}}</tool_call>",
+          "", 1, (const char *const[]){"run"},
+          (const char *const[]){"{\"code\":\"s = '</tool_call>' + '{\\\"a\\\": [1}'\"}"});
+    /* arguments given as a JSON string; text after the calls */
+    check(TOOL_FORMAT_HERMES,
+          "<tool_call>{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"}</tool_call> done",
+          "done", 1, (const char *const[]){"f"}, (const char *const[]){"{\"x\":1}"});
+    /* no call: text, including a lone '<' and a partial marker at the end */
+    check(TOOL_FORMAT_HERMES, "a < b and <tool", "a < b and <tool", 0, NULL, NULL);
+    /* an unclosed block and a malformed one come out as text */
+    check(TOOL_FORMAT_HERMES, "x <tool_call>{\"name\":\"f\",\"argu",
+          "x <tool_call>{\"name\":\"f\",\"argu", 0, NULL, NULL);
+    check(TOOL_FORMAT_HERMES, "<tool_call>not json</tool_call> then",
+          "<tool_call>not json</tool_call> then", 0, NULL, NULL);
+    check(TOOL_FORMAT_HERMES, "<tool_call>{\"arguments\":{}}</tool_call>",
+          "<tool_call>{\"arguments\":{}}</tool_call>", 0, NULL, NULL);
+}
+
+#define DSB "<｜tool▁calls▁begin｜>"
+#define DSE "<｜tool▁calls▁end｜>"
+#define DCB "<｜tool▁call▁begin｜>"
+#define DCE "<｜tool▁call▁end｜>"
+#define DSEP "<｜tool▁sep｜>"
+
+static void test_deepseek(void **state)
+{
+    (void)state;
+    check(TOOL_FORMAT_DEEPSEEK,
+          "Calling.\n" DSB DCB "function" DSEP "get_weather\n```json\n{\"city\": \"Paris\", "
+          "\"note\": \"```" DCE "\"}\n```" DCE "\n" DCB "function" DSEP "get_time\n```json\n{}\n```"
+          DCE DSE,
+          "Calling.", 2, (const char *const[]){"get_weather", "get_time"},
+          (const char *const[]){"{\"city\":\"Paris\",\"note\":\"```" DCE "\"}", "{}"});
+    /* a call without the block's marker, no fence, text after */
+    check(TOOL_FORMAT_DEEPSEEK, DCB "function" DSEP "f\n{\"a\":[1,{\"b\":null}]}" DCE " ok",
+          "ok", 1, (const char *const[]){"f"}, (const char *const[]){"{\"a\":[1,{\"b\":null}]}"});
+    /* malformed: text */
+    check(TOOL_FORMAT_DEEPSEEK, DSB DCB "function" DSEP "f\n```json\nnope\n```" DCE DSE,
+          DSB DCB "function" DSEP "f\n```json\nnope\n```" DCE DSE, 0, NULL, NULL);
+    check(TOOL_FORMAT_DEEPSEEK, "plain <｜tool", "plain <｜tool", 0, NULL, NULL);
+}
+
+/* ---- grammars and template variables ---- */
+
+static struct oai_request parse_chat(const char *tools_and_choice)
+{
+    char body[4096];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+             tools_and_choice);
+    struct oai_request r;
+    struct oai_error e;
+    if (oai_request_parse(&r, OAI_CHAT, body, strlen(body), &e) != LL_OK)
+        fail_msg("parse: %s", e.message);
+    return r;
+}
+
+#define TOOLS                                                                                 \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"  \
+    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":"        \
+    "[\"city\"],\"additionalProperties\":false},\"strict\":true}},{\"type\":\"function\","       \
+    "\"function\":{\"name\":\"ping\"}}]"
+
+static bool acc(const struct grammar *g, const char *s)
+{
+    return grammar_accepts(g, s, strlen(s), NULL);
+}
+
+static void test_grammars(void **state)
+{
+    (void)state;
+    struct tool_setup hermes = {.format = TOOL_FORMAT_HERMES};
+    struct tool_setup ds = {.format = TOOL_FORMAT_DEEPSEEK};
+    struct oai_error e;
+    struct grammar *g;
+    const char *call1 = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                        "\"Paris\"}}\n</tool_call>";
+    const char *call2 = "<tool_call>\n{\"name\": \"ping\", \"arguments\": {\"n\": [1]}}\n"
+                        "</tool_call>";
+    char two[512];
+    snprintf(two, sizeof two, "%s\n%s", call1, call2);
+
+    struct oai_request r = parse_chat(TOOLS);
+    assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
+    assert_true(acc(g, "just text, no call"));
+    assert_true(acc(g, "text then a call\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}"
+                       "\n</tool_call>"));
+    assert_true(acc(g, two));
+    assert_false(acc(g, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"));
+    assert_false(acc(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"town\": "
+                        "\"x\"}}\n</tool_call>"));
+    assert_false(acc(g, "<tool_call>\n{\"name\": \"ping\"")); /* unfinished */
+    grammar_unref(g);
+    oai_request_free(&r);
+
+    r = parse_chat(TOOLS ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false");
+    assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
+    assert_true(acc(g, call1));
+    assert_false(acc(g, two));
+    assert_false(acc(g, "text first"));
+    grammar_unref(g);
+    oai_request_free(&r);
+
+    r = parse_chat(TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+                   "\"ping\"}}");
+    assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
+    assert_true(acc(g, call2));
+    assert_false(acc(g, call1));
+    grammar_unref(g);
+    oai_request_free(&r);
+
+    r = parse_chat(TOOLS ",\"tool_choice\":\"required\"");
+    assert_int_equal(tools_grammar(&ds, &r, &g, &e), LL_OK);
+    assert_true(acc(g, DSB DCB "function" DSEP "get_weather\n```json\n{\"city\": \"P\"}\n```" DCE
+                       "\n" DCB "function" DSEP "ping\n```json\n{}\n```" DCE DSE));
+    assert_false(acc(g, DSB DCB "function" DSEP "get_weather\n```json\n{}\n```" DCE DSE));
+    grammar_unref(g);
+    oai_request_free(&r);
+
+    /* none: no grammar; a strict function whose schema cannot be enforced: 400 naming it */
+    r = parse_chat(TOOLS ",\"tool_choice\":\"none\"");
+    assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
+    assert_null(g);
+    oai_request_free(&r);
+    r = parse_chat("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"strict\":"
+                   "true,\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":"
+                   "\"integer\",\"minimum\":1}}}}}]");
+    assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_EUNSUPPORTED);
+    assert_string_equal(e.param, "tools[0].function.parameters");
+    assert_non_null(strstr(e.message, "'minimum'"));
+    oai_request_free(&r);
+    /* the same without strict: its arguments are any object */
+    r = parse_chat("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                   "\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":"
+                   "\"integer\",\"minimum\":1}}}}}]");
+    assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
+    assert_true(acc(g, "<tool_call>{\"name\": \"f\", \"arguments\": {\"z\": true}}</tool_call>"));
+    grammar_unref(g);
+    oai_request_free(&r);
+}
+
+static void test_context(void **state)
+{
+    (void)state;
+    struct oai_error e;
+    struct tool_setup fallback = {.format = TOOL_FORMAT_HERMES, .in_template = false};
+    struct tool_setup templ = {.format = TOOL_FORMAT_HERMES, .in_template = true};
+    struct oai_request r = parse_chat(TOOLS);
+    assert_int_equal(tools_context(&fallback, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    const cJSON *msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    assert_int_equal(cJSON_GetArraySize(msgs), 2);
+    const cJSON *sys = cJSON_GetArrayItem(msgs, 0);
+    assert_string_equal(cJSON_GetObjectItem(sys, "role")->valuestring, "system");
+    const char *text = cJSON_GetObjectItem(sys, "content")->valuestring;
+    assert_non_null(strstr(text, "\"name\":\"get_weather\""));
+    assert_non_null(strstr(text, "<tool_call>"));
+    assert_null(cJSON_GetObjectItem(r.chat_context, "tools"));
+    oai_request_free(&r);
+
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_context(&templ, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.chat_context, "tools")), 2);
+    oai_request_free(&r);
+
+    /* none: no tools; history arguments become objects for hermes templates */
+    const char *body =
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"assistant\","
+        "\"content\":\"\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":"
+        "{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},{\"role\":\"tool\",\"content\":"
+        "\"2\",\"tool_call_id\":\"c\"}]," TOOLS ",\"tool_choice\":\"none\"}";
+    assert_int_equal(oai_request_parse(&r, OAI_CHAT, body, strlen(body), &e), LL_OK);
+    assert_int_equal(tools_context(&fallback, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content")->valuestring,
+                        "S");
+    const cJSON *args = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 1),
+                                                                   "tool_calls"), 0),
+                            "function"), "arguments");
+    assert_true(cJSON_IsObject(args));
+    oai_request_free(&r);
+    /* deepseek: arguments stay text; empty content becomes null (its template tests none) */
+    struct tool_setup ds = {.format = TOOL_FORMAT_DEEPSEEK};
+    assert_int_equal(oai_request_parse(&r, OAI_CHAT, body, strlen(body), &e), LL_OK);
+    assert_int_equal(tools_context(&ds, r.tools, OAI_TOOL_AUTO, r.chat_context, &e), LL_OK);
+    msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 1), "content")));
+    text = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content")->valuestring;
+    assert_memory_equal(text, "S\n\n# Tools", 10);
+    assert_non_null(strstr(text, DSB));
+    oai_request_free(&r);
+    /* no tool format: tools are refused */
+    struct tool_setup none = {.format = TOOL_FORMAT_NONE};
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_context(&none, r.tools, r.tool_choice, r.chat_context, &e),
+                     LL_EUNSUPPORTED);
+    oai_request_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hermes),
+        cmocka_unit_test(test_deepseek),
+        cmocka_unit_test(test_grammars),
+        cmocka_unit_test(test_context),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
