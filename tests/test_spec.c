@@ -13,6 +13,8 @@
  *     preemption in a tiny KV pool; with prefix-cache hits on blocks that held drafts; with
  *     cancels mid-run; the KV pool stays consistent after every step (kv_pool_check) and
  *     rejected drafts leave no blocks behind; the usage counts add up to the engine's;
+ *   - a constrained request (grammar) gets no drafts and the same output; a session turn
+ *     (pin_key) drafts, pins the same blocks, and its next turn hits the same cached prefix;
  *   - scheduling under load, on step counts with a synthetic step cost fed to the scheduler
  *     before every step: decode rows never wait for a prompt (every stream gets a token every
  *     step), a long prompt arriving during 8 streams is spread over exactly the steps the
@@ -33,6 +35,7 @@
 
 #include "../src/engine/engine_impl.h" /* the pool and the cost estimate, checked directly */
 #include "engine.h"
+#include "grammar.h"
 #include "kv_pool.h"
 #include "mkmodel.h"
 #include "sampler.h"
@@ -745,6 +748,83 @@ static int long_prompt_steps(int itl_ms, double d8, double p, int L)
     return steps;
 }
 
+/* Drafts and the features that bound them: a constrained request (a grammar) gets no drafts,
+ * so its output is the one without --spec while an unconstrained twin beside it drafts; a
+ * session turn (pin_key) drafts, pins only blocks of accepted tokens (the same count as without
+ * drafts), and its next turn finds the same cached prefix and gives the same answer. */
+static void run_pinned(enum engine_spec spec, struct result *res, int *pinned)
+{
+    struct engine_opts o = {.max_seqs = 4, .block_size = 16, .spec = spec,
+                            .spec_max_draft = 5};
+    struct engine *e = make_engine(copy_model, o);
+    engine_set_pin_limit(e, 64);
+    int32_t ids[160];
+    cycle_prompt(ids, 40, 2000, 0);
+    struct engine_params p = {.prompt = ids, .n_prompt = 40, .max_tokens = 50, .ignore_eos = true,
+                              .pin_key = 9, .logprobs = true};
+    for (int turn = 0; turn < 2; turn++) {
+        if (turn == 1) { /* prompt + answer + a few more: the pinned prefix is reused */
+            memcpy(ids + 40, res[0].ids, sizeof(int32_t) * (size_t)res[0].n);
+            cycle_prompt(ids + 40 + res[0].n, 7, 2000, 3);
+            p.n_prompt = 40 + res[0].n + 7;
+            p.max_tokens = 30;
+        }
+        struct engine_req *r = submit(e, &p);
+        bool did;
+        while (!res[turn].finish) {
+            step_checked(e, &did);
+            drain(r, &res[turn]);
+        }
+        engine_req_release(r);
+        pinned[turn] = engine_pinned_blocks(e, 9);
+    }
+    engine_destroy(e);
+}
+
+static void test_spec_grammar_and_pins(void **state)
+{
+    (void)state;
+    struct gbuild *b = gbuild_new();
+    assert_non_null(b);
+    int root = grammar_json_any_object(b);
+    struct grammar *g = NULL;
+    struct ll_err err = {0};
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    enum { N = 2 };
+    struct engine_params p[N];
+    int32_t ids[N][32];
+    for (int i = 0; i < N; i++) {
+        cycle_prompt(ids[i], 32, 400, 0); /* a repeating prompt: a match at once */
+        p[i] = (struct engine_params){.prompt = ids[i], .n_prompt = 32, .max_tokens = 40,
+                                      .logprobs = true, .grammar = i == 0 ? g : NULL};
+    }
+    struct result off[N], on[N];
+    struct engine_opts o = {.max_seqs = 4, .spec_max_draft = 5};
+    run_all(copy_model, o, ENGINE_SPEC_OFF, p, N, off, 0, NULL);
+    for (enum engine_spec m = ENGINE_SPEC_NGRAM; m <= ENGINE_SPEC_NGRAM_ALWAYS; m++) {
+        run_all(copy_model, o, m, p, N, on, 0, NULL);
+        for (int i = 0; i < N; i++)
+            assert_same(&off[i], &on[i], i);
+        assert_int_equal(on[0].usage.spec_drafted, 0);
+        assert_true(on[1].usage.spec_accepted > 10);
+    }
+    assert_true(off[0].n > 0 && off[0].text[0] == '{'); /* the grammar did constrain it */
+    grammar_unref(g);
+
+    struct result poff[2] = {0}, pon[2] = {0};
+    int pin_off[2], pin_on[2];
+    run_pinned(ENGINE_SPEC_OFF, poff, pin_off);
+    run_pinned(ENGINE_SPEC_NGRAM_ALWAYS, pon, pin_on);
+    for (int t = 0; t < 2; t++) {
+        assert_same(&poff[t], &pon[t], t);
+        assert_int_equal(pin_off[t], pin_on[t]);
+    }
+    assert_true(pon[0].usage.spec_accepted > 20);
+    assert_true(pon[1].usage.cached_tokens >= 80); /* the pinned turn */
+    assert_int_equal(pin_on[0], (40 + 50 - 1) / 16);
+}
+
 static void test_chunk_budget(void **state)
 {
     (void)state;
@@ -769,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_spec_preemption),
         cmocka_unit_test(test_spec_prefix_cache),
         cmocka_unit_test(test_spec_cancel),
+        cmocka_unit_test(test_spec_grammar_and_pins),
         cmocka_unit_test(test_chunk_budget),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
