@@ -291,7 +291,7 @@ bench-python: all $(BENCH_MODEL)/config.json
 BENCH_COPY_MODEL ?= build/models/r1-1.5b-copy64
 $(BENCH_COPY_MODEL)/config.json: | $(CLI)
 	@mkdir -p $(dir $(BENCH_COPY_MODEL))
-	./$(CLI) mkmodel --preset r1-1.5b --seed 0 --copy 64 --force --tokenizer $(TOKENIZER) $(BENCH_COPY_MODEL)
+	./$(CLI) mkmodel --preset r1-1.5b --seed 0 --untied --copy 64 --force --tokenizer $(TOKENIZER) $(BENCH_COPY_MODEL)
 bench-spec: all $(BENCH_MODEL)/config.json $(BENCH_COPY_MODEL)/config.json
 	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_COPY_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --prompt-cycle 64 --spec $$s; done
 	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --spec $$s; done
