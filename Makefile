@@ -5,6 +5,7 @@
 #   make test       set up, build, run every test (plain, then under ASan+UBSan)
 #   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
+#   make bench-spec speculative decoding on and off, one stream (see README)
 #   make tsan       the engine and server tests under ThreadSanitizer; fails on any report
 #   make fuzz       every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each (clang)
 #   make check-all  make test, then make tsan, then make fuzz (FUZZ_SECONDS=300)
@@ -116,7 +117,7 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit tsan tsan-run fuzz fuzz-build fuzz-run check-all format format-check run bench bench-python clean install
+.PHONY: all setup test unit tsan tsan-run fuzz fuzz-build fuzz-run check-all format format-check run bench bench-python bench-spec clean install
 all: $(CLI) $(SERVER) $(SO) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
@@ -337,6 +338,16 @@ bench: all $(BENCH_MODEL)/config.json
 bench-python: all $(BENCH_MODEL)/config.json
 	PYTHONPATH=python LLAISYS_LIBRARY=$(abspath $(SO)) /usr/bin/python3 -m llaisys.bench \
 	    --model $(BENCH_MODEL) --threads $(THREADS) --streams 1,16 --prompt 128 --gen 32
+
+# Speculative decoding, one stream, spec off and on: (a) a copy model (same shapes and cost)
+# answering a prompt it repeats, (b) the random model's free text.
+BENCH_COPY_MODEL ?= build/models/r1-1.5b-copy64
+$(BENCH_COPY_MODEL)/config.json: | $(CLI)
+	@mkdir -p $(dir $(BENCH_COPY_MODEL))
+	./$(CLI) mkmodel --preset r1-1.5b --seed 0 --untied --copy 64 --force --tokenizer $(TOKENIZER) $(BENCH_COPY_MODEL)
+bench-spec: all $(BENCH_MODEL)/config.json $(BENCH_COPY_MODEL)/config.json
+	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_COPY_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --prompt-cycle 64 --spec $$s; done
+	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --spec $$s; done
 
 clean:
 	rm -rf build llaisys-cli llaisys-server

@@ -13,7 +13,9 @@
  * the server numbers choices), text (after the prompt's text with echo), token_ids,
  * finish_reason (stop_token_id or stop_reason: the stop string), logprobs when asked ([{id,
  * logprob, top_logprobs: [[id, logprob], ...]}]), seed (the one drawn when none was given),
- * usage (with prompt_tokens_details.cached_tokens) and timings; a request that could not be
+ * usage (with prompt_tokens_details.cached_tokens and completion_tokens_details: reasoning_tokens,
+ * and accepted_prediction_tokens / rejected_prediction_tokens, the draft tokens verified for it
+ * under --spec) and timings; a request that could not be
  * submitted prints {"id", "error": {message, type, param, code}} (the server's error object,
  * the message prefixed with the line number) at once.
  * Runs on the main thread (engine_step); exit status 0 when every request finished without
@@ -141,6 +143,10 @@ static void print_result(const struct job *j, const struct engine_output *out)
     cJSON_AddNumberToObject(us, "total_tokens", u->prompt_tokens + u->completion_tokens);
     cJSON *det = cJSON_AddObjectToObject(us, "prompt_tokens_details");
     cJSON_AddNumberToObject(det, "cached_tokens", u->cached_tokens);
+    cJSON *cdet = cJSON_AddObjectToObject(us, "completion_tokens_details");
+    cJSON_AddNumberToObject(cdet, "reasoning_tokens", u->reasoning_tokens);
+    cJSON_AddNumberToObject(cdet, "accepted_prediction_tokens", u->spec_accepted);
+    cJSON_AddNumberToObject(cdet, "rejected_prediction_tokens", u->spec_drafted - u->spec_accepted);
     cJSON_AddNumberToObject(us, "preemptions", u->preemptions);
     const struct engine_timings *t = &out->timings;
     cJSON *tm = cJSON_AddObjectToObject(o, "timings");
@@ -469,6 +475,10 @@ int cmd_batch(int argc, char **argv)
                 (unsigned long long)st.steps, (unsigned long long)st.decode_tokens,
                 (unsigned long long)st.preemptions, (unsigned long long)st.rejected, st.busy_s,
                 st.kv_blocks, st.kv_in_use, st.kv_cached, st.kv_free);
+    if (stats && st.spec_drafted)
+        fprintf(stderr, "spec: %llu draft tokens verified, %llu accepted (%.1f %%)\n",
+                (unsigned long long)st.spec_drafted, (unsigned long long)st.spec_accepted,
+                100.0 * (double)st.spec_accepted / (double)st.spec_drafted);
     rc = failed || live ? 1 : 0;
 out:
     engine_output_free(&out);
