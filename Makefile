@@ -5,12 +5,21 @@
 #   make test       set up, build, run every test (plain, then under ASan+UBSan)
 #   make run        set up, build, serve the default model at http://127.0.0.1:8000
 #   make bench      run the benchmarks (see README)
+#   make bench-spec speculative decoding on and off, one stream (see README)
 #   make tsan       the engine and server tests under ThreadSanitizer; fails on any report
+#   make fuzz       every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each (clang)
+#   make check-all  make test, then make tsan, then make fuzz (FUZZ_SECONDS=300)
 #   make format     rewrite the C sources in the style of .clang-format (format-check: list only)
 #   make SANITIZE=address|undefined|address,undefined|thread ...   sanitizer build (own $(BUILD))
 
 CC       ?= gcc
 SANITIZE ?=
+# FUZZ=1 (set by `make fuzz`): the libFuzzer build, clang with ASan+UBSan into build/fuzz.
+ifeq ($(FUZZ),1)
+CC       := clang
+SANITIZE := fuzzer-no-link,address,undefined
+BUILD    := build/fuzz
+endif
 BUILD    ?= build$(if $(SANITIZE),/san-$(subst $(comma),-,$(SANITIZE)))
 comma    := ,
 TP       := build/third_party
@@ -34,6 +43,11 @@ ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SANITIZE)
 endif
+ifeq ($(FUZZ),1)
+# clang (14) warns about designated-initializer tables that leave trailing fields zero, as C
+# allows (engine_opts.c); gcc does not.
+CFLAGS  += -Wno-missing-field-initializers
+endif
 
 LIB_SRC  := $(sort $(wildcard src/base/*.c src/kernels/*.c src/tokenizer/*.c src/template/*.c \
                               src/model/*.c src/engine/*.c src/api/*.c) \
@@ -51,21 +65,23 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(BUILD)/tests/libsupport.a
 TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRC) tests/api_example.c,$(wildcard tests/*.c)))
 
-# The ThreadSanitizer build (SANITIZE=thread, used by `make tsan`):
-# - cJSON is compiled in from its source, instrumented, so that races on its globals show (the
-#   prebuilt archive is not instrumented: TSan would not see its accesses).
-# - The GEMM kernels (src/kernels/matmul*.c) are not instrumented. Their inner loops are most of
+# The ThreadSanitizer build (SANITIZE=thread, used by `make tsan`) and the fuzz build (FUZZ=1):
+# - cJSON is compiled in from its source, instrumented, so that races on its globals show and
+#   libFuzzer sees the JSON parser's coverage (the prebuilt archive is not instrumented).
+# - (TSan) The GEMM kernels (src/kernels/matmul*.c) are not instrumented. Their inner loops are most of
 #   TSan's cost (the engine tests take twice as long, and decoding gets too slow for the server
 #   tests' time limits); their workers write disjoint output columns and meet only at the pool's
 #   barrier (pool.c, instrumented), and test_matmul checks them at several thread counts.
 ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
 TSAN_PLAIN := $(filter $(BUILD)/src/kernels/matmul%.o,$(LIB_OBJ))
 $(TSAN_PLAIN): CFLAGS := $(filter-out -fsanitize=thread,$(CFLAGS))
+endif
+ifneq ($(filter thread fuzzer-no-link,$(subst $(comma), ,$(SANITIZE))),)
 LIB_OBJ  += $(BUILD)/third_party/cJSON.o
 LDLIBS   := $(filter-out $(TP)/cjson/libcjson.a,$(LDLIBS))
 $(BUILD)/third_party/cJSON.o: $(TP)/cjson-src/cJSON.c | $(SETUP)
 	@mkdir -p $(@D)
-	$(CC) -O2 -g -std=c99 -fsanitize=thread -fno-omit-frame-pointer -c $< -o $@
+	$(CC) -O2 -g -std=c99 -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -c $< -o $@
 endif
 LIB      := $(BUILD)/libllaisys.a
 SETUP    := build/.setup-done
@@ -101,7 +117,7 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit tsan tsan-run format format-check run bench bench-python clean install
+.PHONY: all setup test unit tsan tsan-run fuzz fuzz-build fuzz-run check-all format format-check run bench bench-python bench-spec clean install
 all: $(CLI) $(SERVER) $(SO) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
@@ -229,6 +245,7 @@ unit: $(TESTS) $(CLI) $(SERVER) $(SO) $(API_EXAMPLE) $(NODE_DEPS) $(WEBUI_TEST_D
 
 test: $(SETUP)
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory fuzz-build
 	@$(MAKE) --no-print-directory unit
 	@echo "== again under AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@$(MAKE) --no-print-directory SANITIZE=address,undefined unit
@@ -256,6 +273,43 @@ tsan-run: $(TSAN_TESTS:%=$(BUILD)/tests/%) $(SERVER) $(NODE_DEPS)
 	    exit 1; \
 	fi; \
 	[ $$rc -eq 0 ] && echo "tsan: no reports"; exit $$rc
+
+# Fuzzing (tests/fuzz/, README "Fuzzing"): one libFuzzer target per parser, built by clang with
+# ASan+UBSan (FUZZ=1: objects in build/fuzz, instrumented for coverage with fuzzer-no-link).
+# The targets link the library's archive built so. `make fuzz` runs each target for FUZZ_SECONDS, one after the
+# other (tests/fuzz/fuzz.sh: seeds from tests/fuzz/corpus/NAME, the growing corpus in
+# build/fuzz/corpus/NAME, findings in build/fuzz/findings/); `make test` builds them and
+# tests/cli_fuzz.sh runs each for a few seconds.
+FUZZ_SECONDS ?= 60
+FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS  := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+fuzz: $(SETUP)
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz-run
+fuzz-build: $(SETUP)
+	@$(MAKE) --no-print-directory FUZZ=1 $(FUZZ_BINS)
+fuzz-run: $(FUZZ_BINS)
+	@case "$(FUZZ)" in 1) ;; *) echo "fuzz-run: use make fuzz" >&2; exit 2 ;; esac
+	@./tests/fuzz/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+ifeq ($(FUZZ),1)
+$(BUILD)/tests/fuzz/%.o: CFLAGS += -Isrc/server
+# The kernels parse nothing: gcc builds them uninstrumented (clang 14's __builtin_cpu_supports
+# does not know "f16c").
+FUZZ_PLAIN := $(filter $(BUILD)/src/kernels/%,$(LIB_OBJ))
+$(FUZZ_PLAIN): CC := gcc
+$(FUZZ_PLAIN): CFLAGS := $(filter-out -fsanitize=% -fno-sanitize-recover=% -Wno-missing-field-initializers,\
+                                      $(CFLAGS)) -fPIC -fvisibility=hidden
+.SECONDARY: $(FUZZ_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(LIB)
+	$(CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+endif
+
+# `make check-all`: everything, longer than `make test`: the tests, ThreadSanitizer (about
+# 5 minutes on 2 cores, build included, so not in `make test`), and each fuzz target for 5
+# minutes.
+check-all:
+	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory tsan
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=300
 
 # `make format` rewrites the C sources with Debian 12's clang-format (14) and .clang-format;
 # `make format-check` only lists what it would change. Neither installs anything.
@@ -285,8 +339,18 @@ bench-python: all $(BENCH_MODEL)/config.json
 	PYTHONPATH=python LLAISYS_LIBRARY=$(abspath $(SO)) /usr/bin/python3 -m llaisys.bench \
 	    --model $(BENCH_MODEL) --threads $(THREADS) --streams 1,16 --prompt 128 --gen 32
 
+# Speculative decoding, one stream, spec off and on: (a) a copy model (same shapes and cost)
+# answering a prompt it repeats, (b) the random model's free text.
+BENCH_COPY_MODEL ?= build/models/r1-1.5b-copy64
+$(BENCH_COPY_MODEL)/config.json: | $(CLI)
+	@mkdir -p $(dir $(BENCH_COPY_MODEL))
+	./$(CLI) mkmodel --preset r1-1.5b --seed 0 --untied --copy 64 --force --tokenizer $(TOKENIZER) $(BENCH_COPY_MODEL)
+bench-spec: all $(BENCH_MODEL)/config.json $(BENCH_COPY_MODEL)/config.json
+	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_COPY_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --prompt-cycle 64 --spec $$s; done
+	for s in off ngram; do ./$(CLI) bench-engine --model $(BENCH_MODEL) --threads $(THREADS) --streams 1 --prompt 64 --gen 128 --long 0 --spec $$s; done
+
 clean:
 	rm -rf build llaisys-cli llaisys-server
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) \
-         $(TEST_SUPPORT_OBJ:.o=.d)
+         $(TEST_SUPPORT_OBJ:.o=.d) $(if $(filter 1,$(FUZZ)),$(FUZZ_SRC:%.c=$(BUILD)/%.d))

@@ -3,9 +3,12 @@
  * batching over a paged KV cache, a prefix cache, preemption, and deterministic outputs.
  *
  * A request is a prompt of token ids plus sampling parameters. Each step, the scheduler builds
- * one flat batch from the decode token of every running sequence and then chunks of waiting
- * prompts, under a token budget (max_batch_tokens) and max_seqs; runs the forward pass; samples;
- * checks stops; and appends new tokens and UTF-8-safe text deltas to each request's outbox.
+ * one flat batch from the decode token of every running sequence (and their draft tokens, with
+ * --spec) and then chunks of waiting prompts, under a token budget (max_batch_tokens),
+ * max_seqs and, while sequences decode, a prompt budget sized from the measured step cost to
+ * keep the step under the inter-token latency target (itl_target_ms; scheduler.c); runs the
+ * forward pass; samples; checks stops; and appends new tokens and UTF-8-safe text deltas to
+ * each request's outbox.
  * Request states: waiting → running → finished (stop, length, cancelled, error), and
  * running → preempted → waiting when KV blocks run out (the most recently started sequence is
  * preempted; it later recomputes its tokens as a prompt).
@@ -52,6 +55,15 @@
  * usage.reasoning_tokens counts the tokens up to and including the one that completed
  * "</think>" (all of them while it is still open).
  *
+ * Speculative decoding (opts.spec, spec.h): a decoding sequence may carry draft tokens,
+ * continued from an earlier occurrence of its last tokens in its own prompt and output, as
+ * extra rows of the same batch. Its rows' tokens are sampled in order exactly as without
+ * drafts (the same processed logits, history and (seed, choice, position) draw); a draft is
+ * accepted when it equals the token sampled at its position, and the first mismatch ends the
+ * step for that sequence. So outputs, logprobs, stops and finishes are those of plain
+ * decoding; a step merely yields up to 1 + spec_max_draft tokens of a sequence.
+ * usage.spec_drafted / spec_accepted count the drafts verified and accepted.
+ *
  * n > 1: submit one request per choice (choice = 0..n-1, same prompt and seed); each draws with
  * its own seed mixed from (seed, choice). The prompt is computed once: a request whose prompt
  * shares full KV blocks with the prompt of a running request that is still computing them
@@ -93,6 +105,7 @@ struct tokenizer;
 #define ENGINE_MAX_STOP_STRINGS 16
 #define ENGINE_MAX_STOP_LEN 256 /* bytes of one stop string */
 #define ENGINE_MAX_LOGIT_BIAS 4096
+#define ENGINE_SPEC_ROWS 64 /* draft tokens one step verifies at most, all sequences together */
 
 /* One request. Arrays and strings are copied by engine_submit. A zeroed struct plus a prompt
  * is greedy decoding up to the end of the context. */
@@ -141,6 +154,9 @@ struct engine_usage {
     int completion_tokens; /* tokens produced so far */
     int preemptions;       /* times this request was preempted */
     int reasoning_tokens;  /* tokens of the reasoning, "</think>" included (params.reasoning) */
+    int spec_drafted;      /* draft tokens verified for this request (--spec) */
+    int spec_accepted;     /* of those, accepted (each is one completion token that took no
+                              step of its own); the acceptance rate is accepted / drafted */
 };
 
 /* Seconds, measured from engine_submit; 0 where not reached yet. */
@@ -188,7 +204,14 @@ struct engine_stats {
     uint64_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     uint64_t decode_tokens;     /* decode rows run through the model */
     uint64_t generated_tokens;  /* tokens sampled */
+    uint64_t spec_drafted;      /* draft tokens verified (--spec) */
+    uint64_t spec_accepted;     /* draft tokens accepted */
     double busy_s;              /* time spent in steps that did work */
+    /* the scheduler's step-cost estimate (scheduler.c), as of the last step; < 0: unknown */
+    double cost_step_s;         /* a step of the running sequences' decode rows alone */
+    double cost_prompt_token_s; /* one more row (a prompt token, a draft) beside them */
+    int prompt_budget;          /* prompt tokens the last step could take (-1: no limit, nothing
+                                   was decoding) */
     int pins;                   /* pinned keys (engine_params.pin_key) */
     int kv_pinned;              /* block references held by pins (a block pinned by two keys
                                    counts twice) */

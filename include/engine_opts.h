@@ -34,6 +34,20 @@ enum engine_profile {
     ENGINE_PROFILE_COUNT
 };
 
+/* Speculative decoding: how draft tokens are proposed (engine.h, "Speculative decoding"). */
+enum engine_spec {
+    ENGINE_SPEC_OFF = 0, /* one token per sequence and step */
+    ENGINE_SPEC_NGRAM,   /* prompt lookup: continue the latest earlier match of the last tokens
+                            in the request's own prompt and output, as many tokens as the
+                            request's acceptance and the measured step cost make worth it */
+    ENGINE_SPEC_NGRAM_ALWAYS, /* the same drafts, always spec_max_draft tokens where a match
+                            exists, whatever they cost (to measure the mechanism; tests) */
+    ENGINE_SPEC_COUNT
+};
+
+/* The default inter-token latency target (ms) of --itl-target-ms. */
+#define ENGINE_ITL_TARGET_MS 400
+
 /* Engine options; a zero field takes the default given (see engine_opts_resolve). */
 struct engine_opts {
     enum engine_profile profile; /* whose defaults (default: ENGINE_PROFILE_DEFAULT) */
@@ -54,6 +68,11 @@ struct engine_opts {
     int quant;            /* --quant, an index into engine_quant_names: 0 takes the weights as
                              stored; else the linear weights are quantized while loading to
                              the type of that name (engine_opts_model_open) */
+    int itl_target_ms;    /* inter-token latency target: while sequences decode, prompt chunks
+                             are sized by the measured step cost so a step stays under it
+                             (scheduler.c; default ENGINE_ITL_TARGET_MS) */
+    enum engine_spec spec; /* speculative decoding (default ENGINE_SPEC_OFF) */
+    int spec_max_draft;   /* draft tokens per sequence and step at most (default 4) */
 };
 
 /* The values of --quant: "none", then ll_qtype_name of each enum ll_qtype in order; NULL-ended. */
@@ -72,6 +91,9 @@ enum engine_opt_id {
     ENGINE_OPT_NO_PREFIX_CACHE,
     ENGINE_OPT_EXACT,
     ENGINE_OPT_QUANT,
+    ENGINE_OPT_ITL_TARGET_MS,
+    ENGINE_OPT_SPEC,
+    ENGINE_OPT_SPEC_MAX_DRAFT,
     ENGINE_OPT_COUNT
 };
 

@@ -10,6 +10,16 @@
  * sub-layer adds O(1) to the residual stream; for R1-1.5B that is std 0.0255 / 0.0106, close to
  * Hugging Face's 0.02), embeddings, lm_head and biases ~ N(0, 0.02^2), norm weights
  * ~ 1 + N(0, 0.02^2). The normal is approximated by a sum of four uniforms (bounded by 3.5 std).
+ *
+ * A "copy" model (copy_period N > 0) has the same shapes and cost, with weights that make it
+ * predict a known sequence: every o_proj and down_proj is zero, so each layer leaves the
+ * residual stream as the token's embedding (attention and MLP still run in full), and lm_head
+ * row v is the embedding row of the id before v in v's aligned group of N ids (the group
+ * g·N .. g·N+N-1, cyclically; the vocabulary's last group may be shorter). The final hidden
+ * state of token t is most similar to lm_head row succ(t), so greedy decoding steps through
+ * t+1, t+2, ... around t's group: the output repeats any text made of such runs, and repeats
+ * itself every N tokens (a workload for speculative decoding). The similarity margin grows
+ * with the hidden size: exact at R1-1.5B's width, with rare slips at tiny widths.
  */
 #ifndef LLAISYS_MKMODEL_H
 #define LLAISYS_MKMODEL_H
@@ -34,6 +44,7 @@ struct mkmodel_spec {
     bool tied;
     uint64_t seed;
     int bos_token_id, eos_token_id; /* -1: taken from the tokenizer (or left out without one) */
+    int copy_period;       /* > 0: a copy model of this group size (see above; needs !tied) */
 };
 
 /* Fill *s with preset `name`: "tiny", "small" or "r1-1.5b" (seed 0, bos/eos from tokenizer).
@@ -41,8 +52,8 @@ struct mkmodel_spec {
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 
 /* Check a spec: sizes positive and within limits, heads a multiple of KV heads, hidden a
- * multiple of heads (unless head_dim is set), even head dim. Returns LL_OK or LL_EINVAL naming
- * the field. */
+ * multiple of heads (unless head_dim is set), even head dim, a copy period of 2..vocab with an
+ * untied lm_head. Returns LL_OK or LL_EINVAL naming the field. */
 enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err);
 
 /* Bytes of model.safetensors for this spec (header included). */

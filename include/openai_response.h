@@ -27,6 +27,10 @@ struct oai_usage {
     int completion_tokens;
     int cached_tokens;    /* usage.prompt_tokens_details.cached_tokens */
     int reasoning_tokens; /* usage.completion_tokens_details.reasoning_tokens */
+    int spec_drafted;     /* draft tokens verified (--spec): completion_tokens_details has
+                             accepted_prediction_tokens = spec_accepted and
+                             rejected_prediction_tokens = spec_drafted - spec_accepted */
+    int spec_accepted;
 };
 
 struct tokenizer;

@@ -88,6 +88,25 @@ check "generate without sampling fields in generation_config: temperature 1, not
 [ $? -eq 2 ] && grep -q -- '--temp must be in \[0, 2\]' "$tmp/err"
 check "generate --temp above 2 is refused, as by the server" $?
 
+# one argument loop for every command (src/cli/cli_args.c): ranges with an open end, a flag
+# without a value, a value given to a switch, an unknown option, --flag=VALUE
+"$cli" generate --model "$model" --prompt hi --top-p 0 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- '--top-p must be in (0, 1\], got 0' "$tmp/err" && [ ! -s "$tmp/out" ]
+check "generate --top-p 0 is refused: the range is open at 0" $?
+"$cli" generate --model "$model" --prompt >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- '--prompt needs a value' "$tmp/err" &&
+    grep -q 'usage: llaisys-cli generate' "$tmp/err"
+check "generate --prompt without a value is refused with the usage" $?
+"$cli" generate --model "$model" --prompt hi --print-ids=yes >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- '--print-ids takes no value' "$tmp/err"
+check "generate --print-ids=yes is refused: a switch takes no value" $?
+"$cli" generate --model "$model" --prompt hi --bogus 3 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "unknown option '--bogus'" "$tmp/err"
+check "generate names an unknown option" $?
+"$cli" generate --model="$model" --ids="1 2" --temp=0 -n 3 --print-ids >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(wc -w <"$tmp/out")" -eq 3 ]
+check "generate takes --flag=VALUE for its own options" $?
+
 # Bad input: non-zero exit and a message naming the problem.
 "$cli" generate --model "$tmp/nonexistent" --prompt hi >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "nonexistent" "$tmp/err"

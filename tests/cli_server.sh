@@ -2,6 +2,7 @@
 # cli_server.sh: black-box tests of llaisys-server with curl (and jq) on the tiny-qwen2 fixture:
 # routes, streaming and non-streaming chat and completions, greedy and seeded reproducibility,
 # n, usage, request ids, tokenize/detokenize, stop strings, logprobs (both shapes), logit_bias,
+# speculative decoding (--spec: the same answers as without, usage and /metrics counts),
 # echo, every sampling control at once, the reasoning split (reasoning_content, streamed and
 # not, with and without </think>), every error status (400, 401, 404, 413, 429, 503
 # shape), a malformed-input table, cancellation by route and by client disconnect (KV back to
@@ -70,6 +71,19 @@ check "bad LLAISYS_MAX_SEQS: exit 2 naming it" $?
 "$srv" --model /nonexistent --port 0 >/dev/null 2>"$tmp/e"; rc=$?
 [ $rc -eq 1 ] && grep -q '/nonexistent' "$tmp/e"
 check "unloadable model: exit 1 naming it" $?
+"$srv" --model "$model" --spec fast >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--spec: must be one of off, ngram, ngram-always (got 'fast')" "$tmp/e"
+check "bad --spec mode: exit 2 listing the modes" $?
+LLAISYS_ITL_TARGET_MS=0 "$srv" --model "$model" >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q 'LLAISYS_ITL_TARGET_MS: must be an integer from 1 to 600000' "$tmp/e"
+check "bad LLAISYS_ITL_TARGET_MS: exit 2 with the range" $?
+"$srv" --model "$model" --spec-max-draft 17 >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--spec-max-draft: must be an integer from 1 to 16' "$tmp/e"
+check "--spec-max-draft above 16: exit 2 with the range" $?
+grep -q -- '--spec MODE .*off, ngram or ngram-always: .*(default off)' "$tmp/help" &&
+    grep -q -- '--itl-target-ms MS .*(1 to 600000; default [0-9]*)' "$tmp/help" &&
+    grep -q 'LLAISYS_SPEC_MAX_DRAFT' "$tmp/help"
+check "--help documents --spec, --spec-max-draft and --itl-target-ms" $?
 
 start main --model "$model" --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
 echo "ok server starts and prints its URL"
@@ -409,6 +423,56 @@ grep '^data: {' "$tmp/tl" | sed 's/^data: //' >"$tmp/tl.json"
     wait_metric llaisys_kv_cache_blocks 'state="in_use"' 0
 check "--request-timeout: the stream ends with finish_reason length, KV freed" $?
 stop pub
+
+# ---- speculative decoding: the same answers with drafts, usage and /metrics counting them ----
+cli="${LLAISYS_CLI:-./llaisys-cli}"
+if "$cli" mkmodel --preset tiny --untied --copy 16 --tokenizer "$model" "$tmp/copy" >/dev/null 2>&1; then
+    fixture=$model
+    model=$tmp/copy
+    # a greedy answer that repeats its prompt (logprobs too), and seeded choices with a stop
+    b1='{"prompt":[400,401,402,403,404,405,406,407,408,409],"max_tokens":60,"temperature":0,"logprobs":3}'
+    b2='{"prompt":[400,401,402,403,404,405],"max_tokens":50,"temperature":0.1,"seed":3,"n":2,"stop":["lic $;"],"logit_bias":{"400":8,"401":8,"402":8,"403":8,"404":8,"405":8,"406":8,"407":8,"408":8,"409":8,"410":8,"411":8,"412":8,"413":8,"414":8,"415":8}}'
+    b3='{"prompt":[2400,2401,2402,2403],"max_tokens":40,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}'
+    for mode in off ngram-always ngram; do
+        start "spec-$mode" --model "$model" --spec "$mode" --spec-max-draft 5 || exit 0
+        post /v1/completions "$b1" >"$tmp/$mode.1"
+        post /v1/completions "$b2" >"$tmp/$mode.2"
+        post /v1/completions "$b3" -N | grep '^data: {' | sed 's/^data: //' >"$tmp/$mode.3"
+        metric llaisys_spec_decode_num_accepted_tokens_total >"$tmp/$mode.acc"
+        metric llaisys_spec_decode_num_draft_tokens_total >"$tmp/$mode.drafted"
+        stop "spec-$mode"
+    done
+    same=0
+    for mode in ngram-always ngram; do
+        for k in 1 2; do
+            [ "$(jq -c '[.choices[] | [.text, .finish_reason, .logprobs]]' "$tmp/off.$k")" = \
+              "$(jq -c '[.choices[] | [.text, .finish_reason, .logprobs]]' "$tmp/$mode.$k")" ] &&
+                [ "$(jq -r '.usage.completion_tokens' "$tmp/off.$k")" = \
+                  "$(jq -r '.usage.completion_tokens' "$tmp/$mode.$k")" ] || same=1
+        done
+        [ "$(jq -rj 'select(.choices|length>0) | .choices[0].text' "$tmp/off.3")" = \
+          "$(jq -rj 'select(.choices|length>0) | .choices[0].text' "$tmp/$mode.3")" ] || same=1
+    done
+    [ $same -eq 0 ] && [ "$(jq -r '.choices[0].finish_reason' "$tmp/off.2")" = stop ]
+    check "--spec ngram and ngram-always: the same texts, finishes and logprobs as --spec off" $?
+    a1=$(jq -r '.usage.completion_tokens_details.accepted_prediction_tokens' "$tmp/ngram-always.1")
+    r1=$(jq -r '.usage.completion_tokens_details.rejected_prediction_tokens' "$tmp/ngram-always.1")
+    a2=$(jq -r '.usage.completion_tokens_details.accepted_prediction_tokens' "$tmp/ngram-always.2")
+    r2=$(jq -r '.usage.completion_tokens_details.rejected_prediction_tokens' "$tmp/ngram-always.2")
+    a3=$(tail -n 1 "$tmp/ngram-always.3" | jq -r '.usage.completion_tokens_details.accepted_prediction_tokens')
+    r3=$(tail -n 1 "$tmp/ngram-always.3" | jq -r '.usage.completion_tokens_details.rejected_prediction_tokens')
+    [ "$a1" -gt 30 ] && [ "$a3" -gt 20 ] &&
+        [ "$(jq -r '.usage.completion_tokens_details.accepted_prediction_tokens' "$tmp/off.1")" = 0 ] &&
+        [ "$(jq -r '.usage.completion_tokens_details.rejected_prediction_tokens' "$tmp/off.1")" = 0 ]
+    check "usage.completion_tokens_details counts accepted and rejected draft tokens" $?
+    [ "$(cat "$tmp/ngram-always.acc")" = $((a1 + a2 + a3)) ] &&
+        [ "$(cat "$tmp/ngram-always.drafted")" = $((a1 + r1 + a2 + r2 + a3 + r3)) ] &&
+        [ "$(cat "$tmp/off.drafted")" = 0 ]
+    check "/metrics: spec draft and accepted token counters equal the usages' sums" $?
+    model=$fixture
+else
+    echo "not ok mkmodel --copy for the speculative decoding checks"
+fi
 
 # ---- 503 while the model loads: config.json is a FIFO, so loading waits for us ----
 mkdir "$tmp/slow"

@@ -68,7 +68,8 @@ sed -n 's/^\(not ok\|ok\) [0-9]* - \(.*\)/\1 webui: \2/p' "$tmp/node"
 if [ "$rc" -ne 0 ]; then
     [ "$rc" -eq 124 ] && echo "not ok webui: suite finished within ${limit}s"
     grep -q '^not ok ' "$tmp/node" || echo "not ok webui: suite exited with status $rc"
-    sed 's/^/# /' "$tmp/node" | grep -v '^# *\(duration_ms\|\.\.\.\|---\)' | tail -n 40
+    # each failed test's diagnostics (node's YAML block after its "not ok" line)
+    awk '/^not ok /{p=1} p{print "# " $0} p&&/^  \.\.\.$/{p=0}' "$tmp/node" | head -n 80
 fi
 grep -q '^ok ' "$tmp/node" || echo "not ok webui: suite ran"
 # the server survived the suite and stops cleanly (under ASan: without leaks)

@@ -113,6 +113,25 @@ static void test_set_values(void **state)
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, "", &err), LL_EINVAL);
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, " 4", &err), LL_EINVAL);
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, "99999999999999999999", &err), LL_EINVAL);
+
+    /* a choice takes one of its names, nothing else */
+    assert_int_equal(set(&o, ENGINE_OPT_SPEC, "ngram", &err), LL_OK);
+    assert_int_equal(o.spec, ENGINE_SPEC_NGRAM);
+    assert_int_equal(set(&o, ENGINE_OPT_SPEC, "ngram-always", &err), LL_OK);
+    assert_int_equal(o.spec, ENGINE_SPEC_NGRAM_ALWAYS);
+    assert_int_equal(set(&o, ENGINE_OPT_SPEC, "off", &err), LL_OK);
+    assert_int_equal(o.spec, ENGINE_SPEC_OFF);
+    o.spec = ENGINE_SPEC_NGRAM; /* untouched on error */
+    assert_int_equal(engine_opts_set(&o, def(ENGINE_OPT_SPEC), "NGRAM", "LLAISYS_SPEC", &err),
+                     LL_EINVAL);
+    assert_int_equal(o.spec, ENGINE_SPEC_NGRAM);
+    assert_string_equal(err.msg, "LLAISYS_SPEC: must be one of off, ngram, ngram-always (got 'NGRAM')");
+    assert_int_equal(set(&o, ENGINE_OPT_SPEC, "", &err), LL_EINVAL);
+    assert_int_equal(set(&o, ENGINE_OPT_SPEC, NULL, &err), LL_EINVAL);
+    assert_string_equal(err.msg, "--spec needs a value (MODE)");
+    o.spec = (enum engine_spec)7; /* engine_create refuses a value outside the table */
+    assert_int_equal(engine_opts_check(&o, &err), LL_EINVAL);
+    assert_string_equal(err.msg, "engine options: --spec: no mode 7");
 }
 
 /* One range per option, the one engine_create applies. Where the server, the CLI and the
@@ -130,6 +149,7 @@ static void test_ranges(void **state)
         {ENGINE_OPT_MAX_SEQS, 1, 4096},         {ENGINE_OPT_MAX_BATCH_TOKENS, 1, 65536},
         {ENGINE_OPT_MAX_QUEUE, 1, 1 << 24},     {ENGINE_OPT_KV_BLOCKS, 1, 1 << 24},
         {ENGINE_OPT_BLOCK_SIZE, 1, 4096},       {ENGINE_OPT_KV_MEMORY, 1, 1LL << 50},
+        {ENGINE_OPT_ITL_TARGET_MS, 1, 600000},  {ENGINE_OPT_SPEC_MAX_DRAFT, 1, 16},
     };
     struct engine_opts o;
     struct ll_err err = {0};
@@ -259,6 +279,9 @@ static void test_defaults(void **state)
     assert_int_equal(r->n_ctx, 4096); /* the fixture's max_position_embeddings */
     assert_int_equal(r->max_seqs, 16);
     assert_int_equal(r->kv_blocks, 16 * 4096 / 4 / 16);
+    assert_int_equal(r->itl_target_ms, ENGINE_ITL_TARGET_MS);
+    assert_int_equal(r->spec, ENGINE_SPEC_OFF);
+    assert_int_equal(r->spec_max_draft, 4);
     engine_destroy(e);
 }
 
@@ -280,6 +303,15 @@ static void test_help(void **state)
     assert_string_equal(h, "compute threads (1 to 256; default 2)");
     engine_opts_help(def(ENGINE_OPT_EXACT), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     assert_string_equal(h, "f32 activations and KV cache (default bf16 fast path)");
+    engine_opts_help(def(ENGINE_OPT_SPEC), ENGINE_PROFILE_DEFAULT, h, sizeof h);
+    assert_non_null(strstr(h, "off, ngram or ngram-always"));
+    assert_non_null(strstr(h, "outputs are unchanged (default off)"));
+    engine_opts_help(def(ENGINE_OPT_SPEC_MAX_DRAFT), ENGINE_PROFILE_SERVER, h, sizeof h);
+    assert_non_null(strstr(h, "(1 to 16; default 4)"));
+    engine_opts_help(def(ENGINE_OPT_ITL_TARGET_MS), ENGINE_PROFILE_SERVER, h, sizeof h);
+    char want[64];
+    snprintf(want, sizeof want, "(1 to 600000; default %d)", ENGINE_ITL_TARGET_MS);
+    assert_non_null(strstr(h, want));
     engine_opts_help(def(ENGINE_OPT_QUANT), ENGINE_PROFILE_SERVER, h, sizeof h);
     assert_non_null(strstr(h, "none, q8_0 (8-bit) or q4_0 (4-bit)"));
     assert_non_null(strstr(h, "(default none: the weights as stored)"));
@@ -290,7 +322,8 @@ static void test_print(void **state)
     (void)state;
     struct engine_opts o = {.n_threads = 2, .n_ctx = 64, .max_seqs = 4, .max_batch_tokens = 32,
                             .max_queue = 9, .kv_blocks = 8, .kv_memory = 3 << 19,
-                            .block_size = 16, .exact = true, .quant = 2};
+                            .block_size = 16, .exact = true, .quant = 2,
+                            .itl_target_ms = 250, .spec = ENGINE_SPEC_NGRAM, .spec_max_draft = 3};
     char buf[512] = "";
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
     assert_non_null(f);
@@ -298,7 +331,8 @@ static void test_print(void **state)
     fclose(f);
     assert_string_equal(buf, "threads: 2, ctx: 64, max-seqs: 4, max-batch-tokens: 32, "
                              "max-queue: 9, kv-blocks: 8, kv-memory: 1.5 MiB, block-size: 16, "
-                             "no-prefix-cache: no, exact: yes, quant: q4_0");
+                             "no-prefix-cache: no, exact: yes, quant: q4_0, itl-target-ms: 250, "
+                             "spec: ngram, spec-max-draft: 3");
 }
 
 static void test_parse_size(void **state)

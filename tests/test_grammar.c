@@ -290,6 +290,11 @@ static void test_schema_refused(void **state)
         {"{\"$ref\":\"http://x/y\"}", LL_EINVAL, "local references"},
         {"{\"enum\":[]}", LL_EINVAL, "non-empty"},
         {"{\"type\":\"string\",\"maxLength\":100000}", LL_EUNSUPPORTED, "maxLength"},
+        /* found by fuzz_grammar_json: a count past int's range was cast to int (UB) */
+        {"{\"type\":\"array\",\"maxItems\":3.6e54}", LL_EUNSUPPORTED, "maxItems"},
+        {"{\"type\":\"array\",\"minItems\":1e999}", LL_EUNSUPPORTED, "minItems"},
+        {"{\"type\":\"string\",\"minLength\":-3e40}", LL_EINVAL, "minLength"},
+        {"{\"type\":\"string\",\"minLength\":2.5}", LL_EINVAL, "minLength"},
         {"false", LL_EINVAL, "matches nothing"},
         {"3", LL_EINVAL, "must be an object"},
     };

@@ -15,6 +15,7 @@
 
 #include "grammar.h"
 #include "openai_request.h"
+#include "utf8.h"
 
 static enum ll_status parse(struct oai_request *r, enum oai_kind k, const char *body,
                             struct oai_error *e)
@@ -505,6 +506,25 @@ static void test_error_json(void **state)
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(err, "code")));
     assert_string_equal(cJSON_GetObjectItem(err, "type")->valuestring, "invalid_request_error");
     cJSON_Delete(j);
+    free(s);
+
+    /* Found by fuzz_openai_request: an unknown field named with 3-byte characters, cut to fit
+     * param (64 bytes) and the message, ended inside a character, so the error body was not
+     * UTF-8. Both now end at the last whole character. */
+    char body[1200] = "{\"";
+    for (int i = 0; i < 300; i++)
+        strcat(body, "\xe9\x95\xa9"); /* U+9569 */
+    strcat(body, "\": 1, \"prompt\": \"x\"}");
+    struct oai_request r;
+    assert_int_equal(oai_request_parse(&r, OAI_COMPLETION, body, strlen(body), &e),
+                     LL_EUNSUPPORTED);
+    oai_request_free(&r);
+    assert_int_equal(strlen(e.param), 63); /* 21 whole characters of the 64-byte field */
+    assert_true(ll_utf8_valid(e.message, strlen(e.message), NULL));
+    /* the message quotes 60 bytes of the name (20 characters) and goes on */
+    assert_non_null(strstr(e.message, "\xe9\x95\xa9' is not supported by this server"));
+    s = oai_error_json(&e);
+    assert_true(ll_utf8_valid(s, strlen(s), NULL));
     free(s);
 }
 

@@ -49,7 +49,7 @@ static void test_chat_body(void **state)
          .finish_reason = "length"},
     };
     struct oai_usage u = {.prompt_tokens = 7, .completion_tokens = 9, .cached_tokens = 4,
-                          .reasoning_tokens = 2};
+                          .reasoning_tokens = 2, .spec_drafted = 10, .spec_accepted = 6};
     char *s = oai_response_body(&chat_meta, c, 2, &u);
     cJSON *j = cJSON_Parse(s);
     assert_non_null(j);
@@ -74,10 +74,11 @@ static void test_chat_body(void **state)
         cJSON_GetObjectItem(cJSON_GetObjectItem(us, "prompt_tokens_details"), "cached_tokens")
             ->valueint,
         4);
-    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(us, "completion_tokens_details"),
-                                         "reasoning_tokens")
-                         ->valueint,
-                     2);
+    cJSON *cd = cJSON_GetObjectItem(us, "completion_tokens_details");
+    assert_int_equal(cJSON_GetObjectItem(cd, "reasoning_tokens")->valueint, 2);
+    /* speculative decoding: OpenAI's prediction counts (drafted = accepted + rejected) */
+    assert_int_equal(cJSON_GetObjectItem(cd, "accepted_prediction_tokens")->valueint, 6);
+    assert_int_equal(cJSON_GetObjectItem(cd, "rejected_prediction_tokens")->valueint, 4);
     cJSON_Delete(j);
     free(s);
 }

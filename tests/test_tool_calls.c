@@ -59,11 +59,13 @@ static void run_parser(enum tool_format f, const char *text, size_t step, struct
     tool_parser_free(&p);
 }
 
-/* Whole and byte by byte give the same. */
+/* Whole, byte by byte and in pieces of 4 and 16 bytes give the same. */
 static void check(enum tool_format f, const char *text, const char *content, int n,
                   const char *const *names, const char *const *args)
 {
-    for (size_t step = 0; step <= 1; step++) {
+    static const size_t steps[] = {0, 1, 4, 16};
+    for (size_t si = 0; si < sizeof steps / sizeof *steps; si++) {
+        size_t step = steps[si];
         struct parsed r;
         run_parser(f, text, step, &r);
         if (strcmp(r.content, content))
@@ -131,6 +133,19 @@ static void test_deepseek(void **state)
     check(TOOL_FORMAT_DEEPSEEK, DSB DCB "function" DSEP "f\n```json\nnope\n```" DCE DSE,
           DSB DCB "function" DSEP "f\n```json\nnope\n```" DCE DSE, 0, NULL, NULL);
     check(TOOL_FORMAT_DEEPSEEK, "plain <｜tool", "plain <｜tool", 0, NULL, NULL);
+    /* Found by fuzz_tool_calls: a call without its separator. The whole text found the next
+     * call's separator and swallowed both calls into one; fed in pieces the same text came out
+     * as text. Now the malformed call is text either way and the next call is parsed. */
+    check(TOOL_FORMAT_DEEPSEEK,
+          DSB DCB "funcParis\"}\n```" DCE "\n" DCB "function" DSEP "f\n```json\n{}\n```" DCE DSE,
+          DSB DCB "funcParis\"}\n```" DCE, 1, (const char *const[]){"f"},
+          (const char *const[]){"{}"});
+    /* a type longer than 64 bytes: text, whatever the pieces */
+    check(TOOL_FORMAT_DEEPSEEK,
+          DCB "function_function_function_function_function_function_function_xy" DSEP
+              "f\n{}" DCE,
+          DCB "function_function_function_function_function_function_function_xy" DSEP "f\n{}" DCE,
+          0, NULL, NULL);
 }
 
 /* ---- grammars and template variables ---- */

@@ -16,7 +16,9 @@ top=$(dirname "$here")
 #  - chromium: the WebUI's end-to-end tests (driven by playwright-core from npm).
 #  - python3 + python3-pytest: the Python package (python/llaisys, ctypes) and its tests;
 #    pkgconf: tests/api_example.c is built through pkg-config against the installed library.
-packages="gcc make libc6-dev dpkg-dev xz-utils file curl jq nginx chromium libutf8proc-dev libopenblas-dev libgfortran-12-dev libcmocka-dev python3 python3-pytest pkgconf"
+#  - clang + libclang-rt-dev (libFuzzer and the sanitizer runtimes): the fuzz targets of
+#    tests/fuzz/ (`make fuzz`; `make test` runs each for a few seconds).
+packages="gcc make libc6-dev dpkg-dev xz-utils file curl jq nginx chromium libutf8proc-dev libopenblas-dev libgfortran-12-dev libcmocka-dev python3 python3-pytest pkgconf clang libclang-rt-dev"
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages="$packages nodejs npm"
 
 missing=""

@@ -47,6 +47,37 @@ class LlaisysError(Exception):
         return LIB.llaisys_status_str(self.status).decode()
 
 
+class Handle:
+    """An object that owns one library handle (self._h): closed by close(), by leaving a `with`
+    block, or when collected. A subclass names what it is (_what, for the message when used
+    after close) and frees its handle in _destroy(h)."""
+
+    _what = "object"
+    _h = None
+
+    def _destroy(self, h):
+        raise NotImplementedError
+
+    def close(self):
+        if self._h:
+            h, self._h = self._h, None
+            self._destroy(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the %s is closed" % self._what)
+        return self._h
+
+
 class ModelParams(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int32) for n in (
         "n_ctx", "kv_tokens", "kv_blocks", "block_size", "n_seq_max", "n_batch", "n_threads",

@@ -213,7 +213,7 @@ class Request:
             self._llm._live.pop(self.id, None)
 
 
-class LLM:
+class LLM(_lib.Handle):
     """An engine on a model directory.
 
     LLM(model_dir, **engine_options): the options are llaisys-server's engine flags without
@@ -222,6 +222,8 @@ class LLM:
     The LLM steps its engine on the calling thread (generate, stream, step); thread=True gives
     the engine its own thread instead. Use it as a context manager, or call close().
     """
+
+    _what = "LLM"
 
     def __init__(self, model_dir, *, thread=False, **engine_options):
         items = []
@@ -243,26 +245,10 @@ class LLM:
             check(LIB.llaisys_engine_start(h))
             self.threaded = True
 
-    def close(self):
-        if getattr(self, "_h", None):
-            for r in list(self._live.values()):
-                r.release()
-            LIB.llaisys_engine_destroy(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the LLM is closed")
-        return self._h
+    def _destroy(self, h):
+        for r in list(self._live.values()):
+            r.release()
+        LIB.llaisys_engine_destroy(h)
 
     # ---- one call ----
 

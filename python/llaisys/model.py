@@ -8,13 +8,15 @@ from . import _lib
 from ._lib import LIB, check
 
 
-class Model:
+class Model(_lib.Handle):
     """A model directory opened for decoding.
 
     Model(model_dir, n_ctx=0, kv_tokens=0, kv_blocks=0, block_size=0, n_seq_max=0, n_batch=0,
     threads=0, exact=False): zeros take the library's defaults (llaisys.h). One thread uses a
     Model at a time. Use it as a context manager, or call close().
     """
+
+    _what = "model"
 
     def __init__(self, model_dir, *, n_ctx=0, kv_tokens=0, kv_blocks=0, block_size=0,
                  n_seq_max=0, n_batch=0, threads=0, exact=False):
@@ -31,24 +33,8 @@ class Model:
         self.n_seq_max = LIB.llaisys_model_n_seq_max(h)
         self.n_batch = LIB.llaisys_model_n_batch(h)
 
-    def close(self):
-        if getattr(self, "_h", None):
-            LIB.llaisys_model_destroy(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the model is closed")
-        return self._h
+    def _destroy(self, h):
+        LIB.llaisys_model_destroy(h)
 
     # ---- tokenizer ----
 

@@ -13,7 +13,9 @@
  * the server numbers choices), text (after the prompt's text with echo), token_ids,
  * finish_reason (stop_token_id or stop_reason: the stop string), logprobs when asked ([{id,
  * logprob, top_logprobs: [[id, logprob], ...]}]), seed (the one drawn when none was given),
- * usage (with prompt_tokens_details.cached_tokens) and timings; a request that could not be
+ * usage (with prompt_tokens_details.cached_tokens and completion_tokens_details: reasoning_tokens,
+ * and accepted_prediction_tokens / rejected_prediction_tokens, the draft tokens verified for it
+ * under --spec) and timings; a request that could not be
  * submitted prints {"id", "error": {message, type, param, code}} (the server's error object,
  * the message prefixed with the line number) at once.
  * Runs on the main thread (engine_step); exit status 0 when every request finished without
@@ -29,6 +31,7 @@
 
 #include "buf.h"
 #include "chat_template.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "engine.h"
 #include "engine_args.h"
@@ -140,6 +143,10 @@ static void print_result(const struct job *j, const struct engine_output *out)
     cJSON_AddNumberToObject(us, "total_tokens", u->prompt_tokens + u->completion_tokens);
     cJSON *det = cJSON_AddObjectToObject(us, "prompt_tokens_details");
     cJSON_AddNumberToObject(det, "cached_tokens", u->cached_tokens);
+    cJSON *cdet = cJSON_AddObjectToObject(us, "completion_tokens_details");
+    cJSON_AddNumberToObject(cdet, "reasoning_tokens", u->reasoning_tokens);
+    cJSON_AddNumberToObject(cdet, "accepted_prediction_tokens", u->spec_accepted);
+    cJSON_AddNumberToObject(cdet, "rejected_prediction_tokens", u->spec_drafted - u->spec_accepted);
     cJSON_AddNumberToObject(us, "preemptions", u->preemptions);
     const struct engine_timings *t = &out->timings;
     cJSON *tm = cJSON_AddObjectToObject(o, "timings");
@@ -350,33 +357,19 @@ int cmd_batch(int argc, char **argv)
     const char *dir = NULL, *input = NULL;
     bool stats = false;
     struct engine_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("batch", ENGINE_OPTS_ALL, argc, argv, &i, &o);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            batch_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && i + 1 < argc) {
-            dir = argv[++i];
-        } else if (!strcmp(a, "--input") && i + 1 < argc) {
-            input = argv[++i];
-        } else if (!strcmp(a, "--stats")) {
-            stats = true;
-        } else {
-            fprintf(stderr, "llaisys-cli batch: unknown or incomplete option '%s'\n", a);
-            batch_usage(stderr);
-            return 2;
-        }
-    }
-    if (!dir || !input) {
-        fprintf(stderr, "llaisys-cli batch: --model and --input are required\n");
-        batch_usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &dir),
+        CLI_STR("--input", &input),
+        CLI_SET("--stats", &stats),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "batch", .usage = batch_usage, .args = args,
+                                .engine_mask = ENGINE_OPTS_ALL, .engine = &o};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!dir || !input)
+        return cli_args_fail(&cmd, "--model and --input are required");
 
     struct ll_err err = {0};
     char *data = NULL;
@@ -482,6 +475,10 @@ int cmd_batch(int argc, char **argv)
                 (unsigned long long)st.steps, (unsigned long long)st.decode_tokens,
                 (unsigned long long)st.preemptions, (unsigned long long)st.rejected, st.busy_s,
                 st.kv_blocks, st.kv_in_use, st.kv_cached, st.kv_free);
+    if (stats && st.spec_drafted)
+        fprintf(stderr, "spec: %llu draft tokens verified, %llu accepted (%.1f %%)\n",
+                (unsigned long long)st.spec_drafted, (unsigned long long)st.spec_accepted,
+                100.0 * (double)st.spec_accepted / (double)st.spec_drafted);
     rc = failed || live ? 1 : 0;
 out:
     engine_output_free(&out);

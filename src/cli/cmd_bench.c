@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "cli_args.h"
 #include "engine_args.h"
 #include "matmul.h"
 #include "model.h"
@@ -65,38 +66,20 @@ int cmd_bench(int argc, char **argv)
     const char *dir = NULL, *pp_s = "128,512";
     long long tg = 128, reps = 3;
     struct engine_opts eo = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("bench", BENCH_ENGINE_OPTS, argc, argv, &i, &eo);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && v) {
-            dir = argv[++i];
-        } else if (!strcmp(a, "--pp") && v) {
-            pp_s = argv[++i];
-        } else if (!strcmp(a, "--tg") && v) {
-            if (run_parse_int("bench", a, argv[++i], 0, 100000, &tg))
-                return 2;
-        } else if (!strcmp(a, "--reps") && v) {
-            if (run_parse_int("bench", a, argv[++i], 1, 1000, &reps))
-                return 2;
-        } else {
-            fprintf(stderr, "llaisys-cli bench: unknown or incomplete option '%s'\n", a);
-            bench_usage(stderr);
-            return 2;
-        }
-    }
-    if (!dir) {
-        fprintf(stderr, "llaisys-cli bench: --model is required\n");
-        bench_usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &dir),
+        CLI_STR("--pp", &pp_s),
+        CLI_INT("--tg", &tg, 0, 100000),
+        CLI_INT("--reps", &reps, 1, 1000),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "bench", .usage = bench_usage, .args = args,
+                                .engine_mask = BENCH_ENGINE_OPTS, .engine = &eo};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!dir)
+        return cli_args_fail(&cmd, "--model is required");
     int32_t *pp = NULL;
     int n_pp = 0;
     if (run_parse_ids("bench", "--pp", pp_s, &pp, &n_pp))

@@ -3,18 +3,23 @@
  * shape of llama-batched-bench (same workload as /work/shared/BENCHMARKS.md):
  *   - S concurrent streams (default 1, 4, 16, 64), each a P-token prompt (default 128) and G
  *     new tokens (default 128, greedy, eos ignored), all submitted at once: prompt tokens/s
- *     (steps that ran prompt rows), aggregate decode tokens/s (steps that ran decode rows only:
- *     every stream decoding), inter-token latency per stream (p50 / p99 of the gaps between a
- *     stream's consecutive tokens over the whole run), time to first token, wall time;
+ *     (steps that ran prompt rows), aggregate decode tokens/s (tokens generated in steps that
+ *     ran decode rows only: every stream decoding; with --spec, accepted drafts count),
+ *     inter-token latency per stream (p50 / p99 of the gaps between a stream's consecutive
+ *     tokens over the whole run), time to first token, wall time, and with --spec the draft
+ *     tokens verified and the share accepted;
  *   - time to first token of an L-token prompt (default 512) submitted while N streams
- *     (default 16) decode, and the longest gap those streams saw meanwhile;
+ *     (default 16) decode, the steps it was spread over, and the streams' gaps meanwhile (p50,
+ *     p99, longest) beside their gaps just before it arrived;
  *   - the prefix cache: two requests sharing an L-token prefix (plus 16 own tokens), one after
  *     the other: time to first token cold and warm, and the cached tokens reported.
+ * Prompts are pseudo-random ids from fixed salts, so runs are comparable; with --prompt-cycle N
+ * each prompt is instead a run of consecutive ids around an aligned group of N, the text a
+ * `mkmodel --copy N` model continues, so its answer repeats its prompt (a workload for --spec).
  * With --json-schema FILE (or "object") every stream is constrained to that JSON Schema (or to
  * any JSON object) by the grammar engine (grammar.h): the same table measures constrained
  * decoding; a stream whose JSON completes early ends early.
- * Prompts are pseudo-random ids from fixed salts, so runs are comparable. The engine runs on
- * this thread (engine_step); timestamps are taken after each step.
+ * The engine runs on this thread (engine_step); timestamps are taken after each step.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +50,8 @@ static void bench_engine_usage(FILE *f)
                "  --long L           long prompt for the TTFT and prefix tests (default 512;\n"
                "                     0 skips both)\n"
                "  --load-streams N   streams decoding during the TTFT test (default 16)\n"
+               "  --prompt-cycle N   prompts made of runs of consecutive ids in aligned groups\n"
+               "                     of N (what a `mkmodel --copy N` model repeats)\n"
                "  --json-schema FILE constrain every stream to the JSON Schema in FILE, or to any\n"
                "                     JSON object with 'object' (constrained decoding)\n"
                "(engine defaults here: --ctx 1024, --max-seqs = the most streams, --kv-blocks\n"
@@ -52,9 +59,19 @@ static void bench_engine_usage(FILE *f)
     engine_args_usage(f, ENGINE_OPTS_ALL);
 }
 
+static int prompt_cycle; /* --prompt-cycle */
+
 static void make_prompt(int32_t *ids, int n, int vocab, uint64_t salt)
 {
     int range = vocab < 150000 ? vocab : 150000; /* real (non-padding) tokens */
+    if (prompt_cycle > 0 && prompt_cycle <= range) {
+        int groups = range / prompt_cycle;
+        int base = (int)(sampler_uniform(salt, 0) * groups) * prompt_cycle;
+        int start = (int)(sampler_uniform(salt, 1) * prompt_cycle);
+        for (int i = 0; i < n; i++)
+            ids[i] = base + (start + i) % prompt_cycle;
+        return;
+    }
     for (int i = 0; i < n; i++)
         ids[i] = (int32_t)(sampler_uniform(salt, (uint64_t)i) * range);
 }
@@ -93,6 +110,15 @@ struct bench {
     uint64_t prompt_tokens, decode_tokens;
 };
 
+/* Gaps of b->gaps[from..to): p50, p99 (ms) and the longest (ms); sorts that range. */
+static void gap_stats(struct bench *b, int from, int to, double *p50, double *p99, double *max)
+{
+    int n = to - from;
+    *p50 = quantile(b->gaps + from, n, 0.5) * 1e3;
+    *p99 = quantile(b->gaps + from, n, 0.99) * 1e3;
+    *max = n ? b->gaps[to - 1] * 1e3 : 0;
+}
+
 static enum ll_status submit_stream(struct bench *b, struct stream *s, const int32_t *ids, int n,
                                     int gen, struct ll_err *err)
 {
@@ -121,7 +147,7 @@ static enum ll_status bench_step(struct bench *b, struct ll_err *err)
         b->prompt_tokens += dp;
     } else if (dd) {
         b->decode_time += dt;
-        b->decode_tokens += dd;
+        b->decode_tokens += z.generated_tokens - a.generated_tokens;
     }
     return s;
 }
@@ -191,11 +217,15 @@ static enum ll_status run_streams(struct bench *b, int S, int P, int G, bool pri
         for (int i = 0; i < b->n_gaps; i++)
             mean_gap += b->gaps[i];
         mean_gap = b->n_gaps ? mean_gap / b->n_gaps * 1e3 : 0;
-        printf("| %7d | %10.1f | %10.2f | %8.1f | %8.1f | %8.1f | %8.2f | %8.2f | %7.1f | %5llu |\n",
+        uint64_t drafted = s1.spec_drafted - s0.spec_drafted;
+        uint64_t accepted = s1.spec_accepted - s0.spec_accepted;
+        printf("| %7d | %10.1f | %10.2f | %8.1f | %8.1f | %8.1f | %8.2f | %8.2f | %7.1f | %7llu "
+               "| %6llu %5.1f%% |\n",
                S, b->prompt_time > 0 ? b->prompt_tokens / b->prompt_time : 0,
                b->decode_time > 0 ? b->decode_tokens / b->decode_time : 0, mean_gap, p50, p99,
                quantile(ttft, S, 0.5), quantile(ttft, S, 1.0), wall,
-               (unsigned long long)(s1.preemptions - s0.preemptions));
+               (unsigned long long)(s1.preemptions - s0.preemptions),
+               (unsigned long long)drafted, drafted ? 100.0 * accepted / drafted : 0.0);
         fflush(stdout);
     }
     for (int i = 0; i < S; i++)
@@ -223,7 +253,8 @@ static enum ll_status run_ttft(struct bench *b, int N, int P, int G, int L, stru
         make_prompt(ids, P, b->vocab, 777000ull + (uint64_t)i);
         s = submit_stream(b, &st[i], ids, P, G, err);
     }
-    /* Until every stream has its first token (all decoding). */
+    /* Until every stream has its first token (all decoding), then a few decode-only steps
+     * whose gaps are the reference. */
     int started = 0;
     while (s == LL_OK && started < N) {
         s = bench_step(b, err);
@@ -234,6 +265,12 @@ static enum ll_status run_ttft(struct bench *b, int N, int P, int G, int L, stru
         }
     }
     b->n_gaps = 0;
+    for (int k = 0; k < 4 && s == LL_OK; k++) {
+        s = bench_step(b, err);
+        for (int i = 0; i < N; i++)
+            poll_stream(b, &st[i], true);
+    }
+    int before = b->n_gaps;
     struct stream *lng = &st[N];
     if (s == LL_OK) {
         make_prompt(ids, L, b->vocab, 888888);
@@ -248,15 +285,20 @@ static enum ll_status run_ttft(struct bench *b, int N, int P, int G, int L, stru
             poll_stream(b, &st[i], true);
     }
     if (s == LL_OK) {
-        double worst = 0, mean = 0;
-        for (int i = 0; i < b->n_gaps; i++) {
-            worst = b->gaps[i] > worst ? b->gaps[i] : worst;
+        double mean = 0, p50, p99, worst, b50, b99, bmax;
+        for (int i = before; i < b->n_gaps; i++)
             mean += b->gaps[i];
-        }
-        mean = b->n_gaps ? mean / b->n_gaps : 0;
+        mean = b->n_gaps > before ? mean / (b->n_gaps - before) : 0;
+        gap_stats(b, 0, before, &b50, &b99, &bmax);
+        gap_stats(b, before, b->n_gaps, &p50, &p99, &worst);
+        struct engine_stats es;
+        engine_get_stats(b->e, &es);
         printf("TTFT of a %d-token prompt while %d streams decode: %.3f s (%d steps); the "
-               "streams' gaps meanwhile: mean %.0f ms, longest %.0f ms\n",
-               L, N, lng->ttft, steps, mean * 1e3, worst * 1e3);
+               "streams' gaps meanwhile: mean %.0f ms, p50 %.0f ms, p99 %.0f ms, longest %.0f ms "
+               "(just before it: p50 %.0f ms, longest %.0f ms)\n",
+               L, N, lng->ttft, steps, mean * 1e3, p50, p99, worst, b50, bmax);
+        printf("scheduler estimate: a step of %d decode rows %.0f ms, a prompt token beside "
+               "them %.1f ms\n", N, es.cost_step_s * 1e3, es.cost_prompt_token_s * 1e3);
         fflush(stdout);
     }
     for (int i = 0; i <= N; i++)
@@ -381,6 +423,11 @@ int cmd_bench_engine(int argc, char **argv)
         } else if (!strcmp(a, "--load-streams") && v) {
             if (run_parse_int("bench-engine", a, argv[++i], 1, 4096, &N))
                 return 2;
+        } else if (!strcmp(a, "--prompt-cycle") && v) {
+            long long c;
+            if (run_parse_int("bench-engine", a, argv[++i], 2, 150000, &c))
+                return 2;
+            prompt_cycle = (int)c;
         } else {
             fprintf(stderr, "llaisys-cli bench-engine: unknown or incomplete option '%s'\n", a);
             bench_engine_usage(stderr);
@@ -426,7 +473,7 @@ int cmd_bench_engine(int argc, char **argv)
     b.vocab = engine_model(b.e)->config.vocab_size;
     if (schema && load_grammar(schema, &b.grammar, &err) != LL_OK)
         goto fail;
-    b.cap_gaps = (int)((long long)max_s * G + 16);
+    b.cap_gaps = (int)((long long)max_s * G + 4 * N + 16);
     b.gaps = malloc(sizeof(double) * (size_t)b.cap_gaps);
     if (!b.gaps) {
         ll_err_set(&err, LL_ENOMEM, "out of memory");
@@ -449,15 +496,16 @@ int cmd_bench_engine(int argc, char **argv)
         goto fail;
     printf("\n%lld-token prompts, %lld new tokens per stream, all submitted at once:\n\n", P, G);
     printf("| streams | prompt t/s | decode t/s | ITL mean | ITL p50  | ITL p99  | TTFT p50 "
-           "| TTFT max |  wall s | preempt |\n");
+           "| TTFT max |  wall s | preempt | drafts accepted |\n");
     printf("|---------|------------|------------|----------|----------|----------|----------"
-           "|----------|---------|---------|\n");
+           "|----------|---------|---------|-----------------|\n");
     fflush(stdout);
     for (int i = 0; i < n_streams; i++)
         if (run_streams(&b, streams[i], (int)P, (int)G, true, &err) != LL_OK)
             goto fail;
-    printf("(decode t/s: aggregate over steps that ran only decode rows; ITL in ms, over every "
-           "gap of every stream; TTFT in s)\n\n");
+    printf("(decode t/s: tokens generated in the steps that ran only decode rows, over their "
+           "time; ITL in ms, over every gap of every stream; TTFT in s; drafts: draft tokens "
+           "verified, --spec)\n\n");
     if (L > 0) {
         if (run_ttft(&b, (int)N, (int)P, (int)G, (int)L, &err) != LL_OK ||
             run_prefix(&b, (int)L, &err) != LL_OK)

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "matmul.h"
 #include "pool.h"
@@ -214,75 +215,55 @@ static int parse_list(const char *s, int *out, int cap)
 
 int cmd_bench_matmul(int argc, char **argv)
 {
-    int threads = 2, ms[16], n_ms = 0, use_blas = 1;
+    int ms[16], n_ms = 0;
+    long long n_threads = 2;
+    bool use_blas = true;
     double budget = 0.3;
     enum ll_math math = LL_MATH_FAST;
     enum ll_dtype wtype = LL_BF16;
     bool quant = false;
     enum ll_qtype qtype = LL_Q8_0;
-    const char *shape_list = NULL, *variant = NULL;
+    const char *shape_list = NULL, *variant = NULL, *math_s = "fast", *wtype_s = "bf16";
+    const char *m_s = NULL;
     memcpy(ms, default_ms, sizeof default_ms);
     n_ms = (int)(sizeof default_ms / sizeof default_ms[0]);
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--no-blas")) {
-            use_blas = 0;
-            continue;
-        } else if (!v) {
-            fprintf(stderr, "bench-matmul: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            threads = atoi(v);
-            if (threads < 1 || threads > 256) {
-                fprintf(stderr, "bench-matmul: bad thread count '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--math")) {
-            if (strcmp(v, "fast") && strcmp(v, "exact")) {
-                fprintf(stderr, "bench-matmul: --math fast|exact, not '%s'\n", v);
-                return 2;
-            }
-            math = !strcmp(v, "fast") ? LL_MATH_FAST : LL_MATH_EXACT;
-        } else if (!strcmp(a, "--wtype")) {
-            if (!strcmp(v, "bf16"))
-                wtype = LL_BF16;
-            else if (!strcmp(v, "f16"))
-                wtype = LL_F16;
-            else if (!strcmp(v, "f32"))
-                wtype = LL_F32;
-            else if (ll_qtype_parse(v, &qtype))
-                quant = true;
-            else {
-                fprintf(stderr, "bench-matmul: --wtype bf16|f16|f32|q8_0|q4_0, not '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--m")) {
-            n_ms = parse_list(v, ms, 16);
-            if (n_ms <= 0) {
-                fprintf(stderr, "bench-matmul: bad --m list '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--shape")) {
-            shape_list = v;
-        } else if (!strcmp(a, "--time")) {
-            budget = atof(v);
-        } else if (!strcmp(a, "--variant")) {
-            variant = v;
-        } else {
-            fprintf(stderr, "bench-matmul: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        i++;
-    }
+    const struct cli_arg args[] = {
+        CLI_INT("--threads", &n_threads, 1, 256),
+        CLI_INT("-t", &n_threads, 1, 256),
+        CLI_STR("--math", &math_s),
+        CLI_STR("--wtype", &wtype_s),
+        CLI_STR("--m", &m_s),
+        CLI_STR("--shape", &shape_list),
+        CLI_NUM("--time", &budget, 0.001, 3600),
+        CLI_CLEAR("--no-blas", &use_blas),
+        CLI_STR("--variant", &variant),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "bench-matmul", .usage = usage, .args = args};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    int threads = (int)n_threads;
+    if (strcmp(math_s, "fast") && strcmp(math_s, "exact"))
+        return cli_args_fail(&cmd, "--math must be fast or exact");
+    math = !strcmp(math_s, "fast") ? LL_MATH_FAST : LL_MATH_EXACT;
+    if (!strcmp(wtype_s, "bf16"))
+        wtype = LL_BF16;
+    else if (!strcmp(wtype_s, "f16"))
+        wtype = LL_F16;
+    else if (!strcmp(wtype_s, "f32"))
+        wtype = LL_F32;
+    else if (ll_qtype_parse(wtype_s, &qtype))
+        quant = true;
+    else
+        return cli_args_fail(&cmd, "--wtype must be bf16, f16, f32 or a quantized type");
+    if (m_s && (n_ms = parse_list(m_s, ms, 16)) <= 0)
+        return cli_args_fail(&cmd, "--m needs batch sizes in [1, 65536], comma-separated");
     if (quant)
         use_blas = 0;
     if (variant && !(quant ? ll_qmatmul_set_variant(variant) : ll_matmul_set_variant(variant))) {
-        fprintf(stderr, "bench-matmul: variant '%s' unknown or not supported by this CPU\n", variant);
+        fprintf(stderr, "llaisys-cli bench-matmul: variant '%s' unknown or not supported by this CPU\n",
+                variant);
         return 2;
     }
 

@@ -29,6 +29,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "json.h"
 #include "tokenizer.h"
@@ -295,47 +296,34 @@ static void usage(FILE *f)
             "  --threads N   encode on N threads at once on one tokenizer (default 1, max 64)\n");
 }
 
-static bool parse_num(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 int cmd_bench_tokenizer(int argc, char **argv)
 {
     const char *model = NULL;
-    long size_mb = 4, doc_kib = 16, passes = 3, threads = 1;
-    int first_file = argc;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && has) {
-            model = argv[++i];
-        } else if ((!strcmp(a, "--size") && has && parse_num(argv[++i], 1, 1024, &size_mb)) ||
-                   (!strcmp(a, "--doc") && has && parse_num(argv[++i], 1, 1 << 20, &doc_kib)) ||
-                   (!strcmp(a, "--passes") && has && parse_num(argv[++i], 1, 1000, &passes)) ||
-                   (!strcmp(a, "--threads") && has && parse_num(argv[++i], 1, 64, &threads))) {
-            continue;
-        } else if (a[0] != '-') {
-            first_file = i;
-            break;
-        } else {
-            fprintf(stderr, "llaisys-cli bench-tokenizer: bad argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+    long long size_mb = 4, doc_kib = 16, passes = 3, threads = 1;
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    int n_inputs = 0;
+    if (!files) {
+        fprintf(stderr, "llaisys-cli bench-tokenizer: out of memory\n");
+        return 1;
     }
-    if (!model) {
-        fprintf(stderr, "llaisys-cli bench-tokenizer: --model DIR is required\n");
-        usage(stderr);
-        return 2;
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &model),
+        CLI_INT("--size", &size_mb, 1, 1024),
+        CLI_INT("--doc", &doc_kib, 1, 1 << 20),
+        CLI_INT("--passes", &passes, 1, 1000),
+        CLI_INT("--threads", &threads, 1, 64),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "bench-tokenizer", .usage = usage, .args = args,
+                                .pos = files, .max_pos = argc, .n_pos = &n_inputs};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (!pr && !model) {
+        cli_args_fail(&cmd, "--model DIR is required");
+        pr = -1;
+    }
+    if (pr) {
+        free(files);
+        return pr > 0 ? 0 : 2;
     }
 
     /* load: three times, the first on a possibly cold page cache */
@@ -347,6 +335,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
         double t0 = ll_now();
         if (tokenizer_load(&tok, model, &err) != LL_OK) {
             fprintf(stderr, "llaisys-cli bench-tokenizer: %s\n", err.msg);
+            free(files);
             return 1;
         }
         double dt = ll_now() - t0;
@@ -360,11 +349,11 @@ int cmd_bench_tokenizer(int argc, char **argv)
 
     struct ll_buf text = {0};
     int rc = 1;
-    if (first_file < argc) {
-        for (int i = first_file; i < argc; i++) {
+    if (n_inputs > 0) {
+        for (int i = 0; i < n_inputs; i++) {
             char *data;
             size_t len;
-            if (ll_read_file(argv[i], &data, &len, &err) != LL_OK) {
+            if (ll_read_file(files[i], &data, &len, &err) != LL_OK) {
                 fprintf(stderr, "llaisys-cli bench-tokenizer: %s\n", err.msg);
                 goto out;
             }
@@ -373,7 +362,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
             if (!ok)
                 goto oom;
         }
-        printf("corpus: %zu bytes from %d file(s)\n", text.len, argc - first_file);
+        printf("corpus: %zu bytes from %d file(s)\n", text.len, n_inputs);
     } else {
         size_t target = (size_t)size_mb * 1000000, repo_limit = target / 3, n_en = 0, n_zh = 0;
         int n_files = 0;
@@ -402,7 +391,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
         docs[n_docs++] = (struct doc){text.data + at, end - at};
         at = end;
     }
-    printf("documents: %zu of up to %ld KiB; threads: %ld\n", n_docs, doc_kib, threads);
+    printf("documents: %zu of up to %lld KiB; threads: %lld\n", n_docs, doc_kib, threads);
 
     /* pass 1 on a fresh tokenizer: the previous loads filled nothing, but be explicit */
     tokenizer_free(tok);
@@ -413,7 +402,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
     }
     double best = 1e30, best_cpu = 1e30;
     size_t n_tokens = 0;
-    for (long p = 0; p < passes; p++) {
+    for (long long p = 0; p < passes; p++) {
         double cpu;
         double dt = timed_pass(tok, docs, n_docs, (int)threads, &n_tokens, &cpu);
         if (dt < 0) {
@@ -421,7 +410,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
             goto oom;
         }
         double bytes = (double)text.len * (double)threads;
-        printf("encode pass %ld%s: %.3f s, %.2f MB/s, %.3f M tokens/s, %zu tokens "
+        printf("encode pass %lld%s: %.3f s, %.2f MB/s, %.3f M tokens/s, %zu tokens "
                "(%.2f bytes/token); CPU %.3f s\n",
                p + 1, p == 0 ? " (cold cache)" : "", dt, bytes / dt / 1e6,
                (double)n_tokens / dt / 1e6, n_tokens, bytes / (double)(n_tokens ? n_tokens : 1),
@@ -459,5 +448,6 @@ oom:
 out:
     ll_buf_free(&text);
     tokenizer_free(tok);
+    free(files);
     return rc;
 }

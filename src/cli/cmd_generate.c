@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "chat_template.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "engine_args.h"
 #include "gen_params.h"
@@ -63,91 +64,52 @@ struct gen_opts {
     struct engine_opts engine;    /* --threads, --ctx, --exact, --quant */
 };
 
-/* A number flag in [lo, hi] (lo excluded when lo_open) into *out. 0, or -1 after a message. */
-static int parse_number(const char *flag, const char *s, double lo, double hi, bool lo_open,
-                        float *out)
-{
-    double v;
-    if (run_parse_float("generate", flag, s, &v))
-        return -1;
-    if (v > hi || (lo_open ? v <= lo : v < lo)) {
-        fprintf(stderr, "llaisys-cli generate: %s must be in %c%g, %g], got %s\n", flag,
-                lo_open ? '(' : '[', lo, hi, s);
-        return -1;
-    }
-    *out = (float)v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct gen_opts *g)
 {
     memset(g, 0, sizeof *g);
     g->n = 256;
     struct gen_settings *sp = &g->sampling;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("generate", GENERATE_ENGINE_OPTS, argc, argv, &i, &g->engine);
-        if (r < 0)
-            return -1;
-        if (r > 0)
-            continue;
-        bool v = i + 1 < argc;
-        long long x;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            generate_usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "--model") && v) {
-            g->dir = argv[++i];
-        } else if (!strcmp(a, "--prompt") && v) {
-            g->prompt = argv[++i];
-        } else if (!strcmp(a, "--chat") && v) {
-            g->chat = argv[++i];
-        } else if (!strcmp(a, "--ids") && v) {
-            g->ids = argv[++i];
-        } else if (!strcmp(a, "-n") && v) {
-            if (run_parse_int("generate", a, argv[++i], 0, 1 << 30, &g->n))
-                return -1;
-        } else if (!strcmp(a, "--top-k") && v) {
-            if (run_parse_int("generate", a, argv[++i], -1, INT32_MAX, &x))
-                return -1;
-            sp->top_k = (int)x;
-            sp->has_top_k = true;
-        } else if (!strcmp(a, "--temp") && v) {
-            if (parse_number(a, argv[++i], 0, GEN_TEMPERATURE_MAX, false, &sp->temperature))
-                return -1;
-            sp->has_temperature = true;
-        } else if (!strcmp(a, "--top-p") && v) {
-            if (parse_number(a, argv[++i], 0, 1, true, &sp->top_p))
-                return -1;
-            sp->has_top_p = true;
-        } else if (!strcmp(a, "--min-p") && v) {
-            if (parse_number(a, argv[++i], 0, 1, false, &sp->min_p))
-                return -1;
-            sp->has_min_p = true;
-        } else if (!strcmp(a, "--repetition-penalty") && v) {
-            if (parse_number(a, argv[++i], 0, GEN_REPETITION_PENALTY_MAX, true,
-                             &sp->repetition_penalty))
-                return -1;
-            sp->has_repetition_penalty = true;
-        } else if (!strcmp(a, "--seed") && v) {
-            if (run_parse_int("generate", a, argv[++i], INT64_MIN, INT64_MAX, &x))
-                return -1;
-            sp->seed = (uint64_t)x;
-            sp->has_seed = true;
-        } else if (!strcmp(a, "--print-ids")) {
-            g->print_ids = true;
-        } else {
-            fprintf(stderr, "llaisys-cli generate: unknown or incomplete option '%s'\n", a);
-            generate_usage(stderr);
-            return -1;
-        }
-    }
+    long long top_k = 0, seed = 0;
+    double temp = 0, top_p = 1, min_p = 0, rep = 1;
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &g->dir),
+        CLI_STR("--prompt", &g->prompt),
+        CLI_STR("--chat", &g->chat),
+        CLI_STR("--ids", &g->ids),
+        CLI_INT("-n", &g->n, 0, 1 << 30),
+        {.flag = "--top-k", .kind = CLI_ARG_INT, .out = &top_k, .imin = -1, .imax = INT32_MAX,
+         .given = &sp->has_top_k},
+        {.flag = "--temp", .kind = CLI_ARG_NUM, .out = &temp, .max = GEN_TEMPERATURE_MAX,
+         .given = &sp->has_temperature},
+        {.flag = "--top-p", .kind = CLI_ARG_NUM, .out = &top_p, .max = 1, .min_open = true,
+         .given = &sp->has_top_p},
+        {.flag = "--min-p", .kind = CLI_ARG_NUM, .out = &min_p, .max = 1,
+         .given = &sp->has_min_p},
+        {.flag = "--repetition-penalty", .kind = CLI_ARG_NUM, .out = &rep,
+         .max = GEN_REPETITION_PENALTY_MAX, .min_open = true,
+         .given = &sp->has_repetition_penalty},
+        {.flag = "--seed", .kind = CLI_ARG_INT, .out = &seed, .imin = INT64_MIN,
+         .imax = INT64_MAX, .given = &sp->has_seed},
+        CLI_SET("--print-ids", &g->print_ids),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "generate", .usage = generate_usage, .args = args,
+                                .engine_mask = GENERATE_ENGINE_OPTS, .engine = &g->engine};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr;
+    sp->top_k = (int)top_k;
+    sp->temperature = (float)temp;
+    sp->top_p = (float)top_p;
+    sp->min_p = (float)min_p;
+    sp->repetition_penalty = (float)rep;
+    sp->seed = (uint64_t)seed;
     if (!g->dir) {
-        fprintf(stderr, "llaisys-cli generate: --model is required\n");
+        cli_args_fail(&cmd, "--model is required");
         return -1;
     }
     if (!!g->prompt + !!g->chat + !!g->ids != 1) {
-        fprintf(stderr, "llaisys-cli generate: give exactly one of --prompt, --chat, --ids\n");
+        cli_args_fail(&cmd, "give exactly one of --prompt, --chat, --ids");
         return -1;
     }
     return 0;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "engine_args.h"
 #include "model.h"
@@ -109,43 +110,24 @@ int cmd_kl(int argc, char **argv)
     const char *dir = NULL, *qdir = NULL, *input = NULL;
     long long ctx = 512, max_chunks = 0;
     struct engine_opts eo = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("kl", KL_ENGINE_OPTS, argc, argv, &i, &eo);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            kl_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && v) {
-            dir = argv[++i];
-        } else if (!strcmp(a, "--model-q") && v) {
-            qdir = argv[++i];
-        } else if (!strcmp(a, "--input") && v) {
-            input = argv[++i];
-        } else if (!strcmp(a, "--ctx") && v) {
-            if (run_parse_int("kl", a, argv[++i], 4, 65536, &ctx))
-                return 2;
-        } else if (!strcmp(a, "--chunks") && v) {
-            if (run_parse_int("kl", a, argv[++i], 1, 1 << 30, &max_chunks))
-                return 2;
-        } else {
-            fprintf(stderr, "llaisys-cli kl: unknown or incomplete option '%s'\n", a);
-            kl_usage(stderr);
-            return 2;
-        }
-    }
-    if (!dir || !input || (!qdir && !eo.quant) || (qdir && eo.quant)) {
-        fprintf(stderr, "llaisys-cli kl: %s\n",
-                !dir     ? "--model is required"
-                : !input ? "--input is required"
-                         : "give one of --quant T (quantize DIR at load) and --model-q QDIR");
-        kl_usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &dir),
+        CLI_STR("--model-q", &qdir),
+        CLI_STR("--input", &input),
+        CLI_INT("--ctx", &ctx, 4, 65536),
+        CLI_INT("--chunks", &max_chunks, 1, 1 << 30),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "kl", .usage = kl_usage, .args = args,
+                                .engine_mask = KL_ENGINE_OPTS, .engine = &eo};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!dir || !input || (!qdir && !eo.quant) || (qdir && eo.quant))
+        return cli_args_fail(&cmd, !dir     ? "--model is required"
+                                   : !input ? "--input is required"
+                                            : "give one of --quant T (quantize DIR at load) "
+                                              "and --model-q QDIR");
 
     struct ll_err err = {0};
     struct model *base = NULL, *quant = NULL;

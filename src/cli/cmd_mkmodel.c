@@ -26,6 +26,10 @@ static void mkmodel_usage(FILE *f)
             "  --hidden N  --layers N  --heads N  --kv-heads N  --head-dim N\n"
             "  --intermediate N  --vocab N  --max-pos N  --rope-theta X  --rms-eps X\n"
             "  --tied | --untied    share lm_head with the embedding or not\n"
+            "  --copy N             a copy model (needs --untied): same shapes and cost, but\n"
+            "                       greedy decoding steps through t+1, t+2, ... within t's\n"
+            "                       aligned group of N ids, so it repeats such runs (a workload\n"
+            "                       for speculative decoding; see mkmodel.h)\n"
             "  --threads N          generator threads (default 2)\n"
             "  --force              replace OUT_DIR if it is a model directory mkmodel wrote\n");
 }
@@ -90,6 +94,7 @@ int cmd_mkmodel(int argc, char **argv)
         {"--intermediate", offsetof(struct mkmodel_spec, intermediate_size), 1 << 20},
         {"--vocab", offsetof(struct mkmodel_spec, vocab_size), 1 << 24},
         {"--max-pos", offsetof(struct mkmodel_spec, max_position), 1 << 30},
+        {"--copy", offsetof(struct mkmodel_spec, copy_period), 1 << 24},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -167,9 +172,10 @@ int cmd_mkmodel(int argc, char **argv)
         return 1;
     }
     double mb = (double)mkmodel_file_size(&s) / 1e6;
-    fprintf(stderr, "mkmodel: wrote %s (hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s; "
+    fprintf(stderr, "mkmodel: wrote %s (hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s%s; "
                     "model.safetensors %.1f MB) in %.2f s\n",
             out, s.hidden_size, s.n_layers, s.n_heads, s.n_kv_heads, s.intermediate_size,
-            s.vocab_size, s.tied ? "tied" : "untied", mb, ll_now() - t0);
+            s.vocab_size, s.tied ? "tied" : "untied", s.copy_period ? ", copy model" : "", mb,
+            ll_now() - t0);
     return 0;
 }

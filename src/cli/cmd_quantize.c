@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "engine_args.h"
 #include "model.h"
@@ -33,44 +34,23 @@ int cmd_quantize(int argc, char **argv)
     const char *dir = NULL, *type = NULL, *out = NULL;
     bool force = false;
     struct engine_opts eo = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("quantize", QUANTIZE_ENGINE_OPTS, argc, argv, &i, &eo);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            quantize_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && v) {
-            dir = argv[++i];
-        } else if (!strcmp(a, "--type") && v) {
-            type = argv[++i];
-        } else if (!strcmp(a, "--force")) {
-            force = true;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "llaisys-cli quantize: unknown or incomplete option '%s'\n", a);
-            quantize_usage(stderr);
-            return 2;
-        } else if (!out) {
-            out = a;
-        } else {
-            fprintf(stderr, "llaisys-cli quantize: more than one output directory ('%s', '%s')\n",
-                    out, a);
-            return 2;
-        }
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &dir),
+        CLI_STR("--type", &type),
+        CLI_SET("--force", &force),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "quantize", .usage = quantize_usage, .args = args,
+                                .engine_mask = QUANTIZE_ENGINE_OPTS, .engine = &eo,
+                                .pos = &out, .max_pos = 1};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
     struct model_open_opts mo = {.quantize = true, .n_threads = eo.n_threads};
-    if (!dir || !type || !out) {
-        fprintf(stderr, "llaisys-cli quantize: %s is required\n",
-                !dir    ? "--model"
-                : !type ? "--type"
-                        : "OUT_DIR");
-        quantize_usage(stderr);
-        return 2;
-    }
+    if (!dir || !type || !out)
+        return cli_args_fail(&cmd, !dir    ? "--model is required"
+                                   : !type ? "--type is required"
+                                           : "OUT_DIR is required");
     if (!ll_qtype_parse(type, &mo.qtype)) {
         fprintf(stderr, "llaisys-cli quantize: --type: must be q8_0 or q4_0 (got '%s')\n", type);
         return 2;

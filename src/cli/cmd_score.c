@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "engine_args.h"
 #include "model.h"
@@ -56,35 +57,19 @@ int cmd_score(int argc, char **argv)
     const char *dir = NULL, *ids_s = NULL;
     long long top = 8;
     struct engine_opts eo = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("score", SCORE_ENGINE_OPTS, argc, argv, &i, &eo);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            score_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && v) {
-            dir = argv[++i];
-        } else if (!strcmp(a, "--ids") && v) {
-            ids_s = argv[++i];
-        } else if (!strcmp(a, "--top") && v) {
-            if (run_parse_int("score", a, argv[++i], 1, 1000, &top))
-                return 2;
-        } else {
-            fprintf(stderr, "llaisys-cli score: unknown or incomplete option '%s'\n", a);
-            score_usage(stderr);
-            return 2;
-        }
-    }
-    if (!dir || !ids_s) {
-        fprintf(stderr, "llaisys-cli score: --model and --ids are required\n");
-        score_usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &dir),
+        CLI_STR("--ids", &ids_s),
+        CLI_INT("--top", &top, 1, 1000),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "score", .usage = score_usage, .args = args,
+                                .engine_mask = SCORE_ENGINE_OPTS, .engine = &eo};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!dir || !ids_s)
+        return cli_args_fail(&cmd, "--model and --ids are required");
     int32_t *ids;
     int n;
     if (run_parse_ids("score", "--ids", ids_s, &ids, &n))

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "chat_template.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "json.h"
 #include "util.h"
@@ -34,33 +35,19 @@ static void usage(FILE *f)
 int cmd_template(int argc, char **argv)
 {
     const char *model = NULL, *tpl_file = NULL, *bos_arg = NULL, *eos_arg = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        const char **dst = !strcmp(a, "--model")      ? &model
-                           : !strcmp(a, "--template") ? &tpl_file
-                           : !strcmp(a, "--bos")      ? &bos_arg
-                           : !strcmp(a, "--eos")      ? &eos_arg
-                                                      : NULL;
-        if (!dst) {
-            fprintf(stderr, "llaisys-cli template: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "llaisys-cli template: %s needs a value\n", a);
-            return 2;
-        }
-        *dst = argv[++i];
-    }
-    if (!model && !tpl_file) {
-        fprintf(stderr, "llaisys-cli template: give --model DIR or --template FILE\n");
-        usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &model),
+        CLI_STR("--template", &tpl_file),
+        CLI_STR("--bos", &bos_arg),
+        CLI_STR("--eos", &eos_arg),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "template", .usage = usage, .args = args};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!model && !tpl_file)
+        return cli_args_fail(&cmd, "give --model DIR or --template FILE");
 
     int rc = 1;
     struct ll_err err = {0};

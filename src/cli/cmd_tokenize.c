@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -35,25 +36,17 @@ int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL;
     bool add_special = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            tokenize_usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--no-bos")) {
-            add_special = false;
-        } else {
-            fprintf(stderr, "llaisys-cli tokenize: unexpected argument '%s'\n", argv[i]);
-            tokenize_usage(stderr);
-            return 2;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "llaisys-cli tokenize: --model DIR is required\n");
-        tokenize_usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &model),
+        CLI_CLEAR("--no-bos", &add_special),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "tokenize", .usage = tokenize_usage, .args = args};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!model)
+        return cli_args_fail(&cmd, "--model DIR is required");
     struct ll_err err = {0};
     struct tokenizer *tok;
     if (tokenizer_load(&tok, model, &err) != LL_OK) {
@@ -85,39 +78,42 @@ int cmd_detokenize(int argc, char **argv)
 {
     const char *model = NULL;
     bool skip_special = false;
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
     int32_t *ids = calloc((size_t)argc + 1, sizeof *ids);
-    size_t n = 0;
-    if (!ids) {
+    int n = 0;
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &model),
+        CLI_SET("--skip-special", &skip_special),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "detokenize", .usage = detokenize_usage, .args = args,
+                                .pos = pos, .max_pos = argc, .n_pos = &n};
+    if (!pos || !ids) {
         fprintf(stderr, "llaisys-cli detokenize: out of memory\n");
+        free(pos);
+        free(ids);
         return 1;
     }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            detokenize_usage(stdout);
-            free(ids);
-            return 0;
-        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--skip-special")) {
-            skip_special = true;
-        } else {
-            char *end;
-            errno = 0;
-            long v = strtol(argv[i], &end, 10);
-            if (errno || end == argv[i] || *end || v < INT32_MIN || v > INT32_MAX) {
-                fprintf(stderr, "llaisys-cli detokenize: '%s' is not a token id\n", argv[i]);
-                detokenize_usage(stderr);
-                free(ids);
-                return 2;
-            }
-            ids[n++] = (int32_t)v;
+    int pr = cli_args_parse(&cmd, argc, argv);
+    for (int i = 0; pr == 0 && i < n; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(pos[i], &end, 10);
+        if (errno || end == pos[i] || *end || v < INT32_MIN || v > INT32_MAX) {
+            fprintf(stderr, "llaisys-cli detokenize: '%s' is not a token id\n", pos[i]);
+            detokenize_usage(stderr);
+            pr = -1;
         }
+        ids[i] = (int32_t)v;
     }
-    if (!model) {
-        fprintf(stderr, "llaisys-cli detokenize: --model DIR is required\n");
-        detokenize_usage(stderr);
+    if (pr == 0 && !model) {
+        cli_args_fail(&cmd, "--model DIR is required");
+        pr = -1;
+    }
+    free(pos);
+    if (pr) {
         free(ids);
-        return 2;
+        return pr > 0 ? 0 : 2;
     }
     struct ll_err err = {0};
     struct tokenizer *tok;

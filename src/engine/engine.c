@@ -10,7 +10,10 @@
  * Determinism: the token sampled for a sequence is sampler_sample(logits, params, seed mixed
  * with the choice index, counter = the position the new token takes). The logits of a row
  * depend only on the sequence's tokens (runtime.h), so the choice is the same whatever the
- * batch, chunking, preemption or prefix-cache hits.
+ * batch, chunking, preemption or prefix-cache hits. Drafts (--spec) keep it: the row after a
+ * draft token is used only once that token is accepted, i.e. equal to the token sampled
+ * there, so every token is sampled from the logits of its true history (verify_drafts).
+ * After the step, its duration feeds the scheduler's cost estimate (sched_step_done).
  */
 #include <math.h>
 #include <stdio.h>
@@ -84,6 +87,12 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
         (s = kv_pool_init(&e->pool, o->kv_blocks, o->block_size, err)) != LL_OK)
         goto fail;
     size_t B = (size_t)o->max_batch_tokens, S = (size_t)o->max_seqs;
+    /* drafts add logits rows: up to spec_max_draft per sequence, ENGINE_SPEC_ROWS in all */
+    long long extra = o->spec != ENGINE_SPEC_OFF ? (long long)S * o->spec_max_draft : 0;
+    extra = extra < ENGINE_SPEC_ROWS ? extra : ENGINE_SPEC_ROWS;
+    e->max_logit_rows = (int)(S + (size_t)extra < B ? S + (size_t)extra : B);
+    if (e->max_logit_rows < (int)S)
+        e->max_logit_rows = (int)S;
     e->mbox = mailbox_create();
     e->b_token = malloc(sizeof(int32_t) * B);
     e->b_pos = malloc(sizeof(int32_t) * B);
@@ -91,7 +100,7 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     e->b_want = malloc(B);
     e->b_seqs = malloc(sizeof(struct ll_kv_seq) * S);
     e->b_reqs = malloc(sizeof(struct engine_req *) * S);
-    e->logits = malloc(sizeof(float) * S * (size_t)e->vocab);
+    e->logits = malloc(sizeof(float) * (size_t)e->max_logit_rows * (size_t)e->vocab);
     if (!e->mbox || !e->b_token || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
         !e->b_reqs || !e->logits) {
         s = ll_err_set(err, LL_ENOMEM, "engine: out of memory for batch buffers (%zu tokens, "
@@ -125,7 +134,8 @@ static struct engine_usage usage_of(const struct engine_req *r)
     return (struct engine_usage){
         .prompt_tokens = r->n_prompt, .cached_tokens = r->cached_tokens,
         .completion_tokens = r->n_tokens - r->n_prompt, .preemptions = r->preemptions,
-        .reasoning_tokens = r->reasoning_tokens,
+        .reasoning_tokens = r->reasoning_tokens, .spec_drafted = r->spec.drafted,
+        .spec_accepted = r->spec.accepted,
     };
 }
 
@@ -284,8 +294,9 @@ static void process_logits(const struct engine *e, const struct engine_req *r, f
     }
 }
 
-/* Sample r's next token from its logits row (modified in place) and act on it. */
-static void take_token(struct engine *e, struct engine_req *r, float *row)
+/* Sample r's next token from its logits row (modified in place) and act on it. Returns false
+ * when r finished (the record may be gone: do not touch it). */
+static bool take_token(struct engine *e, struct engine_req *r, float *row)
 {
     process_logits(e, r, row);
     char gmsg[224];
@@ -296,7 +307,7 @@ static void take_token(struct engine *e, struct engine_req *r, float *row)
         e->counters.grammar_masks++;
         if (!ok) {
             finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
-            return;
+            return false;
         }
     }
     struct sampler_params sp = r->params.sampling;
@@ -311,12 +322,12 @@ static void take_token(struct engine *e, struct engine_req *r, float *row)
     e->counters.generated_tokens++;
     if (is_stop(e, r, id)) {
         finish(e, r, ENGINE_FINISH_STOP, id, -1, NULL);
-        return;
+        return false;
     }
     int grammar_done = r->grammar ? constraint_take(e, r, id, gmsg, sizeof gmsg) : 0;
     if (grammar_done < 0) {
         finish(e, r, ENGINE_FINISH_ERROR, -1, -1, gmsg);
-        return;
+        return false;
     }
     r->tokens[r->n_tokens++] = id;
     if (r->use_counts)
@@ -341,7 +352,7 @@ static void take_token(struct engine *e, struct engine_req *r, float *row)
     p.usage = &u;
     if (!req_push_output(r, &p)) {
         finish(e, r, ENGINE_FINISH_ERROR, -1, -1, "out of memory for the request's output");
-        return;
+        return false;
     }
     if (stop_hit >= 0)
         finish(e, r, ENGINE_FINISH_STOP, -1, stop_hit, NULL);
@@ -349,6 +360,35 @@ static void take_token(struct engine *e, struct engine_req *r, float *row)
         finish(e, r, ENGINE_FINISH_STOP, -1, -1, NULL);
     else if (r->n_tokens >= r->max_len)
         finish(e, r, ENGINE_FINISH_LENGTH, -1, -1, NULL);
+    else
+        return true;
+    return false;
+}
+
+/* Verify r's nd draft tokens: rows[j] (j = 0..nd) are the logits after r's last known token
+ * and after draft token j - 1. Each row's token is sampled exactly as without drafts, in
+ * order, with the history it would have had (bias, penalties, min_tokens, stops, logprobs all
+ * see the tokens accepted so far); a draft is accepted when it equals the token sampled at its
+ * position, which is then computed in the cache already; the first mismatch ends it, and the
+ * token sampled there is the step's last. Blocks past the accepted tokens are released. */
+static void verify_drafts(struct engine *e, struct engine_req *r, float *rows, int nd)
+{
+    r->spec.drafted += nd; /* before any take_token: a finish reports the usage */
+    e->counters.spec_drafted += (uint64_t)nd;
+    int accepted = 0;
+    for (int j = 0; j <= nd; j++) {
+        if (!take_token(e, r, rows + (size_t)j * e->vocab))
+            return;
+        if (j == nd || r->tokens[r->n_tokens - 1] != r->draft[j])
+            break;
+        accepted++;
+        r->spec.accepted++;
+        e->counters.spec_accepted++;
+        r->n_computed++; /* the draft's K/V are the accepted token's */
+        sched_publish_blocks(e, r);
+    }
+    spec_update(&r->spec, nd, accepted);
+    sched_trim_blocks(e, r);
 }
 
 static void snapshot_stats(struct engine *e)
@@ -405,16 +445,26 @@ static enum ll_status step(struct engine *e, bool *did_work, struct ll_err *err)
             int row = 0;
             for (int k = 0; k < e->n_seqs; k++) {
                 struct engine_req *r = e->b_reqs[k];
-                r->n_computed += r->batch_rows;
+                int nd = r->batch_draft;
+                r->n_computed += r->batch_rows - nd;
                 sched_publish_blocks(e, r);
-                if (r->n_computed == r->n_tokens)
-                    take_token(e, r, e->logits + (size_t)row++ * e->vocab);
+                if (r->n_computed < r->n_tokens)
+                    continue;
+                float *rows = e->logits + (size_t)row * e->vocab;
+                row += 1 + nd;
+                if (nd)
+                    verify_drafts(e, r, rows, nd);
+                else
+                    take_token(e, r, rows);
             }
         }
     }
     e->counters.steps++;
+    double dt = ll_now() - t0;
     if (did)
-        e->counters.busy_s += ll_now() - t0;
+        e->counters.busy_s += dt;
+    if (s == LL_OK)
+        sched_step_done(e, dt);
     snapshot_stats(e);
     *did_work = did;
     return s;

@@ -20,6 +20,8 @@
 #include "kv_pool.h"
 #include "runtime.h"
 #include "sampler.h"
+#include "spec.h"
+#include "step_cost.h"
 #include "tokenizer.h"
 
 /* The one lock between the scheduler and every other thread: the inbox, the cancel list, every
@@ -112,7 +114,10 @@ struct engine_req {
     struct engine_req *prev, *next; /* links in the waiting or running list */
     uint64_t batch_step;        /* step in which it last got rows */
     int batch_seq;              /* its index in this step's batch sequences */
-    int batch_rows;             /* rows it has in this step's batch */
+    int batch_rows;             /* rows it has in this step's batch (its drafts included) */
+    int batch_draft;            /* of those, draft rows (the last ones) */
+    int32_t *draft;             /* (opts.spec_max_draft) this step's draft tokens, when --spec */
+    struct spec_state spec;
     struct tokenizer_stream *stream; /* incremental detokenizer */
     bool use_counts;            /* penalties on: counts holds the prompt and output ids */
     struct token_counts counts;
@@ -181,9 +186,19 @@ struct engine {
     uint8_t *b_want;            /* (max_batch_tokens) */
     struct ll_kv_seq *b_seqs;   /* (max_seqs) */
     struct engine_req **b_reqs; /* (max_seqs) request of each batch sequence */
-    float *logits;              /* (max_seqs, vocab) */
+    float *logits;              /* (max_logit_rows, vocab) */
+    int max_logit_rows;         /* max_seqs, plus the draft rows a step may verify (--spec) */
     int budget;                 /* tokens left in this step */
     bool preempted_now;         /* a preemption happened in this step: admit nothing new */
+    int n_decode_rows;          /* this step's rows of decoding sequences, drafts included */
+    int n_draft_rows;           /* of those, drafts */
+    int n_prompt_rows;          /* this step's prompt rows (chunks, recomputation) */
+
+    /* [sched] latency-aware scheduling (scheduler.c) */
+    struct step_cost cost;      /* the measured step cost */
+    double step_t0;             /* when this step began */
+    int prompt_starved;         /* consecutive steps in which waiting prompt work got less than
+                                   the minimum chunk */
 
     /* pins.c: [sched] written with mbox->lock held too, so other threads may read them */
     struct engine_pin *pins;    /* (n_pins, cap_pins) */
@@ -267,6 +282,11 @@ void sched_waiting_insert(struct engine *e, struct engine_req *r);
 void sched_build_batch(struct engine *e);
 /* After the forward pass: publish the newly completed full blocks of r in the prefix cache. */
 void sched_publish_blocks(struct engine *e, struct engine_req *r);
+/* After verifying drafts: release r's blocks past the one that holds position n_computed
+ * (they held only rejected draft tokens). */
+void sched_trim_blocks(struct engine *e, struct engine_req *r);
+/* After the step: feed its duration to the cost estimate. */
+void sched_step_done(struct engine *e, double seconds);
 /* Release r's KV blocks and take it out of the running list (r->state is left to the caller). */
 void sched_drop_blocks(struct engine *e, struct engine_req *r);
 

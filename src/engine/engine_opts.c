@@ -23,6 +23,14 @@
 #define CTX_CAP 4096               /* the default context: min(this, max_position_embeddings) */
 #define MAX_KV_BLOCKS (1 << 24)
 #define MAX_KV_SLOTS (1LL << 30)
+#define DEFAULT_SPEC_MAX_DRAFT 4
+
+static const char *const spec_names[ENGINE_SPEC_COUNT + 1] = {
+    [ENGINE_SPEC_OFF] = "off",
+    [ENGINE_SPEC_NGRAM] = "ngram",
+    [ENGINE_SPEC_NGRAM_ALWAYS] = "ngram-always",
+    [ENGINE_SPEC_COUNT] = NULL,
+};
 
 /* The batch shape of each profile: max_seqs, and max_batch_tokens = max(batch_tokens, max_seqs). */
 static const struct {
@@ -33,6 +41,7 @@ static const struct {
 };
 
 #define OFF(f) offsetof(struct engine_opts, f)
+_Static_assert(sizeof(enum engine_spec) == sizeof(int), "enum options are read as int");
 
 const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", NULL};
 
@@ -72,6 +81,21 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                           "log): none, q8_0 (8-bit) or q4_0 (4-bit); a directory written by "
                           "`llaisys-cli quantize` needs none",
                           engine_quant_names},
+    [ENGINE_OPT_ITL_TARGET_MS] = {"--itl-target-ms", "LLAISYS_ITL_TARGET_MS", "MS",
+                                  ENGINE_OPT_INT, OFF(itl_target_ms), 1, 600000,
+                                  "inter-token latency target: while sequences decode, prompt "
+                                  "chunks are sized from the measured step cost to keep a step "
+                                  "under it (a prompt still gets a share of each step and a "
+                                  "minimum chunk every few steps)"},
+    [ENGINE_OPT_SPEC] = {"--spec", "LLAISYS_SPEC", "MODE", ENGINE_OPT_CHOICE, OFF(spec), 0,
+                         ENGINE_SPEC_COUNT - 1,
+                         "speculative decoding, off, ngram or ngram-always: ngram drafts "
+                         "tokens by prompt lookup in the request's own text, as many as its acceptance and the step cost make "
+                         "worth it (ngram-always: --spec-max-draft at every match), verified in "
+                         "the batch; outputs are unchanged", spec_names},
+    [ENGINE_OPT_SPEC_MAX_DRAFT] = {"--spec-max-draft", "LLAISYS_SPEC_MAX_DRAFT", "K",
+                                   ENGINE_OPT_INT, OFF(spec_max_draft), 1, 16,
+                                   "draft tokens per sequence and step at most (--spec)"},
 };
 
 const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
@@ -165,16 +189,26 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
     case ENGINE_OPT_QUANT:
         snprintf(dflt, sizeof dflt, "none: the weights as stored");
         break;
+    case ENGINE_OPT_ITL_TARGET_MS:
+        snprintf(dflt, sizeof dflt, "%d", ENGINE_ITL_TARGET_MS);
+        break;
+    case ENGINE_OPT_SPEC:
+        snprintf(dflt, sizeof dflt, "%s", spec_names[ENGINE_SPEC_OFF]);
+        break;
+    case ENGINE_OPT_SPEC_MAX_DRAFT:
+        snprintf(dflt, sizeof dflt, "%d", DEFAULT_SPEC_MAX_DRAFT);
+        break;
     case ENGINE_OPT_NO_PREFIX_CACHE:
     case ENGINE_OPT_COUNT:
         break;
     }
-    if (d->type == ENGINE_OPT_INT)
+    if (d->type == ENGINE_OPT_INT) {
         snprintf(buf, n, "%s (%lld to %lld; default %s)", d->help, d->min, d->max, dflt);
-    else if (dflt[0])
+    } else if (dflt[0]) {
         snprintf(buf, n, "%s (default %s)", d->help, dflt);
-    else
+    } else {
         snprintf(buf, n, "%s", d->help);
+    }
 }
 
 /* Bytes of K and V of one block, every layer. */
@@ -199,6 +233,10 @@ void engine_opts_resolve(struct engine_opts *o, const struct model_config *c)
     }
     if (o->max_queue <= 0)
         o->max_queue = DEFAULT_MAX_QUEUE;
+    if (o->itl_target_ms <= 0)
+        o->itl_target_ms = ENGINE_ITL_TARGET_MS;
+    if (o->spec_max_draft <= 0)
+        o->spec_max_draft = DEFAULT_SPEC_MAX_DRAFT;
     if (!c)
         return;
     if (o->n_ctx <= 0)
@@ -231,6 +269,8 @@ enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err
                           ? *(const int *)p
                       : d->type == ENGINE_OPT_SIZE ? (long long)*(const size_t *)p
                                                    : *(const bool *)p;
+        if (d->type == ENGINE_OPT_CHOICE && (v < d->min || v > d->max))
+            return ll_err_set(err, LL_EINVAL, "engine options: %s: no mode %lld", d->flag, v);
         if (d->type == ENGINE_OPT_BOOL || v == 0)
             continue;
         /* kv_memory once resolved is what the blocks take, not a value someone typed */

@@ -9,6 +9,7 @@
  * before the value may hold up to 4 spaces or newlines (e.g. the blank line after "</think>").
  * Any thread (a builder belongs to its caller).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,7 +357,9 @@ static enum ll_status count_kw(struct jctx *c, const cJSON *s, const char *kw, c
     *out = def;
     if (!v)
         return LL_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(int)v->valuedouble)
+    /* (no cast to int before the range check: a huge value does not fit one; found by
+     * fuzz_grammar_json) */
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble))
         return ll_err_set(c->err, LL_EINVAL, "%s.%s must be a non-negative integer", path, kw);
     if (v->valuedouble > GRAMMAR_MAX_REPEAT)
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s.%s: at most %d is supported", path, kw,

@@ -76,6 +76,7 @@ void req_free(struct engine_req *r)
     free(r->tokens);
     free(r->blocks);
     free(r->hashes);
+    free(r->draft);
     free(r->out_ids);
     ll_buf_free(&r->out_text);
     free(r);
@@ -359,11 +360,15 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     r->tokens = malloc(sizeof(int32_t) * (size_t)max_len);
     r->blocks = malloc(sizeof(int32_t) * (size_t)max_blocks);
     r->hashes = malloc(sizeof(uint64_t) * (size_t)(max_len / bs + 1));
+    if (o->spec != ENGINE_SPEC_OFF)
+        r->draft = malloc(sizeof(int32_t) * (size_t)o->spec_max_draft);
     enum ll_status s = LL_OK;
-    if (!r->tokens || !r->blocks || !r->hashes || pthread_cond_init(&r->cond, NULL)) {
+    if (!r->tokens || !r->blocks || !r->hashes || (o->spec != ENGINE_SPEC_OFF && !r->draft) ||
+        pthread_cond_init(&r->cond, NULL)) {
         free(r->tokens);
         free(r->blocks);
         free(r->hashes);
+        free(r->draft);
         free(r);
         return reject(e, err, LL_ENOMEM, "out of memory for a request of %lld tokens", max_len);
     }

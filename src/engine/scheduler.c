@@ -1,30 +1,63 @@
 /*
  * scheduler.c: what runs in each step: the flat batch built from the running and waiting
- * sequences, KV block allocation, prefix-cache admission and preemption.
+ * sequences, KV block allocation, prefix-cache admission, preemption, draft tokens (--spec),
+ * and how many prompt tokens a step may carry (latency-aware chunking).
  *
  * Called only by the scheduler thread (engine_step). Order within a step:
  *   1. decode: every running sequence with exactly one token to feed, oldest first; a decode
  *      that needs a block and finds none preempts the most recently started sequence (itself if
  *      it is that one), so running streams keep a steady pace;
- *   2. prompt chunks of running sequences that still have several tokens to feed (chunked
- *      prompts, recomputation after preemption), oldest first, as far as the token budget goes;
- *      they may preempt later-started sequences that have no rows in this step, else shrink;
- *   3. admission from the waiting queue in order (head of line: no overtaking, so the order of
+ *   2. drafts (--spec ngram): decoding sequences, oldest first, add draft tokens (spec.h) to
+ *      verify in this same batch, as many as the request's acceptance makes worth their rows
+ *      (theta below), in the time a prompt chunk could take (step 3; ngram-always:
+ *      spec_max_draft wherever a match exists), within the token budget, the logits rows and
+ *      the free blocks (a draft never preempts); constrained requests (a grammar) get none;
+ *      session turns (pin_key) do: their pins take only published blocks, which hold
+ *      accepted tokens only;
+ *   3. the prompt budget: how many prompt tokens this step may carry beside those rows. With no
+ *      sequence decoding it is the whole token budget (nobody's inter-token gap is at stake).
+ *      Else it comes from the measured step cost F (step_cost.h): the most tokens c with
+ *      F(d + c) <= max(itl_target, (1 + SCHED_PROMPT_SHARE) · F(d)), d the decode rows, so a
+ *      step stays under --itl-target-ms where the machine allows it and never grows past
+ *      (1 + SCHED_PROMPT_SHARE) times a decode-only step where it does not. Progress is
+ *      guaranteed whatever the timings: when prompt work has waited SCHED_STARVE_STEPS - 1
+ *      steps with less than SCHED_MIN_CHUNK tokens, the next step offers at least that many;
+ *   4. prompt chunks of running sequences that still have several tokens to feed (chunked
+ *      prompts, recomputation after preemption), oldest first, as far as the prompt budget
+ *      goes; they may preempt later-started sequences that have no rows in this step, else
+ *      shrink;
+ *   5. admission from the waiting queue in order (head of line: no overtaking, so the order of
  *      service never depends on prompt sizes), while max_seqs and the budget allow, no
  *      preemption happened in this step, and the pool can hold the whole prompt beside what is
  *      already promised. Leading full blocks found in the prefix cache are shared, not computed;
  *      a request whose next block is being computed by a running request waits for it.
- * "Started" order is a stamp given at first admission and kept across preemption, so the
- * oldest request always progresses and nothing starves.
+ * So streaming requests come first (their decode rows, then their drafts), then prompts first
+ * come first served. "Started" order is a stamp given at first admission and kept across
+ * preemption, so the oldest request always progresses and nothing starves. Chunk sizes depend
+ * on timings; tokens do not (the forward pass computes a row the same way in any batch).
+ *
+ * Drafts: theta, the acceptance a draft token must promise, is SCHED_DRAFT_MARGIN times the
+ * marginal cost of one more row over the cost per produced token of the decode rows:
+ * 2 · step_cost_row(d) · d / F(d) (the margin covers the estimate's noise: text that repeats
+ * little, where drafts barely pay, gets none). A lone stream on a memory-bound CPU pays little
+ * for extra rows (small theta, long drafts); a large batch is compute-bound (theta near or
+ * above 1: drafts only as back-off probes, which keep going while they are accepted).
  *
  * Invariants: a running sequence's table covers positions 0..n_computed-1 (plus this step's
  * rows); a sequence never writes into a block it shares (only full blocks are shared, and a
  * prefix hit always leaves the prompt's last token to compute); n_computed < n_tokens while
- * running.
+ * running; draft tokens are never in r->tokens, and only blocks of verified tokens are
+ * published (sched_publish_blocks runs on n_computed, which counts accepted tokens only).
  */
 #include "engine_impl.h"
 
 #include "util.h"
+
+#define SCHED_PROMPT_SHARE 0.5 /* prompt time in a step, at least, relative to its decode rows */
+#define SCHED_MIN_CHUNK 16     /* tokens a waiting prompt gets at least ... */
+#define SCHED_STARVE_STEPS 4   /* ... once in this many steps */
+#define SCHED_THETA_UNKNOWN 0.5 /* theta before the step cost is measured */
+#define SCHED_DRAFT_MARGIN 2.0  /* a draft token must promise this many times its cost */
 
 void sched_list_remove(struct req_list *l, struct engine_req *r)
 {
@@ -123,7 +156,8 @@ static void ensure_blocks(struct engine *e, struct engine_req *r, int upto)
     }
 }
 
-/* Put r's next n tokens into the batch as one sequence. */
+/* Put r's next n tokens into the batch as one sequence (rows are written by emit_rows once
+ * the batch is planned, so drafts can join their sequence's rows). */
 static void add_rows(struct engine *e, struct engine_req *r, int n)
 {
     LL_ASSERT(n >= 1 && n <= e->budget && r->n_computed + n <= r->n_tokens);
@@ -131,22 +165,39 @@ static void add_rows(struct engine *e, struct engine_req *r, int n)
     ensure_blocks(e, r, r->n_computed + n);
     int k = e->n_seqs++;
     e->b_reqs[k] = r;
-    e->b_seqs[k] = (struct ll_kv_seq){r->blocks, r->n_blocks};
-    for (int j = 0; j < n; j++) {
-        int row = e->n_rows++, p = r->n_computed + j;
-        e->b_token[row] = r->tokens[p];
-        e->b_pos[row] = p;
-        e->b_seq[row] = k;
-        e->b_want[row] = p == r->n_tokens - 1; /* logits only where a token gets sampled */
-    }
     r->batch_step = e->step_no;
     r->batch_seq = k;
     r->batch_rows = n;
+    r->batch_draft = 0;
     e->budget -= n;
-    if (n == 1 && r->n_tokens - r->n_computed == 1)
+    e->n_rows += n;
+    if (n == 1 && r->n_tokens - r->n_computed == 1) {
         e->counters.decode_tokens++;
-    else
+        e->n_decode_rows++;
+    } else {
         e->counters.prompt_tokens += (uint64_t)n;
+        e->n_prompt_rows += n;
+    }
+}
+
+/* Write the planned sequences' rows into e->b_*. */
+static void emit_rows(struct engine *e)
+{
+    int row = 0;
+    for (int k = 0; k < e->n_seqs; k++) {
+        struct engine_req *r = e->b_reqs[k];
+        e->b_seqs[k] = (struct ll_kv_seq){r->blocks, r->n_blocks};
+        int fed = r->batch_rows - r->batch_draft;
+        for (int j = 0; j < r->batch_rows; j++, row++) {
+            int p = r->n_computed + j;
+            e->b_token[row] = j < fed ? r->tokens[p] : r->draft[j - fed];
+            e->b_pos[row] = p;
+            e->b_seq[row] = k;
+            /* logits only where a token gets sampled: the last known token and each draft */
+            e->b_want[row] = p >= r->n_tokens - 1;
+        }
+    }
+    LL_ASSERT(row == e->n_rows);
 }
 
 static void schedule_decodes(struct engine *e)
@@ -175,6 +226,98 @@ static void schedule_decodes(struct engine *e)
         }
         add_rows(e, r, 1);
     }
+}
+
+/* The acceptance a draft token must promise to be worth its row beside d decode rows. */
+static double draft_theta(const struct engine *e, int d)
+{
+    double dd = step_cost_step(&e->cost, d), m = step_cost_row(&e->cost, d);
+    if (dd <= 0 || m < 0)
+        return SCHED_THETA_UNKNOWN;
+    return SCHED_DRAFT_MARGIN * m * d / dd;
+}
+
+/* Step 2: draft tokens for the decoding sequences of this batch (see the top). */
+static void schedule_drafts(struct engine *e)
+{
+    int d = e->n_decode_rows, bs = e->opts.block_size;
+    if (d == 0)
+        return;
+    double theta = draft_theta(e, d);
+    double dd = step_cost_step(&e->cost, d), m = step_cost_row(&e->cost, d);
+    double target = e->opts.itl_target_ms / 1000.0;
+    /* drafts take the time a prompt chunk could: max(target - F(d), share · F(d)), at the
+     * marginal row cost (F is proportional past the shapes it has seen, which would never let
+     * a lone stream try a draft) */
+    double rows_left = 1e9;
+    if (dd >= 0 && m > 0)
+        rows_left = (target - dd > SCHED_PROMPT_SHARE * dd ? target - dd
+                                                           : SCHED_PROMPT_SHARE * dd) / m;
+    int spare = e->max_logit_rows - e->opts.max_seqs; /* logits rows for drafts */
+    for (int k = 0; k < e->n_seqs && e->budget > 0; k++) {
+        struct engine_req *r = e->b_reqs[k];
+        if (r->batch_rows != 1 || r->n_tokens - r->n_computed != 1)
+            continue;
+        /* a grammar's mask at a draft's position depends on the state after the tokens before
+         * it, which verification does not track: constrained requests get no drafts */
+        if (r->grammar)
+            continue;
+        /* the last draft sits at position n_tokens - 1 + k and max_len - 1 tokens at most are
+         * ever fed; rows, logits rows and blocks bound it too */
+        int max_k = e->opts.spec_max_draft;
+        int room = r->max_len - 1 - r->n_tokens;
+        max_k = room < max_k ? room : max_k;
+        max_k = e->budget < max_k ? e->budget : max_k;
+        max_k = spare - e->n_draft_rows < max_k ? spare - e->n_draft_rows : max_k;
+        if (max_k < 1 || !spec_ngram_draft(r->tokens, r->n_tokens, max_k, r->draft))
+            continue;
+        int n = max_k;
+        if (e->opts.spec == ENGINE_SPEC_NGRAM) {
+            n = spec_plan(&r->spec, theta, max_k);
+            double left = rows_left - e->n_draft_rows;
+            if (n > left)
+                n = left > 0 ? (int)left : 0;
+        }
+        int have = r->n_blocks + kv_pool_n_free(&e->pool);
+        while (n > 0 && (r->n_computed + 1 + n + bs - 1) / bs > have)
+            n--;
+        if (n == 0)
+            continue;
+        ensure_blocks(e, r, r->n_computed + 1 + n);
+        r->batch_rows += n;
+        r->batch_draft = n;
+        e->budget -= n;
+        e->n_rows += n;
+        e->n_decode_rows += n;
+        e->n_draft_rows += n;
+    }
+}
+
+/* Whether prompt work waits: a running sequence with several tokens to feed and no rows yet,
+ * or a waiting request. */
+static bool prompt_pending(const struct engine *e)
+{
+    if (e->waiting.head)
+        return true;
+    for (const struct engine_req *r = e->running.head; r; r = r->next)
+        if (r->batch_step != e->step_no && r->n_tokens - r->n_computed > 1)
+            return true;
+    return false;
+}
+
+/* Step 3: the prompt tokens this step may carry (see the top). */
+static int prompt_budget(struct engine *e)
+{
+    int d = e->n_decode_rows, left = e->budget;
+    if (d == 0)
+        return left;
+    int n = step_cost_prompt_budget(&e->cost, d, e->opts.itl_target_ms / 1000.0,
+                                    SCHED_PROMPT_SHARE, left);
+    if (n < 0)
+        n = SCHED_MIN_CHUNK; /* costs not measured yet: a small chunk measures them */
+    if (n < SCHED_MIN_CHUNK && e->prompt_starved >= SCHED_STARVE_STEPS - 1)
+        n = SCHED_MIN_CHUNK;
+    return n < left ? n : left;
 }
 
 static void schedule_chunks(struct engine *e)
@@ -292,11 +435,40 @@ void sched_build_batch(struct engine *e)
 {
     e->n_rows = 0;
     e->n_seqs = 0;
+    e->n_decode_rows = e->n_draft_rows = e->n_prompt_rows = 0;
     e->budget = e->opts.max_batch_tokens;
     e->preempted_now = false;
     schedule_decodes(e);
+    if (e->opts.spec != ENGINE_SPEC_OFF)
+        schedule_drafts(e);
+    bool pending = prompt_pending(e);
+    int total = e->budget, budget = prompt_budget(e);
+    e->budget = budget;
     schedule_chunks(e);
     admit(e);
+    int floor = SCHED_MIN_CHUNK < total ? SCHED_MIN_CHUNK : total;
+    if (pending && budget < floor && e->n_prompt_rows < floor)
+        e->prompt_starved++;
+    else
+        e->prompt_starved = 0;
+    e->counters.prompt_budget = e->n_decode_rows ? budget : -1;
+    emit_rows(e);
+}
+
+void sched_step_done(struct engine *e, double seconds)
+{
+    if (e->n_rows > 0)
+        step_cost_observe(&e->cost, e->n_rows, seconds);
+    int d = e->running.n;
+    e->counters.cost_step_s = d ? step_cost_step(&e->cost, d) : 0;
+    e->counters.cost_prompt_token_s = step_cost_row(&e->cost, d);
+}
+
+void sched_trim_blocks(struct engine *e, struct engine_req *r)
+{
+    int keep = blocks_for(r->n_computed + 1, e->opts.block_size);
+    while (r->n_blocks > keep)
+        kv_pool_release(&e->pool, r->blocks[--r->n_blocks]);
 }
 
 void sched_publish_blocks(struct engine *e, struct engine_req *r)

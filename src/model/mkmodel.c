@@ -106,6 +106,11 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
                           s->rope_theta);
     if (!(s->rms_eps > 0 && s->rms_eps < 1))
         return ll_err_set(err, LL_EINVAL, "rms eps %g is out of range (0, 1)", s->rms_eps);
+    if (s->copy_period < 0 || s->copy_period == 1 || s->copy_period > s->vocab_size)
+        return ll_err_set(err, LL_EINVAL, "copy period %d is out of range [2, vocab size %d]",
+                          s->copy_period, s->vocab_size);
+    if (s->copy_period && s->tied)
+        return ll_err_set(err, LL_EINVAL, "a copy model needs an untied lm_head (--untied)");
     if (s->bos_token_id >= s->vocab_size || s->eos_token_id >= s->vocab_size)
         return ll_err_set(err, LL_EINVAL, "bos/eos id outside the vocabulary (%d)",
                           s->vocab_size);
@@ -122,6 +127,10 @@ struct gen_tensor {
     uint64_t key;
     float scale;  /* std / std of the raw sum */
     float offset; /* 1 for norm weights, else 0 */
+    /* copy model: lm_head row v is the row before v in its group of `period` rows of `src`
+     * (the embedding: its key, scale and row length) */
+    int period;
+    int64_t rows, cols;
 };
 
 static uint64_t name_key(uint64_t seed, const char *name)
@@ -143,7 +152,7 @@ static bool ends_with(const char *s, const char *suffix)
  * residual stream whatever the width (for R1-1.5B's widths this is std 0.0255 and 0.0106, near
  * the 0.02 of Hugging Face's init). With a flat 0.02 a narrow tied model only ever predicts its
  * input token again, since the token's own embedding dominates the final hidden state. */
-static void init_of(struct gen_tensor *t)
+static void init_of(struct gen_tensor *t, const struct mkmodel_spec *s)
 {
     double std = EMBED_STD;
     t->offset = 0.0f;
@@ -153,11 +162,30 @@ static void init_of(struct gen_tensor *t)
              strcmp(t->name, "lm_head.weight"))
         std = 1.0 / sqrt((double)t->shape[1]);
     t->scale = (float)(std / 37837.23);
+    if (s->copy_period && (ends_with(t->name, "o_proj.weight") ||
+                           ends_with(t->name, "down_proj.weight")))
+        t->scale = 0.0f; /* the layers leave the residual stream as it is */
+    if (s->copy_period && !strcmp(t->name, "lm_head.weight")) {
+        t->period = s->copy_period;
+        t->rows = t->shape[0];
+        t->cols = t->shape[1];
+        t->key = name_key(s->seed, "model.embed_tokens.weight");
+        t->scale = (float)(EMBED_STD / 37837.23);
+    }
 }
 
 /* The bf16 bits of element i. Sum of four 16-bit uniforms: mean 131070, std 37837.23. */
 static inline uint16_t gen_bf16(const struct gen_tensor *t, uint64_t i)
 {
+    if (t->scale == 0.0f)
+        return 0;
+    if (t->period) { /* element (v, c) is the embedding's (pred(v), c) */
+        int64_t v = (int64_t)(i / (uint64_t)t->cols), c = (int64_t)(i % (uint64_t)t->cols);
+        int64_t base = v / t->period * t->period;
+        int64_t n = t->rows - base < t->period ? t->rows - base : t->period;
+        int64_t pred = base + (v - base + n - 1) % n;
+        i = (uint64_t)(pred * t->cols + c);
+    }
     uint64_t r = ll_mix64(t->key + (i + 1) * LL_GOLDEN64);
     int32_t sum = (int32_t)(r & 0xFFFF) + (int32_t)((r >> 16) & 0xFFFF) +
                   (int32_t)((r >> 32) & 0xFFFF) + (int32_t)(r >> 48);
@@ -215,7 +243,7 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
         t[i].begin = off;
         t[i].end = off += elems * 2;
         t[i].key = name_key(s->seed, t[i].name);
-        init_of(&t[i]);
+        init_of(&t[i], s);
     }
     return k;
 }

@@ -532,6 +532,8 @@ static void usage_of(const struct gen_job *j, struct oai_usage *u)
         u->completion_tokens += c->usage.completion_tokens > c->n_seen
                                     ? c->usage.completion_tokens : c->n_seen;
         u->reasoning_tokens += c->usage.reasoning_tokens;
+        u->spec_drafted += c->usage.spec_drafted;
+        u->spec_accepted += c->usage.spec_accepted;
         if (c->prompt != last_prompt) /* the prompt's cache hit, once per prompt */
             u->cached_tokens += c->usage.cached_tokens;
         last_prompt = c->prompt;
@@ -1186,13 +1188,16 @@ static void gen_job_finish(struct gen_job *j)
         struct oai_usage u;
         usage_of(j, &u);
         double itl = tpot > 0 ? tpot : 0;
+        char spec[48] = "";
+        if (u.spec_drafted > 0)
+            snprintf(spec, sizeof spec, " spec=%d/%d", u.spec_accepted, u.spec_drafted);
         log_msg(LOG_INFO,
                 "%s %s %s %d model=%s finish=%s choices=%d prompt=%d cached=%d completion=%d "
-                "ttft=%.3fs itl=%.1fms e2e=%.3fs%s",
+                "ttft=%.3fs itl=%.1fms e2e=%.3fs%s%s",
                 j->xrid, j->method, j->url, j->status, srv->served_name, finish_reason(j, c0),
                 j->n_choices, u.prompt_tokens, u.cached_tokens, completion,
                 ttft > 0 ? ttft : 0, itl * 1e3, j->t_end - j->t_arrival,
-                j->stream ? " stream" : "");
+                j->stream ? " stream" : "", spec);
     }
     job_free(j);
 }

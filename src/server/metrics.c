@@ -471,6 +471,27 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
         family(&t, "llaisys_queue_rejections_total", "counter",
                "Submissions refused (queue full or invalid)");
         sample_u(&t, "llaisys_queue_rejections_total", NULL, st->rejected);
+        family(&t, "llaisys_spec_decode_num_draft_tokens_total", "counter",
+               "Draft tokens verified by speculative decoding (--spec)");
+        sample_u(&t, "llaisys_spec_decode_num_draft_tokens_total", NULL, st->spec_drafted);
+        family(&t, "llaisys_spec_decode_num_accepted_tokens_total", "counter",
+               "Draft tokens accepted (each a token that took no step of its own)");
+        sample_u(&t, "llaisys_spec_decode_num_accepted_tokens_total", NULL, st->spec_accepted);
+        family(&t, "llaisys_spec_decode_acceptance_ratio", "gauge",
+               "Accepted over verified draft tokens since start");
+        sample_d(&t, "llaisys_spec_decode_acceptance_ratio",
+                 st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0);
+        family(&t, "llaisys_scheduler_step_cost_seconds", "gauge",
+               "Measured cost of a step of the running sequences' decode rows (-1: unknown)");
+        sample_d(&t, "llaisys_scheduler_step_cost_seconds", st->cost_step_s);
+        family(&t, "llaisys_scheduler_prompt_token_cost_seconds", "gauge",
+               "Measured cost of one more row (a prompt token) beside the decode rows (-1: "
+               "unknown)");
+        sample_d(&t, "llaisys_scheduler_prompt_token_cost_seconds", st->cost_prompt_token_s);
+        family(&t, "llaisys_scheduler_prompt_budget_tokens", "gauge",
+               "Prompt tokens the last step could carry beside decode rows (-1: no limit)");
+        ll_buf_printf(&t.b, "llaisys_scheduler_prompt_budget_tokens{%s} %d\n", t.label,
+                      st->prompt_budget);
         family(&t, "llaisys_engine_steps_total", "counter", "Scheduler steps run");
         sample_u(&t, "llaisys_engine_steps_total", NULL, st->steps);
         family(&t, "llaisys_engine_busy_seconds_total", "counter",

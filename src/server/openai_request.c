@@ -28,6 +28,23 @@
 #include "json.h"
 #include "utf8.h"
 
+/* Drop from s (in place) the bytes that are not part of a valid UTF-8 character. */
+static void utf8_clean(char *s)
+{
+    size_t n = strlen(s), out = 0;
+    for (size_t at = 0; at < n;) {
+        enum ll_utf8_status st;
+        uint32_t cp;
+        size_t k = ll_utf8_scan((const unsigned char *)s + at, n - at, &st, &cp);
+        if (st == LL_UTF8_OK) {
+            memmove(s + out, s + at, k);
+            out += k;
+        }
+        at += k;
+    }
+    s[out] = 0;
+}
+
 enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const char *param,
                              const char *code, const char *fmt, ...)
 {
@@ -40,6 +57,11 @@ enum ll_status oai_error_set(struct oai_error *e, enum ll_status status, const c
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    /* A field name cut to fit (here, or by a "%.60s" in fmt) can end inside a UTF-8
+     * character (found by fuzz_openai_request): drop such pieces, so the body stays UTF-8. */
+    utf8_clean(e->param);
+    utf8_clean(e->code);
+    utf8_clean(e->message);
     return status;
 }
 

@@ -182,6 +182,10 @@ static void usage(struct ll_buf *b, const struct oai_usage *u)
     ll_json_put_int(b, u->cached_tokens);
     ll_buf_puts(b, "},\"completion_tokens_details\":{\"reasoning_tokens\":");
     ll_json_put_int(b, u->reasoning_tokens);
+    ll_buf_puts(b, ",\"accepted_prediction_tokens\":");
+    ll_json_put_int(b, u->spec_accepted);
+    ll_buf_puts(b, ",\"rejected_prediction_tokens\":");
+    ll_json_put_int(b, (long long)u->spec_drafted - u->spec_accepted);
     ll_buf_puts(b, "}}");
 }
 

@@ -28,6 +28,8 @@
 #define DS_CALL_OPEN "<｜tool▁call▁begin｜>"
 #define DS_CALL_CLOSE "<｜tool▁call▁end｜>"
 #define DS_SEP "<｜tool▁sep｜>"
+#define DS_MAX_TYPE 64  /* bytes of a deepseek call's type ("function"), without '<' */
+#define DS_MAX_NAME 128 /* bytes of a deepseek call's function name */
 
 bool tools_parser_valid(const char *parser)
 {
@@ -548,14 +550,23 @@ static enum block hermes_block(struct tool_parser *p, const char *s, size_t n, s
  * "\n```" "<｜tool▁call▁end｜>" (the fence optional). */
 static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, size_t *used)
 {
+    /* The type ("function") has no '<' and at most DS_MAX_TYPE bytes, the name at most
+     * DS_MAX_NAME: the separator and the newline are looked for only that far, so that the
+     * answer does not depend on how much text has come (a call without them is text, however
+     * the text was split into pieces) and a malformed call does not swallow the next one. */
     size_t at = strlen(DS_CALL_OPEN);
-    const char *sep = find(s + at, n - at, DS_SEP);
-    if (!sep)
-        return n - at > 64 ? B_TEXT : B_WAIT;
-    const char *name = sep + strlen(DS_SEP);
-    const char *nl = memchr(name, '\n', (size_t)(s + n - name));
+    size_t window = n - at < DS_MAX_TYPE + 1 ? n - at : DS_MAX_TYPE + 1;
+    const char *lt = memchr(s + at, '<', window);
+    if (!lt)
+        return window == DS_MAX_TYPE + 1 ? B_TEXT : B_WAIT;
+    int m = starts(s, n, (size_t)(lt - s), DS_SEP);
+    if (m <= 0)
+        return m == 0 ? B_WAIT : B_TEXT;
+    const char *name = lt + strlen(DS_SEP);
+    size_t have = (size_t)(s + n - name);
+    const char *nl = memchr(name, '\n', have < DS_MAX_NAME + 1 ? have : DS_MAX_NAME + 1);
     if (!nl)
-        return s + n - name > 128 ? B_TEXT : B_WAIT;
+        return have >= DS_MAX_NAME + 1 ? B_TEXT : B_WAIT;
     at = (size_t)(nl + 1 - s);
     bool fenced = false;
     int f = starts(s, n, at, "```");
@@ -578,12 +589,12 @@ static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, 
         return B_WAIT;
     at = skip_ws(s, n, at + len);
     if (fenced) {
-        int m = starts(s, n, at, "```");
+        m = starts(s, n, at, "```");
         if (m <= 0)
             return m == 0 ? B_WAIT : B_TEXT;
         at = skip_ws(s, n, at + 3);
     }
-    int m = starts(s, n, at, DS_CALL_CLOSE);
+    m = starts(s, n, at, DS_CALL_CLOSE);
     if (m <= 0)
         return m == 0 ? B_WAIT : B_TEXT;
     char *nm = trimmed(name, (size_t)(nl - name));

@@ -203,3 +203,11 @@ def test_threaded_engine():
         assert a.token_ids == cli_generate("--prompt", "Once upon a time", "--temp", "0",
                                            "-n", "5")
         assert llm.config["threads"] == 1 and llm.config["model_type"] == "qwen2"
+
+
+def test_closed_llm_refuses_use():
+    llm = LLM(TINY, threads=1, ctx=128, max_seqs=1)
+    assert llm.generate("hi", SamplingParams(max_tokens=2, temperature=0))[0].token_ids
+    llm.close()
+    with pytest.raises(ValueError, match="the LLM is closed"):
+        llm.generate("hi", SamplingParams(max_tokens=2))

@@ -163,3 +163,14 @@ def test_mock_engine():
         out = llm.generate([[1, 2, 3]], SamplingParams(temperature=0, max_tokens=3))[0]
         assert out.token_ids == [84987, 51834, 51983]
         assert llm.config["model_type"] == "mock"
+
+
+def test_closed_model_refuses_use():
+    m = Model(TINY, n_ctx=64, kv_tokens=128, n_seq_max=1, threads=1)
+    assert m.tokenize("hello")
+    m.close()
+    m.close()  # a second close does nothing
+    with pytest.raises(ValueError, match="the model is closed"):
+        m.tokenize("hello")
+    with pytest.raises(ValueError, match="the model is closed"):
+        m.decode([1, 2])

@@ -29,24 +29,31 @@ function transcript(page) {
 test('a message streams in: the answer grows in several steps, then shows its figures', async () => {
   const page = await openPage(browser, url, { storage: { [SETTINGS_KEY]: { max_tokens: 48 } } });
   await page.locator('#model').filter({ hasText: 'tiny-qwen2' }).waitFor();
-  // record the answer's length at every frame while it streams
+  // record, at every frame while it streams, the answer's length and whether the page shows it
+  // as streaming with Send turned into Stop (sampled in the page: 48 tokens of the tiny model
+  // can finish before a locator's polling would see those transient states)
   const sampling = page.evaluate(() => new Promise((resolve) => {
     const lengths = [];
+    let streaming = false;
+    let stop = false;
     const end = Date.now() + 30000;
     const tick = () => {
       const answer = document.querySelector('.msg-assistant:last-of-type .answer');
       const done = document.querySelector('.msg-assistant:last-of-type .stats[data-finish]');
+      const stopBtn = document.querySelector('#stop');
       if (answer && lengths.at(-1) !== answer.textContent.length) lengths.push(answer.textContent.length);
-      if (done || Date.now() > end) resolve({ lengths, done: !!done });
+      streaming ||= !!document.querySelector('.msg-assistant.streaming');
+      stop ||= !!(stopBtn && stopBtn.offsetParent !== null);
+      if (done || Date.now() > end) resolve({ lengths, done: !!done, streaming, stop });
       else requestAnimationFrame(tick);
     };
     tick();
   }));
   await send(page, 'Tell me a long story');
-  await page.locator('.msg-assistant.streaming').waitFor();
-  await page.locator('#stop').waitFor(); // Send turns into Stop while the answer streams
-  const { lengths, done } = await sampling;
+  const { lengths, done, streaming, stop } = await sampling;
   assert.ok(done, 'the answer finished');
+  assert.ok(streaming, 'the answer was marked as streaming while it streamed');
+  assert.ok(stop, 'Send turned into Stop while the answer streamed');
   const steps = lengths.filter((n) => n > 0);
   assert.ok(steps.length >= 3, `the answer appeared in ${steps.length} step(s): ${lengths.join(',')}`);
   const stats = await answerDone(page);

@@ -1,0 +1,65 @@
+/*
+ * fuzz_grammar_json.c: the JSON-schema grammar compiler (src/engine/grammar_json.c) and the
+ * grammar checks and compiler behind it (gbuild_finish), then the byte-level matcher.
+ *
+ * Input: a JSON schema, a NUL byte, then a text. The schema is compiled; when it compiles, the
+ * text is matched (grammar_accepts), and so is every prefix of the text the grammar accepts
+ * as a prefix. Checked: a refused schema has a message; a text accepted whole is accepted as a
+ * prefix too, and so is each of its prefixes.
+ */
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "fuzz.h"
+#include "grammar.h"
+#include "json.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    size_t schema_len, text_len;
+    const uint8_t *text;
+    fuzz_split(data, size, &schema_len, &text, &text_len);
+    cJSON *schema = NULL;
+    struct ll_err err = {0};
+    if (ll_json_parse(&schema, (const char *)data, schema_len, "schema", &err) != LL_OK)
+        return 0;
+    struct gbuild *b = gbuild_new();
+    if (!b)
+        abort();
+    int rule = -1;
+    struct grammar *g = NULL;
+    enum ll_status st = grammar_json_schema(b, schema, "schema", &rule, &err);
+    if (st == LL_OK)
+        st = gbuild_finish(b, rule, &g, &err);
+    gbuild_free(b);
+    cJSON_Delete(schema);
+    if (st != LL_OK) {
+        if (!err.msg[0])
+            fuzz_fail("refused (%d) without a message", st);
+        return 0;
+    }
+    if (text) {
+        bool prefix = false;
+        bool whole = grammar_accepts(g, (const char *)text, text_len, &prefix);
+        if (whole && !prefix)
+            fuzz_fail("accepted whole but not as a prefix");
+        if (whole && text_len < (size_t)grammar_min_len(g))
+            fuzz_fail("accepted %zu bytes, fewer than the minimum %d", text_len,
+                      grammar_min_len(g));
+        if (prefix) {
+            size_t cut[] = {0, 1, text_len / 3, text_len / 2, text_len - 1};
+            for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
+                size_t n = cut[i] < text_len ? cut[i] : 0;
+                bool p = false;
+                grammar_accepts(g, (const char *)text, n, &p);
+                if (!p)
+                    fuzz_fail("a prefix of %zu bytes of an accepted prefix is refused", n);
+            }
+        }
+    }
+    if (grammar_min_len(g) < 0)
+        fuzz_fail("negative minimum length");
+    grammar_unref(g);
+    return 0;
+}

@@ -1,0 +1,199 @@
+/*
+ * fuzz_openai_request.c: the OpenAI request schema (src/server/openai_request.c) and what the
+ * chat routes do with a parsed request before the engine: the tools into the template
+ * variables (tools_context), the tool-call grammar (tools_grammar, compiling every function's
+ * parameter schema), the chat template render and the tokenizer.
+ *
+ * Input: one mode byte, then the body. Mode % 6: chat, completions, responses, a
+ * `llaisys-cli batch` line, /tokenize, /detokenize. Mode bit 3: the DeepSeek-R1 template from
+ * models/deepseek-r1-distill-qwen-tokenizer with its deepseek_v3 tool format; else Qwen2.5's
+ * (tests/fixtures/chat-templates/qwen25.jinja) with hermes. Checked: an error has a message
+ * and its OpenAI error body is valid UTF-8 JSON; a parsed request lies inside the documented
+ * bounds (n, stop strings, logit_bias, prompts).
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+
+#include "chat_template.h"
+#include "fuzz.h"
+#include "json.h"
+#include "openai_request.h"
+#include "tokenizer.h"
+#include "tool_calls.h"
+#include "utf8.h"
+
+struct setup {
+    struct chat_template *tmpl;
+    char *bos, *eos;
+    struct tool_setup tools;
+};
+static struct setup setups[2]; /* [0] Qwen2.5 + hermes, [1] DeepSeek-R1 + deepseek_v3 */
+static struct tokenizer *tok;
+
+static void die(const char *what, const struct ll_err *err)
+{
+    fprintf(stderr, "fuzz_openai_request: %s: %s (run from the repository root)\n", what, err->msg);
+    exit(1);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    const char *dir = "models/deepseek-r1-distill-qwen-tokenizer";
+    struct ll_err err = {0};
+    if (tokenizer_load(&tok, dir, &err) != LL_OK)
+        die(dir, &err);
+    if (chat_template_load_model(&setups[1].tmpl, &setups[1].bos, &setups[1].eos, dir, &err) !=
+        LL_OK)
+        die(dir, &err);
+    FILE *f = fopen("tests/fixtures/chat-templates/qwen25.jinja", "rb");
+    static char src[1 << 16];
+    size_t n = f ? fread(src, 1, sizeof src - 1, f) : 0;
+    if (f)
+        fclose(f);
+    src[n] = 0;
+    if (!n || chat_template_compile(&setups[0].tmpl, src, &err) != LL_OK)
+        die("tests/fixtures/chat-templates/qwen25.jinja", &err);
+    setups[0].bos = NULL;
+    setups[0].eos = strdup("<|im_end|>");
+    tools_choose(&setups[0].tools, "hermes", setups[0].tmpl, setups[0].bos, setups[0].eos);
+    tools_choose(&setups[1].tools, NULL, setups[1].tmpl, setups[1].bos, setups[1].eos);
+    if (setups[1].tools.format != TOOL_FORMAT_DEEPSEEK)
+        fuzz_fail("the R1 template's tool format was not detected: %s", setups[1].tools.why);
+    return 0;
+}
+
+static void check_error(enum ll_status st, const struct oai_error *e)
+{
+    if (!e->message[0])
+        fuzz_fail("error %d without a message", st);
+    char *body = oai_error_json(e);
+    if (!body)
+        fuzz_fail("oai_error_json: NULL");
+    size_t len = strlen(body), bad = 0;
+    if (!ll_utf8_valid(body, len, &bad))
+        fuzz_fail("error body not UTF-8 at byte %zu: %s", bad, body);
+    cJSON *j = NULL;
+    struct ll_err err = {0};
+    if (ll_json_parse(&j, body, len, "error body", &err) != LL_OK)
+        fuzz_fail("error body is not JSON (%s): %s", err.msg, body);
+    cJSON_Delete(j);
+    free(body);
+}
+
+static void check_request(const struct oai_request *r)
+{
+    if (r->n < 1 || r->n > OAI_MAX_N)
+        fuzz_fail("n = %d", r->n);
+    if (r->n_stop < 0 || r->n_stop > ENGINE_MAX_STOP_STRINGS)
+        fuzz_fail("%d stop strings", r->n_stop);
+    for (int i = 0; i < r->n_stop; i++) {
+        size_t len = strlen(r->stop[i]);
+        if (len < 1 || len > ENGINE_MAX_STOP_LEN)
+            fuzz_fail("stop string %d of %zu bytes", i, len);
+    }
+    if (r->n_logit_bias < 0 || r->n_logit_bias > ENGINE_MAX_LOGIT_BIAS)
+        fuzz_fail("%d logit_bias entries", r->n_logit_bias);
+    for (int i = 0; i < r->n_logit_bias; i++)
+        if (!(fabsf(r->logit_bias[i].bias) <= OAI_MAX_BIAS))
+            fuzz_fail("logit_bias %g", (double)r->logit_bias[i].bias);
+    if (r->n_stop_token_ids < 0 || r->n_stop_token_ids > ENGINE_MAX_STOP_IDS)
+        fuzz_fail("%d stop_token_ids", r->n_stop_token_ids);
+    if (r->kind == OAI_COMPLETION) {
+        if (r->n_prompts < 1 || r->n_prompts > OAI_MAX_PROMPTS || !r->prompts)
+            fuzz_fail("%d prompts", r->n_prompts);
+        for (int i = 0; i < r->n_prompts; i++)
+            if (r->prompts[i].text && r->prompts[i].ids)
+                fuzz_fail("prompt %d is both text and ids", i);
+    } else if (!cJSON_IsObject(r->chat_context)) {
+        fuzz_fail("a chat request without its template variables");
+    }
+}
+
+/* The chat route after the parse: tools, grammar, template, tokenizer. */
+static void chat_route(struct oai_request *r, const struct setup *s)
+{
+    struct oai_error e = {0};
+    enum ll_status st = oai_request_check_supported(r, &e);
+    if (st == LL_OK)
+        st = tools_context(&s->tools, r->tools, r->tool_choice, r->chat_context, &e);
+    if (st == LL_OK && !r->grammar)
+        st = tools_grammar(&s->tools, r, &r->grammar, &e);
+    if (st != LL_OK) {
+        check_error(st, &e);
+        return;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    struct ll_err err = {0};
+    st = chat_template_render_ex(s->tmpl, r->chat_context, s->bos, s->eos, NULL, &text, &len, &err);
+    if (st != LL_OK) {
+        if (!err.msg[0])
+            fuzz_fail("render failed (%d) without a message", st);
+        return;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (tokenizer_encode(tok, text, len, false, &ids, &n, &err) != LL_OK)
+        fuzz_fail("encode: %s", err.msg);
+    free(ids);
+    free(text);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    int mode = data[0];
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+    const struct setup *s = &setups[(mode >> 3) & 1];
+    struct oai_error e = {0};
+    enum ll_status st;
+    int kind = mode % 6;
+    if (kind <= 3) {
+        struct oai_request r;
+        memset(&r, 0, sizeof r);
+        cJSON *id = NULL;
+        if (kind == 2)
+            st = oai_responses_parse(&r, body, len, &e);
+        else if (kind == 3)
+            st = oai_batch_line_parse(&r, &id, body, len, &e);
+        else
+            st = oai_request_parse(&r, kind == 0 ? OAI_CHAT : OAI_COMPLETION, body, len, &e);
+        cJSON_Delete(id);
+        if (st != LL_OK) {
+            check_error(st, &e);
+        } else {
+            check_request(&r);
+            struct generation_defaults g;
+            memset(&g, 0, sizeof g);
+            g.bos_token_id = -1;
+            struct engine_params p;
+            oai_request_params(&r, &g, &p);
+            if (r.kind != OAI_COMPLETION)
+                chat_route(&r, s);
+        }
+        oai_request_free(&r);
+    } else if (kind == 4) {
+        struct oai_tokenize_request r;
+        memset(&r, 0, sizeof r);
+        st = oai_tokenize_parse(&r, body, len, &e);
+        if (st != LL_OK)
+            check_error(st, &e);
+        else if (!r.prompt == !r.chat_context)
+            fuzz_fail("tokenize: neither or both of prompt and messages");
+        oai_tokenize_free(&r);
+    } else {
+        struct oai_detokenize_request r;
+        memset(&r, 0, sizeof r);
+        st = oai_detokenize_parse(&r, body, len, &e);
+        if (st != LL_OK)
+            check_error(st, &e);
+        else if (r.n_ids < 0 || (r.n_ids && !r.ids))
+            fuzz_fail("detokenize: %d ids", r.n_ids);
+        oai_detokenize_free(&r);
+    }
+    return 0;
+}
