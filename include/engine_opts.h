@@ -27,10 +27,11 @@ struct model_config;
 
 /* Which set of defaults engine_opts_resolve applies to the batch shape. */
 enum engine_profile {
-    ENGINE_PROFILE_DEFAULT = 0, /* offline (CLI): max_seqs 16, max_batch_tokens max(256, max_seqs) */
-    ENGINE_PROFILE_SERVER,      /* llaisys-server: max_seqs 32, max_batch_tokens max(128, max_seqs):
-                                   a prompt chunk riding along with 32 decode rows keeps every
-                                   stream's inter-token gap short on a small CPU */
+    ENGINE_PROFILE_DEFAULT = 0, /* offline (CLI): max_seqs 16, max_batch_tokens max(512, max_seqs) */
+    ENGINE_PROFILE_SERVER,      /* llaisys-server: max_seqs 32, max_batch_tokens max(512, max_seqs)
+                                   (beside decode rows, the step cost sizes prompt chunks; the
+                                   budget bounds a prompt-only step: a burst's first prompts
+                                   start together, a cancel waits at most one such step) */
     ENGINE_PROFILE_COUNT
 };
 
@@ -47,6 +48,7 @@ enum engine_spec {
 
 /* The default inter-token latency target (ms) of --itl-target-ms. */
 #define ENGINE_ITL_TARGET_MS 400
+#define ENGINE_ITL_MAX_RATIO 190
 
 /* Engine options; a zero field takes the default given (see engine_opts_resolve). */
 struct engine_opts {
@@ -71,6 +73,9 @@ struct engine_opts {
     int itl_target_ms;    /* inter-token latency target: while sequences decode, prompt chunks
                              are sized by the measured step cost so a step stays under it
                              (scheduler.c; default ENGINE_ITL_TARGET_MS) */
+    int itl_max_ratio;    /* percent: a step with prompt work takes at most this share of a
+                             decode-only step's time, whatever the target (default
+                             ENGINE_ITL_MAX_RATIO; 100000: the target alone bounds it) */
     enum engine_spec spec; /* speculative decoding (default ENGINE_SPEC_OFF) */
     int spec_max_draft;   /* draft tokens per sequence and step at most (default 4) */
 };
@@ -92,6 +97,7 @@ enum engine_opt_id {
     ENGINE_OPT_EXACT,
     ENGINE_OPT_QUANT,
     ENGINE_OPT_ITL_TARGET_MS,
+    ENGINE_OPT_ITL_MAX_RATIO,
     ENGINE_OPT_SPEC,
     ENGINE_OPT_SPEC_MAX_DRAFT,
     ENGINE_OPT_COUNT

@@ -208,7 +208,7 @@ check "batch --kv-memory with a bad unit is refused" $?
 grep -q -- '--max-seqs N .*sequences decoded at once (1 to 4096; default 16)' "$tmp/help" &&
     grep -q -- '--ctx N .*default min(4096, max_position_embeddings)' "$tmp/help"
 check "batch --help prints the engine-option table with ranges and defaults" $?
-grep -q '^engine: threads: 2, ctx: 4096, max-seqs: 16, max-batch-tokens: 256, ' "$tmp/err"
+grep -q '^engine: threads: 2, ctx: 4096, max-seqs: 16, max-batch-tokens: 512, ' "$tmp/err"
 check "batch prints the resolved engine options by their flag names" $?
 "$cli" batch --model "$model" --input "$tmp/nope.jsonl" >/dev/null 2>"$tmp/e3"
 [ $? -eq 1 ] && grep -q 'nope.jsonl' "$tmp/e3"

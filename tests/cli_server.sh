@@ -54,7 +54,7 @@ grep -q -- '--write-timeout' "$tmp/help" && grep -q 'LLAISYS_API_KEY' "$tmp/help
 check "--help documents flags and variables" $?
 grep -q -- '--max-seqs N .*(1 to 4096; default 32)' "$tmp/help" &&
     grep -q 'LLAISYS_MAX_BATCH_TOKENS' "$tmp/help" &&
-    grep -q -- '--max-batch-tokens N .*default max(128, max-seqs)' "$tmp/help"
+    grep -q -- '--max-batch-tokens N .*default max(512, max-seqs)' "$tmp/help"
 check "--help prints the engine-option table with the server profile's defaults" $?
 "$srv" --model "$model" --threads 1024 >/dev/null 2>"$tmp/e"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--threads: must be an integer from 1 to 256' "$tmp/e"
@@ -87,7 +87,7 @@ check "--help documents --spec, --spec-max-draft and --itl-target-ms" $?
 
 start main --model "$model" --max-body 65536 --max-seqs 4 --reasoning-parser none || { echo "not ok server starts"; exit 0; }
 echo "ok server starts and prints its URL"
-grep -q 'max-seqs: 4' "$tmp/main.err" && grep -q 'max-batch-tokens: 128' "$tmp/main.err" &&
+grep -q 'max-seqs: 4' "$tmp/main.err" && grep -q 'max-batch-tokens: 512' "$tmp/main.err" &&
     grep -q 'ctx: 4096' "$tmp/main.err"
 check "effective configuration printed at start-up" $?
 

@@ -18,6 +18,10 @@ struct engine *make_engine(struct engine_opts o)
     struct engine *e = NULL;
     if (o.n_threads == 0)
         o.n_threads = 1;
+    if (o.itl_target_ms == 0 && o.itl_max_ratio == 0) { /* chunks bounded by tokens, not time */
+        o.itl_target_ms = 600000;
+        o.itl_max_ratio = 100000;
+    }
     struct ll_err err = {0};
     enum ll_status s = engine_create(&e, FIXTURE, &o, &err);
     if (s != LL_OK)

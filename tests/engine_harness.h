@@ -31,7 +31,9 @@ struct result {
 };
 
 /* An engine on FIXTURE with options o (one compute thread when o.n_threads is 0: results do not
- * depend on it, and a second thread only slows a shared machine down). Caller destroys it. */
+ * depend on it, and a second thread only slows a shared machine down; when neither ITL option
+ * is set, prompt chunks are bounded by the token budget alone, so the steps a test sees do not
+ * depend on how fast the machine runs). Caller destroys it. */
 struct engine *make_engine(struct engine_opts o);
 
 /* Fills ids[0..n) with a deterministic pseudo-random prompt (ids below 150000) from salt. */

@@ -150,6 +150,7 @@ static void test_ranges(void **state)
         {ENGINE_OPT_MAX_QUEUE, 1, 1 << 24},     {ENGINE_OPT_KV_BLOCKS, 1, 1 << 24},
         {ENGINE_OPT_BLOCK_SIZE, 1, 4096},       {ENGINE_OPT_KV_MEMORY, 1, 1LL << 50},
         {ENGINE_OPT_ITL_TARGET_MS, 1, 600000},  {ENGINE_OPT_SPEC_MAX_DRAFT, 1, 16},
+        {ENGINE_OPT_ITL_MAX_RATIO, 150, 100000},
     };
     struct engine_opts o;
     struct ll_err err = {0};
@@ -204,9 +205,9 @@ static void test_checks(void **state)
     struct engine_opts o = {.max_seqs = 300, .max_batch_tokens = 200};
     assert_int_equal(engine_opts_check(&o, &err), LL_EINVAL);
     assert_non_null(strstr(err.msg, "--max-batch-tokens 200 must be at least --max-seqs 300"));
-    o = (struct engine_opts){.max_seqs = 300}; /* the default batch follows max-seqs */
+    o = (struct engine_opts){.max_seqs = 600}; /* the default batch follows max-seqs */
     engine_opts_resolve(&o, NULL);
-    assert_int_equal(o.max_batch_tokens, 300);
+    assert_int_equal(o.max_batch_tokens, 600);
     assert_int_equal(engine_opts_check(&o, &err), LL_OK);
     o = (struct engine_opts){.kv_blocks = 1 << 24, .block_size = 128};
     assert_int_equal(engine_opts_check(&o, &err), LL_EINVAL);
@@ -223,7 +224,7 @@ static void test_defaults(void **state)
     assert_int_equal(o.n_threads, 2);
     assert_int_equal(o.block_size, 16);
     assert_int_equal(o.max_seqs, 16);
-    assert_int_equal(o.max_batch_tokens, 256);
+    assert_int_equal(o.max_batch_tokens, 512);
     assert_int_equal(o.max_queue, 256);
     assert_int_equal(o.n_ctx, 0); /* needs the model */
     assert_int_equal(o.kv_blocks, 0);
@@ -231,10 +232,10 @@ static void test_defaults(void **state)
     struct engine_opts s = {.profile = ENGINE_PROFILE_SERVER};
     engine_opts_resolve(&s, NULL);
     assert_int_equal(s.max_seqs, 32);
-    assert_int_equal(s.max_batch_tokens, 128);
-    s = (struct engine_opts){.profile = ENGINE_PROFILE_SERVER, .max_seqs = 200};
+    assert_int_equal(s.max_batch_tokens, 512);
+    s = (struct engine_opts){.profile = ENGINE_PROFILE_SERVER, .max_seqs = 800};
     engine_opts_resolve(&s, NULL);
-    assert_int_equal(s.max_batch_tokens, 200);
+    assert_int_equal(s.max_batch_tokens, 800);
 
     /* the n_ctx rule: min(4096, max_position_embeddings) */
     struct model_config c = {.n_layers = 2, .n_kv_heads = 2, .head_dim = 16};
@@ -280,6 +281,7 @@ static void test_defaults(void **state)
     assert_int_equal(r->max_seqs, 16);
     assert_int_equal(r->kv_blocks, 16 * 4096 / 4 / 16);
     assert_int_equal(r->itl_target_ms, ENGINE_ITL_TARGET_MS);
+    assert_int_equal(r->itl_max_ratio, 190);
     assert_int_equal(r->spec, ENGINE_SPEC_OFF);
     assert_int_equal(r->spec_max_draft, 4);
     engine_destroy(e);
@@ -294,9 +296,9 @@ static void test_help(void **state)
     engine_opts_help(def(ENGINE_OPT_MAX_SEQS), ENGINE_PROFILE_SERVER, h, sizeof h);
     assert_string_equal(h, "sequences decoded at once (1 to 4096; default 32)");
     engine_opts_help(def(ENGINE_OPT_MAX_BATCH_TOKENS), ENGINE_PROFILE_SERVER, h, sizeof h);
-    assert_non_null(strstr(h, "(1 to 65536; default max(128, max-seqs))"));
+    assert_non_null(strstr(h, "(1 to 65536; default max(512, max-seqs))"));
     engine_opts_help(def(ENGINE_OPT_MAX_BATCH_TOKENS), ENGINE_PROFILE_DEFAULT, h, sizeof h);
-    assert_non_null(strstr(h, "default max(256, max-seqs))"));
+    assert_non_null(strstr(h, "default max(512, max-seqs))"));
     engine_opts_help(def(ENGINE_OPT_CTX), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     assert_non_null(strstr(h, "(2 to 16777216; default min(4096, max_position_embeddings))"));
     engine_opts_help(def(ENGINE_OPT_THREADS), ENGINE_PROFILE_DEFAULT, h, sizeof h);
@@ -323,7 +325,8 @@ static void test_print(void **state)
     struct engine_opts o = {.n_threads = 2, .n_ctx = 64, .max_seqs = 4, .max_batch_tokens = 32,
                             .max_queue = 9, .kv_blocks = 8, .kv_memory = 3 << 19,
                             .block_size = 16, .exact = true, .quant = 2,
-                            .itl_target_ms = 250, .spec = ENGINE_SPEC_NGRAM, .spec_max_draft = 3};
+                            .itl_target_ms = 250, .itl_max_ratio = 300,
+                            .spec = ENGINE_SPEC_NGRAM, .spec_max_draft = 3};
     char buf[512] = "";
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
     assert_non_null(f);
@@ -332,7 +335,7 @@ static void test_print(void **state)
     assert_string_equal(buf, "threads: 2, ctx: 64, max-seqs: 4, max-batch-tokens: 32, "
                              "max-queue: 9, kv-blocks: 8, kv-memory: 1.5 MiB, block-size: 16, "
                              "no-prefix-cache: no, exact: yes, quant: q4_0, itl-target-ms: 250, "
-                             "spec: ngram, spec-max-draft: 3");
+                             "itl-max-ratio: 300, spec: ngram, spec-max-draft: 3");
 }
 
 static void test_parse_size(void **state)
@@ -398,7 +401,7 @@ static void test_server(void **state)
     assert_int_equal(server_parse(&o, 3, plain), 0);
     assert_int_equal(o.engine.profile, ENGINE_PROFILE_SERVER);
     assert_int_equal(o.engine.max_seqs, 32);
-    assert_int_equal(o.engine.max_batch_tokens, 128);
+    assert_int_equal(o.engine.max_batch_tokens, 512);
     assert_int_equal(o.engine.n_threads, 2);
     assert_int_equal(o.engine.n_ctx, 0); /* resolved when the model loads */
     server_opts_free(&o);
@@ -406,12 +409,12 @@ static void test_server(void **state)
     setenv("LLAISYS_CTX", "64", 1);
     setenv("LLAISYS_BLOCK_SIZE", "8", 1);
     setenv("LLAISYS_NO_PREFIX_CACHE", "", 1); /* empty: false */
-    const char *flags[] = {"x", "--model", "m", "--ctx", "128", "--max-seqs=200", "--exact",
+    const char *flags[] = {"x", "--model", "m", "--ctx", "128", "--max-seqs=800", "--exact",
                            "--kv-memory", "1.5G"};
     assert_int_equal(server_parse(&o, 9, flags), 0);
     assert_int_equal(o.engine.n_ctx, 128);    /* the flag wins */
     assert_int_equal(o.engine.block_size, 8); /* from the variable */
-    assert_int_equal(o.engine.max_batch_tokens, 200);
+    assert_int_equal(o.engine.max_batch_tokens, 800);
     assert_true(o.engine.exact);
     assert_false(o.engine.no_prefix_cache);
     assert_true(o.engine.kv_memory == (size_t)3 << 29);

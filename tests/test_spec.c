@@ -18,8 +18,8 @@
  *   - scheduling under load, on step counts with a synthetic step cost fed to the scheduler
  *     before every step: decode rows never wait for a prompt (every stream gets a token every
  *     step), a long prompt arriving during 8 streams is spread over exactly the steps the
- *     budget gives, and a prompt whose chunks never fit still gets SCHED_MIN_CHUNK tokens every
- *     SCHED_STARVE_STEPS steps.
+ *     budget gives (the target, at most 1.9 times a decode-only step), and a prompt whose chunks
+ *     never fit still gets SCHED_MIN_CHUNK tokens every SCHED_STARVE_STEPS steps.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -168,7 +168,7 @@ static void test_step_cost(void **state)
     step_cost_reset(&c);
     assert_true(step_cost_step(&c, 4) < 0);
     assert_true(step_cost_row(&c, 4) < 0);
-    assert_int_equal(step_cost_prompt_budget(&c, 4, 0.4, 0.5, 100), -1);
+    assert_int_equal(step_cost_prompt_budget(&c, 4, 0.4, 0.5, 0.9, 100), -1);
     /* steps of 8 rows 0.2 s, 16 rows 0.3 s */
     step_cost_observe(&c, 8, 0.2);
     step_cost_observe(&c, 16, 0.3);
@@ -188,26 +188,35 @@ static void test_step_cost(void **state)
     step_cost_observe(&c, 3, -1.0);
     assert_int_equal(c.seen[0] + c.seen[3], 0);
 
-    /* the budget: the most c with F(d + c) <= max(target, (1 + share) F(d)); binary
-     * fractions, so exact: F(8 + c) = 1/4 + c/256 up to c = 300 */
+    /* the prompt's time beside a step of F(d): target - F(d) within [min, max] shares */
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.5, 0.5, 0.9) - 0.225) < 1e-12);  /* max */
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.4, 0.5, 0.9) - 0.15) < 1e-12);   /* target */
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.3, 0.5, 0.9) - 0.125) < 1e-12);  /* min */
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.1, 0.0, 0.9) - 0.0) < 1e-12);
+
+    /* the budget: the most c with F(d + c) <= F(d) + that time; binary fractions, so exact:
+     * F(8 + c) = 1/4 + c/256 up to c = 300 */
     struct step_cost m;
     step_cost_reset(&m);
     step_cost_observe(&m, 8, 0.25);
     step_cost_observe(&m, 308, 0.25 + 300 / 256.0);
     assert_true(fabs(step_cost_row(&m, 8) - 1 / 256.0) < 1e-12);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 1000), 64);   /* target */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.5, 1000), 32); /* share */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.0, 1000), 16);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.125, 0.0, 1000), 0);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 10), 10);     /* the cap */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.375, 0.5, 1.0, 1000), 32);  /* target */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 0.5, 1000), 32);    /* max */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.5, 1.0, 1000), 32); /* min */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.0, 1.0, 1000), 16);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.125, 0.0, 1.0, 1000), 0);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 1.0, 10), 10);      /* the cap */
     /* the same load on a machine twice as slow: a smaller chunk for the same target */
     struct step_cost slow;
     step_cost_reset(&slow);
     step_cost_observe(&slow, 8, 0.5);
     step_cost_observe(&slow, 308, 0.5 + 300 / 128.0);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 1.0, 0.5, 1000), 192);
-    assert_int_equal(step_cost_prompt_budget(&slow, 8, 1.0, 0.5, 1000), 64);
-    assert_int_equal(step_cost_prompt_budget(&slow, 8, 0.5, 0.5, 1000), 32); /* share */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.75, 0.5, 4.0, 1000), 128);
+    assert_int_equal(step_cost_prompt_budget(&slow, 8, 0.75, 0.5, 4.0, 1000), 32);
+    assert_int_equal(step_cost_prompt_budget(&slow, 8, 0.5, 0.5, 4.0, 1000), 32); /* min */
+    /* and a fast one, whose decode steps are short: the max share, not the target, bounds it */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 10.0, 0.5, 0.9, 1000), 57);
 }
 
 /* ---- engines ---- */
@@ -676,11 +685,11 @@ static void synthetic_cost(struct engine *e, double d8, double p)
 /* 8 streams decode; a prompt of L tokens arrives. Returns the steps until its first token;
  * checks that every stream got exactly one token in every one of those steps, and that the
  * long request's tokens are those it gets alone. */
-static int long_prompt_steps(int itl_ms, double d8, double p, int L)
+static int long_prompt_steps(int itl_ms, int ratio, double d8, double p, int L)
 {
     enum { S = 8 };
     struct engine_opts o = {.max_seqs = S + 1, .max_batch_tokens = 256, .itl_target_ms = itl_ms,
-                            .kv_blocks = 256};
+                            .itl_max_ratio = ratio, .kv_blocks = 256};
     struct engine *e = make_engine(FIXTURE, o);
     int32_t ids[S][8];
     struct engine_req *r[S];
@@ -828,15 +837,20 @@ static void test_spec_grammar_and_pins(void **state)
 static void test_chunk_budget(void **state)
 {
     (void)state;
-    /* 8 decode rows take 0.25 s, a prompt token 1/128 s, target 500 ms: 32 tokens a step
-     * (the token budget would allow 248), so 600 tokens take 19 steps */
-    assert_int_equal(long_prompt_steps(500, 0.25, 1 / 128.0, 600), 19);
+    /* 8 decode rows take 0.25 s, a prompt token 1/128 s, target 500 ms: the step may take
+     * 1.9 · 0.25 s (not the target's 0.5 s), so 28 tokens a step (the token budget would allow
+     * 248), and 600 tokens take 22 steps */
+    assert_int_equal(long_prompt_steps(500, 0, 0.25, 1 / 128.0, 600), 22);
+    /* with --itl-max-ratio 100000 the target alone: 32 tokens a step, 19 steps */
+    assert_int_equal(long_prompt_steps(500, 100000, 0.25, 1 / 128.0, 600), 19);
+    /* a target below 1.9x: 0.4 s, 19 tokens a step, 32 steps */
+    assert_int_equal(long_prompt_steps(400, 0, 0.25, 1 / 128.0, 600), 32);
     /* a machine twice as slow under the same target: the decode rows alone take it all, and
      * the prompt keeps share · 0.5 s = 0.25 s of each step, 16 tokens: 38 steps */
-    assert_int_equal(long_prompt_steps(500, 0.5, 1 / 64.0, 600), 38);
-    /* chunks that never fit (a prompt token costs a second): the minimum chunk, 16 tokens,
-     * once every 4 steps: 600 tokens = 38 chunks, the first token at step 152 */
-    assert_int_equal(long_prompt_steps(1, 0.25, 1.0, 600), 152);
+    assert_int_equal(long_prompt_steps(500, 0, 0.5, 1 / 64.0, 600), 38);
+    /* chunks that never fit (a prompt token costs a second): after 3 steps without a prompt
+     * token the minimum chunk, 16 tokens: 600 tokens = 38 chunks, the first token at step 152 */
+    assert_int_equal(long_prompt_steps(1, 0, 0.25, 1.0, 600), 152);
 }
 
 int main(void)

@@ -29,6 +29,7 @@
 
 #include "commands.h"
 #include "engine.h"
+#include "cli_args.h"
 #include "engine_args.h"
 #include "grammar.h"
 #include "json.h"
@@ -391,54 +392,27 @@ static enum ll_status load_grammar(const char *what, struct grammar **out, struc
 int cmd_bench_engine(int argc, char **argv)
 {
     const char *dir = NULL, *streams_s = "1,4,16,64", *schema = NULL;
-    long long P = 128, G = 128, L = 512, N = 16;
+    long long P = 128, G = 128, L = 512, N = 16, cycle = 0;
     struct engine_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = engine_args_parse("bench-engine", ENGINE_OPTS_ALL, argc, argv, &i,
-                                  &o);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_engine_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && v) {
-            dir = argv[++i];
-        } else if (!strcmp(a, "--streams") && v) {
-            streams_s = argv[++i];
-        } else if (!strcmp(a, "--prompt") && v) {
-            if (run_parse_int("bench-engine", a, argv[++i], 1, 1 << 20, &P))
-                return 2;
-        } else if (!strcmp(a, "--gen") && v) {
-            if (run_parse_int("bench-engine", a, argv[++i], 1, 1 << 20, &G))
-                return 2;
-        } else if (!strcmp(a, "--long") && v) {
-            if (run_parse_int("bench-engine", a, argv[++i], 0, 1 << 20, &L))
-                return 2;
-        } else if (!strcmp(a, "--json-schema") && v) {
-            schema = argv[++i];
-        } else if (!strcmp(a, "--load-streams") && v) {
-            if (run_parse_int("bench-engine", a, argv[++i], 1, 4096, &N))
-                return 2;
-        } else if (!strcmp(a, "--prompt-cycle") && v) {
-            long long c;
-            if (run_parse_int("bench-engine", a, argv[++i], 2, 150000, &c))
-                return 2;
-            prompt_cycle = (int)c;
-        } else {
-            fprintf(stderr, "llaisys-cli bench-engine: unknown or incomplete option '%s'\n", a);
-            bench_engine_usage(stderr);
-            return 2;
-        }
-    }
-    if (!dir) {
-        fprintf(stderr, "llaisys-cli bench-engine: --model is required\n");
-        bench_engine_usage(stderr);
-        return 2;
-    }
+    const struct cli_arg args[] = {
+        CLI_STR("--model", &dir),
+        CLI_STR("--streams", &streams_s),
+        CLI_INT("--prompt", &P, 1, 1 << 20),
+        CLI_INT("--gen", &G, 1, 1 << 20),
+        CLI_INT("--long", &L, 0, 1 << 20),
+        CLI_STR("--json-schema", &schema),
+        CLI_INT("--load-streams", &N, 1, 4096),
+        CLI_INT("--prompt-cycle", &cycle, 2, 150000),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "bench-engine", .usage = bench_engine_usage,
+                                .args = args, .engine_mask = ENGINE_OPTS_ALL, .engine = &o};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    if (!dir)
+        return cli_args_fail(&cmd, "--model is required");
+    prompt_cycle = (int)cycle;
     int32_t *streams = NULL;
     int n_streams = 0;
     if (run_parse_ids("bench-engine", "--streams", streams_s, &streams, &n_streams))

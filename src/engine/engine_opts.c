@@ -36,8 +36,8 @@ static const char *const spec_names[ENGINE_SPEC_COUNT + 1] = {
 static const struct {
     int max_seqs, batch_tokens;
 } profiles[ENGINE_PROFILE_COUNT] = {
-    [ENGINE_PROFILE_DEFAULT] = {16, 256},
-    [ENGINE_PROFILE_SERVER] = {32, 128},
+    [ENGINE_PROFILE_DEFAULT] = {16, 512},
+    [ENGINE_PROFILE_SERVER] = {32, 512},
 };
 
 #define OFF(f) offsetof(struct engine_opts, f)
@@ -87,6 +87,12 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                                   "chunks are sized from the measured step cost to keep a step "
                                   "under it (a prompt still gets a share of each step and a "
                                   "minimum chunk every few steps)"},
+    [ENGINE_OPT_ITL_MAX_RATIO] = {"--itl-max-ratio", "LLAISYS_ITL_MAX_RATIO", "PCT",
+                                  ENGINE_OPT_INT, OFF(itl_max_ratio), 150, 100000,
+                                  "a step that carries prompt chunks takes at most PCT percent "
+                                  "of a decode-only step, whatever --itl-target-ms (so the "
+                                  "inter-token p99 stays within 2x the p50 on a fast CPU); "
+                                  "100000 leaves it to the target"},
     [ENGINE_OPT_SPEC] = {"--spec", "LLAISYS_SPEC", "MODE", ENGINE_OPT_CHOICE, OFF(spec), 0,
                          ENGINE_SPEC_COUNT - 1,
                          "speculative decoding, off, ngram or ngram-always: ngram drafts "
@@ -192,6 +198,9 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
     case ENGINE_OPT_ITL_TARGET_MS:
         snprintf(dflt, sizeof dflt, "%d", ENGINE_ITL_TARGET_MS);
         break;
+    case ENGINE_OPT_ITL_MAX_RATIO:
+        snprintf(dflt, sizeof dflt, "%d", ENGINE_ITL_MAX_RATIO);
+        break;
     case ENGINE_OPT_SPEC:
         snprintf(dflt, sizeof dflt, "%s", spec_names[ENGINE_SPEC_OFF]);
         break;
@@ -235,6 +244,8 @@ void engine_opts_resolve(struct engine_opts *o, const struct model_config *c)
         o->max_queue = DEFAULT_MAX_QUEUE;
     if (o->itl_target_ms <= 0)
         o->itl_target_ms = ENGINE_ITL_TARGET_MS;
+    if (o->itl_max_ratio <= 0)
+        o->itl_max_ratio = ENGINE_ITL_MAX_RATIO;
     if (o->spec_max_draft <= 0)
         o->spec_max_draft = DEFAULT_SPEC_MAX_DRAFT;
     if (!c)

@@ -17,11 +17,15 @@
  *   3. the prompt budget: how many prompt tokens this step may carry beside those rows. With no
  *      sequence decoding it is the whole token budget (nobody's inter-token gap is at stake).
  *      Else it comes from the measured step cost F (step_cost.h): the most tokens c with
- *      F(d + c) <= max(itl_target, (1 + SCHED_PROMPT_SHARE) · F(d)), d the decode rows, so a
- *      step stays under --itl-target-ms where the machine allows it and never grows past
- *      (1 + SCHED_PROMPT_SHARE) times a decode-only step where it does not. Progress is
+ *      F(d + c) <= F(d) + E, d the decode rows and E = itl_target - F(d) held between
+ *      SCHED_PROMPT_SHARE and max_share (--itl-max-ratio - 100 %) times F(d). So a step stays
+ *      under --itl-target-ms where the machine allows it, yet never takes more than 1.9 times a
+ *      decode-only step by default (on a fast machine a 400 ms step beside 50 ms ones would be
+ *      a stall every stream sees: inter-token p99 stays within 2x p50), and where the decode
+ *      rows alone come near the target, prompts still get half a decode step's time. Progress is
  *      guaranteed whatever the timings: when prompt work has waited SCHED_STARVE_STEPS - 1
- *      steps with less than SCHED_MIN_CHUNK tokens, the next step offers at least that many;
+ *      steps without a single token, the next step offers SCHED_MIN_CHUNK (a shape the cost
+ *      table then knows);
  *   4. prompt chunks of running sequences that still have several tokens to feed (chunked
  *      prompts, recomputation after preemption), oldest first, as far as the prompt budget
  *      goes; they may preempt later-started sequences that have no rows in this step, else
@@ -53,9 +57,9 @@
 
 #include "util.h"
 
-#define SCHED_PROMPT_SHARE 0.5 /* prompt time in a step, at least, relative to its decode rows */
-#define SCHED_MIN_CHUNK 16     /* tokens a waiting prompt gets at least ... */
-#define SCHED_STARVE_STEPS 4   /* ... once in this many steps */
+#define SCHED_PROMPT_SHARE 0.5     /* prompt time in a step, at least, relative to its decode rows */
+#define SCHED_MIN_CHUNK 16         /* tokens a starved prompt gets ... */
+#define SCHED_STARVE_STEPS 4       /* ... after this many steps without any */
 #define SCHED_THETA_UNKNOWN 0.5 /* theta before the step cost is measured */
 #define SCHED_DRAFT_MARGIN 2.0  /* a draft token must promise this many times its cost */
 
@@ -228,6 +232,13 @@ static void schedule_decodes(struct engine *e)
     }
 }
 
+/* The most of a step's time, relative to its decode rows, that prompt work may take. */
+static double max_share(const struct engine *e)
+{
+    double s = e->opts.itl_max_ratio / 100.0 - 1;
+    return s > SCHED_PROMPT_SHARE ? s : SCHED_PROMPT_SHARE;
+}
+
 /* The acceptance a draft token must promise to be worth its row beside d decode rows. */
 static double draft_theta(const struct engine *e, int d)
 {
@@ -246,13 +257,12 @@ static void schedule_drafts(struct engine *e)
     double theta = draft_theta(e, d);
     double dd = step_cost_step(&e->cost, d), m = step_cost_row(&e->cost, d);
     double target = e->opts.itl_target_ms / 1000.0;
-    /* drafts take the time a prompt chunk could: max(target - F(d), share · F(d)), at the
-     * marginal row cost (F is proportional past the shapes it has seen, which would never let
-     * a lone stream try a draft) */
+    /* drafts take the time a prompt chunk could (step 3), at the marginal row cost (F is
+     * proportional past the shapes it has seen, which would never let a lone stream try a
+     * draft) */
     double rows_left = 1e9;
     if (dd >= 0 && m > 0)
-        rows_left = (target - dd > SCHED_PROMPT_SHARE * dd ? target - dd
-                                                           : SCHED_PROMPT_SHARE * dd) / m;
+        rows_left = step_cost_prompt_time(dd, target, SCHED_PROMPT_SHARE, max_share(e)) / m;
     int spare = e->max_logit_rows - e->opts.max_seqs; /* logits rows for drafts */
     for (int k = 0; k < e->n_seqs && e->budget > 0; k++) {
         struct engine_req *r = e->b_reqs[k];
@@ -312,10 +322,10 @@ static int prompt_budget(struct engine *e)
     if (d == 0)
         return left;
     int n = step_cost_prompt_budget(&e->cost, d, e->opts.itl_target_ms / 1000.0,
-                                    SCHED_PROMPT_SHARE, left);
+                                    SCHED_PROMPT_SHARE, max_share(e), left);
     if (n < 0)
         n = SCHED_MIN_CHUNK; /* costs not measured yet: a small chunk measures them */
-    if (n < SCHED_MIN_CHUNK && e->prompt_starved >= SCHED_STARVE_STEPS - 1)
+    if (n == 0 && e->prompt_starved >= SCHED_STARVE_STEPS - 1)
         n = SCHED_MIN_CHUNK;
     return n < left ? n : left;
 }
@@ -442,12 +452,11 @@ void sched_build_batch(struct engine *e)
     if (e->opts.spec != ENGINE_SPEC_OFF)
         schedule_drafts(e);
     bool pending = prompt_pending(e);
-    int total = e->budget, budget = prompt_budget(e);
+    int budget = prompt_budget(e);
     e->budget = budget;
     schedule_chunks(e);
     admit(e);
-    int floor = SCHED_MIN_CHUNK < total ? SCHED_MIN_CHUNK : total;
-    if (pending && budget < floor && e->n_prompt_rows < floor)
+    if (pending && e->n_prompt_rows == 0)
         e->prompt_starved++;
     else
         e->prompt_starved = 0;

@@ -74,13 +74,23 @@ double step_cost_row(const struct step_cost *c, int n)
     return m > 0 ? m : 0;
 }
 
-int step_cost_prompt_budget(const struct step_cost *c, int d, double target_s, double share,
-                            int cap)
+double step_cost_prompt_time(double fd, double target_s, double min_share, double max_share)
+{
+    double extra = target_s - fd;
+    if (extra > max_share * fd)
+        extra = max_share * fd;
+    if (extra < min_share * fd)
+        extra = min_share * fd;
+    return extra;
+}
+
+int step_cost_prompt_budget(const struct step_cost *c, int d, double target_s, double min_share,
+                            double max_share, int cap)
 {
     double fd = step_cost_step(c, d);
     if (fd < 0)
         return -1;
-    double limit = (1 + share) * fd > target_s ? (1 + share) * fd : target_s;
+    double limit = fd + step_cost_prompt_time(fd, target_s, min_share, max_share);
     if (cap <= 0 || step_cost_step(c, d + 1) > limit)
         return 0;
     int lo = 1, hi = cap; /* F(d + lo) fits; find the last c that does (F is near monotone) */
