@@ -77,8 +77,8 @@ bad "heads not dividing hidden" "hidden size 64 is not a multiple of head count 
     --heads 5 --kv-heads 1 --tokenizer "$tok" "$tmp/x"
 bad "heads not a multiple of kv heads" "head count 4 is not a multiple of KV head count 3" \
     --kv-heads 3 --tokenizer "$tok" "$tmp/x"
-bad "a zero size" "--layers needs an integer" --layers 0 --tokenizer "$tok" "$tmp/x"
-bad "a bad seed" "--seed needs a non-negative integer" --seed abc --tokenizer "$tok" "$tmp/x"
+bad "a zero size" "--layers needs an integer in \[1, 1024\]" --layers 0 --tokenizer "$tok" "$tmp/x"
+bad "a bad seed" "--seed needs an integer" --seed abc --tokenizer "$tok" "$tmp/x"
 bad "an unknown option" "unknown option '--bogus'" --bogus --tokenizer "$tok" "$tmp/x"
 bad "a missing value" "--hidden needs a value" --tokenizer "$tok" "$tmp/x" --hidden
 bad "a missing output directory" "missing OUT_DIR" --tokenizer "$tok"

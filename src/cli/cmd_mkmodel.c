@@ -2,12 +2,14 @@
  * cmd_mkmodel.c: `llaisys-cli mkmodel`: write a random Qwen2 model directory (see mkmodel.h).
  * A preset gives the shape; flags override single fields.
  */
-#include <errno.h>
+#include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "mkmodel.h"
 #include "util.h"
@@ -34,135 +36,77 @@ static void mkmodel_usage(FILE *f)
             "  --force              replace OUT_DIR if it is a model directory mkmodel wrote\n");
 }
 
-static int parse_int(const char *flag, const char *s, long long min, long long max, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max) {
-        fprintf(stderr, "llaisys-cli mkmodel: %s needs an integer in [%lld, %lld], got '%s'\n",
-                flag, min, max, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_double(const char *flag, const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end) {
-        fprintf(stderr, "llaisys-cli mkmodel: %s needs a number, got '%s'\n", flag, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+/* The fields a flag may override, after the preset is applied. */
+#define N_INTS 9
+static const struct {
+    const char *flag;
+    size_t off;
+    long long max;
+} ints[N_INTS] = {
+    {"--hidden", offsetof(struct mkmodel_spec, hidden_size), 1 << 16},
+    {"--layers", offsetof(struct mkmodel_spec, n_layers), 1024},
+    {"--heads", offsetof(struct mkmodel_spec, n_heads), 1024},
+    {"--kv-heads", offsetof(struct mkmodel_spec, n_kv_heads), 1024},
+    {"--head-dim", offsetof(struct mkmodel_spec, head_dim), 4096},
+    {"--intermediate", offsetof(struct mkmodel_spec, intermediate_size), 1 << 20},
+    {"--vocab", offsetof(struct mkmodel_spec, vocab_size), 1 << 24},
+    {"--max-pos", offsetof(struct mkmodel_spec, max_position), 1 << 30},
+    {"--copy", offsetof(struct mkmodel_spec, copy_period), 1 << 24},
+};
 
 int cmd_mkmodel(int argc, char **argv)
 {
     const char *preset = "tiny", *tokenizer = NULL, *out = NULL;
+    long long iv[N_INTS] = {0}, seed = 0, threads = 2;
+    bool ig[N_INTS] = {0}, seed_g = false, theta_g = false, eps_g = false, tied_g = false;
+    bool tied = false, force = false;
+    double theta = 0, eps = 0;
+    struct cli_arg args[N_INTS + 10] = {
+        CLI_STR("--preset", &preset),
+        CLI_STR("--tokenizer", &tokenizer),
+        {.flag = "--seed", .kind = CLI_ARG_INT, .out = &seed, .imin = 0, .imax = LLONG_MAX,
+         .given = &seed_g},
+        {.flag = "--rope-theta", .kind = CLI_ARG_NUM, .out = &theta, .min = 0, .max = 1e300,
+         .min_open = true, .given = &theta_g},
+        {.flag = "--rms-eps", .kind = CLI_ARG_NUM, .out = &eps, .min = 0, .max = 1,
+         .min_open = true, .given = &eps_g},
+        CLI_INT("--threads", &threads, 1, 64),
+        {.flag = "--tied", .kind = CLI_ARG_SET, .out = &tied, .given = &tied_g},
+        {.flag = "--untied", .kind = CLI_ARG_CLEAR, .out = &tied, .given = &tied_g},
+        CLI_SET("--force", &force),
+    };
+    for (int k = 0; k < N_INTS; k++)
+        args[9 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
+                                       .imin = 1, .imax = ints[k].max, .given = &ig[k]};
+    args[N_INTS + 9] = (struct cli_arg)CLI_END;
+    const char *pos[1] = {NULL};
+    const struct cli_cmd cmd = {.name = "mkmodel", .usage = mkmodel_usage, .args = args,
+                                .pos = pos, .max_pos = 1};
+    int pr = cli_args_parse(&cmd, argc, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    out = pos[0];
+    if (!out)
+        return cli_args_fail(&cmd, "missing OUT_DIR");
+    if (!tokenizer)
+        return cli_args_fail(&cmd, "missing --tokenizer DIR");
     struct ll_err err = {0};
-    /* First pass: the preset, since the other flags override its fields. */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            mkmodel_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--preset") && i + 1 < argc)
-            preset = argv[++i];
-    }
     struct mkmodel_spec s;
     if (mkmodel_preset(&s, preset, &err) != LL_OK) {
         fprintf(stderr, "llaisys-cli mkmodel: %s\n", err.msg);
         return 2;
     }
-    long long threads = 2;
-    bool force = false;
-    static const struct {
-        const char *flag;
-        size_t off;
-        long long max;
-    } ints[] = {
-        {"--hidden", offsetof(struct mkmodel_spec, hidden_size), 1 << 16},
-        {"--layers", offsetof(struct mkmodel_spec, n_layers), 1024},
-        {"--heads", offsetof(struct mkmodel_spec, n_heads), 1024},
-        {"--kv-heads", offsetof(struct mkmodel_spec, n_kv_heads), 1024},
-        {"--head-dim", offsetof(struct mkmodel_spec, head_dim), 4096},
-        {"--intermediate", offsetof(struct mkmodel_spec, intermediate_size), 1 << 20},
-        {"--vocab", offsetof(struct mkmodel_spec, vocab_size), 1 << 24},
-        {"--max-pos", offsetof(struct mkmodel_spec, max_position), 1 << 30},
-        {"--copy", offsetof(struct mkmodel_spec, copy_period), 1 << 24},
-    };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        long long v;
-        bool matched = false;
-        for (size_t k = 0; k < LL_ARRAY_LEN(ints) && !matched; k++) {
-            if (strcmp(a, ints[k].flag))
-                continue;
-            matched = true;
-            if (!has_val || parse_int(a, argv[++i], 1, ints[k].max, &v))
-                goto missing;
-            *(int *)((char *)&s + ints[k].off) = (int)v;
-        }
-        if (matched)
-            continue;
-        if (!strcmp(a, "--preset")) {
-            i++; /* handled above */
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            if (!has_val)
-                goto missing;
-            errno = 0;
-            const char *sv = argv[++i];
-            s.seed = strtoull(sv, &end, 10);
-            if (errno || end == sv || *end || *sv == '-') {
-                fprintf(stderr, "llaisys-cli mkmodel: --seed needs a non-negative integer, got "
-                                "'%s'\n", sv);
-                return 2;
-            }
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!has_val)
-                goto missing;
-            tokenizer = argv[++i];
-        } else if (!strcmp(a, "--rope-theta") || !strcmp(a, "--rms-eps")) {
-            double *dst = !strcmp(a, "--rope-theta") ? &s.rope_theta : &s.rms_eps;
-            if (!has_val || parse_double(a, argv[++i], dst))
-                goto missing;
-        } else if (!strcmp(a, "--threads")) {
-            if (!has_val || parse_int(a, argv[++i], 1, 64, &threads))
-                goto missing;
-        } else if (!strcmp(a, "--tied")) {
-            s.tied = true;
-        } else if (!strcmp(a, "--untied")) {
-            s.tied = false;
-        } else if (!strcmp(a, "--force")) {
-            force = true;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "llaisys-cli mkmodel: unknown option '%s' (see --help)\n", a);
-            return 2;
-        } else if (!out) {
-            out = a;
-        } else {
-            fprintf(stderr, "llaisys-cli mkmodel: more than one output directory ('%s', '%s')\n",
-                    out, a);
-            return 2;
-        }
-        continue;
-    missing:
-        if (!has_val)
-            fprintf(stderr, "llaisys-cli mkmodel: %s needs a value\n", a);
-        return 2;
-    }
-    if (!out || !tokenizer) {
-        fprintf(stderr, "llaisys-cli mkmodel: %s (see --help)\n",
-                !out ? "missing OUT_DIR" : "missing --tokenizer DIR");
-        return 2;
-    }
+    for (int k = 0; k < N_INTS; k++)
+        if (ig[k])
+            *(int *)((char *)&s + ints[k].off) = (int)iv[k];
+    if (seed_g)
+        s.seed = (uint64_t)seed;
+    if (theta_g)
+        s.rope_theta = theta;
+    if (eps_g)
+        s.rms_eps = eps;
+    if (tied_g)
+        s.tied = tied;
     if (s.max_window_layers > s.n_layers)
         s.max_window_layers = s.n_layers; /* a preset's value, after --layers shrank the model */
 
