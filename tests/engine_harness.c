@@ -13,7 +13,9 @@
 
 #include "engine_harness.h"
 
-struct engine *make_engine(struct engine_opts o)
+struct engine *make_engine(struct engine_opts o) { return make_engine_on(FIXTURE, o); }
+
+struct engine *make_engine_on(const char *model, struct engine_opts o)
 {
     struct engine *e = NULL;
     if (o.n_threads == 0)
@@ -23,7 +25,7 @@ struct engine *make_engine(struct engine_opts o)
         o.itl_max_ratio = 100000;
     }
     struct ll_err err = {0};
-    enum ll_status s = engine_create(&e, FIXTURE, &o, &err);
+    enum ll_status s = engine_create(&e, model, &o, &err);
     if (s != LL_OK)
         print_error("engine_create: %s\n", err.msg);
     assert_int_equal(s, LL_OK);
@@ -74,12 +76,14 @@ bool result_add(struct result *res, const struct engine_output *out)
     return true;
 }
 
-void drain(struct engine_req *r, struct result *res)
+int drain(struct engine_req *r, struct result *res)
 {
     struct engine_output out = {0};
     engine_poll(r, &out);
     assert_true(result_add(res, &out));
+    int n = out.n_ids;
     engine_output_free(&out);
+    return n;
 }
 
 void run_idle(struct engine *e)

@@ -15,7 +15,7 @@
 #include "sampler.h"
 
 #define FIXTURE "tests/fixtures/tiny-qwen2"
-#define MAXOUT 128
+#define MAXOUT 160
 
 /* Everything a request produced, accumulated over its outputs. Zero it before the first. */
 struct result {
@@ -36,6 +36,9 @@ struct result {
  * depend on how fast the machine runs). Caller destroys it. */
 struct engine *make_engine(struct engine_opts o);
 
+/* The same on the model directory `model`. */
+struct engine *make_engine_on(const char *model, struct engine_opts o);
+
 /* Fills ids[0..n) with a deterministic pseudo-random prompt (ids below 150000) from salt. */
 void make_prompt(int32_t *ids, int n, uint64_t salt);
 
@@ -46,8 +49,9 @@ struct engine_req *submit(struct engine *e, const struct engine_params *p);
  * res as it was, when the ids or text would not fit. Safe on any thread (asserts nothing). */
 bool result_add(struct result *res, const struct engine_output *out);
 
-/* Polls r once and appends what it produced to res (which must have room). */
-void drain(struct engine_req *r, struct result *res);
+/* Polls r once and appends what it produced to res (which must have room); returns the ids
+ * that came. */
+int drain(struct engine_req *r, struct result *res);
 
 /* engine_run_until_idle, and one engine_step; both must succeed. */
 void run_idle(struct engine *e);

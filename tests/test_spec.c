@@ -35,15 +35,14 @@
 
 #include "../src/engine/engine_impl.h" /* the pool and the cost estimate, checked directly */
 #include "engine.h"
+#include "engine_harness.h"
 #include "grammar.h"
 #include "kv_pool.h"
 #include "mkmodel.h"
 #include "sampler.h"
 
 #define TOKENIZER_DIR "tests/fixtures/tiny-qwen2"
-#define FIXTURE "tests/fixtures/tiny-qwen2"
 #define PERIOD 16   /* the copy model's group size */
-#define MAXOUT 160
 
 static char tmpdir[64];
 static char copy_model[96];
@@ -221,69 +220,6 @@ static void test_step_cost(void **state)
 
 /* ---- engines ---- */
 
-struct result {
-    int32_t ids[MAXOUT];
-    struct sampler_logprobs lp[MAXOUT];
-    int n;
-    char text[4096];
-    size_t len;
-    enum engine_finish finish;
-    int32_t stop_id;
-    int stop_str;
-    struct engine_usage usage;
-};
-
-static struct engine *make_engine(const char *model, struct engine_opts o)
-{
-    struct engine *e = NULL;
-    if (o.n_threads == 0)
-        o.n_threads = 1;
-    struct ll_err err = {0};
-    enum ll_status s = engine_create(&e, model, &o, &err);
-    if (s != LL_OK)
-        print_error("engine_create: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return e;
-}
-
-static struct engine_req *submit(struct engine *e, const struct engine_params *p)
-{
-    struct engine_req *r = NULL;
-    struct ll_err err = {0};
-    enum ll_status s = engine_submit(e, p, &r, &err);
-    if (s != LL_OK)
-        print_error("engine_submit: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return r;
-}
-
-/* Move what r produced into res; returns the ids that came. */
-static int drain(struct engine_req *r, struct result *res)
-{
-    struct engine_output out = {0};
-    engine_poll(r, &out);
-    assert_true(res->n + out.n_ids <= MAXOUT);
-    if (out.n_ids) {
-        memcpy(res->ids + res->n, out.ids, sizeof(int32_t) * (size_t)out.n_ids);
-        if (out.logprobs)
-            memcpy(res->lp + res->n, out.logprobs,
-                   sizeof(struct sampler_logprobs) * (size_t)out.n_ids);
-    }
-    res->n += out.n_ids;
-    assert_true(res->len + out.text.len < sizeof res->text);
-    if (out.text.len)
-        memcpy(res->text + res->len, out.text.data, out.text.len);
-    res->len += out.text.len;
-    res->text[res->len] = 0;
-    res->finish = out.finish;
-    res->stop_id = out.stop_id;
-    res->stop_str = out.stop_str;
-    res->usage = out.usage;
-    int n = out.n_ids;
-    engine_output_free(&out);
-    return n;
-}
-
 /* Every invariant of the pool, and every running sequence holds no block past the one its
  * next position needs (rejected drafts were released). */
 static void check_engine(struct engine *e)
@@ -307,16 +243,6 @@ static void step_checked(struct engine *e, bool *did)
     check_engine(e);
 }
 
-static void assert_pool_empty(struct engine *e)
-{
-    struct engine_stats st;
-    engine_get_stats(e, &st);
-    assert_int_equal(st.kv_in_use, 0);
-    assert_int_equal(st.running, 0);
-    assert_int_equal(st.waiting, 0);
-    assert_true(kv_pool_check(&e->pool));
-}
-
 /* Run the n requests together in one engine (options o, spec mode) until all finish,
  * checking the engine after every step; cancel request cancel_at[i] after step
  * cancel_step (cancel_step 0: none). Returns the engine's stats. */
@@ -325,7 +251,7 @@ static struct engine_stats run_all(const char *model, struct engine_opts o, enum
                                    int cancel_step, const bool *cancel)
 {
     o.spec = spec;
-    struct engine *e = make_engine(model, o);
+    struct engine *e = make_engine_on(model, o);
     struct engine_req **r = calloc((size_t)n, sizeof *r);
     assert_non_null(r);
     memset(res, 0, sizeof *res * (size_t)n);
@@ -362,7 +288,7 @@ static struct engine_stats run_all(const char *model, struct engine_opts o, enum
     return st;
 }
 
-static void assert_same(const struct result *a, const struct result *b, int i)
+static void same_result(const struct result *a, const struct result *b, int i)
 {
     if (a->n != b->n || memcmp(a->ids, b->ids, sizeof(int32_t) * (size_t)a->n))
         fail_msg("request %d: %d tokens without drafts, %d with", i, a->n, b->n);
@@ -532,7 +458,7 @@ static void test_spec_identical(void **state)
             struct engine_stats st = run_all(copy_model, o, m, p, n, on, 0, NULL);
             int drafted = 0, accepted = 0;
             for (int i = 0; i < n; i++) {
-                assert_same(&off[i], &on[i], i);
+                same_result(&off[i], &on[i], i);
                 drafted += on[i].usage.spec_drafted;
                 accepted += on[i].usage.spec_accepted;
                 assert_true(on[i].usage.spec_accepted <= on[i].usage.spec_drafted);
@@ -584,7 +510,7 @@ static void test_spec_preemption(void **state)
         for (int i = 0; i < N; i++) {
             struct result a = off[i];
             a.usage.cached_tokens = on[i].usage.cached_tokens; /* depends on the pool */
-            assert_same(&a, &on[i], i);
+            same_result(&a, &on[i], i);
         }
     }
 }
@@ -603,7 +529,7 @@ static void test_spec_prefix_cache(void **state)
     for (int mode = 0; mode < 2; mode++) {
         struct engine_opts o = {.max_seqs = 4,
                                 .spec = mode ? ENGINE_SPEC_NGRAM_ALWAYS : ENGINE_SPEC_OFF};
-        struct engine *e = make_engine(copy_model, o);
+        struct engine *e = make_engine_on(copy_model, o);
         struct result r1 = {0}, r2 = {0};
         struct engine_req *q = submit(e, &a);
         bool did;
@@ -665,7 +591,7 @@ static void test_spec_cancel(void **state)
             assert_true(on[i].n < off[i].n);
             assert_memory_equal(on[i].ids, off[i].ids, sizeof(int32_t) * (size_t)on[i].n);
         } else {
-            assert_same(&off[i], &on[i], i);
+            same_result(&off[i], &on[i], i);
         }
     }
 }
@@ -690,7 +616,7 @@ static int long_prompt_steps(int itl_ms, int ratio, double d8, double p, int L)
     enum { S = 8 };
     struct engine_opts o = {.max_seqs = S + 1, .max_batch_tokens = 256, .itl_target_ms = itl_ms,
                             .itl_max_ratio = ratio, .kv_blocks = 256};
-    struct engine *e = make_engine(FIXTURE, o);
+    struct engine *e = make_engine_on(FIXTURE, o);
     int32_t ids[S][8];
     struct engine_req *r[S];
     struct result res[S];
@@ -742,7 +668,7 @@ static int long_prompt_steps(int itl_ms, int ratio, double d8, double p, int L)
     engine_destroy(e);
 
     /* alone, all at once: the same tokens */
-    struct engine *a = make_engine(FIXTURE, (struct engine_opts){.max_batch_tokens = 4096});
+    struct engine *a = make_engine_on(FIXTURE, (struct engine_opts){.max_batch_tokens = 4096});
     struct engine_req *ar = submit(a, &lp);
     struct result alone = {0};
     while (!alone.finish) {
@@ -765,7 +691,7 @@ static void run_pinned(enum engine_spec spec, struct result *res, int *pinned)
 {
     struct engine_opts o = {.max_seqs = 4, .block_size = 16, .spec = spec,
                             .spec_max_draft = 5};
-    struct engine *e = make_engine(copy_model, o);
+    struct engine *e = make_engine_on(copy_model, o);
     engine_set_pin_limit(e, 64);
     int32_t ids[160];
     cycle_prompt(ids, 40, 2000, 0);
@@ -814,7 +740,7 @@ static void test_spec_grammar_and_pins(void **state)
     for (enum engine_spec m = ENGINE_SPEC_NGRAM; m <= ENGINE_SPEC_NGRAM_ALWAYS; m++) {
         run_all(copy_model, o, m, p, N, on, 0, NULL);
         for (int i = 0; i < N; i++)
-            assert_same(&off[i], &on[i], i);
+            same_result(&off[i], &on[i], i);
         assert_int_equal(on[0].usage.spec_drafted, 0);
         assert_true(on[1].usage.spec_accepted > 10);
     }
@@ -826,7 +752,7 @@ static void test_spec_grammar_and_pins(void **state)
     run_pinned(ENGINE_SPEC_OFF, poff, pin_off);
     run_pinned(ENGINE_SPEC_NGRAM_ALWAYS, pon, pin_on);
     for (int t = 0; t < 2; t++) {
-        assert_same(&poff[t], &pon[t], t);
+        same_result(&poff[t], &pon[t], t);
         assert_int_equal(pin_off[t], pin_on[t]);
     }
     assert_true(pon[0].usage.spec_accepted > 20);
