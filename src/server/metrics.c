@@ -212,6 +212,20 @@ static void sample_d(struct text *t, const char *name, double v)
         ll_buf_printf(&t->b, "%s{%s} %.9g\n", name, t->label, v);
 }
 
+/* A family with one sample, no labels but the model's. */
+static void one_u(struct text *t, const char *name, const char *type, const char *help,
+                  uint64_t v)
+{
+    family(t, name, type, help);
+    sample_u(t, name, NULL, v);
+}
+
+static void one_d(struct text *t, const char *name, const char *type, const char *help, double v)
+{
+    family(t, name, type, help);
+    sample_d(t, name, v);
+}
+
 static void hist(struct text *t, const char *name, const char *help, const struct histogram *h)
 {
     family(t, name, "histogram", help);
@@ -306,31 +320,24 @@ char *metrics_render_sessions(const struct sessions_stats *ss, const struct engi
 {
     struct text t = {0};
     text_label(&t, model);
-    family(&t, "llaisys_sessions_active", "gauge", "Sessions kept by the server");
-    sample_u(&t, "llaisys_sessions_active", NULL, (uint64_t)ss->active);
-    family(&t, "llaisys_sessions_created_total", "counter", "Sessions created");
-    sample_u(&t, "llaisys_sessions_created_total", NULL, ss->created);
-    family(&t, "llaisys_sessions_expired_total", "counter",
-           "Sessions dropped after --session-ttl idle");
-    sample_u(&t, "llaisys_sessions_expired_total", NULL, ss->expired);
-    family(&t, "llaisys_sessions_evicted_total", "counter",
-           "Sessions dropped to stay under --max-sessions");
-    sample_u(&t, "llaisys_sessions_evicted_total", NULL, ss->evicted);
-    family(&t, "llaisys_session_hits_total", "counter",
-           "Session turns that took prompt tokens from the cache");
-    sample_u(&t, "llaisys_session_hits_total", NULL, ss->hits);
-    family(&t, "llaisys_session_tokens_saved_total", "counter",
-           "Prompt tokens of session turns served from the cache");
-    sample_u(&t, "llaisys_session_tokens_saved_total", NULL, ss->tokens_saved);
+    one_u(&t, "llaisys_sessions_active", "gauge", "Sessions kept by the server",
+          (uint64_t)ss->active);
+    one_u(&t, "llaisys_sessions_created_total", "counter", "Sessions created", ss->created);
+    one_u(&t, "llaisys_sessions_expired_total", "counter",
+          "Sessions dropped after --session-ttl idle", ss->expired);
+    one_u(&t, "llaisys_sessions_evicted_total", "counter",
+          "Sessions dropped to stay under --max-sessions", ss->evicted);
+    one_u(&t, "llaisys_session_hits_total", "counter",
+          "Session turns that took prompt tokens from the cache", ss->hits);
+    one_u(&t, "llaisys_session_tokens_saved_total", "counter",
+          "Prompt tokens of session turns served from the cache", ss->tokens_saved);
     if (st) {
-        family(&t, "llaisys_session_pinned_blocks", "gauge",
-               "KV block references pinned by sessions");
-        sample_u(&t, "llaisys_session_pinned_blocks", NULL, (uint64_t)st->kv_pinned);
-        family(&t, "llaisys_session_pins", "gauge", "Sessions holding pinned KV blocks");
-        sample_u(&t, "llaisys_session_pins", NULL, (uint64_t)st->pins);
-        family(&t, "llaisys_session_unpins_total", "counter",
-               "Session pins released to make room or to keep --session-kv-share");
-        sample_u(&t, "llaisys_session_unpins_total", NULL, st->pins_dropped);
+        one_u(&t, "llaisys_session_pinned_blocks", "gauge",
+              "KV block references pinned by sessions", (uint64_t)st->kv_pinned);
+        one_u(&t, "llaisys_session_pins", "gauge", "Sessions holding pinned KV blocks",
+              (uint64_t)st->pins);
+        one_u(&t, "llaisys_session_unpins_total", "counter",
+              "Session pins released to make room or to keep --session-kv-share", st->pins_dropped);
     }
     return ll_buf_take(&t.b);
 }
@@ -357,8 +364,7 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
     pthread_mutex_unlock(&m->lock);
     free(tmp);
 
-    family(&t, "llaisys_server_ready", "gauge", "1 when the model is loaded and serving");
-    sample_u(&t, "llaisys_server_ready", NULL, ready);
+    one_u(&t, "llaisys_server_ready", "gauge", "1 when the model is loaded and serving", ready);
 
     family(&t, "llaisys_request_success_total", "counter",
            "Finished choices (engine requests) by finish reason");
@@ -384,11 +390,10 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
         snprintf(l, sizeof l, "code=\"%d\"", code);
         sample_u(&t, "llaisys_http_responses_total", l, c.http_by_code[code]);
     }
-    family(&t, "llaisys_prompt_tokens_total", "counter", "Prompt tokens of finished requests");
-    sample_u(&t, "llaisys_prompt_tokens_total", NULL, c.prompt_tokens);
-    family(&t, "llaisys_generation_tokens_total", "counter",
-           "Tokens generated for finished requests");
-    sample_u(&t, "llaisys_generation_tokens_total", NULL, c.generation_tokens);
+    one_u(&t, "llaisys_prompt_tokens_total", "counter", "Prompt tokens of finished requests",
+          c.prompt_tokens);
+    one_u(&t, "llaisys_generation_tokens_total", "counter",
+          "Tokens generated for finished requests", c.generation_tokens);
     hist(&t, "llaisys_time_to_first_token_seconds",
          "Time from the request's arrival to its first generated token", &c.ttft);
     hist(&t, "llaisys_inter_token_latency_seconds", "Time between successive tokens of a choice",
@@ -402,8 +407,7 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
          &c.tpot);
     char help[160];
     snprintf(help, sizeof help, "Requests ended per second over the last %g s", c.window);
-    family(&t, "llaisys_requests_per_second", "gauge", help);
-    sample_d(&t, "llaisys_requests_per_second", rps);
+    one_d(&t, "llaisys_requests_per_second", "gauge", help, rps);
     static const struct {
         const char *name, *what;
     } qn[3] = {{"llaisys_time_to_first_token_seconds", "time to first token"},
@@ -414,89 +418,77 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
         for (int i = 0; i < 2; i++) {
             char name[96];
             snprintf(name, sizeof name, "%s_p%d", qn[k].name, i ? 99 : 50);
-            snprintf(help, sizeof help, "%s of the %s of requests ended in the last %g s "
-                     "(NaN: none)", i ? "99th percentile" : "Median", qn[k].what, c.window);
+            snprintf(help, sizeof help,
+                     "%s of the %s of requests ended in the last %g s "
+                     "(NaN: none)",
+                     i ? "99th percentile" : "Median", qn[k].what, c.window);
             family(&t, name, "gauge", help);
             sample_d(&t, name, qv[k][i]);
         }
 
     if (st) {
-        family(&t, "llaisys_num_requests_running", "gauge", "Sequences in the running batch");
-        sample_u(&t, "llaisys_num_requests_running", NULL, (uint64_t)st->running);
-        family(&t, "llaisys_num_requests_waiting", "gauge",
-               "Requests waiting to run (queued or preempted)");
-        sample_u(&t, "llaisys_num_requests_waiting", NULL, (uint64_t)st->waiting);
-        family(&t, "llaisys_num_requests_queued", "gauge",
-               "Requests submitted and never started yet");
-        sample_u(&t, "llaisys_num_requests_queued", NULL, (uint64_t)st->queued);
-        family(&t, "llaisys_num_requests_held", "gauge",
-               "Requests the engine holds (neither finished nor cancelled): the admission count");
-        sample_u(&t, "llaisys_num_requests_held", NULL, (uint64_t)st->held);
-        family(&t, "llaisys_admission_limit", "gauge",
-               "Requests the engine holds at most (--max-seqs + --max-queue), then 429");
-        sample_u(&t, "llaisys_admission_limit", NULL, (uint64_t)st->admission_limit);
-        family(&t, "llaisys_kv_cache_usage_tokens", "gauge",
-               "Tokens whose K/V the running sequences hold");
-        sample_u(&t, "llaisys_kv_cache_usage_tokens", NULL, (uint64_t)st->kv_tokens);
-        family(&t, "llaisys_kv_cache_usage_tokens_peak", "gauge",
-               "The most llaisys_kv_cache_usage_tokens seen since start");
-        sample_u(&t, "llaisys_kv_cache_usage_tokens_peak", NULL, (uint64_t)st->kv_tokens_peak);
-        family(&t, "llaisys_kv_cache_capacity_tokens", "gauge", "Tokens the KV pool holds");
-        sample_u(&t, "llaisys_kv_cache_capacity_tokens", NULL,
-                 (uint64_t)st->kv_blocks * (uint64_t)st->block_size);
+        one_u(&t, "llaisys_num_requests_running", "gauge", "Sequences in the running batch",
+              (uint64_t)st->running);
+        one_u(&t, "llaisys_num_requests_waiting", "gauge",
+              "Requests waiting to run (queued or preempted)", (uint64_t)st->waiting);
+        one_u(&t, "llaisys_num_requests_queued", "gauge",
+              "Requests submitted and never started yet", (uint64_t)st->queued);
+        one_u(&t, "llaisys_num_requests_held", "gauge",
+              "Requests the engine holds (neither finished nor cancelled): the admission count",
+              (uint64_t)st->held);
+        one_u(&t, "llaisys_admission_limit", "gauge",
+              "Requests the engine holds at most (--max-seqs + --max-queue), then 429",
+              (uint64_t)st->admission_limit);
+        one_u(&t, "llaisys_kv_cache_usage_tokens", "gauge",
+              "Tokens whose K/V the running sequences hold", (uint64_t)st->kv_tokens);
+        one_u(&t, "llaisys_kv_cache_usage_tokens_peak", "gauge",
+              "The most llaisys_kv_cache_usage_tokens seen since start",
+              (uint64_t)st->kv_tokens_peak);
+        one_u(&t, "llaisys_kv_cache_capacity_tokens", "gauge", "Tokens the KV pool holds",
+              (uint64_t)st->kv_blocks * (uint64_t)st->block_size);
         family(&t, "llaisys_kv_cache_blocks", "gauge", "KV cache blocks by state");
         sample_u(&t, "llaisys_kv_cache_blocks", "state=\"in_use\"", (uint64_t)st->kv_in_use);
         sample_u(&t, "llaisys_kv_cache_blocks", "state=\"cached\"", (uint64_t)st->kv_cached);
         sample_u(&t, "llaisys_kv_cache_blocks", "state=\"free\"", (uint64_t)st->kv_free);
-        family(&t, "llaisys_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool");
-        sample_u(&t, "llaisys_kv_cache_blocks_total", NULL, (uint64_t)st->kv_blocks);
-        family(&t, "llaisys_kv_cache_usage_perc", "gauge",
-               "Fraction of KV cache blocks held by running sequences");
-        sample_d(&t, "llaisys_kv_cache_usage_perc",
-                 st->kv_blocks ? (double)st->kv_in_use / st->kv_blocks : 0);
+        one_u(&t, "llaisys_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool",
+              (uint64_t)st->kv_blocks);
+        one_d(&t, "llaisys_kv_cache_usage_perc", "gauge",
+              "Fraction of KV cache blocks held by running sequences",
+              st->kv_blocks ? (double)st->kv_in_use / st->kv_blocks : 0);
         uint64_t queries = st->prompt_tokens + st->cached_tokens;
-        family(&t, "llaisys_prefix_cache_queries_total", "counter",
-               "Prompt tokens looked up in the prefix cache");
-        sample_u(&t, "llaisys_prefix_cache_queries_total", NULL, queries);
-        family(&t, "llaisys_prefix_cache_hits_total", "counter",
-               "Prompt tokens served from the prefix cache");
-        sample_u(&t, "llaisys_prefix_cache_hits_total", NULL, st->cached_tokens);
-        family(&t, "llaisys_prefix_cache_hit_ratio", "gauge",
-               "Prefix cache hits over queries since start");
-        sample_d(&t, "llaisys_prefix_cache_hit_ratio",
-                 queries ? (double)st->cached_tokens / (double)queries : 0);
-        family(&t, "llaisys_num_preemptions_total", "counter",
-               "Sequences preempted for lack of KV blocks");
-        sample_u(&t, "llaisys_num_preemptions_total", NULL, st->preemptions);
-        family(&t, "llaisys_queue_rejections_total", "counter",
-               "Submissions refused (queue full or invalid)");
-        sample_u(&t, "llaisys_queue_rejections_total", NULL, st->rejected);
-        family(&t, "llaisys_spec_decode_num_draft_tokens_total", "counter",
-               "Draft tokens verified by speculative decoding (--spec)");
-        sample_u(&t, "llaisys_spec_decode_num_draft_tokens_total", NULL, st->spec_drafted);
-        family(&t, "llaisys_spec_decode_num_accepted_tokens_total", "counter",
-               "Draft tokens accepted (each a token that took no step of its own)");
-        sample_u(&t, "llaisys_spec_decode_num_accepted_tokens_total", NULL, st->spec_accepted);
-        family(&t, "llaisys_spec_decode_acceptance_ratio", "gauge",
-               "Accepted over verified draft tokens since start");
-        sample_d(&t, "llaisys_spec_decode_acceptance_ratio",
-                 st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0);
-        family(&t, "llaisys_scheduler_step_cost_seconds", "gauge",
-               "Measured cost of a step of the running sequences' decode rows (-1: unknown)");
-        sample_d(&t, "llaisys_scheduler_step_cost_seconds", st->cost_step_s);
-        family(&t, "llaisys_scheduler_prompt_token_cost_seconds", "gauge",
-               "Measured cost of one more row (a prompt token) beside the decode rows (-1: "
-               "unknown)");
-        sample_d(&t, "llaisys_scheduler_prompt_token_cost_seconds", st->cost_prompt_token_s);
+        one_u(&t, "llaisys_prefix_cache_queries_total", "counter",
+              "Prompt tokens looked up in the prefix cache", queries);
+        one_u(&t, "llaisys_prefix_cache_hits_total", "counter",
+              "Prompt tokens served from the prefix cache", st->cached_tokens);
+        one_d(&t, "llaisys_prefix_cache_hit_ratio", "gauge",
+              "Prefix cache hits over queries since start",
+              queries ? (double)st->cached_tokens / (double)queries : 0);
+        one_u(&t, "llaisys_num_preemptions_total", "counter",
+              "Sequences preempted for lack of KV blocks", st->preemptions);
+        one_u(&t, "llaisys_queue_rejections_total", "counter",
+              "Submissions refused (queue full or invalid)", st->rejected);
+        one_u(&t, "llaisys_spec_decode_num_draft_tokens_total", "counter",
+              "Draft tokens verified by speculative decoding (--spec)", st->spec_drafted);
+        one_u(&t, "llaisys_spec_decode_num_accepted_tokens_total", "counter",
+              "Draft tokens accepted (each a token that took no step of its own)",
+              st->spec_accepted);
+        one_d(&t, "llaisys_spec_decode_acceptance_ratio", "gauge",
+              "Accepted over verified draft tokens since start",
+              st->spec_drafted ? (double)st->spec_accepted / (double)st->spec_drafted : 0);
+        one_d(&t, "llaisys_scheduler_step_cost_seconds", "gauge",
+              "Measured cost of a step of the running sequences' decode rows (-1: unknown)",
+              st->cost_step_s);
+        one_d(&t, "llaisys_scheduler_prompt_token_cost_seconds", "gauge",
+              "Measured cost of one more row (a prompt token) beside the decode rows (-1: "
+              "unknown)",
+              st->cost_prompt_token_s);
         family(&t, "llaisys_scheduler_prompt_budget_tokens", "gauge",
                "Prompt tokens the last step could carry beside decode rows (-1: no limit)");
         ll_buf_printf(&t.b, "llaisys_scheduler_prompt_budget_tokens{%s} %d\n", t.label,
                       st->prompt_budget);
-        family(&t, "llaisys_engine_steps_total", "counter", "Scheduler steps run");
-        sample_u(&t, "llaisys_engine_steps_total", NULL, st->steps);
-        family(&t, "llaisys_engine_busy_seconds_total", "counter",
-               "Time the scheduler spent in steps that did work");
-        sample_d(&t, "llaisys_engine_busy_seconds_total", st->busy_s);
+        one_u(&t, "llaisys_engine_steps_total", "counter", "Scheduler steps run", st->steps);
+        one_d(&t, "llaisys_engine_busy_seconds_total", "counter",
+              "Time the scheduler spent in steps that did work", st->busy_s);
     }
     return ll_buf_take(&t.b);
 }
