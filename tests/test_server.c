@@ -40,7 +40,7 @@ static void test_opts_defaults_env_flags(void **state)
     assert_true(o.max_body == 8u << 20);
     assert_true(o.write_timeout == 60 && o.keepalive == 10 && o.request_timeout == 600);
     assert_int_equal(o.engine.max_seqs, 32); /* the server's defaults */
-    assert_int_equal(o.engine.max_batch_tokens, 128);
+    assert_int_equal(o.engine.max_batch_tokens, 512);
     assert_int_equal(o.log_level, LOG_INFO);
     server_opts_free(&o);
 
@@ -55,7 +55,7 @@ static void test_opts_defaults_env_flags(void **state)
     assert_int_equal(parse(&o, 17, a2), 0);
     assert_int_equal(o.port, 9002);           /* the flag wins */
     assert_int_equal(o.engine.max_seqs, 7);   /* from the variable */
-    assert_int_equal(o.engine.max_batch_tokens, 128);
+    assert_int_equal(o.engine.max_batch_tokens, 512);
     assert_true(o.engine.kv_memory == (size_t)2 << 30);
     assert_true(o.engine.exact);
     assert_int_equal(o.n_api_keys, 2);        /* keys from both */
