@@ -118,7 +118,7 @@ struct llaisys_model_params {
                            default, max(n_ctx, n_seq_max x n_ctx / 4) tokens */
     int32_t block_size; /* tokens per KV block; 0: 16 */
     int32_t n_seq_max;  /* sequence ids are 0..n_seq_max-1; 0: 16 */
-    int32_t n_batch;    /* most tokens in one llaisys_decode; 0: max(256, n_seq_max) */
+    int32_t n_batch;    /* most tokens in one llaisys_decode; 0: max(512, n_seq_max) */
     int32_t n_threads;  /* compute threads, the calling one included; 0: 2 */
     int32_t math;       /* enum llaisys_math */
 };

@@ -196,7 +196,7 @@ static void test_model_props_tokenizer(void **state)
     assert_int_equal(llaisys_model_n_vocab(m), V);
     assert_int_equal(llaisys_model_n_ctx(m), 300);
     assert_int_equal(llaisys_model_n_seq_max(m), 3);
-    assert_int_equal(llaisys_model_n_batch(m), 256); /* max(256, n_seq_max) */
+    assert_int_equal(llaisys_model_n_batch(m), 512); /* max(512, n_seq_max) */
     assert_true(llaisys_model_is_eos(m, 151643));
     assert_false(llaisys_model_is_eos(m, 5));
     struct llaisys_kv_stats s = stats(m);
@@ -321,8 +321,8 @@ static void test_decode_errors(void **state)
     make_ids(ids, 8, 2);
     assert_int_equal(decode_seq(m, 0, ids, 5, NULL), LLAISYS_OK);
     struct llaisys_kv_stats s0 = stats(m);
-    struct llaisys_batch b = llaisys_batch_init(300);
-    for (int i = 0; i < 300; i++)
+    struct llaisys_batch b = llaisys_batch_init(600);
+    for (int i = 0; i < 600; i++)
         b.token[i] = ids[i % 8];
     struct {
         int n, row, token, pos, seq;
@@ -330,7 +330,7 @@ static void test_decode_errors(void **state)
         const char *msg;
     } cases[] = {
         {0, 0, 1, -1, 0, LLAISYS_ERR_INVALID_ARG, "batch of 0"},
-        {300, 0, 1, -1, 0, LLAISYS_ERR_INVALID_ARG, "n_batch"},
+        {600, 0, 1, -1, 0, LLAISYS_ERR_INVALID_ARG, "n_batch"},
         {2, 1, -1, -1, 0, LLAISYS_ERR_INVALID_TOKEN, "row 1: token id -1"},
         {2, 1, V, -1, 0, LLAISYS_ERR_INVALID_TOKEN, "outside the vocabulary"},
         {2, 1, 1, -1, 2, LLAISYS_ERR_INVALID_SEQ, "row 1: sequence 2"},
