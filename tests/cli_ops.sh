@@ -13,20 +13,6 @@ for tool in curl jq; do
 done
 c() { curl -s -m 60 "$@"; }
 MKEY=""
-# metric NAME [LABELS]: the value of the first sample NAME{...LABELS...}
-metric() {
-    c $MKEY "$URL/metrics" | grep "^$1{" | grep -F "${2:-}" | head -n 1 | sed 's/.* //'
-}
-# wait_metric NAME LABEL VALUE: up to 30 s for the sample to equal VALUE
-wait_metric() {
-    i=0
-    while [ $i -lt 300 ]; do
-        [ "$(metric "$1" "$2")" = "$3" ] && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
 # wait_status FILE...: up to 60 s for every header file to hold a status line; prints the codes
 wait_status() {
     i=0

@@ -25,20 +25,6 @@ post() { # post PATH JSON [curl args]: POST JSON, body to stdout
     p=$1; j=$2; shift 2
     c -H 'Content-Type: application/json' -d "$j" "$@" "$URL$p"
 }
-# metric NAME [LABEL]: the value of a sample of /metrics
-metric() {
-    c "$URL/metrics" $MKEY | grep "^$1{" | grep -F "${2:-}" | head -n 1 | sed 's/.* //'
-}
-# wait_metric NAME LABEL VALUE: up to 10 s for the sample to equal VALUE
-wait_metric() {
-    i=0
-    while [ $i -lt 100 ]; do
-        [ "$(metric "$1" "$2")" = "$3" ] && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
 MKEY=""
 
 if nm "$srv" 2>/dev/null | grep -qE '__(asan|tsan|ubsan)_'; then

@@ -14,7 +14,6 @@ done
 c() { curl -s -m 60 "$@"; }
 code() { curl -s -m 60 -o /dev/null -w '%{http_code}' "$@"; }
 post() { p=$1; j=$2; shift 2; c -H 'Content-Type: application/json' -d "$j" "$@" "$URL$p"; }
-metric() { c "$URL/metrics" | grep "^$1{" | head -n 1 | sed 's/.* //'; }
 
 # A small pool: 16 blocks of 16 tokens; sessions may pin half of it.
 start s1 --model "$model" --host 127.0.0.1 --kv-blocks 16 --block-size 16 --max-seqs 4 \

@@ -158,6 +158,18 @@ static void put_secs(struct ll_buf *b, const char *name, double t)
         ll_json_put_num(b, t);
 }
 
+/* ,"state":STATE,"finish_reason":FINISH (NULL: null). */
+static void put_state(struct ll_buf *b, const char *state, const char *finish)
+{
+    ll_buf_puts(b, ",\"state\":");
+    ll_json_put_cstr(b, state);
+    ll_buf_puts(b, ",\"finish_reason\":");
+    if (finish)
+        ll_json_put_cstr(b, finish);
+    else
+        ll_buf_puts(b, "null");
+}
+
 /* The status object's start: ids, state, finish reason (NULL: null). */
 static void status_head(const struct gen_job *j, struct ll_buf *b, const char *state,
                         const char *finish)
@@ -172,26 +184,15 @@ static void status_head(const struct gen_job *j, struct ll_buf *b, const char *s
     ll_json_put_int(b, j->meta.created);
     ll_buf_puts(b, ",\"stream\":");
     ll_buf_puts(b, j->stream ? "true" : "false");
-    ll_buf_puts(b, ",\"state\":");
-    ll_json_put_cstr(b, state);
-    ll_buf_puts(b, ",\"finish_reason\":");
-    if (finish)
-        ll_json_put_cstr(b, finish);
-    else
-        ll_buf_puts(b, "null");
+    put_state(b, state, finish);
 }
 
 /* One choice's entry. */
 static void status_choice(struct ll_buf *b, int index, const char *state, const char *finish,
                           const struct engine_usage *u, bool first)
 {
-    ll_buf_printf(b, "%s{\"index\":%d,\"state\":", first ? "" : ",", index);
-    ll_json_put_cstr(b, state);
-    ll_buf_puts(b, ",\"finish_reason\":");
-    if (finish)
-        ll_json_put_cstr(b, finish);
-    else
-        ll_buf_puts(b, "null");
+    ll_buf_printf(b, "%s{\"index\":%d", first ? "" : ",", index);
+    put_state(b, state, finish);
     ll_buf_printf(b, ",\"prompt_tokens\":%d,\"cached_tokens\":%d,\"completion_tokens\":%d,"
                   "\"preemptions\":%d}", u->prompt_tokens, u->cached_tokens,
                   u->completion_tokens, u->preemptions);

@@ -12,29 +12,32 @@
 #include "respond.h"
 #include "server_impl.h"
 
+/* One budget's x-ratelimit-{limit,remaining,reset}-WHAT headers. */
+static void add_budget_headers(struct MHD_Response *r, const char *what, long long limit,
+                               long long left, double reset)
+{
+    char name[40], v[48];
+    snprintf(name, sizeof name, "x-ratelimit-limit-%s", what);
+    snprintf(v, sizeof v, "%lld", limit);
+    MHD_add_response_header(r, name, v);
+    snprintf(name, sizeof name, "x-ratelimit-remaining-%s", what);
+    snprintf(v, sizeof v, "%lld", left);
+    MHD_add_response_header(r, name, v);
+    snprintf(name, sizeof name, "x-ratelimit-reset-%s", what);
+    ratelimit_duration(reset, v, sizeof v);
+    MHD_add_response_header(r, name, v);
+}
+
 /* OpenAI's x-ratelimit-* headers for the caller's key, for each budget per minute it has. */
 static void add_ratelimit_headers(struct http_ctx *c, struct MHD_Response *r)
 {
     struct rl_state s;
     if (c->srv->opts->n_api_keys == 0 || !ratelimit_state(&c->srv->limits, c->key, &s))
         return;
-    char v[48];
-    if (s.has_rpm) {
-        snprintf(v, sizeof v, "%d", s.rpm);
-        MHD_add_response_header(r, "x-ratelimit-limit-requests", v);
-        snprintf(v, sizeof v, "%lld", s.rpm_left);
-        MHD_add_response_header(r, "x-ratelimit-remaining-requests", v);
-        ratelimit_duration(s.rpm_reset, v, sizeof v);
-        MHD_add_response_header(r, "x-ratelimit-reset-requests", v);
-    }
-    if (s.has_tpm) {
-        snprintf(v, sizeof v, "%d", s.tpm);
-        MHD_add_response_header(r, "x-ratelimit-limit-tokens", v);
-        snprintf(v, sizeof v, "%lld", s.tpm_left);
-        MHD_add_response_header(r, "x-ratelimit-remaining-tokens", v);
-        ratelimit_duration(s.tpm_reset, v, sizeof v);
-        MHD_add_response_header(r, "x-ratelimit-reset-tokens", v);
-    }
+    if (s.has_rpm)
+        add_budget_headers(r, "requests", s.rpm, s.rpm_left, s.rpm_reset);
+    if (s.has_tpm)
+        add_budget_headers(r, "tokens", s.tpm, s.tpm_left, s.tpm_reset);
 }
 
 /* X-Request-Id, CORS, the key's budgets, and Connection: close while draining. */

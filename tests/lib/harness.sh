@@ -1,7 +1,8 @@
 # harness.sh: sourced, from the repository root, by the black-box scripts tests/cli_*.sh.
 # Gives $tmp, a fresh directory removed on exit, and $pids, processes killed on exit; check NAME
 # STATUS, which prints the "ok NAME" / "not ok NAME" line tests/run.sh counts; and start/stop
-# for llaisys-server ($srv: $LLAISYS_SERVER, default ./llaisys-server).
+# for llaisys-server ($srv: $LLAISYS_SERVER, default ./llaisys-server); metric and wait_metric
+# read its /metrics.
 srv="${LLAISYS_SERVER:-./llaisys-server}"
 tmp=$(mktemp -d) || exit 1
 pids=""
@@ -44,4 +45,23 @@ stop() {
     kill -TERM "$PID"; wait "$PID"; rc=$?
     [ $rc -eq 0 ] || sed 's/^/# /' "$tmp/$1.err" | tail -n 20
     check "$1 server: SIGTERM, exit 0" $rc
+}
+
+# metric NAME [LABEL]: the value of the first sample NAME{...} of $URL/metrics whose line holds
+# LABEL ($MKEY: curl arguments the scrape needs, e.g. an Authorization header).
+metric() {
+    curl -s -m 60 ${MKEY:-} "$URL/metrics" | grep "^$1{" | grep -F "${2:-}" | head -n 1 |
+        sed 's/.* //'
+}
+
+# wait_metric NAME LABEL VALUE [SECONDS]: waits up to SECONDS (default 30) for that sample to
+# equal VALUE; returns 1 if it never does.
+wait_metric() {
+    i=0
+    while [ $i -lt $((${4:-30} * 10)) ]; do
+        [ "$(metric "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
 }
