@@ -211,6 +211,8 @@ wait "$PID"; rc=$?
 wait $tp
 [ $crc -eq 7 ] && awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 2) }'
 check "during the shutdown grace a new connection is refused at once (curl exit $crc)" $?
-[ $rc -eq 0 ] && [ "$(tail -n 2 "$tmp/term1" | head -n 1)" = "data: [DONE]" ] &&
-    [ "$(grep '^data: {' "$tmp/term1" | tail -n 1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')" = length ]
-check "the stream in flight at SIGTERM finishes (finish_reason length, [DONE]), exit 0" $?
+fin=$(grep '^data: {' "$tmp/term1" | tail -n 1 | sed 's/^data: //' | jq -r '.choices[0].finish_reason')
+[ $rc -eq 0 ] && [ "$(tail -n 2 "$tmp/term1" | head -n 1)" = "data: [DONE]" ] && [ "$fin" = length ]
+r=$?
+[ $r -eq 0 ] || { tail -n 3 "$tmp/term1"; sed 's/^/# /' "$tmp/term.err" | tail -n 20; } | sed 's/^/# /'
+check "the stream in flight at SIGTERM finishes (finish_reason $fin, [DONE]), exit $rc" $r
