@@ -295,6 +295,31 @@ test('a session the server refuses does not stop the chat', async () => {
   await page.context().close();
   await srv.stop();
 
+  // no room for another session (--max-sessions 1, the one there busy: 429): this turn goes
+  // without a session, the next tries again
+  const full = await startServer(['--max-sessions', '1']);
+  const hold = new AbortController();
+  const busy = http(`${full.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, signal: hold.signal,
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Go on and on' }], max_tokens: 3500, ignore_eos: true, session_id: 'holder', stream: true }),
+  }).then((r) => r.body.getReader().read()).catch(() => {});
+  await busy;
+  assert.equal((await sessionState(full.url, 'holder')).body.in_flight, 1);
+  const crowded = await openPage(browser, full.url, { storage: { [SETTINGS_KEY]: { max_tokens: 4 } } });
+  await send(crowded, 'Room for me?');
+  assert.equal((await answerDone(crowded)).tokens, '4');
+  assert.deepEqual(crowded.requests.map((r) => !!r.body.session_id), [true, false]);
+  hold.abort();
+  assert.ok(await waitFor(async () => (await sessionState(full.url, 'holder')).body.in_flight === 0, 10000));
+  await send(crowded, 'And now?');
+  assert.equal((await answerDone(crowded)).tokens, '4');
+  assert.equal(crowded.requests.at(-1).body.session_id, crowded.requests[0].body.session_id, 'back in its session');
+  assert.equal(crowded.requests.length, 3, 'the idle holder made room without a refusal');
+  assert.equal(await crowded.locator('.msg-error').count(), 0);
+  assert.deepEqual(crowded.errors, []);
+  await crowded.context().close();
+  await full.stop();
+
   // a server without sessions (an older llaisys refuses the field: staged here in the server's
   // error format); the turn goes again without it and later turns do not send it
   const old = await openPage(browser, url, { storage: { [SETTINGS_KEY]: { max_tokens: 4, debugPanel: true } } });

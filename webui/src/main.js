@@ -41,8 +41,9 @@ const state = {
   modelError: null,
   running: new Map(),   // conversation id -> {controller, requestId, msg, settled}
   sessions: true,       // false once the server said it has no sessions (until a reload)
-  // answer id -> {request (the body sent), session (GET v1/sessions/{id} after the answer:
-  // the object, null for none, or {error})}; this page's answers only, never stored
+  // answer id -> {request (the body sent), asking (the session state was asked for), session
+  // (GET v1/sessions/{id} after the answer: the object, null for none, or {error})}; this
+  // page's answers only, never stored
   debug: new Map(),
   editingId: null,      // user message being edited
   renamingId: null,     // conversation being renamed

@@ -96,7 +96,9 @@ export function statsLine(stats) {
     el.dataset.ttft = String(stats.ttft);
   }
   if (stats.tps) {
-    parts.push(h('span', { class: 'stat-tps', title: 'generation speed after the first token',
+    parts.push(h('span', { class: 'stat-tps',
+      title: stats.streamed === false ? 'tokens per second over the whole request (not streamed)'
+        : 'generation speed after the first token',
       text: `${stats.tps.toFixed(1)} tok/s` }));
     el.dataset.tps = String(stats.tps);
   }
