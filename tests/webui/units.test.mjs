@@ -1,6 +1,6 @@
 // units.test.mjs: the WebUI's browser-free modules run under node: the SSE parser (events cut
 // at any byte, CR/LF/CRLF line ends, comments, multi-line data) and the import of exported
-// conversations (what is accepted, what is refused and why).
+// conversations (what is accepted, what is refused and why, the session id kept or replaced).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SseParser } from '../../webui/src/sse.js';
@@ -40,6 +40,14 @@ test('import: exported files, bare conversations and arrays; bad files refused w
   assert.equal(importJson(JSON.stringify([conv, conv])).length, 2);
   // a message without an id gets one
   assert.match(importJson('{"messages":[{"role":"user","content":"x"}]}')[0].messages[0].id, /^[0-9a-f]{24}$/);
+  // the session id travels with the conversation; one missing or malformed is replaced
+  assert.equal(importJson(JSON.stringify({ ...conv, sessionId: 'webui-abc:1.x_y' }))[0].sessionId, 'webui-abc:1.x_y');
+  const fresh = importJson(JSON.stringify(conv))[0].sessionId;
+  assert.match(fresh, /^webui-[0-9a-f]{24}$/);
+  assert.notEqual(importJson(JSON.stringify(conv))[0].sessionId, fresh, 'each gets its own');
+  for (const bad of ['', 'has space', 'x'.repeat(65), 7]) {
+    assert.match(importJson(JSON.stringify({ ...conv, sessionId: bad }))[0].sessionId, /^webui-[0-9a-f]{24}$/, String(bad));
+  }
 
   assert.throws(() => importJson('not json'), /Not a JSON file/);
   assert.throws(() => importJson('{"x":1}'), /No conversations/);

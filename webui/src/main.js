@@ -5,11 +5,20 @@
 // State lives here and in localStorage (store.js); the DOM is rebuilt from it (view.js), except
 // that a streaming answer updates only its own element, at most once per animation frame.
 // Each conversation can have one answer streaming; several conversations may stream at once.
+//
+// Each conversation is a server-side session (its sessionId, sent as session_id): the server
+// keeps the conversation's KV blocks pinned between turns, so a turn computes only its new
+// tokens. Sessions are an optimisation, never a condition: a server that refuses the session
+// gets the turn again without it (sessionRefused), and deleting a conversation deletes its
+// session on a best-effort basis.
 import './style.css';
-import { ApiError, cancelRequest, listModels, streamChat } from './api.js';
 import {
-  DEFAULT_SETTINGS, exportJson, importJson, isStorageKey, loadConversations, loadCurrentId,
-  loadSettings, newId, saveConversations, saveCurrentId, saveSettings, titleFrom,
+  ApiError, cancelRequest, deleteSession, getSession, listModels, sendChat,
+} from './api.js';
+import {
+  DEFAULT_SETTINGS, SWITCHES, exportJson, importJson, isStorageKey, loadConversations,
+  loadCurrentId, loadSettings, newId, newSessionId, saveConversations, saveCurrentId, saveSettings,
+  titleFrom,
 } from './store.js';
 import {
   assistantMessage, convItem, emptyState, splitThinking, updateAssistant, userMessage,
@@ -30,7 +39,12 @@ const state = {
   currentId: loadCurrentId(),
   model: null,          // id of the served model, from v1/models
   modelError: null,
-  running: new Map(),   // conversation id -> {controller, requestId, msg}
+  running: new Map(),   // conversation id -> {controller, requestId, msg, settled}
+  sessions: true,       // false once the server said it has no sessions (until a reload)
+  // answer id -> {request (the body sent), asking (the session state was asked for), session
+  // (GET v1/sessions/{id} after the answer: the object, null for none, or {error})}; this
+  // page's answers only, never stored
+  debug: new Map(),
   editingId: null,      // user message being edited
   renamingId: null,     // conversation being renamed
 };
@@ -68,7 +82,7 @@ function current() {
 
 function createConversation() {
   const now = Date.now();
-  const conv = { id: newId(), title: '', created: now, updated: now, messages: [] };
+  const conv = { id: newId(), sessionId: newSessionId(), title: '', created: now, updated: now, messages: [] };
   state.conversations.unshift(conv);
   return conv;
 }
@@ -100,7 +114,13 @@ function deleteConversation(id) {
   const conv = state.conversations.find((c) => c.id === id);
   if (!conv) return;
   if (!window.confirm(`Delete "${conv.title || 'New chat'}"?`)) return;
+  // the session goes once a stopped answer has ended here (its turn ends on the server then too)
+  const run = state.running.get(id);
   stop(conv);
+  if (conv.messages.length) {
+    Promise.resolve(run && run.settled).then(() => deleteSession(conv.sessionId, state.settings.apiKey));
+  }
+  for (const m of conv.messages) state.debug.delete(m.id);
   state.conversations = state.conversations.filter((c) => c.id !== id);
   if (state.currentId === id) state.currentId = state.conversations[0] ? state.conversations[0].id : null;
   saveCurrentId(state.currentId);
@@ -180,7 +200,7 @@ function renderMessages() {
   const lastIndex = conv.messages.length - 1;
   const nodes = conv.messages.map((m, i) => (m.role === 'user'
     ? userMessage(m, { editing: m.id === state.editingId })
-    : assistantMessage(m, { running: run && run.msg === m, last: i === lastIndex })));
+    : assistantMessage(m, { running: run && run.msg === m, last: i === lastIndex, debug: debugOf(m) })));
   els.messages.replaceChildren(...nodes);
   const edit = els.messages.querySelector('.edit-input');
   if (edit) {
@@ -197,6 +217,11 @@ function render() {
   if (!state.editingId) scrollToBottom();
 }
 
+// What the debug panel of an answer shows beyond its figures; null: no panel (Settings).
+function debugOf(msg) {
+  return state.settings.debugPanel ? state.debug.get(msg.id) || {} : null;
+}
+
 // A streamed piece arrived: redraw that answer on the next frame (if it is on screen).
 const dirty = new Set();
 let frame = 0;
@@ -211,7 +236,7 @@ function scheduleUpdate(conv, msg) {
     for (const m of dirty) {
       const el = els.messages.querySelector(`.msg[data-id="${m.id}"]`);
       const run = cur && state.running.get(cur.id);
-      if (el) updateAssistant(el, m, { running: run && run.msg === m, last: cur.messages.at(-1) === m });
+      if (el) updateAssistant(el, m, { running: run && run.msg === m, last: cur.messages.at(-1) === m, debug: debugOf(m) });
     }
     dirty.clear();
     if (stick) scrollToBottom();
@@ -224,8 +249,10 @@ function numberOrNull(v) {
   return v === null || v === undefined || v === '' || Number.isNaN(Number(v)) ? null : Number(v);
 }
 
-// The request body for the conversation's messages so far.
-function requestBody(conv) {
+// The request body for the conversation's messages so far, as sent: streaming or not, in the
+// conversation's session (unless the server has none, or `session` is false), with the prefix
+// cache switched off when the settings say so.
+function requestBody(conv, { session = true } = {}) {
   const s = state.settings;
   const messages = [];
   if (s.systemPrompt && s.systemPrompt.trim()) messages.push({ role: 'system', content: s.systemPrompt });
@@ -243,38 +270,62 @@ function requestBody(conv) {
     const v = numberOrNull(s[k]);
     if (v !== null) body[k] = v;
   }
+  body.stream = s.stream;
+  if (s.stream) body.stream_options = { include_usage: true };
+  if (session && state.sessions) body.session_id = conv.sessionId;
+  // the server's name for it (llama.cpp's); reuse_prefix is the same switch
+  if (!s.reusePrefix) body.cache_prompt = false;
   return body;
 }
 
 // The figures shown under an answer, from the usage the server sent (estimated from the
-// pieces received when it sent none: a stopped answer) and the times seen here (ms).
-function figures({ result, msg, pieces, t0, tFirst, tAnswer, tEnd }) {
+// pieces received when it sent none: a stopped answer) and the times seen here (ms). An answer
+// that came in one piece (streaming off) has no first-token time, and its speed is over the
+// whole request (prompt included).
+function figures({ result, msg, pieces, streamed, t0, tFirst, tAnswer, tEnd }) {
   const usage = result && result.usage;
   const completion = usage ? usage.completion_tokens : pieces;
   const gen = tFirst ? (tEnd - tFirst) / 1000 : 0;
+  const total = (tEnd - t0) / 1000;
   const details = (usage && usage.prompt_tokens_details) || {};
   const completionDetails = (usage && usage.completion_tokens_details) || {};
   return {
     finish: result ? result.finishReason || 'stop' : msg.error ? 'error' : 'stopped',
     completionTokens: completion,
     estimated: !usage,
-    ttft: tFirst ? (tFirst - t0) / 1000 : null,
-    tps: completion > 1 && gen > 0 ? (completion - 1) / gen : null,
-    total: (tEnd - t0) / 1000,
+    streamed,
+    ttft: streamed && tFirst ? (tFirst - t0) / 1000 : null,
+    tps: !streamed ? (completion > 0 && total > 0 ? completion / total : null)
+      : completion > 1 && gen > 0 ? (completion - 1) / gen : null,
+    total,
     promptTokens: usage ? usage.prompt_tokens : null,
     cachedTokens: details.cached_tokens || 0,
     reasoningTokens: completionDetails.reasoning_tokens || 0,
-    thinkSeconds: tFirst && splitThinking(msg).reasoning ? ((tAnswer || tEnd) - tFirst) / 1000 : null,
+    thinkSeconds: streamed && tFirst && splitThinking(msg).reasoning ? ((tAnswer || tEnd) - tFirst) / 1000 : null,
     model: state.model,
   };
 }
 
+// The server refused the turn's session (err.param is session_id, before any answer): when it
+// has no sessions, stop sending them; when the id is another API key's (404), the conversation
+// takes a new one. Returns the body to send again: in the new session, or without one.
+function sessionRefused(conv, err) {
+  if (err.code === 'unsupported_parameter') state.sessions = false;
+  if (err.status === 404) {
+    conv.sessionId = newSessionId();
+    return requestBody(conv);
+  }
+  return requestBody(conv, { session: false });
+}
+
 async function generate(conv) {
-  const body = requestBody(conv);
+  let body = requestBody(conv);
   const msg = { id: newId(), role: 'assistant', content: '', reasoning: '', pending: true, stats: {} };
   conv.messages.push(msg);
   conv.updated = Date.now();
   const run = { controller: new AbortController(), requestId: `webui-${newId()}`, msg };
+  let settle;
+  run.settled = new Promise((resolve) => { settle = resolve; });
   state.running.set(conv.id, run);
   persist();
   if (conv.id === state.currentId) render();
@@ -285,37 +336,44 @@ async function generate(conv) {
   let tAnswer = 0;
   let pieces = 0;
   let result = null;
-  try {
-    result = await streamChat({
-      body,
-      apiKey: state.settings.apiKey,
-      requestId: run.requestId,
-      signal: run.controller.signal,
-      onDelta({ content, reasoning }) {
-        const now = performance.now();
-        if (!tFirst) tFirst = now;
-        pieces++;
-        msg.reasoning += reasoning;
-        msg.content += content;
-        if (!tAnswer && splitThinking(msg).answer) tAnswer = now;
-        scheduleUpdate(conv, msg);
-        persistSoon();
-      },
-    });
-  } catch (err) {
-    if (!(err instanceof ApiError) || err.kind !== 'abort') {
-      const e = err instanceof ApiError ? err : new ApiError(String(err), { kind: 'stream' });
-      msg.error = { message: e.message, status: e.status };
-      if (e.status === 401) refreshModels();
+  const onDelta = ({ content, reasoning }) => {
+    const now = performance.now();
+    if (!tFirst) tFirst = now;
+    pieces++;
+    msg.reasoning += reasoning;
+    msg.content += content;
+    if (!tAnswer && splitThinking(msg).answer) tAnswer = now;
+    scheduleUpdate(conv, msg);
+    persistSoon();
+  };
+  for (let retried = false; ;) {
+    state.debug.set(msg.id, { request: body });
+    try {
+      result = await sendChat({
+        body, apiKey: state.settings.apiKey, requestId: run.requestId, signal: run.controller.signal, onDelta,
+      });
+    } catch (err) {
+      if (!retried && body.session_id && err instanceof ApiError && err.param === 'session_id') {
+        retried = true;
+        body = sessionRefused(conv, err);
+        continue;
+      }
+      if (!(err instanceof ApiError) || err.kind !== 'abort') {
+        const e = err instanceof ApiError ? err : new ApiError(String(err), { kind: 'stream' });
+        msg.error = { message: e.message, status: e.status };
+        if (e.status === 401) refreshModels();
+      }
     }
+    break;
   }
   const tEnd = performance.now();
   msg.stats = msg.error && !pieces
     ? { finish: 'error' }
-    : figures({ result, msg, pieces, t0, tFirst, tAnswer, tEnd });
+    : figures({ result, msg, pieces, streamed: body.stream, t0, tFirst, tAnswer, tEnd });
   if (!msg.reasoning) delete msg.reasoning;
   delete msg.pending;
   if (state.running.get(conv.id) === run) state.running.delete(conv.id);
+  settle();
   conv.updated = Date.now();
   persist();
   if (result && !state.model) refreshModels();
@@ -326,6 +384,25 @@ async function generate(conv) {
     if (stick) scrollToBottom();
   }
   renderSidebar();
+  if (result && body.session_id && state.settings.debugPanel) showSession(conv, msg, body.session_id);
+}
+
+// The debug panel's session state: the server's view of the session right after the answer.
+async function showSession(conv, msg, sessionId) {
+  const debug = state.debug.get(msg.id);
+  if (debug) debug.asking = true;
+  let session;
+  try {
+    session = await getSession(sessionId, state.settings.apiKey, AbortSignal.timeout(10000));
+  } catch (err) {
+    session = { error: err.message };
+  }
+  if (!debug) return;
+  debug.session = session;
+  if (conv.id !== state.currentId) return;
+  const el = els.messages.querySelector(`.msg[data-id="${msg.id}"]`);
+  const run = state.running.get(conv.id);
+  if (el) updateAssistant(el, msg, { running: run && run.msg === msg, last: conv.messages.at(-1) === msg, debug: debugOf(msg) });
 }
 
 function stop(conv) {
@@ -436,7 +513,9 @@ function effectiveDark() {
 function fillSettingsForm(s) {
   const f = els.settingsForm.elements;
   for (const k of Object.keys(DEFAULT_SETTINGS)) {
-    if (f[k]) f[k].value = s[k] === null || s[k] === undefined ? '' : String(s[k]);
+    if (!f[k]) continue;
+    if (SWITCHES.includes(k)) f[k].checked = !!s[k];
+    else f[k].value = s[k] === null || s[k] === undefined ? '' : String(s[k]);
   }
 }
 
@@ -447,6 +526,7 @@ function readSettingsForm() {
   out.apiKey = f.apiKey.value.trim();
   out.systemPrompt = f.systemPrompt.value;
   out.theme = f.theme.value;
+  for (const k of SWITCHES) out[k] = f[k].checked;
   const ranges = {
     temperature: [0, 2, false, 'Temperature'],
     top_p: [0, 1, false, 'top_p'],
@@ -488,6 +568,7 @@ els.settingsForm.addEventListener('submit', (e) => {
   const err = saveSettings(s);
   if (err) notify(err, 'error');
   applyTheme();
+  renderMessages(); // the debug panels follow their switch
   if (keyChanged || !state.model) refreshModels();
 });
 $('settings-reset').addEventListener('click', () => {
@@ -539,7 +620,11 @@ els.importFile.addEventListener('change', async () => {
     const list = importJson(await file.text());
     const ids = new Set(state.conversations.map((c) => c.id));
     for (const c of list) {
-      if (ids.has(c.id)) c.id = newId(); // an import never overwrites
+      // an import never overwrites; a copy is a conversation of its own, with its own session
+      if (ids.has(c.id)) {
+        c.id = newId();
+        c.sessionId = newSessionId();
+      }
       ids.add(c.id);
     }
     state.conversations = [...list, ...state.conversations].sort((a, b) => b.updated - a.updated);

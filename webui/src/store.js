@@ -2,7 +2,8 @@
 // settings (API key included: it never leaves this browser except to this server), and which
 // conversation is open; plus export to and import from a JSON file.
 //
-// A conversation is {id, title, created, updated, messages}; a message is
+// A conversation is {id, sessionId, title, created, updated, messages}: sessionId names its
+// server-side session (kept with it through reloads, export and import); a message is
 // {id, role: 'user'|'assistant', content, reasoning?, stats?, error?, pending?}.
 // `pending` marks an answer still streaming; one found at load time was cut by a reload.
 
@@ -20,12 +21,24 @@ export const DEFAULT_SETTINGS = Object.freeze({
   max_tokens: null,
   seed: null,
   theme: 'auto',
+  stream: true,        // false: ask for the whole answer in one response
+  reusePrefix: true,   // false: the server neither takes from nor adds to its prefix cache
+  debugPanel: false,   // a panel under each answer: request, usage, timings, session state
 });
+
+// The settings that are on/off switches (checkboxes in the form).
+export const SWITCHES = Object.freeze(['stream', 'reusePrefix', 'debugPanel']);
 
 export function newId() {
   const b = new Uint8Array(12);
   crypto.getRandomValues(b);
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+// A session id for the server: 1-64 of [A-Za-z0-9._:-] (src/server/sessions.c).
+const SESSION_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+export function newSessionId() {
+  return `webui-${newId()}`;
 }
 
 function readJson(key, fallback) {
@@ -55,6 +68,7 @@ export function loadSettings() {
   if (s && typeof s === 'object') {
     for (const k of Object.keys(DEFAULT_SETTINGS)) if (k in s) out[k] = s[k];
   }
+  for (const k of SWITCHES) out[k] = !!out[k];
   return out;
 }
 
@@ -85,6 +99,8 @@ export function cleanConversation(c) {
   const now = Date.now();
   return {
     id: typeof c.id === 'string' && c.id ? c.id : newId(),
+    // conversations from before sessions, or with a malformed id, get a new one
+    sessionId: typeof c.sessionId === 'string' && SESSION_ID.test(c.sessionId) ? c.sessionId : newSessionId(),
     title: typeof c.title === 'string' ? c.title : '',
     created: Number(c.created) || now,
     updated: Number(c.updated) || Number(c.created) || now,

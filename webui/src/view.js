@@ -96,7 +96,9 @@ export function statsLine(stats) {
     el.dataset.ttft = String(stats.ttft);
   }
   if (stats.tps) {
-    parts.push(h('span', { class: 'stat-tps', title: 'generation speed after the first token',
+    parts.push(h('span', { class: 'stat-tps',
+      title: stats.streamed === false ? 'tokens per second over the whole request (not streamed)'
+        : 'generation speed after the first token',
       text: `${stats.tps.toFixed(1)} tok/s` }));
     el.dataset.tps = String(stats.tps);
   }
@@ -116,6 +118,65 @@ export function statsLine(stats) {
     el.append(p);
   });
   return el;
+}
+
+function fmtTime(unixSeconds) {
+  return new Date(unixSeconds * 1000).toLocaleTimeString();
+}
+
+function debugRow(label, cls, text, data = {}) {
+  return h('div', { class: `debug-row ${cls}`, dataset: data },
+    h('span', { class: 'debug-label', text: label }), h('span', { class: 'debug-value', text }));
+}
+
+// The debug panel under an answer (Settings > Debug panel): the usage the server reported, the
+// times measured here, the conversation's session as the server described it right after the
+// answer, and the request body as sent. debug is {request?, asking?, session?} (main.js: kept for the
+// answers of this page only); data-* attributes carry the numbers.
+export function debugPanel(msg, debug, { running }) {
+  const s = msg.stats || {};
+  const rows = [];
+  if (running) rows.push(debugRow('Usage', 'debug-usage', 'answer under way'));
+  else if (s.promptTokens === null || s.promptTokens === undefined) {
+    rows.push(debugRow('Usage', 'debug-usage', 'not reported by the server (stopped or failed)'));
+  } else {
+    rows.push(debugRow('Usage', 'debug-usage',
+      `prompt ${s.promptTokens} · cached ${s.cachedTokens || 0} · completion ${s.completionTokens}`,
+      { prompt: s.promptTokens, cached: s.cachedTokens || 0, completion: s.completionTokens }));
+  }
+  if (!running && s.total !== undefined) {
+    const parts = [s.ttft !== null && s.ttft !== undefined ? `TTFT ${fmtSeconds(s.ttft)}`
+      : 'TTFT not measured (not streamed)'];
+    if (s.tps) parts.push(`${s.tps.toFixed(1)} tok/s${s.streamed === false ? ' over the whole request' : ''}`);
+    parts.push(`total ${fmtSeconds(s.total)}`);
+    rows.push(debugRow('Timings', 'debug-timings', parts.join(' · '),
+      { ttft: s.ttft ?? '', tps: s.tps ?? '', total: s.total, streamed: String(s.streamed !== false) }));
+  }
+  const sessionId = debug.request && debug.request.session_id;
+  if (!debug.request) rows.push(debugRow('Session', 'debug-session', 'not recorded (answered before this page was loaded)'));
+  else if (!sessionId) rows.push(debugRow('Session', 'debug-session', 'none (not sent with this request)'));
+  else if (debug.session === undefined) {
+    const why = running ? '' : debug.asking ? ' · asking the server…' : ' · not asked (the panel was off after this answer)';
+    rows.push(debugRow('Session', 'debug-session', `${sessionId}${why}`, { sessionId }));
+  } else if (debug.session === null) {
+    rows.push(debugRow('Session', 'debug-session', `${sessionId} · not on the server (expired or deleted)`,
+      { sessionId, state: 'missing' }));
+  } else if (debug.session.error) {
+    rows.push(debugRow('Session', 'debug-session', `${sessionId} · ${debug.session.error}`, { sessionId, state: 'error' }));
+  } else {
+    const x = debug.session;
+    rows.push(debugRow('Session', 'debug-session',
+      `${sessionId} · ${x.tokens} tokens · ${x.pinned_blocks} pinned blocks · ${x.turns} turns · ` +
+      `last use ${fmtTime(x.last_use)}`,
+      { sessionId, state: 'found', tokens: x.tokens, pinned: x.pinned_blocks, turns: x.turns, lastUse: x.last_use }));
+  }
+  const panel = h('div', { class: 'debug' }, rows);
+  if (debug.request) {
+    panel.append(h('details', { class: 'debug-request' },
+      h('summary', { text: 'Request body' }),
+      h('pre', { text: JSON.stringify(debug.request, null, 2) })));
+  }
+  return panel;
 }
 
 function errorHint(err) {
@@ -171,7 +232,8 @@ export function assistantMessage(msg, opts) {
     if (thinking.dataset.auto !== thinking.open.toString()) thinking.dataset.user = '1';
   });
   el.append(thinking, h('div', { class: 'answer md' }), h('div', { class: 'msg-error-slot' }),
-    h('div', { class: 'msg-foot' }, h('div', { class: 'stats' }), h('div', { class: 'msg-actions' })));
+    h('div', { class: 'msg-foot' }, h('div', { class: 'stats' }), h('div', { class: 'msg-actions' })),
+    h('div', { class: 'debug-slot' }));
   updateAssistant(el, msg, opts);
   return el;
 }
@@ -183,7 +245,8 @@ function setThinkingOpen(details, open) {
 }
 
 // Bring an assistant message's element up to date with msg (called for every streamed piece).
-export function updateAssistant(el, msg, { running, last }) {
+// debug: what debugPanel shows, or null for no panel.
+export function updateAssistant(el, msg, { running, last, debug = null }) {
   const { reasoning, answer, open } = splitThinking(msg);
   const thinking = el.querySelector('.thinking');
   const answerEl = el.querySelector('.answer');
@@ -214,6 +277,15 @@ export function updateAssistant(el, msg, { running, last }) {
   const slot = el.querySelector('.msg-error-slot');
   slot.replaceChildren(msg.error ? errorBox(msg.error) : '');
   el.querySelector('.stats').replaceWith(running ? h('div', { class: 'stats' }) : statsLine(msg.stats));
+  const debugSlot = el.querySelector('.debug-slot');
+  if (debug) {
+    // an opened request body stays open through the redraws
+    const wasOpen = debugSlot.querySelector('.debug-request[open]') !== null;
+    const panel = debugPanel(msg, debug, { running });
+    const req = panel.querySelector('.debug-request');
+    if (req) req.open = wasOpen;
+    debugSlot.replaceChildren(panel);
+  } else debugSlot.replaceChildren();
   const actions = el.querySelector('.msg-actions');
   actions.replaceChildren(
     !running && msg.content
