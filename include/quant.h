@@ -14,7 +14,8 @@
  *         256). Super-block B has an f16 scale d and an f16 min scale dmin; its block j has a
  *         6-bit scale code sc_j and a 6-bit min code m_j (0..63); an element is a 4-bit q in
  *         [0, 15] with value = (d · sc_j) · q − dmin · m_j  (d · sc_j and dmin · m_j are exact in
- *         f32; the value is rounded once). Quantizer (reference only, in quant.c): per block,
+ *         f32; the value is rounded once). Quantizer (quant.c; on AVX-512 the block fits of 16
+ *         rows run at once, the same bytes): per block,
  *         the least-squares (scale a ≥ 0, min b ≥ 0) of x ≈ a · q − b over 20 candidate
  *         roundings; d = max_j a_j / 63, dmin = max_j b_j / 63 (to f16), sc_j = round(a_j / d),
  *         m_j = round(b_j / dmin); then q = round((x + dmin · m_j) / (d · sc_j)) clamped.
@@ -134,9 +135,8 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
                                 enum ll_dtype stype, int N, int K, int n0, int n1,
                                 struct ll_err *err);
 
-/* The quantizer ll_quantize_rows uses for q8_0 and q4_0: "avx512" (when the CPU has AVX-512 and
- * LLAISYS_KERNEL allows it) or "scalar", the reference; both write the same bytes. Chosen once.
- * q4_k is always quantized by the reference. */
+/* The quantizer ll_quantize_rows uses: "avx512" (when the CPU has AVX-512 and LLAISYS_KERNEL
+ * allows it) or "scalar", the reference; both write the same bytes. Chosen once. */
 const char *ll_quantize_variant(void);
 
 /* Switch the quantizer ("scalar" or "avx512"), for tests and benchmarks; not while another

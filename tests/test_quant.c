@@ -7,8 +7,9 @@
  * values refused with an error. q4_k is read back by a decoder written here from quant.h's
  * byte positions (codes, f16 d and dmin, nibbles): a crafted matrix whose scales and values are
  * exact comes back exactly, and random rows stay within half a step of their sub-block (or the
- * distance to its range) with a smaller RMS error than q4_0 on the same rows. The AVX-512 quantizer writes the reference's bytes (ties, zero and
- * -0 blocks, clamps, tiny and large values, from f32, bf16 and f16) and fails on the same block
+ * distance to its range) with a smaller RMS error than q4_0 on the same rows. The AVX-512
+ * quantizer writes the reference's bytes (ties, zero and -0 blocks, clamps, tiny, subnormal and
+ * large values, from f32, bf16 and f16; q4_k's 16-row fit included) and fails on the same block
  * with the same message.
  *
  * GEMM tolerances:
@@ -1028,7 +1029,7 @@ static void test_quantizer_variants(void **state)
     }
     const int N = 45, K = 128; /* three groups, the last one padded */
     for (int st = LL_F32; st <= LL_F16; st++)
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < 3; t++)
             for (int bad = 0; bad <= 2; bad++) {
                 rng_seed(77 + (uint64_t)st * 5 + (uint64_t)t * 2 + (uint64_t)bad);
                 float *x = rand_f32((size_t)N * K, 1.0);
@@ -1041,6 +1042,8 @@ static void test_quantizer_variants(void **state)
                     x[8 * K + 64 + k] = (float)k * 0.5f + 0.25f; /* ties for q8_0's 127 steps */
                 }
                 x[9 * K + 5] = 1000.0f; /* a large value in a block of small ones */
+                for (int k = 0; k < 32; k++) /* q4_k: a range too small for a finite 15 / range */
+                    x[10 * K + 96 + k] = (float)(k % 3 - 1) * 1e-39f;
                 if (bad == 1)
                     x[20 * K + 70] = NAN; /* row 20, block 2 */
                 if (bad == 2)
@@ -1063,7 +1066,19 @@ static void test_quantizer_variants(void **state)
                 assert_int_equal(sa, sb);
                 assert_string_equal(ma, mb);
                 assert_int_equal(sa, bad ? LL_EINVAL : LL_OK);
-                if (bad) {
+                if (bad && t == LL_Q4_K) {
+                    /* one super-block of 4 blocks a row; the rows before the bad one written */
+                    int row = bad == 1 ? 20 : 33;
+                    char want[64];
+                    snprintf(want, sizeof want, "row %d, super-block 0", row);
+                    assert_non_null(strstr(ma, want));
+                    float ra[128], rb[128];
+                    for (int n = 0; n < row; n++) {
+                        ll_dequantize_row(ra, &a.w, n);
+                        ll_dequantize_row(rb, &b.w, n);
+                        assert_memory_equal(ra, rb, sizeof ra);
+                    }
+                } else if (bad) {
                     /* the blocks before the bad one are written, the same */
                     int row = bad == 1 ? 20 : 33, blk = bad == 1 ? 2 : 3;
                     char want[64];
@@ -1083,6 +1098,28 @@ static void test_quantizer_variants(void **state)
                 free(h);
                 free(x);
             }
+    /* q4_k's fit is a long sequence of rounded operations whose result moves a byte only now and
+     * then: 786k normal weights of 7 magnitudes give the same bytes (one multiply-add fused in
+     * the 16-row fit changes ~70 of them). */
+    const int NK = 512, KK = 1536;
+    float *x = xmalloc((size_t)NK * KK * sizeof *x);
+    rng_seed(99);
+    for (size_t i = 0; i < (size_t)NK * KK; i++) {
+        double u1 = (rng_unit() + 1.0) / 2.0 + 1e-12, u2 = rng_unit();
+        x[i] = (float)(0.02 * (1 + (int)(i / KK) % 7) * sqrt(-2.0 * log(u1)) *
+                       cos(3.141592653589793 * u2));
+    }
+    struct qmat a, b;
+    enum ll_status sa, sb;
+    char ma[512], mb[512];
+    quantize_with("scalar", &a, LL_Q4_K, x, LL_F32, NK, KK, &sa, ma);
+    quantize_with("avx512", &b, LL_Q4_K, x, LL_F32, NK, KK, &sb, mb);
+    assert_true(sa == LL_OK && sb == LL_OK);
+    assert_memory_equal(a.qs, b.qs, ll_qweight_qs_bytes(LL_Q4_K, NK, KK));
+    assert_memory_equal(a.d, b.d, ll_qweight_d_bytes(LL_Q4_K, NK, KK));
+    qmat_free(&a);
+    qmat_free(&b);
+    free(x);
     assert_true(ll_quantize_set_variant(fast));
 }
 

@@ -2,9 +2,9 @@
  * quant.c: the q8_0 / q4_0 / q4_k weight formats (see quant.h): shape and plane-size checks, the
  * reference quantizers (q8_0 / q4_0: round to nearest, one block at a time; q4_k: a least-squares
  * fit per block, one super-block at a time; in plain C: they run once per model, at quantize or
- * load time, not per token), the choice of the AVX-512 quantizer for q8_0 / q4_0 (quant_avx512.c,
- * the same bytes ~10x faster, so quantizing at load costs about the time of reading the weights)
- * and dequantization.
+ * load time, not per token), the choice of the AVX-512 quantizer (quant_avx512.c, the same bytes
+ * ~10x faster, so quantizing q8_0 / q4_0 at load costs about the time of reading the weights;
+ * for q4_k it runs the block fits of 16 rows at once) and dequantization.
  *
  * Any thread; every function works only on the caller's buffers. Offsets are computed in size_t
  * (two int dimensions multiply to less than 2⁶², so they cannot overflow).
@@ -157,14 +157,15 @@ static bool quantize_block(uint8_t *qs, uint16_t *d, enum ll_qtype t, int nb, in
 
 /* ---- q4_k ---- */
 
-#define QK_CANDIDATES 20 /* roundings tried per block */
-
 /* The fit of one block x[0..32) as a · q − b, a >= 0, b >= 0, q in [0, 15] (quant.h). With
  * lo = min(min x, 0) and hi = max x, candidate t rounds q = round(s · (x − lo)) with
  * s = (15 + (t − 10) / 10) / (hi − lo) and takes the least-squares (a, c) of x ≈ a · q + c with
  * c <= 0 (b = −c); the candidate with the least squared error wins (the first on ties). Without
  * a valid candidate (hi == lo: a constant block that is not positive; a range beyond f32) the
- * block keeps the plain min-max a = (hi − lo) / 15, b = −lo. */
+ * block keeps the plain min-max a = (hi − lo) / 15, b = −lo.
+ * Every operation is spelled out in its order and precision (Σq and Σq² exact integers, Σq·x one
+ * f32 chain in element order, the solve in f64), because ll_qk_fit_avx512 runs the same
+ * operations on 16 blocks at once and must give the same a and b. */
 static void qk_fit(const float x[LL_QBLOCK], float *a_out, float *b_out)
 {
     float lo = 0.0f, hi = x[0];
@@ -181,16 +182,17 @@ static void qk_fit(const float x[LL_QBLOCK], float *a_out, float *b_out)
         return;
     const double n = LL_QBLOCK;
     double best = INFINITY;
-    for (int t = 0; t < QK_CANDIDATES; t++) {
-        float s = (15.0f + (float)(t - 10) * 0.1f) / (hi - lo);
+    for (int t = 0; t < LL_QK_CANDIDATES; t++) {
+        float s = ll_qk_candidate(t) / (hi - lo);
         if (!isfinite(s)) /* hi − lo subnormal */
             break;
-        float sq = 0.0f, sqq = 0.0f, sqx = 0.0f; /* sq, sqq: exact small integers */
+        int sq = 0, sqq = 0;
+        float sqx = 0.0f;
         for (int i = 0; i < LL_QBLOCK; i++) {
             int q = (int)(s * (x[i] - lo) + 0.5f); /* the argument is >= 0.5: round half up */
             q = q > 15 ? 15 : q;
-            sq += (float)q;
-            sqq += (float)(q * q);
+            sq += q;
+            sqq += q * q;
             sqx += (float)q * x[i];
         }
         double det = n * sqq - (double)sq * sq;
@@ -199,7 +201,7 @@ static void qk_fit(const float x[LL_QBLOCK], float *a_out, float *b_out)
         double a = (n * sqx - (double)sq * sx) / det, c = (sqq * sx - (double)sq * sqx) / det;
         if (c > 0) {
             c = 0;
-            a = sqx / sqq;
+            a = sqx / (double)sqq;
         }
         if (!(a > 0))
             continue;
@@ -212,17 +214,13 @@ static void qk_fit(const float x[LL_QBLOCK], float *a_out, float *b_out)
     }
 }
 
-/* Super-block B of row n, x[0 .. 32·nsub) (nsub blocks), into the planes (nb blocks per row).
- * Returns false if a value is not finite or a scale overflows f16. */
-static bool quantize_superblock_k(uint8_t *qs, uint8_t *dp, int nb, int n, int B, const float *x,
-                                  int nsub)
+/* Super-block B of row n, x[0 .. 32·nsub) (nsub blocks, finite) with the fits a[j], b[j] of its
+ * blocks, into the planes (nb blocks per row). Returns false if a scale overflows f16. */
+static bool qk_encode(uint8_t *qs, uint8_t *dp, int nb, int n, int B, const float *x, int nsub,
+                      const float a[LL_QK_BLOCKS], const float b[LL_QK_BLOCKS])
 {
-    float a[LL_QK_BLOCKS], b[LL_QK_BLOCKS], amax = 0.0f, bmax = 0.0f;
+    float amax = 0.0f, bmax = 0.0f;
     for (int j = 0; j < nsub; j++) {
-        for (int i = 0; i < LL_QBLOCK; i++)
-            if (!isfinite(x[j * LL_QBLOCK + i]))
-                return false;
-        qk_fit(x + j * LL_QBLOCK, &a[j], &b[j]);
         amax = a[j] > amax ? a[j] : amax;
         bmax = b[j] > bmax ? b[j] : bmax;
     }
@@ -256,24 +254,78 @@ static bool quantize_superblock_k(uint8_t *qs, uint8_t *dp, int nb, int n, int B
     return true;
 }
 
-/* Rows [n0, n1) of src into q4_k planes; on failure the row and super-block in *bad_n, *bad_b. */
+/* Blocks in super-block B of a row of nb blocks. */
+static int qk_nsub(int nb, int B)
+{
+    return nb - B * LL_QK_BLOCKS < LL_QK_BLOCKS ? nb - B * LL_QK_BLOCKS : LL_QK_BLOCKS;
+}
+
+/* Rows [n0, n1) of src into q4_k planes with the reference fit, row by row; on failure the row
+ * and super-block in *bad_n, *bad_b (the super-blocks before it written). */
 static bool quantize_rows_k(uint8_t *qs, uint8_t *dp, const void *src, enum ll_dtype stype, int K,
                             int n0, int n1, int *bad_n, int *bad_b)
 {
     const int nb = K / LL_QBLOCK, nsb = ll_qk_nsb(nb);
-    float x[LL_QK_BLOCKS * LL_QBLOCK];
+    float x[LL_QK_BLOCKS * LL_QBLOCK], a[LL_QK_BLOCKS], b[LL_QK_BLOCKS];
     for (int n = n0; n < n1; n++)
         for (int B = 0; B < nsb; B++) {
-            int nsub = nb - B * LL_QK_BLOCKS < LL_QK_BLOCKS ? nb - B * LL_QK_BLOCKS : LL_QK_BLOCKS;
+            const int nsub = qk_nsub(nb, B);
             size_t base = (size_t)n * (size_t)K + (size_t)B * LL_QK_BLOCKS * LL_QBLOCK;
-            for (int i = 0; i < nsub * LL_QBLOCK; i++)
+            bool ok = true;
+            for (int i = 0; i < nsub * LL_QBLOCK; i++) {
                 x[i] = src_at(src, stype, base + (size_t)i);
-            if (!quantize_superblock_k(qs, dp, nb, n, B, x, nsub)) {
+                ok = ok && isfinite(x[i]);
+            }
+            for (int j = 0; ok && j < nsub; j++)
+                qk_fit(x + j * LL_QBLOCK, &a[j], &b[j]);
+            if (!ok || !qk_encode(qs, dp, nb, n, B, x, nsub, a, b)) {
                 *bad_n = n;
                 *bad_b = B;
                 return false;
             }
         }
+    return true;
+}
+
+/* The same bytes as quantize_rows_k, with the fits of 16 rows' blocks at once on AVX-512
+ * (ll_qk_fit_avx512), a group of rows at a time. A group holding a value that is not finite, or
+ * a scale that overflows, is done again by quantize_rows_k, which then fails as the reference
+ * does, with its message. */
+static bool quantize_rows_k_avx512(uint8_t *qs, uint8_t *dp, const void *src,
+                                   enum ll_dtype stype, int K, int n0, int n1, int *bad_n,
+                                   int *bad_b)
+{
+    const int nb = K / LL_QBLOCK, nsb = ll_qk_nsb(nb);
+    float xt[LL_QBLOCK][LL_QGROUP], fa[LL_QGROUP], fb[LL_QGROUP];
+    float x[LL_QK_BLOCKS * LL_QBLOCK], a[LL_QGROUP][LL_QK_BLOCKS], b[LL_QGROUP][LL_QK_BLOCKS];
+    for (int g0 = n0; g0 < n1; g0 += LL_QGROUP) {
+        const int rows = n1 - g0 < LL_QGROUP ? n1 - g0 : LL_QGROUP;
+        bool ok = true;
+        for (size_t i = (size_t)g0 * (size_t)K; ok && i < (size_t)(g0 + rows) * (size_t)K; i++)
+            ok = isfinite(src_at(src, stype, i));
+        for (int B = 0; ok && B < nsb; B++) {
+            const int nsub = qk_nsub(nb, B);
+            for (int j = 0; j < nsub; j++) {
+                size_t k0 = (size_t)(B * LL_QK_BLOCKS + j) * LL_QBLOCK;
+                for (int i = 0; i < LL_QBLOCK; i++)
+                    for (int r = 0; r < LL_QGROUP; r++)
+                        xt[i][r] = r < rows ? src_at(src, stype,
+                                                     (size_t)(g0 + r) * (size_t)K + k0 + (size_t)i)
+                                            : 0.0f;
+                ll_qk_fit_avx512(xt, fa, fb);
+                for (int r = 0; r < rows; r++)
+                    a[r][j] = fa[r], b[r][j] = fb[r];
+            }
+            for (int r = 0; ok && r < rows; r++) {
+                size_t base = (size_t)(g0 + r) * (size_t)K + (size_t)B * LL_QK_BLOCKS * LL_QBLOCK;
+                for (int i = 0; i < nsub * LL_QBLOCK; i++)
+                    x[i] = src_at(src, stype, base + (size_t)i);
+                ok = qk_encode(qs, dp, nb, g0 + r, B, x, nsub, a[r], b[r]);
+            }
+        }
+        if (!ok)
+            return quantize_rows_k(qs, dp, src, stype, K, g0, n1, bad_n, bad_b);
+    }
     return true;
 }
 
@@ -338,7 +390,8 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
     pthread_once(&variant_once, variant_init);
     int bad_n, bad_b;
     if (t == LL_Q4_K) {
-        if (!quantize_rows_k(qs, (uint8_t *)d, src, stype, K, n0, n1, &bad_n, &bad_b))
+        if (!(use_avx512 ? quantize_rows_k_avx512 : quantize_rows_k)(qs, (uint8_t *)d, src, stype,
+                                                                     K, n0, n1, &bad_n, &bad_b))
             return block_error(t, K, bad_n, bad_b, err);
     } else if (use_avx512) {
         if (!ll_quantize_rows_avx512(qs, d, t, src, stype, K, n0, n1, &bad_n, &bad_b))

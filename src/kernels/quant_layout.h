@@ -75,6 +75,19 @@ static inline size_t ll_q_offset(enum ll_qtype t, int nb, int n, int b, int i)
     return (gb * (size_t)ll_q_steps(t) + step) * 64 + 4 * r + (size_t)(i % 4);
 }
 
+/* q4_k: candidate roundings per block, and the numerator of candidate t's scale (quant.c,
+ * qk_fit): 15 + (t − 10) / 10, rounded as written (f32 multiply, then add). */
+#define LL_QK_CANDIDATES 20
+static inline float ll_qk_candidate(int t)
+{
+    return 15.0f + (float)(t - 10) * 0.1f;
+}
+
+/* The q4_k block fit of quant.c (qk_fit) on 16 blocks at once (quant_avx512.c): block r is
+ * xt[0..32)[r], all finite; its a and b into a[r], b[r], bit for bit those of qk_fit. */
+void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a[LL_QGROUP],
+                      float b[LL_QGROUP]);
+
 /* The AVX-512 quantizer (quant_avx512.c): rows [n0, n1) of src (N, K) into the planes, the same
  * bytes as the reference block for block. On a block that cannot be quantized (a value not
  * finite, or a scale beyond f16) returns false with its row and block, the blocks before it
