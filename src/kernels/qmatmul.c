@@ -2,8 +2,8 @@
  * qmatmul.c: ll_qmatmul's dispatch (variant chosen once by CPU features, capped by
  * LLAISYS_KERNEL), its split over the thread pool, the carving of the caller's scratch into the
  * quantized activations, and the scalar variant, which is also the reference ll_qmatmul_ref (see
- * qmatmul.h for the contract and the exact result). The scalar kernel also serves q4_k weights
- * under the variants that have no q4_k kernel (avx2, avxvnni; kernel_for).
+ * qmatmul.h for the contract and the exact result). A variant without a q4_k kernel would run the
+ * scalar one for q4_k weights (kernel_for); today every variant has one.
  *
  * Called from the thread that owns the pool; the kernels run on the pool's threads on disjoint
  * output ranges. The scalar code below spells out the result one block at a time; the SIMD files
@@ -106,15 +106,16 @@ struct variant {
     const char *name;
     ll_qmm_kernel_fn kernel;
     ll_qmm_quant_fn quant;
-    bool q4_k; /* the kernel takes q4_k weights; else they run kernel_scalar */
+    bool q4_k; /* the kernel takes q4_k weights; else they run kernel_scalar (every variant has
+                  one today: the flag keeps a new variant honest until it does) */
 };
 
 enum { V_SCALAR, V_AVX2, V_AVXVNNI, V_AVX512VNNI, V_COUNT };
 
 static const struct variant variants[V_COUNT] = {
     [V_SCALAR] = {"scalar", kernel_scalar, quant_scalar, true},
-    [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2, false},
-    [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni, false},
+    [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2, true},
+    [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni, true},
     [V_AVX512VNNI] = {"avx512vnni", ll_qmm_kernel_vnni512, ll_qmm_quant_vnni512, true},
 };
 
