@@ -35,7 +35,7 @@
  * weights are read with their sign bit flipped (q + 128, corrected by −128 · block sum) on the
  * VNNI variants, with the sign moved onto the activations on AVX2 (whose 16-bit pair sums would
  * saturate). q4_k nibbles are unsigned, its minimum a second f32 step with the activation block
- * sum; every variant has a q4_k kernel.
+ * sum.
  *
  * Scratch: sized by ll_qmatmul_scratch_bytes for the largest M and K the caller will use,
  * allocated once; ll_qmatmul never allocates and cannot fail. Work is split over the pool's
@@ -69,10 +69,6 @@ void ll_qmatmul_ref(float *out, const float *x, const struct ll_qweight *w, cons
  * this CPU runs within the cap of LLAISYS_KERNEL (a level the CPU lacks falls back to the best
  * one it has, with a warning on the log). Chosen once. */
 const char *ll_qmatmul_variant(void);
-
-/* Name of the kernel ll_qmatmul runs for weights of type t: ll_qmatmul_variant(), or "scalar"
- * for a type the chosen variant has no kernel for (none today). */
-const char *ll_qmatmul_variant_for(enum ll_qtype t);
 
 /* Switch variant by name (one of the four above), for tests and benchmarks; not safe while
  * another thread is inside ll_qmatmul. Returns false, changing nothing, for an unknown name or a

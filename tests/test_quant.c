@@ -973,12 +973,6 @@ static void test_variant_names(void **state)
     assert_string_equal(ll_qmatmul_variant(), v);
     assert_true(ll_qmatmul_set_variant("scalar"));
     assert_string_equal(ll_qmatmul_variant(), "scalar");
-    /* every variant runs its own kernel for every type */
-    static const char *const names[] = {"scalar", "avx2", "avxvnni", "avx512vnni"};
-    for (int i = 0; i < 4; i++)
-        if (ll_qmatmul_set_variant(names[i]))
-            for (int t = 0; t < 3; t++)
-                assert_string_equal(ll_qmatmul_variant_for((enum ll_qtype)t), names[i]);
     assert_true(ll_qmatmul_set_variant(default_variant));
 }
 

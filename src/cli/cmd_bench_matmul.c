@@ -280,7 +280,7 @@ int cmd_bench_matmul(int argc, char **argv)
 
     if (quant)
         printf("bench-matmul: qmatmul variant %s, %d threads, weights %s (data + scales)\n",
-               ll_qmatmul_variant_for(qtype), threads, ll_qtype_name(qtype));
+               ll_qmatmul_variant(), threads, ll_qtype_name(qtype));
     else
         printf("bench-matmul: variant %s, %d threads, math %s, weights %s%s\n",
                ll_matmul_variant(), threads, math == LL_MATH_FAST ? "fast" : "exact",

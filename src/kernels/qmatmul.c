@@ -2,8 +2,7 @@
  * qmatmul.c: ll_qmatmul's dispatch (variant chosen once by CPU features, capped by
  * LLAISYS_KERNEL), its split over the thread pool, the carving of the caller's scratch into the
  * quantized activations, and the scalar variant, which is also the reference ll_qmatmul_ref (see
- * qmatmul.h for the contract and the exact result). A variant without a q4_k kernel would run the
- * scalar one for q4_k weights (kernel_for); today every variant has one.
+ * qmatmul.h for the contract and the exact result).
  *
  * Called from the thread that owns the pool; the kernels run on the pool's threads on disjoint
  * output ranges. The scalar code below spells out the result one block at a time; the SIMD files
@@ -106,17 +105,15 @@ struct variant {
     const char *name;
     ll_qmm_kernel_fn kernel;
     ll_qmm_quant_fn quant;
-    bool q4_k; /* the kernel takes q4_k weights; else they run kernel_scalar (every variant has
-                  one today: the flag keeps a new variant honest until it does) */
 };
 
 enum { V_SCALAR, V_AVX2, V_AVXVNNI, V_AVX512VNNI, V_COUNT };
 
 static const struct variant variants[V_COUNT] = {
-    [V_SCALAR] = {"scalar", kernel_scalar, quant_scalar, true},
-    [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2, true},
-    [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni, true},
-    [V_AVX512VNNI] = {"avx512vnni", ll_qmm_kernel_vnni512, ll_qmm_quant_vnni512, true},
+    [V_SCALAR] = {"scalar", kernel_scalar, quant_scalar},
+    [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2},
+    [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni},
+    [V_AVX512VNNI] = {"avx512vnni", ll_qmm_kernel_vnni512, ll_qmm_quant_vnni512},
 };
 
 static pthread_once_t variant_once = PTHREAD_ONCE_INIT;
@@ -176,18 +173,6 @@ static const struct variant *variant_get(void)
 const char *ll_qmatmul_variant(void)
 {
     return variant_get()->name;
-}
-
-/* The kernel for weights of type t under variant v. */
-static ll_qmm_kernel_fn kernel_for(const struct variant *v, enum ll_qtype t)
-{
-    return t == LL_Q4_K && !v->q4_k ? kernel_scalar : v->kernel;
-}
-
-const char *ll_qmatmul_variant_for(enum ll_qtype t)
-{
-    const struct variant *v = variant_get();
-    return kernel_for(v, t) == kernel_scalar ? "scalar" : v->name;
 }
 
 bool ll_qmatmul_set_variant(const char *name)
@@ -294,7 +279,7 @@ void ll_qmatmul(float *out, const float *x, const struct ll_qweight *w, const fl
     if (M == 0)
         return;
     const struct variant *v = variant_get();
-    struct qmm_call call = {.job = &job, .quant = v->quant, .kernel = kernel_for(v, w->type)};
+    struct qmm_call call = {.job = &job, .quant = v->quant, .kernel = v->kernel};
     if ((size_t)M * (size_t)w->k >= QUANT_PARALLEL_MIN && ll_pool_size(pool) > 1 && M > 1)
         ll_pool_run(pool, qmm_call_quant, &call);
     else
