@@ -15,11 +15,11 @@
  *         6-bit scale code sc_j and a 6-bit min code m_j (0..63); an element is a 4-bit q in
  *         [0, 15] with value = (d · sc_j) · q − dmin · m_j  (d · sc_j and dmin · m_j are exact in
  *         f32; the value is rounded once). Quantizer (quant.c; on AVX-512 the block fits of 16
- *         rows run at once, the same bytes): per block,
- *         the least-squares (scale a ≥ 0, min b ≥ 0) of x ≈ a · q − b over 20 candidate
- *         roundings; d = max_j a_j / 63, dmin = max_j b_j / 63 (to f16), sc_j = round(a_j / d),
- *         m_j = round(b_j / dmin); then q = round((x + dmin · m_j) / (d · sc_j)) clamped.
- *         4.5 bits per weight when K is a multiple of 256.
+ *         rows run at once, the same bytes): per block, the least-squares (scale a ≥ 0,
+ *         min b ≥ 0) of x ≈ a · q − b over 20 candidate roundings; d = max_j a_j / 63,
+ *         dmin = max_j b_j / 63 (to f16), sc_j = round(a_j / d), m_j = round(b_j / dmin); then
+ *         q = round((x + dmin · m_j) / (d · sc_j)) clamped. 4.5 bits per weight when K is a
+ *         multiple of 256.
  *
  * The layout: rows are interleaved in groups of LL_QGROUP = 16, because the integer dot-product
  * kernels (qmatmul.h) then compute 16 output rows per vector instruction with one activation
