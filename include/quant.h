@@ -102,7 +102,8 @@ struct ll_qweight {
 /* "q8_0", "q4_0" or "q4_k". */
 const char *ll_qtype_name(enum ll_qtype t);
 
-/* The type named s ("q8_0", "q4_0" or "q4_k"). Returns false, leaving *out untouched, for any other. */
+/* The type named s ("q8_0", "q4_0" or "q4_k"). Returns false, leaving *out untouched, for any
+ * other. */
 bool ll_qtype_parse(const char *s, enum ll_qtype *out);
 
 /* Checks a shape: LL_OK if N >= 1, K >= 32 and K % 32 == 0; otherwise LL_EINVAL with a message

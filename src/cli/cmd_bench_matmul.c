@@ -2,10 +2,10 @@
  * cmd_bench_matmul.c: `llaisys-cli bench-matmul`, the kernel micro-benchmark.
  *
  * Times ll_matmul (bf16/f16/f32 weights) or ll_qmatmul (q8_0/q4_0/q4_k weights, integer dot
- * products) on the linear layers of DeepSeek-R1-Distill-Qwen-1.5B for a list of batch sizes M, with random
- * weights, on the project's thread pool, and prints GFLOP/s (2·M·N·K per call; for the integer
- * kernels these are operations on quantized values) and the weight bytes (for q8_0/q4_0/q4_k data
- * plus scales) streamed per second. For comparison it times OpenBLAS sgemm on f32 copies
+ * products) on the linear layers of DeepSeek-R1-Distill-Qwen-1.5B for a list of batch sizes M,
+ * with random weights, on the project's thread pool, and prints GFLOP/s (2·M·N·K per call; for
+ * the integer kernels these are operations on quantized values) and the weight bytes (for
+ * q8_0/q4_0/q4_k data plus scales) streamed per second. For comparison it times OpenBLAS sgemm on f32 copies
  * of the same weights, run on the same pool with OpenBLAS single-threaded in each thread (each
  * thread multiplies its share of the columns), so exactly one component owns the cores (not for
  * the quantized types).

@@ -53,7 +53,8 @@ int cmd_quantize(int argc, char **argv)
                                    : !type ? "--type is required"
                                            : "OUT_DIR is required");
     if (!ll_qtype_parse(type, &mo.qtype)) {
-        fprintf(stderr, "llaisys-cli quantize: --type: must be q8_0, q4_0 or q4_k (got '%s')\n", type);
+        fprintf(stderr, "llaisys-cli quantize: --type: must be q8_0, q4_0 or q4_k (got '%s')\n",
+                type);
         return 2;
     }
     struct ll_err err = {0};

@@ -5,9 +5,10 @@
  *
  * Every variant computes an output element out[m][n] the same way (qmatmul.h, "The result"):
  * exact integer sums per block, then one f32 multiply of the two scales and one fused
- * multiply-add per block (q4_k: a second one for the min term), blocks in increasing order. Integer sums may be formed in any order
- * (they are exact), so a variant is free in how it reaches them: unsigned × signed byte dot
- * products with a correction from the activation block sums, sign tricks, any tiling of (m, n).
+ * multiply-add per block (q4_k: a second one for the min term), blocks in increasing order.
+ * Integer sums may be formed in any order (they are exact), so a variant is free in how it
+ * reaches them: unsigned × signed byte dot products with a correction from the activation block
+ * sums, sign tricks, any tiling of (m, n).
  */
 #ifndef LLAISYS_QMATMUL_KERNELS_H
 #define LLAISYS_QMATMUL_KERNELS_H

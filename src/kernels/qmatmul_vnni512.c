@@ -147,9 +147,10 @@ INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const
     for (int m = 0; m < mr; m++)
 #pragma GCC unroll 4
         for (int g = 0; g < ng; g++)
-            acc[m * ng + g] = b0 == 0 ? _mm512_setzero_ps()
-                                      : _mm512_maskz_loadu_ps(mask[g], out + (size_t)m * (size_t)j->N +
-                                                                           LL_QGROUP * g);
+            acc[m * ng + g] =
+                b0 == 0 ? _mm512_setzero_ps()
+                        : _mm512_maskz_loadu_ps(mask[g], out + (size_t)m * (size_t)j->N +
+                                                             LL_QGROUP * g);
 
     for (size_t b = b0; b < b1; b++) {
         __m512i s[MAX_ACC];
@@ -175,7 +176,8 @@ INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const
             }
         const int jb = (int)(b % LL_QK_BLOCKS), cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
         const size_t sb_off = b / LL_QK_BLOCKS * LL_QK_SB_BYTES;
-        const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5)), sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
+        const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
+        const __m128i sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
 #pragma GCC unroll 4
         for (int g = 0; g < ng; g++) {
             const uint8_t *sb = wd + (size_t)g * wd_g + sb_off;
@@ -200,7 +202,8 @@ INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const
 #pragma GCC unroll 4
             for (int m = 0; m < mr; m++) {
                 __m512 scale = _mm512_mul_ps(ds, _mm512_set1_ps(xd[m * nb + b]));
-                __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[m * ng + g]), scale, acc[m * ng + g]);
+                __m512 a =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[m * ng + g]), scale, acc[m * ng + g]);
                 acc[m * ng + g] = _mm512_fnmadd_ps(dm, _mm512_set1_ps(xm[m * nb + b]), a);
             }
         }

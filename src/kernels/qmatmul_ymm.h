@@ -240,7 +240,8 @@ INLINE void tile_k(const int mr, const int nu, const struct ll_qmm_job *j, const
 #endif
         const int jb = (int)(b % LL_QK_BLOCKS), cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
         const size_t sb_off = b / LL_QK_BLOCKS * LL_QK_SB_BYTES;
-        const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5)), sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
+        const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
+        const __m128i sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
 #pragma GCC unroll 4
         for (int u = 0; u < nu; u++) {
             const uint8_t *sd = wd + UD(u) + sb_off, *sc = wd + UC(u) + sb_off + 64;

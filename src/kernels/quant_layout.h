@@ -1,7 +1,8 @@
 /*
  * quant_layout.h: private to the kernels: where an element and a scale of a q8_0 / q4_0 / q4_k
- * matrix live in its planes (the formulas of quant.h, "Byte offsets"), for the quantizers and the scalar
- * kernel (the SIMD kernels walk the same layout 64 bytes at a time), and the SIMD quantizer.
+ * matrix live in its planes (the formulas of quant.h, "Byte offsets"), for the quantizers and
+ * the scalar kernel (the SIMD kernels walk the same layout 64 bytes at a time), and the SIMD
+ * quantizer.
  */
 #ifndef LLAISYS_QUANT_LAYOUT_H
 #define LLAISYS_QUANT_LAYOUT_H

@@ -117,8 +117,8 @@ static enum ll_status get_eos(const cJSON *o, int *ids, int *n, const char *name
 }
 
 /* quantization_config (optional): {"quant_method": "llaisys",
- * "format": "q8_0" | "q4_0" | "q4_k", "layout": LL_QLAYOUT}; a missing field, or any other method, format or layout, is refused
- * naming the field. */
+ * "format": "q8_0" | "q4_0" | "q4_k", "layout": LL_QLAYOUT}; a missing field, or any other
+ * method, format or layout, is refused naming the field. */
 static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const char *name,
                                  struct ll_err *err)
 {
