@@ -5,12 +5,15 @@
  *
  * A quantized model directory (what `llaisys-cli quantize` writes, model_quant.h) holds:
  *   config.json: the model's fields plus
- *       "quantization_config": {"quant_method": "llaisys", "format": "q8_0" | "q4_0",
+ *       "quantization_config": {"quant_method": "llaisys", "format": "q8_0" | "q4_0" | "q4_k",
  *                               "layout": "rows16-blocks32"}
  *   model.safetensors: every linear weight NAME (N, K) (e.g. "model.layers.0.mlp.up_proj.weight",
  *   and "lm_head.weight" even when tie_word_embeddings is true) as the two planes of quant.h:
- *       NAME.qs  the integer data: I8 [16·G, K] (q8_0) or U8 [16·G, K/2] (q4_0), G = ceil(N / 16)
- *       NAME.d   the block scales: F16 [16·G, K/32]
+ *       NAME.qs  the integer data: I8 [16·G, K] (q8_0) or U8 [16·G, K/2] (q4_0, q4_k),
+ *                G = ceil(N / 16)
+ *       NAME.d   the scales: F16 [16·G, K/32] (q8_0, q4_0: one per block), or U8
+ *                [16·G, 16·ceil(K/256)] (q4_k: per super-block of a group 256 bytes holding
+ *                the 16 rows' f16 d, f16 dmin and 6-bit codes, quant.h)
  *   Row r of these shapes is not row r of W: the bytes are interleaved in groups of 16 rows as
  *   quant.h lays them out (its "Byte offsets"); the shapes only give the planes' sizes, which are
  *   those of an (N rounded up to 16, K) matrix of the type. Every other tensor (the embedding,
@@ -25,6 +28,12 @@
 
 #include "errors.h"
 #include "model.h"
+#include "safetensors.h"
+
+/* The tensor that stores plane `plane` (0: NAME.qs, 1: NAME.d) of an (n, k) weight of type t
+ * (k % 32 == 0): its dtype and 2-D shape, as above. The one place that maps the planes of quant.h
+ * onto safetensors, for binding and for writing. */
+void model_qplane(enum ll_qtype t, int n, int k, int plane, enum st_dtype *dtype, int64_t shape[2]);
 
 /* Bind tensor `name` of m->st, dtype BF16, F16 or F32, shape (d0) when d1 == 0, else (d0, d1).
  * Returns LL_OK, LL_EMODEL (missing, or another shape: names the tensor, both shapes) or

@@ -20,7 +20,8 @@
  * architectures is given. Defaults: num_key_value_heads = num_attention_heads, head_dim =
  * hidden_size / num_attention_heads, max_position_embeddings 32768, rope_theta 10000,
  * rms_norm_eps 1e-6, tie_word_embeddings false, no bos, no eos. quantization_config, when
- * present, must be {"quant_method": "llaisys", "format": "q8_0" | "q4_0", "layout": LL_QLAYOUT}
+ * present, must be {"quant_method": "llaisys", "format": "q8_0" | "q4_0" | "q4_k",
+ * "layout": LL_QLAYOUT}
  * (model_bind.h); another method, format or layout gives LL_EUNSUPPORTED naming it.
  * Returns LL_OK, LL_EJSON, LL_EMODEL, LL_EUNSUPPORTED or LL_ENOMEM. */
 enum ll_status model_config_parse(struct model_config *cfg, const char *text, size_t len,

@@ -1,5 +1,6 @@
 /*
- * qmatmul.h: out = x · Wᵀ + bias for q8_0 / q4_0 weights (quant.h), with integer dot products.
+ * qmatmul.h: out = x · Wᵀ + bias for q8_0 / q4_0 / q4_k weights (quant.h), with integer dot
+ * products.
  *
  *   out  (M, N) f32, caller-owned, not overlapping the inputs
  *   x    (M, K) f32 activations, row-major
@@ -13,8 +14,14 @@
  *
  * The result (every variant computes exactly this, bit for bit):
  *   acc = +0.0f; for b = 0, 1, .., K/32 − 1:
- *       s_b = Σ_i wq[n][32b + i] · q[m][32b + i]   exact integer; wq = q (q8_0) or q − 8 (q4_0)
+ *       s_b = Σ_i wq[n][32b + i] · q[m][32b + i]   exact integer; wq = q (q8_0 and q4_k) or
+ *                                                  q − 8 (q4_0)
+ *     q8_0, q4_0:
  *       acc = fmaf((float)s_b, d_w[n][b] · da[m][b], acc)   the scale product rounded to f32
+ *     q4_k (block b is block j = b % 8 of super-block B = b / 8; ds = d_B · sc_j and
+ *     dm = dmin_B · m_j, both exact in f32; sa = (float)Σ_i q[m][32b + i] · da[m][b], rounded):
+ *       acc = fmaf((float)s_b, ds · da[m][b], acc)          the scale product rounded to f32
+ *       acc = fmaf(−dm, sa, acc)                            the min term
  *   out[m][n] = bias ? acc + bias[n] : acc
  * So out[m][n] depends only on x[m], W[n] and bias[n]: it is bit-identical whatever M is, where
  * row m sits in the batch, how many threads run (threads split over N in groups of 16 rows, or
@@ -23,10 +30,12 @@
  *
  * Variants, chosen once by CPU features within the cap of LLAISYS_KERNEL (the kernels' dispatch
  * knob: scalar|avx2|avxvnni|avx512): "avx512vnni" (vpdpbusd on zmm), "avxvnni" (vpdpbusd on ymm,
- * VEX), "avx2" (vpmaddubsw + vpmaddwd), "scalar". Unsigned × signed byte products: q4_0 nibbles
- * are unsigned already (the −8 is a correction from the activation block sum); q8_0 weights are
- * read with their sign bit flipped (q + 128, corrected by −128 · block sum) on the VNNI variants,
- * with the sign moved onto the activations on AVX2 (whose 16-bit pair sums would saturate).
+ * VEX), "avx2" (vpmaddubsw + vpmaddwd), "scalar". Unsigned × signed byte products: q4_0 and q4_k
+ * nibbles are unsigned already (q4_0's −8 is a correction from the activation block sum); q8_0
+ * weights are read with their sign bit flipped (q + 128, corrected by −128 · block sum) on the
+ * VNNI variants, with the sign moved onto the activations on AVX2 (whose 16-bit pair sums would
+ * saturate). q4_k nibbles are unsigned, its minimum a second f32 step with the activation block
+ * sum.
  *
  * Scratch: sized by ll_qmatmul_scratch_bytes for the largest M and K the caller will use,
  * allocated once; ll_qmatmul never allocates and cannot fail. Work is split over the pool's

@@ -1,11 +1,13 @@
 #!/bin/sh
-# cli_quant.sh: black-box tests of 8- and 4-bit weights on the tiny-qwen2 fixture: `llaisys-cli
-# quantize` writes a directory (config with quantization_config, tokenizer copied) that
-# generates the same greedy ids as --quant at load, and is refused as a target without --force;
+# cli_quant.sh: black-box tests of 8- and 4-bit weights (q8_0, q4_0, q4_k) on the tiny-qwen2
+# fixture: `llaisys-cli quantize` writes a directory (config with quantization_config, tokenizer
+# copied) that generates the same greedy ids as --quant at load, and is refused as a target
+# without --force;
 # --quant reaches generate, score, bench, batch, bench-engine and the server (flag and
 # LLAISYS_QUANT), logs its time, and rejects an unknown type; `llaisys-cli kl` gives zero
 # divergence for a model against itself, the same figures for the quantized directory as for
-# --quant at load, and a larger error for q4_0 than q8_0; bad arguments fail naming the problem.
+# --quant at load, a larger error for q4_0 than q8_0 and a smaller one for q4_k than q4_0;
+# bad arguments fail naming the problem.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 text=tests/fixtures/kl-text.txt
@@ -14,7 +16,7 @@ text=tests/fixtures/kl-text.txt
 ids="151646 9707 11 1879 25 279 3974 13876 38835"
 
 # quantize: a directory that loads as written
-for t in q8_0 q4_0; do
+for t in q8_0 q4_0 q4_k; do
     "$cli" quantize --model "$model" --type "$t" "$tmp/$t" 2>"$tmp/err"
     [ $? -eq 0 ] && grep -q "15 linear weights as $t" "$tmp/err" &&
         grep -q "\"quantization_config\"" "$tmp/$t/config.json" &&
@@ -35,8 +37,9 @@ done
 q8=$("$cli" generate --model "$model" --quant q8_0 --ids "$ids" --temp 0 -n 12 --print-ids 2>/dev/null)
 q4=$("$cli" generate --model "$model" --quant q4_0 --ids "$ids" --temp 0 -n 12 --print-ids 2>/dev/null)
 bf=$("$cli" generate --model "$model" --ids "$ids" --temp 0 -n 12 --print-ids 2>/dev/null)
-[ "$q8" != "$q4" ] && [ "$bf" != "$q4" ]
-check "q4_0 weights change the greedy continuation (q8_0 $( [ "$q8" = "$bf" ] && echo keeps || echo changes) it)" $?
+qk=$("$cli" generate --model "$model" --quant q4_k --ids "$ids" --temp 0 -n 12 --print-ids 2>/dev/null)
+[ "$q8" != "$q4" ] && [ "$bf" != "$q4" ] && [ -n "$qk" ] && [ "$qk" != "$q4" ]
+check "q4_0 weights change the greedy continuation (q8_0 $( [ "$q8" = "$bf" ] && echo keeps || echo changes) it, q4_k $( [ "$qk" = "$bf" ] && echo keeps || echo changes) it)" $?
 
 "$cli" quantize --model "$model" --type q4_0 "$tmp/q4_0" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "already exists" "$tmp/err"
@@ -44,13 +47,16 @@ check "quantize refuses an existing OUT_DIR" $?
 "$cli" quantize --model "$model" --type q4_0 --force "$tmp/q4_0" 2>"$tmp/err"
 check "quantize --force replaces a directory it wrote" $?
 "$cli" quantize --model "$model" --type q5_0 "$tmp/q5" 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "type: must be q8_0 or q4_0 (got 'q5_0')" "$tmp/err"
+[ $? -eq 2 ] && grep -q "type: must be q8_0, q4_0 or q4_k (got 'q5_0')" "$tmp/err"
 check "quantize rejects an unknown --type" $?
 "$cli" quantize --model "$tmp/q8_0" --type q4_0 "$tmp/q8q4" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "stored quantized as q8_0" "$tmp/err" && [ ! -e "$tmp/q8q4" ]
 check "quantize refuses to quantize quantized weights again" $?
+"$cli" quantize --model "$tmp/q4_k" --type q4_0 "$tmp/qkq4" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "stored quantized as q4_k" "$tmp/err" && [ ! -e "$tmp/qkq4" ]
+check "quantize refuses to quantize q4_k weights to q4_0" $?
 "$cli" generate --model "$model" --quant q5 --ids "$ids" -n 2 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0 (got 'q5')" "$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k (got 'q5')" "$tmp/err"
 check "generate rejects an unknown --quant" $?
 
 # --quant on the other commands
@@ -64,6 +70,9 @@ check "bench --quant q8_0 reports the weights and the load with quantizing" $?
 "$cli" bench --model "$tmp/q4_0" --pp 16 --tg 4 --reps 1 >"$tmp/bench" 2>/dev/null
 [ $? -eq 0 ] && grep -q "q4_0 (stored; BF16 embedding) weights" "$tmp/bench"
 check "bench on a q4_0 directory" $?
+"$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 --quant q4_k >"$tmp/bench" 2>/dev/null
+[ $? -eq 0 ] && grep -q "q4_k (quantized at load in [0-9.]* s; BF16 embedding) weights" "$tmp/bench"
+check "bench --quant q4_k" $?
 jids=$(echo "$ids" | tr ' ' ',')
 echo "{\"prompt\":[$jids],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true}" >"$tmp/in.jsonl"
 "$cli" batch --model "$model" --quant q4_0 --input "$tmp/in.jsonl" >"$tmp/batch" 2>/dev/null
@@ -88,10 +97,10 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
         stop quant
     fi
     LLAISYS_QUANT=q8_0 "$srv" --model "$model" --port 0 --quant q3 >"$tmp/bad.out" 2>"$tmp/bad.err"
-    [ $? -ne 0 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0 (got 'q3')" "$tmp/bad.err"
+    [ $? -ne 0 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k (got 'q3')" "$tmp/bad.err"
     check "server rejects an unknown --quant" $?
     LLAISYS_QUANT=q7 "$srv" --model "$model" --port 0 >"$tmp/bad.out" 2>"$tmp/bad.err"
-    [ $? -ne 0 ] && grep -q "LLAISYS_QUANT: must be one of none, q8_0, q4_0 (got 'q7')" "$tmp/bad.err"
+    [ $? -ne 0 ] && grep -q "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k (got 'q7')" "$tmp/bad.err"
     check "server rejects an unknown LLAISYS_QUANT" $?
 fi
 
@@ -103,7 +112,7 @@ kl_field() { sed -n "s/^$2: *\([0-9.]*\).*/\1/p" "$1"; }
     [ "$(kl_field "$tmp/self" "p99 KL divergence")" = "0.000000" ] &&
     [ "$(kl_field "$tmp/self" "same top-1")" = "100.00" ]
 check "kl: a model against itself: KL 0, top-1 100 %" $?
-for t in q8_0 q4_0; do
+for t in q8_0 q4_0 q4_k; do
     "$cli" kl --model "$model" --quant "$t" --input "$text" --ctx 64 --chunks 6 >"$tmp/kl-load-$t" 2>/dev/null &&
         "$cli" kl --model "$model" --model-q "$tmp/$t" --input "$text" --ctx 64 --chunks 6 \
             >"$tmp/kl-dir-$t" 2>/dev/null &&
@@ -117,6 +126,9 @@ t4=$(kl_field "$tmp/kl-load-q4_0" "same top-1")
 awk -v a="$k8" -v b="$k4" -v c="$t8" -v d="$t4" \
     'BEGIN { exit !(a > 0 && a < 0.2 && b > 10 * a && c > 85 && d < c) }'
 check "kl: q8_0 error small (KL $k8, top-1 $t8 %), q4_0 larger (KL $k4, top-1 $t4 %)" $?
+kk=$(kl_field "$tmp/kl-load-q4_k" "mean KL divergence")
+awk -v a="$k8" -v b="$k4" -v k="$kk" 'BEGIN { exit !(k > a && k < 0.9 * b) }'
+check "kl: q4_k error between q8_0's and q4_0's (KL $kk)" $?
 "$cli" kl --model "$model" --input "$text" >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "give one of --quant T" "$tmp/err"
 check "kl needs --quant or --model-q" $?

@@ -9,7 +9,7 @@
  * pollers on other threads, and callers that cancel or walk away while their requests finish;
  * text deltas add up to the decoded text. The determinism checks (greedy batched == alone ==
  * the plain runtime; seeded alone, batched, preempted, prefix-cached; a prefix hit's logits) run
- * again with the weights quantized at load to q8_0 and q4_0 (--quant).
+ * again with the weights quantized at load to q8_0, q4_0 and q4_k (--quant).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,7 +46,8 @@ static void greedy_params(struct engine_params *p)
     }
 }
 
-/* quant: engine_opts.quant (0: the weights as stored; 1, 2: q8_0, q4_0 quantized at load). */
+/* quant: engine_opts.quant (0: the weights as stored; 1, 2, 3: q8_0, q4_0, q4_k quantized at
+ * load). */
 static void greedy_batched_equals_alone(int quant)
 {
     struct engine_params p[NG];
@@ -107,12 +108,14 @@ static void test_greedy_batched_equals_alone(void **state)
     greedy_batched_equals_alone(0);
 }
 
-/* The same with q8_0 and q4_0 weights: the integer GEMM keeps a row independent of the batch. */
+/* The same with q8_0, q4_0 and q4_k weights: the integer GEMM keeps a row independent of the
+ * batch. */
 static void test_greedy_batched_equals_alone_quant(void **state)
 {
     (void)state;
     greedy_batched_equals_alone(1);
     greedy_batched_equals_alone(2);
+    greedy_batched_equals_alone(3);
 }
 
 /* ---- seeded sampling: alone, batched, preempted, prefix-cached ---- */
@@ -155,17 +158,18 @@ static void test_seeded_determinism(void **state)
     assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
 }
 
-/* Alone, batched, preempted and prefix-cached give the same tokens with q8_0 and q4_0 weights
- * quantized at load, and the quantized weights change what is sampled (q4_0 on this fixture). */
+/* Alone, batched, preempted and prefix-cached give the same tokens with q8_0, q4_0 and q4_k
+ * weights quantized at load, and the quantized weights change what is sampled (q4_0 on this
+ * fixture). */
 static void test_seeded_determinism_quant(void **state)
 {
     (void)state;
     struct engine_params x = x_params(), others[16];
     other_params(others, 16);
-    struct result plain, res[3];
+    struct result plain, res[4];
     struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
     run_each_alone(o, &x, 1, &plain);
-    for (int quant = 1; quant <= 2; quant++) {
+    for (int quant = 1; quant <= 3; quant++) {
         o.quant = quant;
         assert_deterministic(o, &x, others, &res[quant]);
         assert_int_equal(res[quant].n, 12);
@@ -382,7 +386,7 @@ static void prefix_logits_mode(enum ll_math math, int quant)
 static void test_prefix_hit_same_logits(void **state)
 {
     (void)state;
-    for (int quant = 0; quant <= 2; quant++) {
+    for (int quant = 0; quant <= 3; quant++) {
         prefix_logits_mode(LL_MATH_FAST, quant);
         prefix_logits_mode(LL_MATH_EXACT, quant);
     }

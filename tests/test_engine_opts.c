@@ -107,7 +107,12 @@ static void test_set_values(void **state)
     }
     assert_int_equal(engine_opts_set(&o, def(ENGINE_OPT_QUANT), "Q4_0", "LLAISYS_QUANT", &err),
                      LL_EINVAL);
-    assert_string_equal(err.msg, "LLAISYS_QUANT: must be one of none, q8_0, q4_0 (got 'Q4_0')");
+    assert_string_equal(err.msg,
+                        "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k (got 'Q4_0')");
+    assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q4_k", &err), LL_OK);
+    assert_int_equal(o.quant, 3);
+    mo = engine_opts_model_open(&o);
+    assert_true(mo.quantize && mo.qtype == LL_Q4_K);
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, NULL, &err), LL_EINVAL);
     assert_string_equal(err.msg, "--quant needs a value (TYPE)");
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, "", &err), LL_EINVAL);
@@ -315,7 +320,7 @@ static void test_help(void **state)
     snprintf(want, sizeof want, "(1 to 600000; default %d)", ENGINE_ITL_TARGET_MS);
     assert_non_null(strstr(h, want));
     engine_opts_help(def(ENGINE_OPT_QUANT), ENGINE_PROFILE_SERVER, h, sizeof h);
-    assert_non_null(strstr(h, "none, q8_0 (8-bit) or q4_0 (4-bit)"));
+    assert_non_null(strstr(h, "none, q8_0 (8-bit), q4_0 (4-bit) or q4_k (4-bit, sub-block"));
     assert_non_null(strstr(h, "(default none: the weights as stored)"));
 }
 

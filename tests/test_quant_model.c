@@ -1,12 +1,13 @@
 /*
- * test_quant_model.c: q8_0 and q4_0 weights in the model (model_quant.h, model_bind.h) on the
- * tiny-qwen2 fixture.
+ * test_quant_model.c: q8_0, q4_0 and q4_k weights in the model (model_quant.h, model_bind.h) on
+ * the tiny-qwen2 fixture (whose K = 64 and 160 give q4_k short super-blocks of 2 and 5 blocks).
  *
  * - Error: the logits of 64 prompt positions with the weights quantized at load, against the
  *   bf16 model's: mean KL divergence, relative RMS logit error and top-1 agreement stay inside
- *   bounds per format; the same weights with a wrong scale (every block scale doubled) or, for
- *   q4_0, the two nibbles of every byte swapped fall outside them, so the bounds would catch
- *   either bug.
+ *   bounds per format (q4_k's below q4_0's); the same weights with a wrong scale (every block
+ *   scale, q4_k's super-block d, doubled), for q4_0 and q4_k the two nibbles of every byte
+ *   swapped, or for q4_k the minimums dropped (dmin 0) fall outside them, so the bounds would
+ *   catch each bug.
  * - Round trip: quantizing on 1 and 2 threads gives the same bytes; a directory written by
  *   model_quant_write loads with no work (no quantizing, planes 64-byte aligned in the mmap),
  *   holds the same planes, and gives bit-identical logits; it is refused as a target without
@@ -41,7 +42,7 @@
 #define NPOS 64
 
 static char tmpdir[64];
-static char q_dir[2][128]; /* tmpdir/q8_0, tmpdir/q4_0: the fixture quantized */
+static char q_dir[3][128]; /* tmpdir/q8_0, tmpdir/q4_0, tmpdir/q4_k: the fixture quantized */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -67,7 +68,7 @@ static int group_setup(void **state)
     strcpy(tmpdir, "/tmp/llaisys-test-quant-XXXXXX");
     if (!mkdtemp(tmpdir))
         return -1;
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         snprintf(q_dir[t], sizeof q_dir[t], "%s/%s", tmpdir, ll_qtype_name((enum ll_qtype)t));
         struct model_open_opts mo = {.quantize = true, .qtype = (enum ll_qtype)t, .n_threads = 1};
         struct model *m = NULL;
@@ -159,7 +160,7 @@ static struct error_stats compare(const float *base, const float *q, int V)
 
 /* ---- error bounds, and the bugs they catch ---- */
 
-enum mutation { MUT_NONE, MUT_SCALE_X2, MUT_NIBBLE_SWAP };
+enum mutation { MUT_NONE, MUT_SCALE_X2, MUT_NIBBLE_SWAP, MUT_NO_MIN };
 
 /* Apply a mutation to every quantized weight of m (its planes are m->qmem, m's own memory). */
 static void mutate(struct model *m, enum mutation mu)
@@ -167,10 +168,19 @@ static void mutate(struct model *m, enum mutation mu)
     for (int i = 0; i < m->n_linears; i++) {
         struct model_linear *l = m->linears[i];
         assert_true(l->quantized);
-        if (mu == MUT_SCALE_X2) {
-            uint16_t *d = (uint16_t *)l->q.d;
-            size_t n = ll_qweight_d_bytes(l->n, l->k) / 2;
-            for (size_t k = 0; k < n; k++)
+        uint16_t *d = (uint16_t *)l->q.d;
+        size_t nd = ll_qweight_d_bytes(l->q.type, l->n, l->k) / 2;
+        if (mu == MUT_SCALE_X2 && l->q.type == LL_Q4_K) {
+            for (size_t k = 0; k < nd; k += 128) /* each super-block: 16 d, 16 dmin, codes */
+                for (size_t r = 0; r < 16; r++)
+                    d[k + r] = ll_f32_to_f16(2.0f * ll_f16_to_f32(d[k + r]));
+        } else if (mu == MUT_NO_MIN) {
+            assert_int_equal(l->q.type, LL_Q4_K);
+            for (size_t k = 0; k < nd; k += 128)
+                for (size_t r = 16; r < 32; r++)
+                    d[k + r] = 0;
+        } else if (mu == MUT_SCALE_X2) {
+            for (size_t k = 0; k < nd; k++)
                 d[k] = ll_f32_to_f16(2.0f * ll_f16_to_f32(d[k]));
         } else if (mu == MUT_NIBBLE_SWAP) {
             uint8_t *qs = (uint8_t *)l->q.qs;
@@ -190,9 +200,10 @@ static struct error_stats quant_error(enum ll_qtype t, enum mutation mu, const f
     struct error_stats s = compare(base, q, m->config.vocab_size);
     print_message("%s%s: mean KL %.4g, relative RMS logit error %.4g, top-1 %.3f\n",
                   ll_qtype_name(t),
-                  mu == MUT_NONE       ? ""
-                  : mu == MUT_SCALE_X2 ? " with scales x2"
-                                       : " nibbles swapped",
+                  mu == MUT_NONE          ? ""
+                  : mu == MUT_SCALE_X2    ? " with scales x2"
+                  : mu == MUT_NIBBLE_SWAP ? " nibbles swapped"
+                                          : " without minimums",
                   s.kl, s.rel_rms, s.top1);
     free(q);
     model_close(m);
@@ -211,16 +222,20 @@ static void test_error_bounds(void **state)
 
     /* Bounds per format. Measured on this fixture, whose logits are large (~100) and peaked, so
      * that small errors show: q8_0 KL 0.041, relative RMS logit error 0.031, top-1 0.95; q4_0
-     * KL 5.3, error 0.31, top-1 0.36. With every scale doubled the error is 1.8 (either format),
-     * with q4_0's nibbles swapped 1.4, KL above 100. */
+     * KL 5.3, error 0.31, top-1 0.36; q4_k KL 3.9, error 0.28, top-1 0.48. With every scale
+     * doubled the error is 1.8 (q8_0, q4_0; q4_k 17), with the nibbles swapped 1.4, without
+     * q4_k's minimums 17, KL above 100. */
     const struct {
         double kl_max, rms_min, rms_max, top1_min;
-    } bound[2] = {
+    } bound[3] = {
         [LL_Q8_0] = {0.2, 0.005, 0.08, 0.85},
         [LL_Q4_0] = {12, 0.05, 0.5, 0.2},
+        [LL_Q4_K] = {5, 0.05, 0.3, 0.4},
     };
-    for (int t = 0; t < 2; t++) {
+    double kl[3];
+    for (int t = 0; t < 3; t++) {
         struct error_stats s = quant_error((enum ll_qtype)t, MUT_NONE, base);
+        kl[t] = s.kl;
         assert_true(s.kl > 0 && s.kl < bound[t].kl_max);
         assert_true(s.rel_rms > bound[t].rms_min && s.rel_rms < bound[t].rms_max);
         assert_true(s.top1 >= bound[t].top1_min);
@@ -228,21 +243,26 @@ static void test_error_bounds(void **state)
         struct error_stats w = quant_error((enum ll_qtype)t, MUT_SCALE_X2, base);
         assert_true(w.rel_rms > 1.0 && w.kl > 50 && w.top1 < 0.1);
     }
-    /* Swapped nibbles (q4_0): far outside too. */
-    struct error_stats w = quant_error(LL_Q4_0, MUT_NIBBLE_SWAP, base);
+    assert_true(kl[LL_Q4_K] < 0.85 * kl[LL_Q4_0]); /* what q4_k is for */
+    /* Swapped nibbles (q4_0, q4_k), dropped minimums (q4_k): far outside too. */
+    for (int t = LL_Q4_0; t <= LL_Q4_K; t++) {
+        struct error_stats w = quant_error((enum ll_qtype)t, MUT_NIBBLE_SWAP, base);
+        assert_true(w.rel_rms > 1.0 && w.kl > 50 && w.top1 < 0.1);
+    }
+    struct error_stats w = quant_error(LL_Q4_K, MUT_NO_MIN, base);
     assert_true(w.rel_rms > 1.0 && w.kl > 50 && w.top1 < 0.1);
     free(base);
 }
 
 /* The dequantized weights against the bf16 ones: relative RMS error of each weight matrix, in
- * tight bounds (measured 0.52-0.55 % at 8 bits, 8.4-8.8 % at 4 bits): a scale off by a few
- * percent, or elements in the wrong place, would leave them. */
+ * tight bounds (measured 0.52-0.55 % at 8 bits, 8.4-8.8 % with q4_0, 6.9-7.2 % with q4_k): a
+ * scale off by a few percent, or elements in the wrong place, would leave them. */
 static void test_weight_error(void **state)
 {
     (void)state;
     struct model *bm = open_model(FIXTURE, -1, 1);
-    const double lo[2] = {0.004, 0.07}, hi[2] = {0.0065, 0.10};
-    for (int t = 0; t < 2; t++) {
+    const double lo[3] = {0.004, 0.07, 0.06}, hi[3] = {0.0065, 0.10, 0.078};
+    for (int t = 0; t < 3; t++) {
         struct model *qm = open_model(FIXTURE, t, 2);
         assert_int_equal(qm->n_linears, bm->n_linears);
         double worst = 0, best = 1;
@@ -285,14 +305,14 @@ static void assert_same_planes(const struct model *a, const struct model *b)
         assert_int_equal(x->n, y->n);
         assert_int_equal(x->k, y->k);
         assert_memory_equal(x->q.qs, y->q.qs, ll_qweight_qs_bytes(x->q.type, x->n, x->k));
-        assert_memory_equal(x->q.d, y->q.d, ll_qweight_d_bytes(x->n, x->k));
+        assert_memory_equal(x->q.d, y->q.d, ll_qweight_d_bytes(x->q.type, x->n, x->k));
     }
 }
 
 static void test_round_trip(void **state)
 {
     (void)state;
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         struct model *one = open_model(FIXTURE, t, 1), *two = open_model(FIXTURE, t, 2);
         assert_same_planes(one, two); /* the thread count does not change a byte */
         /* 7 projections a layer and lm_head (quantized although tied to the embedding) */
@@ -311,14 +331,14 @@ static void test_round_trip(void **state)
         free(la);
         free(lb);
 
-        /* --quant of the stored type is no work; of the other type, refused. */
+        /* --quant of the stored type is no work; of another type, refused. */
         struct model_open_opts mo = {.quantize = true, .qtype = (enum ll_qtype)t, .n_threads = 1};
         struct model *again = NULL;
         struct ll_err err = {0};
         assert_int_equal(model_open(&again, q_dir[t], &mo, &err), LL_OK);
         assert_true(again->quant_seconds == 0 && again->qmem == NULL);
         model_close(again);
-        mo.qtype = (enum ll_qtype)(1 - t);
+        mo.qtype = (enum ll_qtype)((t + 1) % 3);
         assert_int_equal(model_open(&again, q_dir[t], &mo, &err), LL_EUNSUPPORTED);
         assert_non_null(strstr(err.msg, "stored quantized as"));
 
@@ -351,6 +371,10 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(a, "\"format\":\t\"q4_0\""));
     assert_non_null(strstr(a, "\"layout\":\t\"" LL_QLAYOUT "\""));
     assert_non_null(strstr(a, "\"hidden_size\":\t64"));
+    free(a);
+    snprintf(path, sizeof path, "%s/config.json", q_dir[LL_Q4_K]);
+    assert_int_equal(ll_read_file(path, &a, &na, &err), LL_OK);
+    assert_non_null(strstr(a, "\"format\":\t\"q4_k\""));
     free(a);
 }
 
@@ -452,7 +476,7 @@ static void expect_refused(const char *dir, enum ll_status want, const char *s1,
 static void test_refusals(void **state)
 {
     (void)state;
-    const char *q4 = q_dir[LL_Q4_0], *q8 = q_dir[LL_Q8_0];
+    const char *q4 = q_dir[LL_Q4_0], *q8 = q_dir[LL_Q8_0], *qk = q_dir[LL_Q4_K];
     /* planes of the wrong shape or dtype (up_proj is (160, 64): qs [160, 32], d [160, 2]) */
     expect_refused(variant(q4, "qs-shape", NULL, edit_retype,
                            "model.layers.0.mlp.up_proj.weight.qs|U8|160|64"),
@@ -476,6 +500,16 @@ static void test_refusals(void **state)
                            "model.layers.0.self_attn.k_proj.weight.qs|I8|16|64"),
                    LL_EMODEL, "'model.layers.0.self_attn.k_proj.weight.qs' has shape [16, 64]",
                    "[32, 64]");
+    /* q4_k: d plane U8 [160, 16] (one 256-byte super-block per group of 16 rows, K = 64) */
+    expect_refused(
+        variant(qk, "k-d-shape", NULL, edit_retype, "model.layers.0.mlp.up_proj.weight.d|U8|160|2"),
+        LL_EMODEL, "'model.layers.0.mlp.up_proj.weight.d' has shape [160, 2]",
+        "the scale plane of q4_k weight 'model.layers.0.mlp.up_proj.weight' (160 x 64) "
+        "is [160, 16]");
+    expect_refused(variant(qk, "k-d-dtype", NULL, edit_retype,
+                           "model.layers.0.mlp.up_proj.weight.d|F16|160|8"),
+                   LL_EMODEL, "'model.layers.0.mlp.up_proj.weight.d' has dtype F16",
+                   "the scale plane of a q4_k weight is U8");
     expect_refused(variant(q4, "d-missing", NULL, edit_drop, "lm_head.weight.d"), LL_EMODEL,
                    "missing tensor 'lm_head.weight.d'", NULL);
     expect_refused(
@@ -508,9 +542,11 @@ static void test_refusals(void **state)
          LL_EUNSUPPORTED},
         {"no-layout", "\"layout\"", "\"Layout\"", "quantization_config has no 'layout'", LL_EMODEL},
         {"layout-type", "\"" LL_QLAYOUT "\"", "16", "'layout'", LL_EMODEL},
-        /* the planes are q4_0's; the config says q8_0 */
+        /* the planes are q4_0's; the config says q8_0, or q4_k */
         {"other-type", "\"q4_0\"", "\"q8_0\"", "has dtype U8, but the data plane of a q8_0 weight",
          LL_EMODEL},
+        {"other-type-k", "\"q4_0\"", "\"q4_k\"",
+         "has dtype F16, but the scale plane of a q4_k weight is U8", LL_EMODEL},
         /* no quantization_config: the planes are not what a bf16 model holds */
         {"no-config", "\"quantization_config\"", "\"quantization_notes\"",
          "a quantized weight, but config.json has no quantization_config", LL_EMODEL},
@@ -561,6 +597,11 @@ static void test_nonfinite_refused(void **state)
     assert_null(m);
     assert_non_null(strstr(err.msg, "'model.layers.1.mlp.gate_proj.weight'"));
     assert_non_null(strstr(err.msg, "row 37, block 1"));
+    mo.qtype = LL_Q4_K;
+    assert_int_equal(model_open(&m, dir, &mo, &err), LL_EINVAL);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "'model.layers.1.mlp.gate_proj.weight'"));
+    assert_non_null(strstr(err.msg, "q4_k: row 37, super-block 0 (elements 0..63)"));
     /* as stored (bf16), the same directory loads */
     assert_int_equal(model_open(&m, dir, NULL, &err), LL_OK);
     model_close(m);

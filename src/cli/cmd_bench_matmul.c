@@ -1,11 +1,11 @@
 /*
  * cmd_bench_matmul.c: `llaisys-cli bench-matmul`, the kernel micro-benchmark.
  *
- * Times ll_matmul (bf16/f16/f32 weights) or ll_qmatmul (q8_0/q4_0 weights, integer dot products)
- * on the linear layers of DeepSeek-R1-Distill-Qwen-1.5B for a list of batch sizes M, with random
- * weights, on the project's thread pool, and prints GFLOP/s (2·M·N·K per call; for the integer
- * kernels these are operations on quantized values) and the weight bytes (for q8_0/q4_0 data
- * plus scales) streamed per second. For comparison it times OpenBLAS sgemm on f32 copies
+ * Times ll_matmul (bf16/f16/f32 weights) or ll_qmatmul (q8_0/q4_0/q4_k weights, integer dot
+ * products) on the linear layers of DeepSeek-R1-Distill-Qwen-1.5B for a list of batch sizes M,
+ * with random weights, on the project's thread pool, and prints GFLOP/s (2·M·N·K per call; for
+ * the integer kernels these are operations on quantized values) and the weight bytes (for
+ * q8_0/q4_0/q4_k data plus scales) streamed per second. For comparison it times OpenBLAS sgemm on f32 copies
  * of the same weights, run on the same pool with OpenBLAS single-threaded in each thread (each
  * thread multiplies its share of the columns), so exactly one component owns the cores (not for
  * the quantized types).
@@ -54,13 +54,13 @@ static void usage(FILE *f)
             "usage: llaisys-cli bench-matmul [options]\n"
             "  -t, --threads N     threads in the pool (default 2)\n"
             "  --math fast|exact   math mode (default fast)\n"
-            "  --wtype bf16|f16|f32|q8_0|q4_0  weight type (default bf16)\n"
+            "  --wtype bf16|f16|f32|q8_0|q4_0|q4_k  weight type (default bf16)\n"
             "  --m LIST            batch sizes, comma-separated (default 1,4,16,64,128,512)\n"
             "  --shape LIST        shapes among q/o,k/v,gate/up,down,lm_head (default all)\n"
             "  --time S            seconds to spend per measurement (default 0.3)\n"
-            "  --no-blas           skip the OpenBLAS sgemm comparison (always for q8_0/q4_0)\n"
+            "  --no-blas           skip the OpenBLAS sgemm comparison (always for q8_0/q4_0/q4_k)\n"
             "  --variant NAME      scalar|avx2|avx512 for matmul, scalar|avx2|avxvnni|avx512vnni\n"
-            "                      for q8_0/q4_0 (default: the best this CPU runs)\n");
+            "                      for q8_0/q4_0/q4_k (default: the best this CPU runs)\n");
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -102,7 +102,7 @@ static int quantize_random(char *w, size_t qs_bytes, enum ll_qtype t, int N, int
     if (!rows)
         return -1;
     size_t q_row = ll_qweight_qs_bytes(t, LL_QGROUP, K) / LL_QGROUP;
-    size_t d_row = ll_qweight_d_bytes(LL_QGROUP, K) / LL_QGROUP;
+    size_t d_row = ll_qweight_d_bytes(t, LL_QGROUP, K) / LL_QGROUP;
     for (int n = 0; n < N; n += LL_QGROUP) {
         int rn = N - n < LL_QGROUP ? N - n : LL_QGROUP;
         for (size_t i = 0; i < (size_t)rn * (size_t)K; i++)
@@ -144,7 +144,7 @@ struct ours_call {
     const char *w; /* n_copies copies of (N, K), copy_bytes apart; quantized: qs then d */
     size_t copy_bytes;
     int n_copies, next;
-    bool quant;          /* q8_0/q4_0: ll_qmatmul */
+    bool quant;          /* q8_0/q4_0/q4_k: ll_qmatmul */
     enum ll_qtype qtype;
     size_t qs_bytes;     /* quantized: bytes of the qs plane at the start of each copy */
     enum ll_dtype wtype;
@@ -279,7 +279,7 @@ int cmd_bench_matmul(int argc, char **argv)
         max_m = ms[i] > max_m ? ms[i] : max_m;
 
     if (quant)
-        printf("bench-matmul: qmatmul variant %s, %d threads, weights %s (data + f16 scales)\n",
+        printf("bench-matmul: qmatmul variant %s, %d threads, weights %s (data + scales)\n",
                ll_qmatmul_variant(), threads, ll_qtype_name(qtype));
     else
         printf("bench-matmul: variant %s, %d threads, math %s, weights %s%s\n",
@@ -304,7 +304,7 @@ int cmd_bench_matmul(int argc, char **argv)
         size_t nw = (size_t)sh->n * sh->k, copy_bytes = nw * ll_dtype_size(wtype), qs_bytes = 0;
         if (quant) {
             qs_bytes = ll_qweight_qs_bytes(qtype, sh->n, sh->k);
-            copy_bytes = qs_bytes + ll_qweight_d_bytes(sh->n, sh->k);
+            copy_bytes = qs_bytes + ll_qweight_d_bytes(qtype, sh->n, sh->k);
         }
         size_t set = weight_set_bytes();
         int copies = (int)((set + copy_bytes - 1) / copy_bytes);

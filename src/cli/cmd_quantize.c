@@ -19,12 +19,13 @@
 
 static void quantize_usage(FILE *f)
 {
-    fprintf(f, "usage: llaisys-cli quantize --model DIR --type q8_0|q4_0 [options] OUT_DIR\n"
+    fprintf(f, "usage: llaisys-cli quantize --model DIR --type q8_0|q4_0|q4_k [options] OUT_DIR\n"
                "Writes a copy of the model in DIR whose linear weights (every projection and\n"
                "lm_head) are stored quantized: config.json with a quantization_config,\n"
                "model.safetensors, and generation_config.json and the tokenizer files copied.\n"
                "The embedding stays as stored. OUT_DIR then loads with no work at start-up.\n\n"
-               "  --type T       q8_0 (8-bit, 8.5 bits a weight) or q4_0 (4-bit, 4.5 bits)\n"
+               "  --type T       q8_0 (8-bit, 8.5 bits a weight), q4_0 (4-bit, 4.5 bits) or\n"
+               "                 q4_k (4-bit with sub-block scales and minimums, 4.5 bits)\n"
                "  --force        replace OUT_DIR if it is a directory quantize wrote\n\n");
     engine_args_usage(f, QUANTIZE_ENGINE_OPTS);
 }
@@ -52,7 +53,8 @@ int cmd_quantize(int argc, char **argv)
                                    : !type ? "--type is required"
                                            : "OUT_DIR is required");
     if (!ll_qtype_parse(type, &mo.qtype)) {
-        fprintf(stderr, "llaisys-cli quantize: --type: must be q8_0 or q4_0 (got '%s')\n", type);
+        fprintf(stderr, "llaisys-cli quantize: --type: must be q8_0, q4_0 or q4_k (got '%s')\n",
+                type);
         return 2;
     }
     struct ll_err err = {0};

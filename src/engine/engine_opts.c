@@ -43,7 +43,7 @@ static const struct {
 #define OFF(f) offsetof(struct engine_opts, f)
 _Static_assert(sizeof(enum engine_spec) == sizeof(int), "enum options are read as int");
 
-const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", NULL};
+const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", "q4_k", NULL};
 
 const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
@@ -76,9 +76,10 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                                     "never share prompt prefixes (KV blocks) between requests"},
     [ENGINE_OPT_EXACT] = {"--exact", "LLAISYS_EXACT", NULL, ENGINE_OPT_BOOL, OFF(exact), 0, 1,
                           "f32 activations and KV cache"},
-    [ENGINE_OPT_QUANT] = {"--quant", "LLAISYS_QUANT", "TYPE", ENGINE_OPT_CHOICE, OFF(quant), 0, 2,
+    [ENGINE_OPT_QUANT] = {"--quant", "LLAISYS_QUANT", "TYPE", ENGINE_OPT_CHOICE, OFF(quant), 0, 3,
                           "quantize the linear weights while loading, in parallel (timed in the "
-                          "log): none, q8_0 (8-bit) or q4_0 (4-bit); a directory written by "
+                          "log): none, q8_0 (8-bit), q4_0 (4-bit) or q4_k (4-bit, sub-block "
+                          "scales and minimums); a directory written by "
                           "`llaisys-cli quantize` needs none",
                           engine_quant_names},
     [ENGINE_OPT_ITL_TARGET_MS] = {"--itl-target-ms", "LLAISYS_ITL_TARGET_MS", "MS",

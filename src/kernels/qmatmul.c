@@ -43,13 +43,34 @@ static void quant_scalar(const struct ll_qmm_job *j, int m0, int m1)
         }
 }
 
-/* Weight element i of block b of row n, as the signed integer wq of qmatmul.h. */
+/* xm = (float)xs · xd for rows [m0, m1) (the q4_k min term's factor; one f32 rounding). */
+static void act_min_factors(const struct ll_qmm_job *j, int m0, int m1)
+{
+    for (size_t i = (size_t)m0 * (size_t)j->nb; i < (size_t)m1 * (size_t)j->nb; i++)
+        j->xm[i] = (float)j->xs[i] * j->xd[i];
+}
+
+/* Weight element i of block b of row n, as the integer wq of qmatmul.h. */
 static int w_int(const struct ll_qweight *w, int nb, int n, int b, int i)
 {
     uint8_t byte = w->qs[ll_q_offset(w->type, nb, n, b, i)];
     if (w->type == LL_Q8_0)
         return (int8_t)byte;
-    return (i < LL_QBLOCK / 2 ? byte & 15 : byte >> 4) - 8;
+    return (i < LL_QBLOCK / 2 ? byte & 15 : byte >> 4) - (w->type == LL_Q4_0 ? 8 : 0);
+}
+
+/* q4_k: ds = d_B · sc_j and dm = dmin_B · m_j of block b of row n (both exact). */
+static void k_scales(const struct ll_qweight *w, int nb, int n, int b, float *ds, float *dm)
+{
+    const int nsb = ll_qk_nsb(nb), B = b / LL_QK_BLOCKS, j = b % LL_QK_BLOCKS;
+    const uint8_t *sb = (const uint8_t *)w->d + ll_qk_sb_offset(nsb, n, B);
+    uint16_t dh, mh;
+    uint32_t c[3];
+    memcpy(&dh, sb + 2 * (n % LL_QGROUP), 2);
+    memcpy(&mh, sb + 32 + 2 * (n % LL_QGROUP), 2);
+    ll_qk_read_codes(c, (const uint8_t *)w->d, nsb, n, B);
+    *ds = ll_f16_to_f32(dh) * (float)ll_qk_code(c, j);
+    *dm = ll_f16_to_f32(mh) * (float)ll_qk_code(c, LL_QK_BLOCKS + j);
 }
 
 static void kernel_scalar(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
@@ -63,9 +84,16 @@ static void kernel_scalar(const struct ll_qmm_job *j, int m0, int m1, int g0, in
                 int32_t s = 0;
                 for (int i = 0; i < LL_QBLOCK; i++)
                     s += w_int(j->w, j->nb, n, b, i) * q[b * LL_QBLOCK + i];
-                float scale = ll_f16_to_f32(j->w->d[ll_q_d_index(j->nb, n, b)]) *
-                              j->xd[(size_t)m * (size_t)j->nb + (size_t)b];
-                acc = fmaf((float)s, scale, acc);
+                const size_t mb = (size_t)m * (size_t)j->nb + (size_t)b;
+                if (j->w->type == LL_Q4_K) {
+                    float ds, dm;
+                    k_scales(j->w, j->nb, n, b, &ds, &dm);
+                    acc = fmaf((float)s, ds * j->xd[mb], acc);
+                    acc = fmaf(-dm, j->xm[mb], acc);
+                } else {
+                    float scale = ll_f16_to_f32(j->w->d[ll_q_d_index(j->nb, n, b)]) * j->xd[mb];
+                    acc = fmaf((float)s, scale, acc);
+                }
             }
             j->out[(size_t)m * (size_t)j->N + (size_t)n] = j->bias ? acc + j->bias[n] : acc;
         }
@@ -164,22 +192,23 @@ static size_t round64(size_t n)
     return (n + 63) / 64 * 64;
 }
 
-/* The scratch of an (M, K) call: xq (M, K) bytes, then xd and xs (M, K/32) 4-byte words each,
- * every part starting on a 64-byte boundary. */
-static size_t scratch_layout(int M, int K, size_t *xd_off, size_t *xs_off)
+/* The scratch of an (M, K) call: xq (M, K) bytes, then xd, xs and xm (M, K/32) 4-byte words
+ * each, every part starting on a 64-byte boundary. */
+static size_t scratch_layout(int M, int K, size_t *xd_off, size_t *xs_off, size_t *xm_off)
 {
     size_t nb = (size_t)K / LL_QBLOCK, words = round64((size_t)M * nb * 4);
     *xd_off = round64((size_t)M * (size_t)K);
     *xs_off = *xd_off + words;
-    return *xs_off + words;
+    *xm_off = *xs_off + words;
+    return *xm_off + words;
 }
 
 size_t ll_qmatmul_scratch_bytes(int max_m, int max_k)
 {
     LL_ASSERT(max_m >= 0 && max_k >= 0);
-    size_t a, b;
+    size_t a, b, c;
     int k = (max_k + LL_QBLOCK - 1) / LL_QBLOCK * LL_QBLOCK;
-    return scratch_layout(max_m, k, &a, &b);
+    return scratch_layout(max_m, k, &a, &b, &c);
 }
 
 static void job_init(struct ll_qmm_job *j, float *out, const float *x,
@@ -188,12 +217,12 @@ static void job_init(struct ll_qmm_job *j, float *out, const float *x,
 {
     LL_ASSERT(M >= 0 && w->n >= 1 && w->k >= LL_QBLOCK && w->k % LL_QBLOCK == 0 && w->qs &&
               w->d);
-    size_t xd_off, xs_off, need = scratch_layout(M, w->k, &xd_off, &xs_off);
+    size_t xd_off, xs_off, xm_off, need = scratch_layout(M, w->k, &xd_off, &xs_off, &xm_off);
     LL_ASSERT(scratch && ((uintptr_t)scratch & 63) == 0 && scratch_bytes >= need);
     *j = (struct ll_qmm_job){
         .out = out, .x = x, .bias = bias, .w = w, .M = M, .N = w->n, .K = w->k,
         .nb = w->k / LL_QBLOCK, .xq = scratch, .xd = (float *)((char *)scratch + xd_off),
-        .xs = (int32_t *)((char *)scratch + xs_off),
+        .xs = (int32_t *)((char *)scratch + xs_off), .xm = (float *)((char *)scratch + xm_off),
     };
 }
 
@@ -203,8 +232,17 @@ static void job_init(struct ll_qmm_job *j, float *out, const float *x,
 
 struct qmm_call {
     const struct ll_qmm_job *job;
-    const struct variant *v;
+    ll_qmm_quant_fn quant;
+    ll_qmm_kernel_fn kernel;
 };
+
+/* Rows [m0, m1) of the activations quantized, with the min factors when the weight is q4_k. */
+static void call_quant_rows(const struct qmm_call *c, int m0, int m1)
+{
+    c->quant(c->job, m0, m1);
+    if (c->job->w->type == LL_Q4_K)
+        act_min_factors(c->job, m0, m1);
+}
 
 static void qmm_call_quant(void *ctx, int ith, int nth)
 {
@@ -212,7 +250,7 @@ static void qmm_call_quant(void *ctx, int ith, int nth)
     int lo, hi;
     ll_split(c->job->M, ith, nth, &lo, &hi);
     if (lo < hi)
-        c->v->quant(c->job, lo, hi);
+        call_quant_rows(c, lo, hi);
 }
 
 /* Threads take whole groups of 16 output rows, or rows of x when there are fewer groups than
@@ -225,11 +263,11 @@ static void qmm_call_kernel(void *ctx, int ith, int nth)
     if (groups >= nth || j->M < nth) {
         ll_split(groups, ith, nth, &lo, &hi);
         if (lo < hi)
-            c->v->kernel(j, 0, j->M, lo, hi);
+            c->kernel(j, 0, j->M, lo, hi);
     } else {
         ll_split(j->M, ith, nth, &lo, &hi);
         if (lo < hi)
-            c->v->kernel(j, lo, hi, 0, groups);
+            c->kernel(j, lo, hi, 0, groups);
     }
 }
 
@@ -240,11 +278,12 @@ void ll_qmatmul(float *out, const float *x, const struct ll_qweight *w, const fl
     job_init(&job, out, x, w, bias, M, scratch, scratch_bytes);
     if (M == 0)
         return;
-    struct qmm_call call = {.job = &job, .v = variant_get()};
+    const struct variant *v = variant_get();
+    struct qmm_call call = {.job = &job, .quant = v->quant, .kernel = v->kernel};
     if ((size_t)M * (size_t)w->k >= QUANT_PARALLEL_MIN && ll_pool_size(pool) > 1 && M > 1)
         ll_pool_run(pool, qmm_call_quant, &call);
     else
-        call.v->quant(&job, 0, M);
+        call_quant_rows(&call, 0, M);
     ll_pool_run(pool, qmm_call_kernel, &call);
 }
 
@@ -259,7 +298,8 @@ void ll_qmatmul_ref(float *out, const float *x, const struct ll_qweight *w, cons
     LL_ASSERT(scratch != NULL);
     struct ll_qmm_job job;
     job_init(&job, out, x, w, bias, M, scratch, bytes);
-    quant_scalar(&job, 0, M);
+    struct qmm_call call = {.job = &job, .quant = quant_scalar, .kernel = kernel_scalar};
+    call_quant_rows(&call, 0, M);
     kernel_scalar(&job, 0, M, 0, (w->n + LL_QGROUP - 1) / LL_QGROUP);
     free(scratch);
 }

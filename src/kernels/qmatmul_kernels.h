@@ -5,9 +5,10 @@
  *
  * Every variant computes an output element out[m][n] the same way (qmatmul.h, "The result"):
  * exact integer sums per block, then one f32 multiply of the two scales and one fused
- * multiply-add per block, blocks in increasing order. Integer sums may be formed in any order
- * (they are exact), so a variant is free in how it reaches them: unsigned × signed byte dot
- * products with a correction from the activation block sums, sign tricks, any tiling of (m, n).
+ * multiply-add per block (q4_k: a second one for the min term), blocks in increasing order.
+ * Integer sums may be formed in any order (they are exact), so a variant is free in how it
+ * reaches them: unsigned × signed byte dot products with a correction from the activation block
+ * sums, sign tricks, any tiling of (m, n).
  */
 #ifndef LLAISYS_QMATMUL_KERNELS_H
 #define LLAISYS_QMATMUL_KERNELS_H
@@ -29,12 +30,14 @@ struct ll_qmm_job {
     int8_t *xq;                 /* (M, K) activations quantized, in [-127, 127] */
     float *xd;                  /* (M, nb) their per-block scales */
     int32_t *xs;                /* (M, nb) per-block sums of xq */
+    float *xm;                  /* (M, nb) q4_k only: (float)xs · xd, the min term's factor */
 };
 
 /* out[m0..m1) × columns of groups [g0, g1) (16 columns each, the last one cut at N) of the job,
  * from the quantized activations. Called concurrently on disjoint ranges. */
 typedef void (*ll_qmm_kernel_fn)(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);
-/* Quantize rows m0..m1) of x into xq, xd, xs (qmatmul.h, "Activations"). */
+/* Quantize rows [m0, m1) of x into xq, xd, xs (qmatmul.h, "Activations"); xm is filled by the
+ * caller (qmatmul.c). */
 typedef void (*ll_qmm_quant_fn)(const struct ll_qmm_job *job, int m0, int m1);
 
 void ll_qmm_kernel_avx2(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);

@@ -125,6 +125,103 @@ INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_j
     }
 }
 
+/* The q4_k tile: as tile() for q4_0 (the nibbles unsigned as they are, no correction), then per
+ * block and group the super-block's scales: ds = d · sc_j and dm = dmin · m_j from the codes
+ * (one shift and mask; m_7 from the words' top bits), then per row of x the two fused steps of
+ * qmatmul.h. wd points at the d plane bytes of the tile's first group. */
+INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const int8_t *xq,
+                   const float *xd, const float *xm, const uint8_t *wq, const uint8_t *wd,
+                   float *out, const float *bias, int ncols, size_t b0, size_t b1)
+{
+    const size_t K = (size_t)j->K, nb = (size_t)j->nb;
+    const size_t wq_g = nb * 4 * 64, wd_g = (size_t)ll_qk_nsb(j->nb) * LL_QK_SB_BYTES;
+    const __m512i low4 = _mm512_set1_epi8(0x0f), six = _mm512_set1_epi32(63);
+    __m512 acc[MAX_ACC];
+    __mmask16 mask[TILE_G > GEMV_G ? TILE_G : GEMV_G];
+#pragma GCC unroll 4
+    for (int g = 0; g < ng; g++) {
+        int c = ncols - LL_QGROUP * g;
+        mask[g] = c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << c) - 1);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < mr; m++)
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++)
+            acc[m * ng + g] =
+                b0 == 0 ? _mm512_setzero_ps()
+                        : _mm512_maskz_loadu_ps(mask[g], out + (size_t)m * (size_t)j->N +
+                                                             LL_QGROUP * g);
+
+    for (size_t b = b0; b < b1; b++) {
+        __m512i s[MAX_ACC];
+#pragma GCC unroll 12
+        for (int i = 0; i < mr * ng; i++)
+            s[i] = _mm512_setzero_si512();
+        const int8_t *xb = xq + b * LL_QBLOCK;
+#pragma GCC unroll 4
+        for (int st = 0; st < 4; st++)
+#pragma GCC unroll 4
+            for (int g = 0; g < ng; g++) {
+                __m512i v = _mm512_loadu_si512(wq + (size_t)g * wq_g + (b * 4 + (size_t)st) * 64);
+                __m512i lo = _mm512_and_si512(v, low4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+#pragma GCC unroll 4
+                for (int m = 0; m < mr; m++) {
+                    s[m * ng + g] = _mm512_dpbusd_epi32(
+                        s[m * ng + g], lo, _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 4 * st)));
+                    s[m * ng + g] = _mm512_dpbusd_epi32(
+                        s[m * ng + g], hi,
+                        _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 16 + 4 * st)));
+                }
+            }
+        const int jb = (int)(b % LL_QK_BLOCKS), cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
+        const size_t sb_off = b / LL_QK_BLOCKS * LL_QK_SB_BYTES;
+        const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
+        const __m128i sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *sb = wd + (size_t)g * wd_g + sb_off;
+            __m512i csc = _mm512_and_si512(
+                _mm512_srl_epi32(_mm512_loadu_si512(sb + 64 + 64 * (jb / 5)), sh_sc), six);
+            __m512i cmin;
+            if (cm < 15) {
+                cmin = _mm512_and_si512(
+                    _mm512_srl_epi32(_mm512_loadu_si512(sb + 64 + 64 * (cm / 5)), sh_m), six);
+            } else {
+                __m512i w0 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 64), 30);
+                __m512i w1 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 128), 30);
+                __m512i w2 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 192), 30);
+                cmin = _mm512_or_si512(w0, _mm512_or_si512(_mm512_slli_epi32(w1, 2),
+                                                           _mm512_slli_epi32(w2, 4)));
+            }
+            __m512 ds = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb)),
+                                      _mm512_cvtepi32_ps(csc));
+            __m512 dm = _mm512_mul_ps(
+                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32))),
+                _mm512_cvtepi32_ps(cmin));
+#pragma GCC unroll 4
+            for (int m = 0; m < mr; m++) {
+                __m512 scale = _mm512_mul_ps(ds, _mm512_set1_ps(xd[m * nb + b]));
+                __m512 a =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[m * ng + g]), scale, acc[m * ng + g]);
+                acc[m * ng + g] = _mm512_fnmadd_ps(dm, _mm512_set1_ps(xm[m * nb + b]), a);
+            }
+        }
+    }
+
+    const int add_bias = bias && b1 == nb;
+#pragma GCC unroll 4
+    for (int g = 0; g < ng; g++) {
+        __m512 bv = add_bias ? _mm512_maskz_loadu_ps(mask[g], bias + LL_QGROUP * g)
+                             : _mm512_setzero_ps();
+#pragma GCC unroll 4
+        for (int m = 0; m < mr; m++) {
+            __m512 r = add_bias ? _mm512_add_ps(acc[m * ng + g], bv) : acc[m * ng + g];
+            _mm512_mask_storeu_ps(out + (size_t)m * (size_t)j->N + LL_QGROUP * g, mask[g], r);
+        }
+    }
+}
+
 #define TILE_CASE(Q4, MR, NG)                                                                  \
     case (Q4) * 256 + (MR) * 16 + (NG):                                                        \
         tile(Q4, MR, NG, j, xq, xd, xs, wq, wd, out, bias, ncols, b0, b1);                     \
@@ -147,6 +244,25 @@ static void tile_any(int q4, int mr, int ng, const struct ll_qmm_job *j, const i
     }
 }
 
+#define TILE_K_CASE(MR, NG)                                                                    \
+    case (MR) * 16 + (NG):                                                                     \
+        tile_k(MR, NG, j, xq, xd, xm, wq, wd, out, bias, ncols, b0, b1);                       \
+        break;
+
+static void tile_k_any(int mr, int ng, const struct ll_qmm_job *j, const int8_t *xq,
+                       const float *xd, const float *xm, const uint8_t *wq, const uint8_t *wd,
+                       float *out, const float *bias, int ncols, size_t b0, size_t b1)
+{
+    switch (mr * 16 + ng) {
+        TILE_K_CASE(1, 1) TILE_K_CASE(1, 2) TILE_K_CASE(1, 3) TILE_K_CASE(1, 4)
+        TILE_K_CASE(2, 1) TILE_K_CASE(2, 2) TILE_K_CASE(2, 3)
+        TILE_K_CASE(3, 1) TILE_K_CASE(3, 2) TILE_K_CASE(3, 3)
+        TILE_K_CASE(4, 1) TILE_K_CASE(4, 2) TILE_K_CASE(4, 3)
+    default:
+        __builtin_unreachable();
+    }
+}
+
 static int min_int(int a, int b)
 {
     return a < b ? a : b;
@@ -154,9 +270,11 @@ static int min_int(int a, int b)
 
 void ll_qmm_kernel_vnni512(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
 {
-    const int q4 = j->w->type == LL_Q4_0;
+    const int q4 = j->w->type == LL_Q4_0, qk = j->w->type == LL_Q4_K;
     const size_t nb = (size_t)j->nb;
-    const size_t wq_g = nb * (size_t)ll_q_steps(j->w->type) * 64, wd_g = nb * LL_QGROUP;
+    /* per group: bytes of qs, and 2-byte units of d */
+    const size_t wq_g = nb * (size_t)ll_q_steps(j->w->type) * 64,
+                 wd_g = qk ? (size_t)ll_qk_nsb(j->nb) * LL_QK_SB_BYTES / 2 : nb * LL_QGROUP;
     int block = (int)(x_block_bytes / (size_t)j->K);
     block = block < TILE_M ? TILE_M : block / TILE_M * TILE_M;
     /* blocks of K per slice: the panel's slice stays in L1 across the tiles of a block of x */
@@ -178,10 +296,15 @@ void ll_qmm_kernel_vnni512(const struct ll_qmm_job *j, int m0, int m1, int g0, i
                 const size_t b1 = b0 + kc < nb ? b0 + kc : nb;
                 for (int m = mb; m < mb_end; m += TILE_M) {
                     const int mr = min_int(TILE_M, mb_end - m);
-                    tile_any(q4, mr, ng, j, j->xq + (size_t)m * (size_t)j->K,
-                             j->xd + (size_t)m * nb, j->xs + (size_t)m * nb, wq, wd,
-                             j->out + (size_t)m * (size_t)j->N + (size_t)g * LL_QGROUP, bias,
-                             ncols, b0, b1);
+                    float *o = j->out + (size_t)m * (size_t)j->N + (size_t)g * LL_QGROUP;
+                    if (qk)
+                        tile_k_any(mr, ng, j, j->xq + (size_t)m * (size_t)j->K,
+                                   j->xd + (size_t)m * nb, j->xm + (size_t)m * nb, wq,
+                                   (const uint8_t *)wd, o, bias, ncols, b0, b1);
+                    else
+                        tile_any(q4, mr, ng, j, j->xq + (size_t)m * (size_t)j->K,
+                                 j->xd + (size_t)m * nb, j->xs + (size_t)m * nb, wq, wd, o, bias,
+                                 ncols, b0, b1);
                 }
             }
         }

@@ -13,6 +13,9 @@
  *     weight's sign onto the activation (|q| · ±a ≤ 128 · 127 · 2 fits) and widens each step
  *     with vpmaddwd. q4_0 pair sums are at most 15 · 127 · 2 = 3810, so the 8 of a block add up
  *     in 16 bits (≤ 30480) and are widened once per block; correction 8 × block sum.
+ * q4_k (tile_k): the q4_0 nibble loop without the correction (AVX2: pair sums ≤ 15 · 127 · 2, as
+ * q4_0's), then the two scales of the block from the super-block's f16 d, dmin and 6-bit codes,
+ * and its two fused steps.
  * Tiles of TILE_M rows of x × TILE_U units fit the 16 ymm registers; blocks of x and slices of
  * K as in qmatmul_vnni512.c.
  */
@@ -169,6 +172,128 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
 #undef UD
 }
 
+/* The q4_k tile: the nibble sums as q4_0's (unsigned, no correction), then per block and unit
+ * the super-block's scales ds = d · sc_j and dm = dmin · m_j from its 6-bit codes, and per row of
+ * x the two fused steps of qmatmul.h. wd points at the d plane bytes of unit 0's group; a unit
+ * is half a group: its 8 f16 d at + 16·(u % 2), dmin 32 bytes on, code word t at
+ * + 64 + 64t + 32·(u % 2). */
+INLINE void tile_k(const int mr, const int nu, const struct ll_qmm_job *j, const int8_t *xq,
+                   const float *xd, const float *xm, const uint8_t *wq, const uint8_t *wd,
+                   float *out, const float *bias, int ncols, size_t b0, size_t b1)
+{
+    const size_t K = (size_t)j->K, nb = (size_t)j->nb;
+    const size_t wq_g = nb * 4 * 64, wd_g = (size_t)ll_qk_nsb(j->nb) * LL_QK_SB_BYTES;
+#define UQ(u) ((size_t)((u) / 2) * wq_g + (size_t)((u) % 2) * 32)
+#define UD(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * 16)
+#define UC(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * 32)
+    const __m256i low4 = _mm256_set1_epi8(0x0f), six = _mm256_set1_epi32(63);
+    __m256 acc[MAX_ACC];
+#pragma GCC unroll 3
+    for (int m = 0; m < mr; m++)
+#pragma GCC unroll 4
+        for (int u = 0; u < nu; u++) {
+            const float *o = out + (size_t)m * (size_t)j->N + (size_t)(UNIT * u);
+            const int c = ncols - UNIT * u;
+            if (b0 == 0 || c <= 0) {
+                acc[m * nu + u] = _mm256_setzero_ps();
+            } else if (c >= UNIT) {
+                acc[m * nu + u] = _mm256_loadu_ps(o);
+            } else {
+                float r[UNIT] = {0};
+                memcpy(r, o, (size_t)c * sizeof *r);
+                acc[m * nu + u] = _mm256_loadu_ps(r);
+            }
+        }
+
+    for (size_t b = b0; b < b1; b++) {
+        __m256i s[MAX_ACC];
+#pragma GCC unroll 6
+        for (int i = 0; i < mr * nu; i++)
+            s[i] = _mm256_setzero_si256();
+        const int8_t *xb = xq + b * LL_QBLOCK;
+        /* AVX2: s holds the block's 16-bit pair sums until it is widened below */
+#pragma GCC unroll 4
+        for (int st = 0; st < 4; st++)
+#pragma GCC unroll 4
+            for (int u = 0; u < nu; u++) {
+                __m256i v = _mm256_loadu_si256(
+                    (const __m256i *)(wq + UQ(u) + (b * 4 + (size_t)st) * 64));
+                __m256i lo = _mm256_and_si256(v, low4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+#pragma GCC unroll 3
+                for (int m = 0; m < mr; m++) {
+                    __m256i alo = bcast4(xb + m * K + 4 * st);
+                    __m256i ahi = bcast4(xb + m * K + 16 + 4 * st);
+                    __m256i *si = &s[m * nu + u];
+#if YMM_VNNI
+                    *si = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(*si, lo, alo), hi, ahi);
+#else
+                    *si = _mm256_add_epi16(*si, _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo),
+                                                                 _mm256_maddubs_epi16(hi, ahi)));
+#endif
+                }
+            }
+#if !YMM_VNNI
+#pragma GCC unroll 6
+        for (int i = 0; i < mr * nu; i++)
+            s[i] = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
+#endif
+        const int jb = (int)(b % LL_QK_BLOCKS), cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
+        const size_t sb_off = b / LL_QK_BLOCKS * LL_QK_SB_BYTES;
+        const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
+        const __m128i sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
+#pragma GCC unroll 4
+        for (int u = 0; u < nu; u++) {
+            const uint8_t *sd = wd + UD(u) + sb_off, *sc = wd + UC(u) + sb_off + 64;
+            __m256i csc = _mm256_and_si256(
+                _mm256_srl_epi32(_mm256_loadu_si256((const __m256i *)(sc + 64 * (jb / 5))), sh_sc),
+                six);
+            __m256i cmin;
+            if (cm < 15) {
+                cmin = _mm256_and_si256(
+                    _mm256_srl_epi32(_mm256_loadu_si256((const __m256i *)(sc + 64 * (cm / 5))),
+                                     sh_m),
+                    six);
+            } else {
+                __m256i w0 = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)sc), 30);
+                __m256i w1 = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(sc + 64)), 30);
+                __m256i w2 = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(sc + 128)), 30);
+                cmin = _mm256_or_si256(w0, _mm256_or_si256(_mm256_slli_epi32(w1, 2),
+                                                           _mm256_slli_epi32(w2, 4)));
+            }
+            __m256 ds = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sd)),
+                                      _mm256_cvtepi32_ps(csc));
+            __m256 dm = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sd + 32))),
+                                      _mm256_cvtepi32_ps(cmin));
+#pragma GCC unroll 3
+            for (int m = 0; m < mr; m++) {
+                __m256 scale = _mm256_mul_ps(ds, _mm256_set1_ps(xd[m * nb + b]));
+                __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[m * nu + u]), scale,
+                                           acc[m * nu + u]);
+                acc[m * nu + u] = _mm256_fnmadd_ps(dm, _mm256_set1_ps(xm[m * nb + b]), a);
+            }
+        }
+    }
+
+    const int add_bias = bias && b1 == nb;
+#pragma GCC unroll 4
+    for (int u = 0; u < nu; u++) {
+        int c = ncols - UNIT * u;
+        if (c <= 0)
+            break;
+        for (int m = 0; m < mr; m++) {
+            float r[UNIT];
+            _mm256_storeu_ps(r, acc[m * nu + u]);
+            float *o = out + (size_t)m * (size_t)j->N + (size_t)(UNIT * u);
+            for (int i = 0; i < UNIT && i < c; i++)
+                o[i] = add_bias ? r[i] + bias[UNIT * u + i] : r[i];
+        }
+    }
+#undef UQ
+#undef UD
+#undef UC
+}
+
 #define TILE_CASE(Q4, MR, NU)                                                                  \
     case (Q4) * 256 + (MR) * 16 + (NU):                                                        \
         tile(Q4, MR, NU, j, xq, xd, xs, wq, wd, out, bias, ncols, b0, b1);                     \
@@ -190,6 +315,24 @@ static void tile_any(int q4, int mr, int nu, const struct ll_qmm_job *j, const i
     }
 }
 
+#define TILE_K_CASE(MR, NU)                                                                    \
+    case (MR) * 16 + (NU):                                                                     \
+        tile_k(MR, NU, j, xq, xd, xm, wq, wd, out, bias, ncols, b0, b1);                       \
+        break;
+
+static void tile_k_any(int mr, int nu, const struct ll_qmm_job *j, const int8_t *xq,
+                       const float *xd, const float *xm, const uint8_t *wq, const uint8_t *wd,
+                       float *out, const float *bias, int ncols, size_t b0, size_t b1)
+{
+    switch (mr * 16 + nu) {
+        TILE_K_CASE(1, 1) TILE_K_CASE(1, 2) TILE_K_CASE(1, 3) TILE_K_CASE(1, 4)
+        TILE_K_CASE(2, 1) TILE_K_CASE(2, 2)
+        TILE_K_CASE(3, 1) TILE_K_CASE(3, 2)
+    default:
+        __builtin_unreachable();
+    }
+}
+
 static int min_int(int a, int b)
 {
     return a < b ? a : b;
@@ -198,9 +341,11 @@ static int min_int(int a, int b)
 /* Units are walked within the groups [g0, g1): unit u of the range starts at column 8u. */
 void YMM_KERNEL(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
 {
-    const int q4 = j->w->type == LL_Q4_0;
+    const int q4 = j->w->type == LL_Q4_0, qk = j->w->type == LL_Q4_K;
     const size_t nb = (size_t)j->nb;
-    const size_t wq_g = nb * (size_t)ll_q_steps(j->w->type) * 64, wd_g = nb * LL_QGROUP;
+    /* per group: bytes of qs, and 2-byte units of d */
+    const size_t wq_g = nb * (size_t)ll_q_steps(j->w->type) * 64,
+                 wd_g = qk ? (size_t)ll_qk_nsb(j->nb) * LL_QK_SB_BYTES / 2 : nb * LL_QGROUP;
     /* units that hold at least one real row (the last group may be half padding) */
     const int u_end = min_int(2 * g1, (j->N + UNIT - 1) / UNIT);
     int block = (int)(x_block_bytes / (size_t)j->K);
@@ -219,16 +364,21 @@ void YMM_KERNEL(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
             const int nu = min_int(panel, u_end - u);
             const int ncols = min_int(nu * UNIT, j->N - u * UNIT);
             const uint8_t *wq = j->w->qs + (size_t)(u / 2) * wq_g;
-            const uint16_t *wd = j->w->d + (size_t)(u / 2) * wd_g;
+            const uint16_t *wd = j->w->d + (size_t)(u / 2) * wd_g; /* the group's d bytes */
             const float *bias = j->bias ? j->bias + (size_t)u * UNIT : NULL;
             for (size_t b0 = 0; b0 < nb; b0 += kc) {
                 const size_t b1 = b0 + kc < nb ? b0 + kc : nb;
                 for (int m = mb; m < mb_end; m += TILE_M) {
                     const int mr = min_int(TILE_M, mb_end - m);
-                    tile_any(q4, mr, nu, j, j->xq + (size_t)m * (size_t)j->K,
-                             j->xd + (size_t)m * nb, j->xs + (size_t)m * nb, wq, wd,
-                             j->out + (size_t)m * (size_t)j->N + (size_t)u * UNIT, bias, ncols,
-                             b0, b1);
+                    float *o = j->out + (size_t)m * (size_t)j->N + (size_t)u * UNIT;
+                    if (qk)
+                        tile_k_any(mr, nu, j, j->xq + (size_t)m * (size_t)j->K,
+                                   j->xd + (size_t)m * nb, j->xm + (size_t)m * nb, wq,
+                                   (const uint8_t *)wd, o, bias, ncols, b0, b1);
+                    else
+                        tile_any(q4, mr, nu, j, j->xq + (size_t)m * (size_t)j->K,
+                                 j->xd + (size_t)m * nb, j->xs + (size_t)m * nb, wq, wd, o, bias,
+                                 ncols, b0, b1);
                 }
             }
         }

@@ -1,9 +1,10 @@
 /*
- * quant.c: the q8_0 / q4_0 weight formats (see quant.h): shape and plane-size checks, the
- * reference quantizers (round to nearest, one block at a time, in plain C: they run once per
- * model, at quantize or load time, not per token), the choice of the AVX-512 quantizer
- * (quant_avx512.c, the same bytes ~10x faster, so quantizing at load costs about the time of
- * reading the weights) and dequantization.
+ * quant.c: the q8_0 / q4_0 / q4_k weight formats (see quant.h): shape and plane-size checks, the
+ * reference quantizers (q8_0 / q4_0: round to nearest, one block at a time; q4_k: a least-squares
+ * fit per block, one super-block at a time; in plain C: they run once per model, at quantize or
+ * load time, not per token), the choice of the AVX-512 quantizer (quant_avx512.c, the same bytes
+ * ~10x faster, so quantizing q8_0 / q4_0 at load costs about the time of reading the weights;
+ * for q4_k it runs the block fits of 16 rows at once) and dequantization.
  *
  * Any thread; every function works only on the caller's buffers. Offsets are computed in size_t
  * (two int dimensions multiply to less than 2⁶², so they cannot overflow).
@@ -32,7 +33,7 @@ static int groups(int N)
 
 const char *ll_qtype_name(enum ll_qtype t)
 {
-    return t == LL_Q8_0 ? "q8_0" : "q4_0";
+    return t == LL_Q8_0 ? "q8_0" : t == LL_Q4_0 ? "q4_0" : "q4_k";
 }
 
 bool ll_qtype_parse(const char *s, enum ll_qtype *out)
@@ -41,6 +42,8 @@ bool ll_qtype_parse(const char *s, enum ll_qtype *out)
         *out = LL_Q8_0;
     else if (!strcmp(s, "q4_0"))
         *out = LL_Q4_0;
+    else if (!strcmp(s, "q4_k"))
+        *out = LL_Q4_K;
     else
         return false;
     return true;
@@ -62,8 +65,10 @@ size_t ll_qweight_qs_bytes(enum ll_qtype t, int N, int K)
     return (size_t)groups(N) * LL_QGROUP * (size_t)(K / LL_QBLOCK) * block_bytes(t);
 }
 
-size_t ll_qweight_d_bytes(int N, int K)
+size_t ll_qweight_d_bytes(enum ll_qtype t, int N, int K)
 {
+    if (t == LL_Q4_K)
+        return (size_t)groups(N) * (size_t)ll_qk_nsb(K / LL_QBLOCK) * LL_QK_SB_BYTES;
     return (size_t)groups(N) * LL_QGROUP * (size_t)(K / LL_QBLOCK) * sizeof(uint16_t);
 }
 
@@ -74,7 +79,7 @@ enum ll_status ll_qweight_init(struct ll_qweight *w, enum ll_qtype t, int N, int
     enum ll_status st = ll_qweight_check_shape(N, K, err);
     if (st != LL_OK)
         return st;
-    size_t want_qs = ll_qweight_qs_bytes(t, N, K), want_d = ll_qweight_d_bytes(N, K);
+    size_t want_qs = ll_qweight_qs_bytes(t, N, K), want_d = ll_qweight_d_bytes(t, N, K);
     if (!qs || qs_bytes != want_qs)
         return ll_err_set(err, LL_EINVAL, "%s weight %d x %d: data plane has %zu bytes, need %zu",
                           ll_qtype_name(t), N, K, qs ? qs_bytes : 0, want_qs);
@@ -150,6 +155,180 @@ static bool quantize_block(uint8_t *qs, uint16_t *d, enum ll_qtype t, int nb, in
     return true;
 }
 
+/* ---- q4_k ---- */
+
+/* The fit of one block x[0..32) as a · q − b, a >= 0, b >= 0, q in [0, 15] (quant.h). With
+ * lo = min(min x, 0) and hi = max x, candidate t rounds q = round(s · (x − lo)) with
+ * s = (15 + (t − 10) / 10) / (hi − lo) and takes the least-squares (a, c) of x ≈ a · q + c with
+ * c <= 0 (b = −c); the candidate with the least squared error wins (the first on ties). Without
+ * a valid candidate (hi == lo: a constant block that is not positive; a range beyond f32) the
+ * block keeps the plain min-max a = (hi − lo) / 15, b = −lo.
+ * Every operation is spelled out in its order and precision (Σq and Σq² exact integers, Σq·x one
+ * f32 chain in element order, the solve in f64), because ll_qk_fit_avx512 runs the same
+ * operations on 16 blocks at once and must give the same a and b. */
+static void qk_fit(const float x[LL_QBLOCK], float *a_out, float *b_out)
+{
+    float lo = 0.0f, hi = x[0];
+    double sx = 0, sxx = 0;
+    for (int i = 0; i < LL_QBLOCK; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+        sx += x[i];
+        sxx += (double)x[i] * x[i];
+    }
+    *a_out = (hi - lo) / 15.0f;
+    *b_out = -lo;
+    if (!(hi > lo) || !isfinite(hi - lo))
+        return;
+    const double n = LL_QBLOCK;
+    double best = INFINITY;
+    for (int t = 0; t < LL_QK_CANDIDATES; t++) {
+        float s = ll_qk_candidate(t) / (hi - lo);
+        if (!isfinite(s)) /* hi − lo subnormal */
+            break;
+        int sq = 0, sqq = 0;
+        float sqx = 0.0f;
+        for (int i = 0; i < LL_QBLOCK; i++) {
+            int q = (int)(s * (x[i] - lo) + 0.5f); /* the argument is >= 0.5: round half up */
+            q = q > 15 ? 15 : q;
+            sq += q;
+            sqq += q * q;
+            sqx += (float)q * x[i];
+        }
+        double det = n * sqq - (double)sq * sq;
+        if (det <= 0) /* every q equal: no slope to fit */
+            continue;
+        double a = (n * sqx - (double)sq * sx) / det, c = (sqq * sx - (double)sq * sqx) / det;
+        if (c > 0) {
+            c = 0;
+            a = sqx / (double)sqq;
+        }
+        if (!(a > 0))
+            continue;
+        double e = a * a * sqq + 2 * a * c * sq + n * c * c - 2 * a * sqx - 2 * c * sx + sxx;
+        if (e < best) {
+            best = e;
+            *a_out = (float)a;
+            *b_out = (float)-c;
+        }
+    }
+}
+
+/* Super-block B of row n, x[0 .. 32·nsub) (nsub blocks, finite) with the fits a[j], b[j] of its
+ * blocks, into the planes (nb blocks per row). Returns false if a scale overflows f16. */
+static bool qk_encode(uint8_t *qs, uint8_t *dp, int nb, int n, int B, const float *x, int nsub,
+                      const float a[LL_QK_BLOCKS], const float b[LL_QK_BLOCKS])
+{
+    float amax = 0.0f, bmax = 0.0f;
+    for (int j = 0; j < nsub; j++) {
+        amax = a[j] > amax ? a[j] : amax;
+        bmax = b[j] > bmax ? b[j] : bmax;
+    }
+    uint16_t dh = ll_f32_to_f16(amax / 63.0f), mh = ll_f32_to_f16(bmax / 63.0f);
+    float d = ll_f16_to_f32(dh), dmin = ll_f16_to_f32(mh);
+    if (!isfinite(d) || !isfinite(dmin))
+        return false;
+    uint8_t codes[16] = {0};
+    for (int j = 0; j < nsub; j++) {
+        codes[j] = (uint8_t)(d > 0.0f ? round_clamp(a[j] / d, 0, 63) : 0);
+        codes[LL_QK_BLOCKS + j] = (uint8_t)(dmin > 0.0f ? round_clamp(b[j] / dmin, 0, 63) : 0);
+    }
+    const int r = n % LL_QGROUP, nsb = ll_qk_nsb(nb);
+    uint8_t *sb = dp + ll_qk_sb_offset(nsb, n, B);
+    uint32_t c[3];
+    ll_qk_pack_codes(c, codes);
+    memcpy(sb + 2 * r, &dh, 2);
+    memcpy(sb + 32 + 2 * r, &mh, 2);
+    for (int t = 0; t < 3; t++)
+        memcpy(sb + 64 + 64 * t + 4 * r, &c[t], 4);
+    for (int j = 0; j < nsub; j++) {
+        const float ds = d * (float)codes[j], dm = dmin * (float)codes[LL_QK_BLOCKS + j];
+        const float *xb = x + j * LL_QBLOCK;
+        int q[LL_QBLOCK];
+        for (int i = 0; i < LL_QBLOCK; i++)
+            q[i] = ds > 0.0f ? round_clamp((xb[i] + dm) / ds, 0, 15) : 0;
+        const int blk = B * LL_QK_BLOCKS + j;
+        for (int i = 0; i < LL_QBLOCK / 2; i++)
+            qs[ll_q_offset(LL_Q4_K, nb, n, blk, i)] = (uint8_t)(q[i] | q[i + LL_QBLOCK / 2] << 4);
+    }
+    return true;
+}
+
+/* Blocks in super-block B of a row of nb blocks. */
+static int qk_nsub(int nb, int B)
+{
+    return nb - B * LL_QK_BLOCKS < LL_QK_BLOCKS ? nb - B * LL_QK_BLOCKS : LL_QK_BLOCKS;
+}
+
+/* Rows [n0, n1) of src into q4_k planes with the reference fit, row by row; on failure the row
+ * and super-block in *bad_n, *bad_b (the super-blocks before it written). */
+static bool quantize_rows_k(uint8_t *qs, uint8_t *dp, const void *src, enum ll_dtype stype, int K,
+                            int n0, int n1, int *bad_n, int *bad_b)
+{
+    const int nb = K / LL_QBLOCK, nsb = ll_qk_nsb(nb);
+    float x[LL_QK_BLOCKS * LL_QBLOCK], a[LL_QK_BLOCKS], b[LL_QK_BLOCKS];
+    for (int n = n0; n < n1; n++)
+        for (int B = 0; B < nsb; B++) {
+            const int nsub = qk_nsub(nb, B);
+            size_t base = (size_t)n * (size_t)K + (size_t)B * LL_QK_BLOCKS * LL_QBLOCK;
+            bool ok = true;
+            for (int i = 0; i < nsub * LL_QBLOCK; i++) {
+                x[i] = src_at(src, stype, base + (size_t)i);
+                ok = ok && isfinite(x[i]);
+            }
+            for (int j = 0; ok && j < nsub; j++)
+                qk_fit(x + j * LL_QBLOCK, &a[j], &b[j]);
+            if (!ok || !qk_encode(qs, dp, nb, n, B, x, nsub, a, b)) {
+                *bad_n = n;
+                *bad_b = B;
+                return false;
+            }
+        }
+    return true;
+}
+
+/* The same bytes as quantize_rows_k, with the fits of 16 rows' blocks at once on AVX-512
+ * (ll_qk_fit_avx512), a group of rows at a time. A group holding a value that is not finite, or
+ * a scale that overflows, is done again by quantize_rows_k, which then fails as the reference
+ * does, with its message. */
+static bool quantize_rows_k_avx512(uint8_t *qs, uint8_t *dp, const void *src,
+                                   enum ll_dtype stype, int K, int n0, int n1, int *bad_n,
+                                   int *bad_b)
+{
+    const int nb = K / LL_QBLOCK, nsb = ll_qk_nsb(nb);
+    float xt[LL_QBLOCK][LL_QGROUP], fa[LL_QGROUP], fb[LL_QGROUP];
+    float x[LL_QK_BLOCKS * LL_QBLOCK], a[LL_QGROUP][LL_QK_BLOCKS], b[LL_QGROUP][LL_QK_BLOCKS];
+    for (int g0 = n0; g0 < n1; g0 += LL_QGROUP) {
+        const int rows = n1 - g0 < LL_QGROUP ? n1 - g0 : LL_QGROUP;
+        bool ok = true;
+        for (size_t i = (size_t)g0 * (size_t)K; ok && i < (size_t)(g0 + rows) * (size_t)K; i++)
+            ok = isfinite(src_at(src, stype, i));
+        for (int B = 0; ok && B < nsb; B++) {
+            const int nsub = qk_nsub(nb, B);
+            for (int j = 0; j < nsub; j++) {
+                size_t k0 = (size_t)(B * LL_QK_BLOCKS + j) * LL_QBLOCK;
+                for (int i = 0; i < LL_QBLOCK; i++)
+                    for (int r = 0; r < LL_QGROUP; r++)
+                        xt[i][r] = r < rows ? src_at(src, stype,
+                                                     (size_t)(g0 + r) * (size_t)K + k0 + (size_t)i)
+                                            : 0.0f;
+                ll_qk_fit_avx512(xt, fa, fb);
+                for (int r = 0; r < rows; r++)
+                    a[r][j] = fa[r], b[r][j] = fb[r];
+            }
+            for (int r = 0; ok && r < rows; r++) {
+                size_t base = (size_t)(g0 + r) * (size_t)K + (size_t)B * LL_QK_BLOCKS * LL_QBLOCK;
+                for (int i = 0; i < nsub * LL_QBLOCK; i++)
+                    x[i] = src_at(src, stype, base + (size_t)i);
+                ok = qk_encode(qs, dp, nb, g0 + r, B, x, nsub, a[r], b[r]);
+            }
+        }
+        if (!ok)
+            return quantize_rows_k(qs, dp, src, stype, K, g0, n1, bad_n, bad_b);
+    }
+    return true;
+}
+
 /* ---- variants ---- */
 
 static pthread_once_t variant_once = PTHREAD_ONCE_INIT;
@@ -186,10 +365,13 @@ bool ll_quantize_set_variant(const char *name)
     return true;
 }
 
-static enum ll_status block_error(enum ll_qtype t, int n, int b, struct ll_err *err)
+/* The error for block b (q4_k: super-block b) of row n of a K-column matrix. */
+static enum ll_status block_error(enum ll_qtype t, int K, int n, int b, struct ll_err *err)
 {
-    return ll_err_set(err, LL_EINVAL, "quantize %s: row %d, block %d (elements %d..%d): %s",
-                      ll_qtype_name(t), n, b, b * LL_QBLOCK, b * LL_QBLOCK + 31,
+    int len = t == LL_Q4_K ? LL_QK_BLOCKS * LL_QBLOCK : LL_QBLOCK, end = (b + 1) * len;
+    return ll_err_set(err, LL_EINVAL, "quantize %s: row %d, %s %d (elements %d..%d): %s",
+                      ll_qtype_name(t), n, t == LL_Q4_K ? "super-block" : "block", b, b * len,
+                      (end < K ? end : K) - 1,
                       "a value is not finite or too large for an f16 scale");
 }
 
@@ -207,9 +389,13 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
     const int nb = K / LL_QBLOCK;
     pthread_once(&variant_once, variant_init);
     int bad_n, bad_b;
-    if (use_avx512) {
+    if (t == LL_Q4_K) {
+        if (!(use_avx512 ? quantize_rows_k_avx512 : quantize_rows_k)(qs, (uint8_t *)d, src, stype,
+                                                                     K, n0, n1, &bad_n, &bad_b))
+            return block_error(t, K, bad_n, bad_b, err);
+    } else if (use_avx512) {
         if (!ll_quantize_rows_avx512(qs, d, t, src, stype, K, n0, n1, &bad_n, &bad_b))
-            return block_error(t, bad_n, bad_b, err);
+            return block_error(t, K, bad_n, bad_b, err);
     } else {
         float x[LL_QBLOCK];
         for (int n = n0; n < n1; n++)
@@ -218,22 +404,61 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
                     x[i] = src_at(src, stype,
                                   (size_t)n * (size_t)K + (size_t)(b * LL_QBLOCK + i));
                 if (!quantize_block(qs, d, t, nb, n, b, x))
-                    return block_error(t, n, b, err);
+                    return block_error(t, K, n, b, err);
             }
     }
     if (n1 == N) /* zero the padding rows of the last group */
-        for (int n = N; n < groups(N) * LL_QGROUP; n++)
+        for (int n = N; n < groups(N) * LL_QGROUP; n++) {
             for (int b = 0; b < nb; b++) {
-                d[ll_q_d_index(nb, n, b)] = 0;
+                if (t != LL_Q4_K)
+                    d[ll_q_d_index(nb, n, b)] = 0;
                 for (int i = 0; i < LL_QBLOCK; i++)
                     qs[ll_q_offset(t, nb, n, b, i)] = 0;
             }
+            if (t == LL_Q4_K)
+                for (int B = 0; B < ll_qk_nsb(nb); B++) {
+                    uint8_t *sb = (uint8_t *)d + ll_qk_sb_offset(ll_qk_nsb(nb), n, B);
+                    const int r = n % LL_QGROUP;
+                    memset(sb + 2 * r, 0, 2);
+                    memset(sb + 32 + 2 * r, 0, 2);
+                    for (int w = 0; w < 3; w++)
+                        memset(sb + 64 + 64 * w + 4 * r, 0, 4);
+                }
+        }
     return LL_OK;
+}
+
+/* Row n of a q4_k matrix: (d · sc_j) · q − dmin · m_j; d · sc_j · q is exact (at most
+ * 11 + 6 + 4 significant bits), the difference rounds once. */
+static void dequantize_row_k(float *out, const struct ll_qweight *w, int n)
+{
+    const int nb = w->k / LL_QBLOCK, nsb = ll_qk_nsb(nb);
+    const uint8_t *dp = (const uint8_t *)w->d;
+    for (int b = 0; b < nb; b++) {
+        const int B = b / LL_QK_BLOCKS, j = b % LL_QK_BLOCKS;
+        const uint8_t *sb = dp + ll_qk_sb_offset(nsb, n, B);
+        uint16_t dh, mh;
+        uint32_t c[3];
+        memcpy(&dh, sb + 2 * (n % LL_QGROUP), 2);
+        memcpy(&mh, sb + 32 + 2 * (n % LL_QGROUP), 2);
+        ll_qk_read_codes(c, dp, nsb, n, B);
+        float ds = ll_f16_to_f32(dh) * (float)ll_qk_code(c, j);
+        float dm = ll_f16_to_f32(mh) * (float)ll_qk_code(c, LL_QK_BLOCKS + j);
+        for (int i = 0; i < LL_QBLOCK; i++) {
+            uint8_t byte = w->qs[ll_q_offset(LL_Q4_K, nb, n, b, i)];
+            float q = (float)(i < 16 ? byte & 15 : byte >> 4);
+            out[b * LL_QBLOCK + i] = ds * q - dm;
+        }
+    }
 }
 
 void ll_dequantize_row(float *out, const struct ll_qweight *w, int n)
 {
     LL_ASSERT(n >= 0 && n < w->n);
+    if (w->type == LL_Q4_K) {
+        dequantize_row_k(out, w, n);
+        return;
+    }
     const int nb = w->k / LL_QBLOCK;
     for (int b = 0; b < nb; b++) {
         float ds = ll_f16_to_f32(w->d[ll_q_d_index(nb, n, b)]);

@@ -1,6 +1,8 @@
 /*
  * quant_avx512.c: the AVX-512 variant of the weight quantizers (quant.h; AVX-512 F, BW, VL, DQ
- * and F16C), which quantize.c calls for ll_quantize_rows when the CPU and LLAISYS_KERNEL allow.
+ * and F16C), which quantize.c calls for ll_quantize_rows when the CPU and LLAISYS_KERNEL allow;
+ * for q4_k only the block fit (ll_qk_fit_avx512, 16 rows' blocks at once, the reference's
+ * operations lane by lane), the rest stays in quant.c.
  * It writes exactly the bytes of the reference (quant.c), block for block: the same maximum
  * (and, for q4_0, the first element of largest magnitude with its sign), the same f16 scale
  * (ll_f32_to_f16 on the same quotient), x / d with IEEE division in f32, rounding half away
@@ -116,4 +118,95 @@ bool ll_quantize_rows_avx512(uint8_t *qs, uint16_t *d, enum ll_qtype t, const vo
             }
         }
     return true;
+}
+
+/* ---- q4_k: the block fit of 16 rows at once ---- */
+
+/* Lanes 8h .. 8h+7 of v as f64. */
+INLINE __m512d half_pd(__m512 v, int h)
+{
+    return _mm512_cvtps_pd(h ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
+}
+
+INLINE __m512d half_epi32_pd(__m512i v, int h)
+{
+    return _mm512_cvtepi32_pd(h ? _mm512_extracti32x8_epi32(v, 1) : _mm512_castsi512_si256(v));
+}
+
+/* qk_fit of quant.c with lane r doing block r: each lane runs the reference's operations in
+ * its order and precision (min/max operand order included), so a and b are its bits. */
+void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a_out[LL_QGROUP],
+                      float b_out[LL_QGROUP])
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f), inf = _mm512_set1_ps(INFINITY);
+    __m512 lo = _mm512_setzero_ps(), hi = _mm512_loadu_ps(xt[0]);
+    __m512d sx[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, sxx[2] = {sx[0], sx[0]};
+    for (int i = 0; i < LL_QBLOCK; i++) {
+        __m512 v = _mm512_loadu_ps(xt[i]);
+        lo = _mm512_min_ps(v, lo); /* v < lo ? v : lo */
+        hi = _mm512_max_ps(v, hi); /* v > hi ? v : hi */
+        for (int h = 0; h < 2; h++) {
+            __m512d vd = half_pd(v, h);
+            sx[h] = _mm512_add_pd(sx[h], vd);
+            sxx[h] = _mm512_add_pd(sxx[h], _mm512_mul_pd(vd, vd));
+        }
+    }
+    const __m512 range = _mm512_sub_ps(hi, lo);
+    __m512 a_best = _mm512_div_ps(range, _mm512_set1_ps(15.0f)), b_best = _mm512_xor_ps(lo, sign);
+    __mmask16 active = _mm512_cmp_ps_mask(hi, lo, _CMP_GT_OQ) &
+                       _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, range), inf, _CMP_LT_OQ);
+    const __m512d n = _mm512_set1_pd(LL_QBLOCK), two = _mm512_set1_pd(2.0);
+    __m512d best[2] = {_mm512_set1_pd(INFINITY), _mm512_set1_pd(INFINITY)};
+    for (int t = 0; t < LL_QK_CANDIDATES; t++) {
+        __m512 s = _mm512_div_ps(_mm512_set1_ps(ll_qk_candidate(t)), range);
+        active &= _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, s), inf, _CMP_LT_OQ);
+        if (!active)
+            break;
+        __m512i sq = _mm512_setzero_si512(), sqq = sq;
+        __m512 sqx = _mm512_setzero_ps();
+        for (int i = 0; i < LL_QBLOCK; i++) {
+            __m512 v = _mm512_loadu_ps(xt[i]);
+            __m512 f = _mm512_add_ps(_mm512_mul_ps(s, _mm512_sub_ps(v, lo)), _mm512_set1_ps(0.5f));
+            __m512i q = _mm512_min_epi32(_mm512_cvttps_epi32(f), _mm512_set1_epi32(15));
+            sq = _mm512_add_epi32(sq, q);
+            sqq = _mm512_add_epi32(sqq, _mm512_mullo_epi32(q, q));
+            sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_cvtepi32_ps(q), v));
+        }
+        __m256 an[2], bn[2];
+        __mmask16 upd = 0;
+        for (int h = 0; h < 2; h++) {
+            const __m512d dq = half_epi32_pd(sq, h), dqq = half_epi32_pd(sqq, h);
+            const __m512d dqx = half_pd(sqx, h);
+            __m512d det = _mm512_sub_pd(_mm512_mul_pd(n, dqq), _mm512_mul_pd(dq, dq));
+            __m512d a = _mm512_div_pd(
+                _mm512_sub_pd(_mm512_mul_pd(n, dqx), _mm512_mul_pd(dq, sx[h])), det);
+            __m512d c = _mm512_div_pd(
+                _mm512_sub_pd(_mm512_mul_pd(dqq, sx[h]), _mm512_mul_pd(dq, dqx)), det);
+            __mmask8 cpos = _mm512_cmp_pd_mask(c, _mm512_setzero_pd(), _CMP_GT_OQ);
+            c = _mm512_mask_mov_pd(c, cpos, _mm512_setzero_pd());
+            a = _mm512_mask_mov_pd(a, cpos, _mm512_div_pd(dqx, dqq));
+            /* a·a·sqq + 2·a·c·sq + n·c·c − 2·a·sqx − 2·c·sx + sxx, left to right */
+            __m512d ta = _mm512_mul_pd(two, a), tc = _mm512_mul_pd(two, c);
+            __m512d e = _mm512_mul_pd(_mm512_mul_pd(a, a), dqq);
+            e = _mm512_add_pd(e, _mm512_mul_pd(_mm512_mul_pd(ta, c), dq));
+            e = _mm512_add_pd(e, _mm512_mul_pd(_mm512_mul_pd(n, c), c));
+            e = _mm512_sub_pd(e, _mm512_mul_pd(ta, dqx));
+            e = _mm512_sub_pd(e, _mm512_mul_pd(tc, sx[h]));
+            e = _mm512_add_pd(e, sxx[h]);
+            __mmask8 ok = (__mmask8)(active >> (8 * h)) &
+                          _mm512_cmp_pd_mask(det, _mm512_setzero_pd(), _CMP_GT_OQ) &
+                          _mm512_cmp_pd_mask(a, _mm512_setzero_pd(), _CMP_GT_OQ) &
+                          _mm512_cmp_pd_mask(e, best[h], _CMP_LT_OQ);
+            best[h] = _mm512_mask_mov_pd(best[h], ok, e);
+            an[h] = _mm512_cvtpd_ps(a);
+            bn[h] = _mm512_cvtpd_ps(_mm512_xor_pd(c, _mm512_set1_pd(-0.0)));
+            upd |= (__mmask16)((unsigned)ok << (8 * h));
+        }
+        a_best = _mm512_mask_mov_ps(a_best, upd,
+                                    _mm512_insertf32x8(_mm512_castps256_ps512(an[0]), an[1], 1));
+        b_best = _mm512_mask_mov_ps(b_best, upd,
+                                    _mm512_insertf32x8(_mm512_castps256_ps512(bn[0]), bn[1], 1));
+    }
+    _mm512_storeu_ps(a_out, a_best);
+    _mm512_storeu_ps(b_out, b_best);
 }

@@ -116,9 +116,9 @@ static enum ll_status get_eos(const cJSON *o, int *ids, int *n, const char *name
     return LL_OK;
 }
 
-/* quantization_config (optional): {"quant_method": "llaisys", "format": "q8_0" | "q4_0",
- * "layout": LL_QLAYOUT}; a missing field, or any other method, format or layout, is refused
- * naming the field. */
+/* quantization_config (optional): {"quant_method": "llaisys",
+ * "format": "q8_0" | "q4_0" | "q4_k", "layout": LL_QLAYOUT}; a missing field, or any other
+ * method, format or layout, is refused naming the field. */
 static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const char *name,
                                  struct ll_err *err)
 {
@@ -148,7 +148,7 @@ static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const c
     if (!ll_qtype_parse(v[1], &c->qtype))
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: quantization_config.format \"%.40s\" is not supported (q8_0, "
-                          "q4_0)",
+                          "q4_0, q4_k)",
                           name, v[1]);
     if (strcmp(v[2], LL_QLAYOUT))
         return ll_err_set(err, LL_EUNSUPPORTED,

@@ -56,24 +56,31 @@ enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, c
     return LL_OK;
 }
 
+void model_qplane(enum ll_qtype t, int n, int k, int plane, enum st_dtype *dtype, int64_t shape[2])
+{
+    const int rows = (n + LL_QGROUP - 1) / LL_QGROUP * LL_QGROUP;
+    size_t bytes = plane == 0 ? ll_qweight_qs_bytes(t, rows, k) : ll_qweight_d_bytes(t, rows, k);
+    *dtype = plane == 0 ? (t == LL_Q8_0 ? ST_I8 : ST_U8) : (t == LL_Q4_K ? ST_U8 : ST_F16);
+    shape[0] = rows;
+    shape[1] = (int64_t)(bytes / (size_t)rows / st_dtype_size(*dtype));
+}
+
 /* Bind the two planes of quantized linear l (name, n, k set) of type m->config.qtype. */
 static enum ll_status bind_planes(const struct model *m, struct model_linear *l, struct ll_err *err)
 {
     const enum ll_qtype qt = m->config.qtype;
-    const int64_t rows = (l->n + LL_QGROUP - 1) / LL_QGROUP * LL_QGROUP;
     if (l->k % LL_QBLOCK)
         return ll_err_set(err, LL_EMODEL,
                           "%s: weight '%s' has %d inputs, not a multiple of %d: it cannot be %s",
                           st_path(m->st), l->name, l->k, LL_QBLOCK, ll_qtype_name(qt));
-    const struct {
+    struct {
         const char *suffix;
         enum st_dtype dtype;
-        int64_t cols;
+        int64_t shape[2];
         const char *what;
-    } plane[2] = {
-        {".qs", qt == LL_Q8_0 ? ST_I8 : ST_U8, qt == LL_Q8_0 ? l->k : l->k / 2, "data plane"},
-        {".d", ST_F16, l->k / LL_QBLOCK, "scale plane"},
-    };
+    } plane[2] = {{.suffix = ".qs", .what = "data plane"}, {.suffix = ".d", .what = "scale plane"}};
+    for (int i = 0; i < 2; i++)
+        model_qplane(qt, l->n, l->k, i, &plane[i].dtype, plane[i].shape);
     const struct st_tensor *t[2];
     for (int i = 0; i < 2; i++) {
         char name[LL_TENSOR_NAME_MAX + 8];
@@ -90,11 +97,11 @@ static enum ll_status bind_planes(const struct model *m, struct model_linear *l,
                               "(layout %s)",
                               t[i]->file, name, st_dtype_name(t[i]->dtype), plane[i].what,
                               ll_qtype_name(qt), st_dtype_name(plane[i].dtype), LL_QLAYOUT);
-        if (!shape_is(t[i], rows, plane[i].cols)) {
+        if (!shape_is(t[i], plane[i].shape[0], plane[i].shape[1])) {
             char why[200];
             snprintf(why, sizeof why, "the %s of %s weight '%s' (%d x %d) is", plane[i].what,
                      ll_qtype_name(qt), l->name, l->n, l->k);
-            return shape_error(t[i], rows, plane[i].cols, why, err);
+            return shape_error(t[i], plane[i].shape[0], plane[i].shape[1], why, err);
         }
     }
     enum ll_status s = ll_qweight_init(&l->q, qt, l->n, l->k, t[0]->data, t[0]->nbytes, t[1]->data,

@@ -20,6 +20,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "model_bind.h"
 #include "model_dir.h"
 #include "pool.h"
 #include "safetensors.h"
@@ -120,7 +121,7 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
                               "quantized to %s",
                               m->dir, l->name, l->k, LL_QBLOCK, ll_qtype_name(t));
         total += round64(ll_qweight_qs_bytes(t, l->n, l->k)) +
-                 round64(ll_qweight_d_bytes(l->n, l->k));
+                 round64(ll_qweight_d_bytes(t, l->n, l->k));
         weights += (double)l->n * l->k;
     }
     struct qjob j = {.m = m, .t = t};
@@ -142,7 +143,7 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
         j.qs[i] = (uint8_t *)p;
         p += round64(ll_qweight_qs_bytes(t, l->n, l->k));
         j.d[i] = (uint16_t *)p;
-        p += round64(ll_qweight_d_bytes(l->n, l->k));
+        p += round64(ll_qweight_d_bytes(t, l->n, l->k));
         j.first[i + 1] = j.first[i] + (l->n + PIECE_ROWS - 1) / PIECE_ROWS;
     }
     if (n_threads < 1)
@@ -164,7 +165,7 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
         struct model_linear *l = m->linears[i];
         struct ll_err e = {0};
         LL_ASSERT(ll_qweight_init(&l->q, t, l->n, l->k, j.qs[i], ll_qweight_qs_bytes(t, l->n, l->k),
-                                  j.d[i], ll_qweight_d_bytes(l->n, l->k), &e) == LL_OK);
+                                  j.d[i], ll_qweight_d_bytes(t, l->n, l->k), &e) == LL_OK);
         l->quantized = true;
         if (!l->tied) {
             release_pages(l->dense.data, dense_bytes(l));
@@ -302,19 +303,14 @@ enum ll_status model_quant_write(const struct model *m, const char *out_dir, boo
     }
     for (int i = 0; i < nl; i++) {
         const struct model_linear *l = m->linears[i];
-        int64_t rows = (l->n + LL_QGROUP - 1) / LL_QGROUP * LL_QGROUP;
         snprintf(names[2 * i], sizeof names[0], "%s.qs", l->name);
         snprintf(names[2 * i + 1], sizeof names[0], "%s.d", l->name);
-        t[n++] = (struct st_write_tensor){.name = names[2 * i],
-                                          .dtype = l->q.type == LL_Q8_0 ? ST_I8 : ST_U8,
-                                          .ndim = 2,
-                                          .shape = {rows, l->q.type == LL_Q8_0 ? l->k : l->k / 2},
-                                          .data = l->q.qs};
-        t[n++] = (struct st_write_tensor){.name = names[2 * i + 1],
-                                          .dtype = ST_F16,
-                                          .ndim = 2,
-                                          .shape = {rows, l->k / LL_QBLOCK},
-                                          .data = l->q.d};
+        for (int p = 0; p < 2; p++) {
+            t[n] = (struct st_write_tensor){
+                .name = names[2 * i + p], .ndim = 2, .data = p ? (const void *)l->q.d : l->q.qs};
+            model_qplane(l->q.type, l->n, l->k, p, &t[n].dtype, t[n].shape);
+            n++;
+        }
     }
     if ((s = config_text(m, &cfg, err)) ||
         (s = model_dir_begin(&w, out_dir, written_files, LL_ARRAY_LEN(written_files), force, err)))
