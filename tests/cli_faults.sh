@@ -7,7 +7,8 @@
 # under load (every stream finishes, with the text it has alone); a request that fails inside
 # the forward pass (only it ends, with the model's message; the streams beside it finish with
 # the text they have alone); clients killed while the server writes (SIGPIPE does not stop
-# it); SIGTERM under load (in-flight streams end with [DONE] within the grace period, exit 0).
+# it); SIGTERM under load (in-flight streams end with [DONE] within the grace period, exit 0);
+# and llaisys-cli bench-serve's open loop (429 share, Retry-After, server sampling).
 # The server under test is $LLAISYS_SERVER.
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
 
@@ -182,6 +183,24 @@ c -o "$tmp/bad.json" -w '%{http_code}' -d "$(body 3 20 5 false)" "$URL/v1/comple
     jq -e '.error.message | test("forward pass failed on token 7")' "$tmp/bad.json" >/dev/null
 check "forward failure: not streamed, a 500 with the model's message" $?
 kv_empty "forward failure"
+
+# ---- llaisys-cli bench-serve's open loop against it: 40/s offered, about 16/s served ----
+cli="${LLAISYS_CLI:-./llaisys-cli}"
+"$cli" bench-serve --url "$URL" --rate 40 --duration 2 --arrivals fixed --prompt-tokens 8 \
+    --max-tokens 10 --server-pid "$PID" --warmup 0 --json >"$tmp/open" 2>"$tmp/open.err"
+rc=$?
+jq -se '.[0] as $r | .[1] as $w | $r.mode == "open" and $r.offered == 80 and
+        $r.rejected_429 > 0 and $r.rejected_429_with_retry_after == $r.rejected_429 and
+        $r.errors == 0 and $r.admitted > 0 and $r.finished == $r.admitted and
+        $r.admitted + $r.rejected_429 == $r.sent and $r.itl_p99_s > 0 and
+        $w.server_pid > 0 and $w.rss_kb.max >= $w.rss_kb.start and $w.rss_kb.start > 0 and
+        $w.fds.max > $w.fds.start and $w.kv_tokens.max > 0 and $w.kv_tokens.end == 0' \
+    "$tmp/open" >/dev/null && [ $rc -eq 0 ] || cat "$tmp/open" "$tmp/open.err" | sed "s/^/# /"
+check "bench-serve --rate: 80 arrivals, 429s all with Retry-After, admitted all finished, server sampled (exit $rc)" $?
+"$cli" bench-serve --url "$URL" --rate 5 --arrivals bursty >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--arrivals must be poisson or fixed' "$tmp/e"
+check "bench-serve: a bad --arrivals is refused naming the choices" $?
+kv_empty "open loop"
 stop stages
 
 # ---- KV exhaustion with preemption, then SIGTERM under load ----

@@ -10,7 +10,8 @@
 # not stop cleanly.
 # usage: sh tests/overload.sh [MODEL [SECONDS]]   (default tests/fixtures/tiny-qwen2, 60)
 # environment: MAX_SEQS (8), MAX_QUEUE (MAX_SEQS), THREADS (2), PROMPT (64), GEN (32) tokens,
-# FACTORS ("2 4"), LLAISYS_SERVER, LLAISYS_CLI; SERVER_ARGS is passed on to the server.
+# FACTORS ("2 4"), UNLOADED_REQUESTS (16), CAP_REQUESTS (6 x MAX_SEQS), LLAISYS_SERVER,
+# LLAISYS_CLI; SERVER_ARGS is passed on to the server.
 model=${1:-tests/fixtures/tiny-qwen2}
 secs=${2:-60}
 seqs=${MAX_SEQS:-8}
@@ -28,14 +29,15 @@ start overload --model "$model" --max-seqs "$seqs" --max-queue "$queue" --thread
 bench() { "$cli" bench-serve --url "$URL" --prompt-tokens "$prompt" --max-tokens "$gen" --json "$@"; }
 
 echo "# $model: max-seqs $seqs, max-queue $queue, $threads threads, $prompt-token prompts, $gen new tokens"
-bench --clients 1 --requests 16 >"$tmp/unloaded" 2>"$tmp/unloaded.err" ||
+bench --clients 1 --requests "${UNLOADED_REQUESTS:-16}" >"$tmp/unloaded" 2>"$tmp/unloaded.err" ||
     { cat "$tmp/unloaded.err"; exit 1; }
-bench --clients "$seqs" --requests $((seqs * 6)) --warmup 0 >"$tmp/cap" 2>"$tmp/cap.err" ||
+bench --clients "$seqs" --requests "${CAP_REQUESTS:-$((seqs * 6))}" --warmup 0 >"$tmp/cap" 2>"$tmp/cap.err" ||
     { cat "$tmp/cap.err"; exit 1; }
 itl0=$(jq -r .itl_p99_s "$tmp/unloaded")
 cap=$(jq -r .requests_per_s "$tmp/cap")
-echo "# unloaded (1 client): ITL p50 $(jq -r '.itl_p50_s * 1000' "$tmp/unloaded") ms, p99 $(jq -r '.itl_p99_s * 1000' "$tmp/unloaded") ms"
-echo "# capacity ($seqs clients, closed loop): $cap requests/s, $(jq -r .tokens_per_s "$tmp/cap") tokens/s, ITL p99 $(jq -r '.itl_p99_s * 1000' "$tmp/cap") ms"
+ms() { jq -r "(.$1 * 10000 | round) / 10" "$2"; }
+echo "# unloaded (1 client): TTFT p50 $(jq -r .ttft_p50_s "$tmp/unloaded") s, ITL p50 $(ms itl_p50_s "$tmp/unloaded") ms, p99 $(ms itl_p99_s "$tmp/unloaded") ms"
+echo "# capacity ($seqs clients, closed loop): $cap requests/s, $(jq -r .tokens_per_s "$tmp/cap") tokens/s, ITL p50 $(ms itl_p50_s "$tmp/cap") ms, p99 $(ms itl_p99_s "$tmp/cap") ms"
 echo
 echo "| load | offered/s | answered/s | 429 share | 429 with Retry-After | errors | admitted finished | TTFT p50 / p99 s | ITL p50 / p99 ms | ITL p99 / unloaded | RSS MiB start / max / end | fds start / max / end | KV tokens start / max / end |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"

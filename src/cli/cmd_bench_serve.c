@@ -335,20 +335,27 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
     memcpy(req + rn, body, n);
     free(body);
     memset(r, 0, sizeof *r);
-    if (c->fd < 0 && conn_open(c, o)) {
-        free(req);
-        snprintf(why, whylen, "cannot connect: %s", strerror(errno));
-        return -1;
-    }
-    r->t_send = ll_now();
-    int rc = send_all(c->fd, req, rn + n);
-    free(req);
+    /* A kept-alive connection the server has closed meanwhile (its idle limit) fails before
+     * any answer: then the request goes once more on a new connection. */
     char line[1024];
-    if (rc || read_line(c, line, sizeof line)) {
-        snprintf(why, whylen, "connection failed");
+    for (int attempt = 0;; attempt++) {
+        bool reused = c->fd >= 0;
+        if (!reused && conn_open(c, o)) {
+            free(req);
+            snprintf(why, whylen, "cannot connect: %s", strerror(errno));
+            return -1;
+        }
+        r->t_send = ll_now();
+        if (!send_all(c->fd, req, rn + n) && !read_line(c, line, sizeof line))
+            break;
         conn_close(c);
-        return -1;
+        if (!reused || attempt) {
+            free(req);
+            snprintf(why, whylen, "connection failed");
+            return -1;
+        }
     }
+    free(req);
     int status = 0;
     sscanf(line, "HTTP/%*s %d", &status);
     bool chunked = false, keep = true;
@@ -366,7 +373,7 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
     r->status = status;
     struct ll_buf ev = {0};
     char chunk[16384];
-    rc = 0;
+    int rc = 0;
     if (chunked) {
         for (;;) {
             if (read_line(c, line, sizeof line)) {
@@ -567,7 +574,7 @@ static long long run_open(struct shared *sh, double rate, double duration, bool 
         }
         pthread_mutex_unlock(&sh->lock);
         double u = (double)(ll_splitmix64(&x) >> 11) * 0x1p-53; /* [0, 1) */
-        at += poisson ? -log1p(-u) / rate : 1.0 / rate;
+        at = poisson ? at - log1p(-u) / rate : (double)arrivals / rate;
     }
     pthread_mutex_lock(&sh->lock);
     sh->closing = true;
