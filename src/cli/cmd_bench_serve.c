@@ -68,12 +68,14 @@ static void usage(FILE *f)
             "  --rate R             open loop: R requests per second arrive\n"
             "  --duration S         open loop: arrivals for S seconds (default 30)\n"
             "  --arrivals KIND      open loop: poisson (default) or fixed (evenly spaced)\n"
-            "  --max-inflight N     open loop: requests in flight at most; an arrival past it\n"
-            "                       is counted and not sent (default 256)\n"
+            "  --max-inflight N     open loop: requests in flight at most, each on a connection\n"
+            "                       of its own; an arrival past it is counted and not sent\n"
+            "                       (default 100, under llaisys-server's 128 per address)\n"
             "  --server-pid PID     sample this server's RSS and open descriptors (/proc/PID)\n"
             "                       and its KV tokens in use (/metrics) during the run\n"
             "  --sample-every S     seconds between samples (default 1); with --server-pid each\n"
-            "                       sample is also printed to stderr as it is taken\n"
+            "                       sample is also printed to stderr as it is taken (a server\n"
+            "                       started by --spawn is sampled too, quietly)\n"
             "  --warmup N           requests run first, one at a time, not measured (default 1)\n"
             "  --prompt-tokens N    prompt length in tokens (default 130)\n"
             "  --max-tokens N       tokens generated per request (default 64)\n"
@@ -594,6 +596,7 @@ struct probe {
 struct watch {
     const struct bench_opts *o;
     int pid;
+    bool print;              /* print each sample to stderr */
     double every, t0;
     pthread_t thread;
     pthread_mutex_t lock;
@@ -670,7 +673,7 @@ static long long read_kv_tokens(const struct bench_opts *o)
     return v;
 }
 
-static void watch_take(struct watch *s, bool print)
+static void watch_take(struct watch *s)
 {
     struct probe p = {read_rss_kb(s->pid), count_fds(s->pid), read_kv_tokens(s->o)};
     if (!s->n++)
@@ -682,7 +685,7 @@ static void watch_take(struct watch *s, bool print)
         s->max.fds = p.fds;
     if (p.kv_tokens > s->max.kv_tokens)
         s->max.kv_tokens = p.kv_tokens;
-    if (print)
+    if (s->print)
         fprintf(stderr, "bench-serve: sample t=%.0fs rss_kb=%lld fds=%lld kv_tokens=%lld\n",
                 ll_now() - s->t0, p.rss_kb, p.fds, p.kv_tokens);
 }
@@ -701,7 +704,7 @@ static void *watch_main(void *arg)
         }
         if (s->stop)
             break;
-        watch_take(s, true);
+        watch_take(s);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -711,7 +714,7 @@ static void *watch_main(void *arg)
 static int watch_start(struct watch *s)
 {
     s->t0 = ll_now();
-    watch_take(s, true);
+    watch_take(s);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     if (pthread_create(&s->thread, NULL, watch_main, s)) {
@@ -730,7 +733,7 @@ static void watch_stop(struct watch *s)
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
-    watch_take(s, true);
+    watch_take(s);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->wake);
 }
@@ -887,8 +890,8 @@ int cmd_bench_serve(int argc, char **argv)
     const char *url = NULL, *spawn = NULL, *dir = NULL, *clients_arg = "1";
     const char *arrivals_kind = "poisson";
     double rate = 0, duration = 30, every = 1;
-    long long max_inflight = 256, server_pid = 0;
-    bool open_loop = false;
+    long long max_inflight = 100, server_pid = 0;
+    bool open_loop = false, pid_given = false;
     const struct cli_arg args[] = {
         CLI_STR("--url", &url),
         CLI_STR("--spawn", &spawn),
@@ -901,7 +904,8 @@ int cmd_bench_serve(int argc, char **argv)
          .min_open = true},
         CLI_STR("--arrivals", &arrivals_kind),
         CLI_INT("--max-inflight", &max_inflight, 1, 4096),
-        CLI_INT("--server-pid", &server_pid, 1, INT32_MAX),
+        {.flag = "--server-pid", .kind = CLI_ARG_INT, .out = &server_pid, .imin = 1,
+         .imax = INT32_MAX, .given = &pid_given},
         {.flag = "--sample-every", .kind = CLI_ARG_NUM, .out = &every, .min = 0, .max = 3600,
          .min_open = true},
         CLI_INT("--warmup", &o.warmup, 0, 1 << 20),
@@ -977,7 +981,8 @@ int cmd_bench_serve(int argc, char **argv)
             rc = 1;
         }
     }
-    struct watch smp = {.o = &o, .pid = (int)server_pid, .every = every};
+    struct watch smp = {.o = &o, .pid = (int)server_pid, .every = every,
+                        .print = pid_given};
     bool sampling = !rc && server_pid && !watch_start(&smp);
     if (!rc && open_loop) {
         shared_reset(&sh);
