@@ -3,9 +3,9 @@
 # measures its capacity (MAX_SEQS clients, closed loop: finished requests per second), then
 # offers that rate open loop (Poisson arrivals, `llaisys-cli bench-serve --rate`) for MINUTES,
 # sampling the server's RSS, open descriptors (/proc) and KV tokens in use (/metrics) every
-# 10 s (each sample printed as it is taken), and prints first / last / max of each and the
-# load's summary. Exits 1 when a request failed, a 429 came without Retry-After, an admitted
-# stream did not finish, or the server did not stop cleanly.
+# 10 s, and prints every sample, first / last / max of each, and the load's summary. Exits 1
+# when a request failed, a 429 came without Retry-After, an admitted stream did not finish, or
+# the server did not stop cleanly.
 # usage: sh tests/soak.sh [MINUTES [MODEL]]   (default 30, tests/fixtures/tiny-qwen2)
 # environment: MAX_SEQS (8), MAX_QUEUE (MAX_SEQS), THREADS (2), PROMPT (64), GEN (32) tokens,
 # LLAISYS_SERVER, LLAISYS_CLI; SERVER_ARGS is passed on to the server. All the load comes from
@@ -25,7 +25,7 @@ command -v jq >/dev/null || { echo "soak.sh needs jq"; exit 1; }
 start soak --model "$model" --max-seqs "$seqs" --max-queue "$queue" --threads "$threads" \
     --max-connections-per-ip 512 $SERVER_ARGS || exit 1
 bench() { "$cli" bench-serve --url "$URL" --prompt-tokens "$prompt" --max-tokens "$gen" --json "$@"; }
-bench --clients "$seqs" --requests $((seqs * 6)) >"$tmp/cap" 2>"$tmp/cap.err" ||
+bench --clients "$seqs" --requests $((seqs * 20)) >"$tmp/cap" 2>"$tmp/cap.err" ||
     { cat "$tmp/cap.err"; exit 1; }
 cap=$(jq -r .requests_per_s "$tmp/cap")
 echo "# $model: max-seqs $seqs, max-queue $queue, $threads threads, $prompt-token prompts, $gen new tokens"

@@ -725,7 +725,8 @@ static int watch_start(struct watch *s)
     return 0;
 }
 
-/* Stop sampling and take the end sample. */
+/* Stop sampling and take the end sample, once the server holds no KV token (its last step
+ * publishes the answers a moment before its statistics) or 5 s have passed. */
 static void watch_stop(struct watch *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -733,6 +734,8 @@ static void watch_stop(struct watch *s)
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
+    for (int i = 0; i < 50 && read_kv_tokens(s->o) > 0; i++)
+        usleep(100000);
     watch_take(s);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->wake);
