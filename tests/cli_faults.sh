@@ -112,8 +112,8 @@ wait_text "$tmp/hog1" 3 && wait_text "$tmp/hog2" 3 && kill "$1" "$2" &&
 check "stages: two decoding streams whose clients hung up stop (running 4 -> 2)" $?
 left="$3 $4"
 
-# a 320-token prompt in chunks of at most 16 tokens beside two decode rows: 20+ steps of 20 ms
-stream prefill "$(body 5000 320 20)"
+# a 480-token prompt in chunks of at most 16 tokens beside two decode rows: 30+ steps of 20 ms
+stream prefill "$(body 5000 480 20)"
 pp=$SP
 wait_metric llaisys_num_requests_running "" 3 && kill "$pp" &&
     ! grep -q '"text":"[^"]' "$tmp/prefill" &&
