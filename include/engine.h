@@ -204,6 +204,8 @@ struct engine_stats {
     uint64_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     uint64_t decode_tokens;     /* decode rows run through the model */
     uint64_t generated_tokens;  /* tokens sampled */
+    uint64_t forward_failures;  /* requests finished with an error because their own forward
+                                   pass failed (the rest of their step went on) */
     uint64_t spec_drafted;      /* draft tokens verified (--spec) */
     uint64_t spec_accepted;     /* draft tokens accepted */
     double busy_s;              /* time spent in steps that did work */
@@ -295,8 +297,9 @@ void engine_output_free(struct engine_output *out);
 /* Run one scheduler step on the calling thread: admit submitted requests, process cancels,
  * build and run one batch, sample, stop, publish outputs. Returns LL_OK with *did_work set to
  * whether any token was computed or any request finished (false: nothing to do), or LL_EINVAL
- * when the engine's own thread is running (engine_start). A forward-pass failure finishes the
- * affected requests with ENGINE_FINISH_ERROR and is returned (the engine stays usable). */
+ * when the engine's own thread is running (engine_start). A failed forward pass is not an error
+ * of the step: its requests are run again one at a time, those whose own forward fails finish
+ * with ENGINE_FINISH_ERROR and the model's message, the others go on unchanged. */
 enum ll_status engine_step(struct engine *e, bool *did_work, struct ll_err *err);
 
 /* Run engine_step until every submitted request has finished (for the CLI and tests). Returns

@@ -9,8 +9,12 @@
  * pollers on other threads, and callers that cancel or walk away while their requests finish;
  * text deltas add up to the decoded text. The determinism checks (greedy batched == alone ==
  * the plain runtime; seeded alone, batched, preempted, prefix-cached; a prefix hit's logits) run
- * again with the weights quantized at load to q8_0, q4_0 and q4_k (--quant).
+ * again with the weights quantized at load to q8_0, q4_0 and q4_k (--quant). A request that
+ * fails inside the forward pass (the mock family's fail_token) fails alone: the requests of its
+ * steps give exactly the output of a run without the fault, the pool ends empty; bad fault fields
+ * are refused naming them.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "engine_harness.h"
@@ -867,6 +872,141 @@ static void test_threaded(void **state)
     engine_destroy(e);
 }
 
+/* ---- a request that fails inside the forward pass fails alone ---- */
+
+enum { NF = 5, FAIL_TOKEN = 7 };
+
+/* A mock model directory in dir (a fresh temporary one) whose config.json has `extra` fields
+ * (e.g. "\"fail_token\": 7") and the mock fixture's tokenizer files. */
+static void make_mock_dir(char *dir, const char *extra)
+{
+    strcpy(dir, "/tmp/llaisys-mock-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char path[256], target[PATH_MAX];
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "tests/fixtures/mock/%s", files[i]);
+        assert_non_null(realpath(path, target));
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        assert_int_equal(symlink(target, path), 0);
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"model_type\": \"mock\", \"vocab_size\": 151936, \"bos_token_id\": 151646, "
+               "\"eos_token_id\": 151643%s%s}\n", extra[0] ? ", " : "", extra);
+    fclose(f);
+}
+
+static void remove_mock_dir(const char *dir)
+{
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "config.json"};
+    char path[256];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static void poll_all(struct engine_req *r, struct result *res, char *error, size_t cap)
+{
+    struct engine_output out = {0};
+    engine_poll(r, &out);
+    assert_true(result_add(res, &out));
+    snprintf(error, cap, "%s", out.error);
+    engine_output_free(&out);
+}
+
+static void test_forward_failure_isolated(void **state)
+{
+    (void)state;
+    int32_t good[NF][48], bad[2][30];
+    struct engine_params p[NF], pb[2];
+    for (int i = 0; i < NF; i++) {
+        int n = 20 + 5 * i;
+        make_prompt(good[i], n, 900 + (uint64_t)i);
+        for (int j = 0; j < n; j++)
+            if (good[i][j] == FAIL_TOKEN)
+                good[i][j]++;
+        p[i] = (struct engine_params){.prompt = good[i], .n_prompt = n, .max_tokens = 10 + i,
+                                      .ignore_eos = true};
+    }
+    for (int i = 0; i < 2; i++) {
+        make_prompt(bad[i], 30, 950 + (uint64_t)i);
+        bad[i][11 + i] = FAIL_TOKEN;
+        pb[i] = (struct engine_params){.prompt = bad[i], .n_prompt = 30, .max_tokens = 8,
+                                       .ignore_eos = true};
+    }
+    /* the reference: the good requests on the mock model without the fault */
+    struct engine_opts o = {.n_ctx = 256, .max_seqs = 8, .max_batch_tokens = 256};
+    struct result ref[NF];
+    struct engine *e = make_engine_on("tests/fixtures/mock", o);
+    run_together(e, p, NF, ref);
+    engine_destroy(e);
+    for (int i = 0; i < NF; i++) {
+        assert_int_equal(ref[i].finish, ENGINE_FINISH_LENGTH);
+        for (int j = 0; j < ref[i].n; j++) /* the fault would hit a good request's decode */
+            assert_int_not_equal(ref[i].ids[j], FAIL_TOKEN);
+    }
+
+    /* with the fault: bad[0] in the first step with every good prompt, bad[1] arriving while
+     * they decode (its prompt chunk beside their decode rows) */
+    char dir[64];
+    make_mock_dir(dir, "\"fail_token\": 7");
+    e = make_engine_on(dir, o);
+    struct engine_req *r[NF], *rb[2];
+    for (int i = 0; i < NF; i++) {
+        r[i] = submit(e, &p[i]);
+        if (i == 2)
+            rb[0] = submit(e, &pb[0]);
+    }
+    step_once(e);
+    step_once(e);
+    rb[1] = submit(e, &pb[1]);
+    run_idle(e);
+    for (int i = 0; i < NF; i++) {
+        struct result got = {0};
+        char error[256];
+        poll_all(r[i], &got, error, sizeof error);
+        assert_int_equal(got.finish, ENGINE_FINISH_LENGTH);
+        assert_int_equal(got.n, ref[i].n);
+        assert_memory_equal(got.ids, ref[i].ids, sizeof(int32_t) * (size_t)got.n);
+        assert_int_equal(got.usage.completion_tokens, ref[i].usage.completion_tokens);
+        engine_req_release(r[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct result got = {0};
+        char error[256];
+        poll_all(rb[i], &got, error, sizeof error);
+        assert_int_equal(got.finish, ENGINE_FINISH_ERROR);
+        assert_int_equal(got.n, 0);
+        assert_non_null(strstr(error, "failed on token 7"));
+        engine_req_release(rb[i]);
+    }
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.forward_failures, 2);
+    assert_pool_empty(e);
+    engine_destroy(e);
+    remove_mock_dir(dir);
+
+    /* the fault fields are checked */
+    const char *bad_fields[] = {"\"fail_token\": 151936", "\"delay_us\": -1",
+                                "\"delay_us\": \"slow\""};
+    const char *named[] = {"fail_token", "delay_us", "delay_us"};
+    for (int i = 0; i < 3; i++) {
+        make_mock_dir(dir, bad_fields[i]);
+        struct ll_err err = {0};
+        struct engine *bad_e = NULL;
+        assert_int_equal(engine_create(&bad_e, dir, &o, &err), LL_EMODEL);
+        assert_null(bad_e);
+        assert_non_null(strstr(err.msg, named[i]));
+        assert_non_null(strstr(err.msg, "config.json"));
+        remove_mock_dir(dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -882,6 +1022,7 @@ int main(void)
         cmocka_unit_test(test_stops_and_text),
         cmocka_unit_test(test_mixed_stress),
         cmocka_unit_test(test_threaded),
+        cmocka_unit_test(test_forward_failure_isolated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -819,7 +819,7 @@ int32_t llaisys_engine_generate(llaisys_engine *e, const char *requests_json,
             continue;
         }
         bool did = false;
-        engine_step(e->e, &did, &err); /* a failed step ends its requests with an error */
+        engine_step(e->e, &did, &err); /* a request whose forward fails ends with an error */
         live = poll_items(items, n, 0);
         if (!did && live > 0) {
             rc = api_fail(LLAISYS_ERR_INTERNAL, "llaisys_engine_generate: the engine stalled "

@@ -1,18 +1,28 @@
 /*
- * cmd_bench_serve.c: `llaisys-cli bench-serve`: a closed-loop load client for an
- * OpenAI-compatible server (llaisys-server, llama.cpp's server, vLLM): N clients each send a
- * streaming /v1/completions request, read its SSE stream to the end, and send the next, until the
- * requested number of requests is done. Prompts are distinct random token ids of a fixed length
- * (no prefix-cache hits between requests), generation is greedy with ignore_eos, so every request
- * produces exactly --max-tokens tokens.
+ * cmd_bench_serve.c: `llaisys-cli bench-serve`: a load client for an OpenAI-compatible server
+ * (llaisys-server, llama.cpp's server, vLLM). Every request is a streaming /v1/completions
+ * request whose SSE stream is read to the end. Prompts are distinct random token ids of a fixed
+ * length (no prefix-cache hits between requests), generation is greedy with ignore_eos, so every
+ * admitted request produces exactly --max-tokens tokens.
+ *
+ * Closed loop (default): N clients each send a request and the next once it ends, until the
+ * requested number is done; reported per client count: generated tokens/s and requests/s over
+ * the measured interval (first send to last byte), time to first token and inter-token latency
+ * percentiles (a gap is measured between successive SSE chunks that carry text).
+ * Open loop (--rate): requests arrive at R/s (Poisson or evenly spaced) for --duration seconds
+ * whatever the answers, up to --max-inflight at once (an arrival finding them all busy is counted,
+ * not sent); reported: offered and answered rates, the share answered 429 (and whether each
+ * carried Retry-After), errors, admitted streams finished, TTFT and ITL of admitted streams.
+ * With --server-pid, a sampler reads the server's RSS and open descriptors from /proc/PID and the
+ * KV tokens in use from /metrics during the run (start, max, end; each sample with --sample-every).
  *
  * With --spawn it also starts llaisys-server itself (port 0, its "serving" line gives the URL)
- * and stops it with SIGTERM at the end. Reported per client count: generated tokens/s over the
- * measured interval (first send to last byte), time to first token and inter-token latency percentiles (a gap is measured between successive
- * SSE chunks that carry text, as a client sees them). One thread per client; each keeps one
- * HTTP/1.1 connection (plain sockets, chunked decoding, SSE parsing: no HTTP library).
+ * and stops it with SIGTERM at the end. One thread per client (closed loop) or per in-flight
+ * slot (open loop); each keeps one HTTP/1.1 connection (plain sockets, chunked decoding, SSE
+ * parsing: no HTTP library).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -22,8 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +41,7 @@
 #include <cjson/cJSON.h>
 
 #include "buf.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "hash.h"
 #include "json.h"
@@ -42,23 +53,37 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: llaisys-cli bench-serve (--url URL | --spawn SERVER --model DIR) [options]\n"
             "           [-- SERVER-OPTIONS...]\n"
-            "Closed-loop streaming load against an OpenAI-compatible server; prints generated\n"
-            "tokens/s and p50/p99 time to first token and inter-token latency per client count.\n\n"
+            "Streaming load against an OpenAI-compatible server. Closed loop (default): prints\n"
+            "generated tokens/s, requests/s and p50/p99 time to first token and inter-token\n"
+            "latency per client count. Open loop (--rate): requests arrive at a fixed rate\n"
+            "whatever the answers; prints offered and answered rates, the share answered 429,\n"
+            "errors, and the latencies of the admitted streams.\n\n"
             "  --url URL            server base, e.g. http://127.0.0.1:8000\n"
             "  --spawn SERVER       start this llaisys-server on a free port for the run (with\n"
             "                       --model DIR and the options after --), stop it after\n"
             "  --model DIR          the model the spawned server loads\n"
-            "  --clients LIST       concurrent clients, e.g. 1,8,32 (default 1)\n"
-            "  --requests N         measured requests per client count (default\n"
+            "  --clients LIST       closed loop: concurrent clients, e.g. 1,8,32 (default 1)\n"
+            "  --requests N         closed loop: measured requests per client count (default\n"
             "                       max(4, 2 x clients))\n"
+            "  --rate R             open loop: R requests per second arrive\n"
+            "  --duration S         open loop: arrivals for S seconds (default 30)\n"
+            "  --arrivals KIND      open loop: poisson (default) or fixed (evenly spaced)\n"
+            "  --max-inflight N     open loop: requests in flight at most, each on a connection\n"
+            "                       of its own; an arrival past it is counted and not sent\n"
+            "                       (default 100, under llaisys-server's 128 per address)\n"
+            "  --server-pid PID     sample this server's RSS and open descriptors (/proc/PID)\n"
+            "                       and its KV tokens in use (/metrics) during the run\n"
+            "  --sample-every S     seconds between samples (default 1); with --server-pid each\n"
+            "                       sample is also printed to stderr as it is taken (a server\n"
+            "                       started by --spawn is sampled too, quietly)\n"
             "  --warmup N           requests run first, one at a time, not measured (default 1)\n"
             "  --prompt-tokens N    prompt length in tokens (default 130)\n"
             "  --max-tokens N       tokens generated per request (default 64)\n"
             "  --model-name NAME    model field of the requests (default: none sent)\n"
             "  --api-key KEY        sent as Authorization: Bearer KEY\n"
-            "  --seed N             prompt generator seed (default 1)\n"
+            "  --seed N             prompt and arrival generator seed (default 1)\n"
             "  --timeout SECS       per request (default 600)\n"
-            "  --json               print the result as one JSON object\n");
+            "  --json               print each result as one JSON object\n");
 }
 
 struct bench_opts {
@@ -107,10 +132,16 @@ static double percentile(struct samples *s, double p)
 struct shared {
     const struct bench_opts *o;
     pthread_mutex_t lock;
+    pthread_cond_t wake;     /* open loop: a ticket was given, or the run is closing */
     long long next;          /* next request index to take */
-    long long end;           /* requests to run in this phase */
+    long long end;           /* closed loop: requests to run in this phase */
+    long long tickets;       /* open loop: arrivals handed out, not yet taken by a worker */
+    long long busy;          /* open loop: workers holding a ticket */
+    bool closing;            /* open loop: no more arrivals */
     struct samples ttft, itl;
     long long tokens, done, errors;
+    long long rejected, rejected_retry_after; /* answered 429; of those, with Retry-After */
+    long long admitted;      /* answered 200 (the stream may still fail) */
     double t_last;
     char first_error[256];
 };
@@ -219,6 +250,8 @@ struct result {
     double t_send, t_first, t_prev;
     struct samples itl;
     long long tokens;
+    int status;              /* HTTP status of the answer, 0 if none came */
+    bool retry_after;        /* the answer carried Retry-After */
     bool done;
 };
 
@@ -304,20 +337,27 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
     memcpy(req + rn, body, n);
     free(body);
     memset(r, 0, sizeof *r);
-    if (c->fd < 0 && conn_open(c, o)) {
-        free(req);
-        snprintf(why, whylen, "cannot connect: %s", strerror(errno));
-        return -1;
-    }
-    r->t_send = ll_now();
-    int rc = send_all(c->fd, req, rn + n);
-    free(req);
+    /* A kept-alive connection the server has closed meanwhile (its idle limit) fails before
+     * any answer: then the request goes once more on a new connection. */
     char line[1024];
-    if (rc || read_line(c, line, sizeof line)) {
-        snprintf(why, whylen, "connection failed");
+    for (int attempt = 0;; attempt++) {
+        bool reused = c->fd >= 0;
+        if (!reused && conn_open(c, o)) {
+            free(req);
+            snprintf(why, whylen, "cannot connect: %s", strerror(errno));
+            return -1;
+        }
+        r->t_send = ll_now();
+        if (!send_all(c->fd, req, rn + n) && !read_line(c, line, sizeof line))
+            break;
         conn_close(c);
-        return -1;
+        if (!reused || attempt) {
+            free(req);
+            snprintf(why, whylen, "connection failed");
+            return -1;
+        }
     }
+    free(req);
     int status = 0;
     sscanf(line, "HTTP/%*s %d", &status);
     bool chunked = false, keep = true;
@@ -329,10 +369,13 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
             clen = atoll(line + 15);
         else if (!strncasecmp(line, "Connection:", 11) && strstr(line, "close"))
             keep = false;
+        else if (!strncasecmp(line, "Retry-After:", 12) && atoi(line + 12) > 0)
+            r->retry_after = true;
     }
+    r->status = status;
     struct ll_buf ev = {0};
     char chunk[16384];
-    rc = 0;
+    int rc = 0;
     if (chunked) {
         for (;;) {
             if (read_line(c, line, sizeof line)) {
@@ -386,6 +429,44 @@ static int run_request(struct conn *c, const struct bench_opts *o, long long ind
     return 0;
 }
 
+/* Count one request's outcome (under sh->lock). */
+static void record(struct shared *sh, const struct result *r, int rc, const char *why)
+{
+    if (r->status == 200)
+        sh->admitted++;
+    if (r->status == 429) {
+        sh->rejected++;
+        sh->rejected_retry_after += r->retry_after;
+    } else if (rc) {
+        sh->errors++;
+        if (!sh->first_error[0])
+            snprintf(sh->first_error, sizeof sh->first_error, "%s", why);
+    } else {
+        sh->done++;
+        sh->tokens += r->tokens;
+        if (r->t_first > 0)
+            samples_add(&sh->ttft, r->t_first - r->t_send);
+        for (size_t k = 0; k < r->itl.n; k++)
+            samples_add(&sh->itl, r->itl.v[k]);
+    }
+    double now = ll_now();
+    if (now > sh->t_last)
+        sh->t_last = now;
+}
+
+/* Run request i on c and count it. */
+static void run_one(struct shared *sh, struct conn *c, long long i)
+{
+    struct result r = {0};
+    char why[256] = "";
+    int rc = run_request(c, sh->o, i, &r, why, sizeof why);
+    pthread_mutex_lock(&sh->lock);
+    record(sh, &r, rc, why);
+    pthread_mutex_unlock(&sh->lock);
+    free(r.itl.v);
+}
+
+/* Closed loop: take the next index until the phase's end. */
 static void *client_main(void *arg)
 {
     struct shared *sh = arg;
@@ -396,28 +477,31 @@ static void *client_main(void *arg)
         pthread_mutex_unlock(&sh->lock);
         if (i < 0)
             break;
-        struct result r = {0};
-        char why[256] = "";
-        int rc = run_request(&c, sh->o, i, &r, why, sizeof why);
-        double now = ll_now();
-        pthread_mutex_lock(&sh->lock);
-        if (rc) {
-            sh->errors++;
-            if (!sh->first_error[0])
-                snprintf(sh->first_error, sizeof sh->first_error, "%s", why);
-        } else {
-            sh->done++;
-            sh->tokens += r.tokens;
-            if (r.t_first > 0)
-                samples_add(&sh->ttft, r.t_first - r.t_send);
-            for (size_t k = 0; k < r.itl.n; k++)
-                samples_add(&sh->itl, r.itl.v[k]);
-        }
-        if (now > sh->t_last)
-            sh->t_last = now;
-        pthread_mutex_unlock(&sh->lock);
-        free(r.itl.v);
+        run_one(sh, &c, i);
     }
+    conn_close(&c);
+    return NULL;
+}
+
+/* Open loop: wait for a ticket (an arrival), run it, until closing and none is left. */
+static void *open_worker(void *arg)
+{
+    struct shared *sh = arg;
+    struct conn c = {.fd = -1};
+    pthread_mutex_lock(&sh->lock);
+    for (;;) {
+        while (!sh->tickets && !sh->closing)
+            pthread_cond_wait(&sh->wake, &sh->lock);
+        if (!sh->tickets)
+            break;
+        sh->tickets--;
+        long long i = sh->next++;
+        pthread_mutex_unlock(&sh->lock);
+        run_one(sh, &c, i);
+        pthread_mutex_lock(&sh->lock);
+        sh->busy--;
+    }
+    pthread_mutex_unlock(&sh->lock);
     conn_close(&c);
     return NULL;
 }
@@ -457,6 +541,225 @@ static void run_phase(struct shared *sh, long long from, long long to, long long
     free(t);
 }
 
+/* Open loop: arrivals at rate/s for duration seconds (Poisson or evenly spaced), each handed to
+ * an idle worker of max_inflight, or counted in *not_sent when all are busy; then waits for the
+ * in-flight requests. Returns the number of arrivals. */
+static long long run_open(struct shared *sh, double rate, double duration, bool poisson,
+                          long long max_inflight, long long *not_sent)
+{
+    sh->tickets = sh->busy = 0;
+    sh->closing = false;
+    pthread_t *t = calloc((size_t)max_inflight, sizeof *t);
+    long long started = 0;
+    for (long long i = 0; t && i < max_inflight; i++)
+        if (!pthread_create(&t[i], NULL, open_worker, sh))
+            started++;
+    uint64_t x = ll_mix64((uint64_t)sh->o->seed ^ 0x6f70656e6c6f6f70ull); /* arrivals' stream */
+    long long arrivals = 0;
+    *not_sent = 0;
+    double t0 = ll_now();
+    for (double at = 0; started && at < duration;) {
+        double wait = t0 + at - ll_now();
+        if (wait > 0) {
+            struct timespec ts = {(time_t)wait, (long)((wait - floor(wait)) * 1e9)};
+            while (nanosleep(&ts, &ts) && errno == EINTR) {
+            }
+        }
+        pthread_mutex_lock(&sh->lock);
+        arrivals++;
+        if (sh->busy < started) {
+            sh->busy++;
+            sh->tickets++;
+            pthread_cond_signal(&sh->wake);
+        } else {
+            (*not_sent)++;
+        }
+        pthread_mutex_unlock(&sh->lock);
+        double u = (double)(ll_splitmix64(&x) >> 11) * 0x1p-53; /* [0, 1) */
+        at = poisson ? at - log1p(-u) / rate : (double)arrivals / rate;
+    }
+    pthread_mutex_lock(&sh->lock);
+    sh->closing = true;
+    pthread_cond_broadcast(&sh->wake);
+    pthread_mutex_unlock(&sh->lock);
+    for (long long i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    free(t);
+    return started ? arrivals : -1;
+}
+
+/* One reading of the server process; -1 where it could not be read. */
+struct probe {
+    long long rss_kb, fds, kv_tokens;
+};
+
+struct watch {
+    const struct bench_opts *o;
+    int pid;
+    bool print;              /* print each sample to stderr */
+    double every, t0;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stop;
+    long long n;
+    struct probe first, max, last;
+};
+
+static long long read_rss_kb(int pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = atoll(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static long long count_fds(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    long long n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* llaisys_kv_cache_usage_tokens from GET /metrics, on a connection of its own. */
+static long long read_kv_tokens(const struct bench_opts *o)
+{
+    struct conn *c = malloc(sizeof *c);
+    if (!c || conn_open(c, o)) {
+        free(c);
+        return -1;
+    }
+    char req[512], auth[300] = "";
+    if (o->api_key)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", o->api_key);
+    int n = snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\nHost: %s:%d\r\n%s"
+                     "Connection: close\r\n\r\n", o->host, o->port, auth);
+    struct ll_buf body = {0};
+    if (!send_all(c->fd, req, (size_t)n))
+        while (!fill(c)) {
+            ll_buf_append(&body, c->buf + c->off, c->len - c->off);
+            c->off = c->len;
+        }
+    conn_close(c);
+    free(c);
+    long long v = -1;
+    const char *name = "\nllaisys_kv_cache_usage_tokens"; /* then labels or a space */
+    for (const char *at = body.data && !body.failed ? body.data : NULL; at;) {
+        at = strstr(at, name);
+        if (!at)
+            break;
+        at += strlen(name);
+        if (*at == '{')
+            at = strchr(at, '}');
+        if (at && *at != '_') { /* not ..._peak */
+            v = atoll(at + 1);
+            break;
+        }
+    }
+    ll_buf_free(&body);
+    return v;
+}
+
+static void watch_take(struct watch *s)
+{
+    struct probe p = {read_rss_kb(s->pid), count_fds(s->pid), read_kv_tokens(s->o)};
+    if (!s->n++)
+        s->first = s->max = p;
+    s->last = p;
+    if (p.rss_kb > s->max.rss_kb)
+        s->max.rss_kb = p.rss_kb;
+    if (p.fds > s->max.fds)
+        s->max.fds = p.fds;
+    if (p.kv_tokens > s->max.kv_tokens)
+        s->max.kv_tokens = p.kv_tokens;
+    if (s->print)
+        fprintf(stderr, "bench-serve: sample t=%.0fs rss_kb=%lld fds=%lld kv_tokens=%lld\n",
+                ll_now() - s->t0, p.rss_kb, p.fds, p.kv_tokens);
+}
+
+static void *watch_main(void *arg)
+{
+    struct watch *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + s->every;
+        ts.tv_sec = (time_t)at;
+        ts.tv_nsec = (long)((at - floor(at)) * 1e9);
+        while (!s->stop && pthread_cond_timedwait(&s->wake, &s->lock, &ts) == 0) {
+        }
+        if (s->stop)
+            break;
+        watch_take(s);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Take the start sample, then one every s->every seconds on a thread. 0 or -1 (no thread). */
+static int watch_start(struct watch *s)
+{
+    s->t0 = ll_now();
+    watch_take(s);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    if (pthread_create(&s->thread, NULL, watch_main, s)) {
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->wake);
+        return -1;
+    }
+    return 0;
+}
+
+/* Stop sampling and take the end sample, once the server holds no KV token (its last step
+ * publishes the answers a moment before its statistics) or 5 s have passed. */
+static void watch_stop(struct watch *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    for (int i = 0; i < 50 && read_kv_tokens(s->o) > 0; i++)
+        usleep(100000);
+    watch_take(s);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->wake);
+}
+
+static void watch_print(const struct watch *s, bool json)
+{
+    if (json) {
+        printf("{\"server_pid\":%d,\"samples\":%lld,"
+               "\"rss_kb\":{\"start\":%lld,\"max\":%lld,\"end\":%lld},"
+               "\"fds\":{\"start\":%lld,\"max\":%lld,\"end\":%lld},"
+               "\"kv_tokens\":{\"start\":%lld,\"max\":%lld,\"end\":%lld}}\n",
+               s->pid, s->n, s->first.rss_kb, s->max.rss_kb, s->last.rss_kb, s->first.fds,
+               s->max.fds, s->last.fds, s->first.kv_tokens, s->max.kv_tokens,
+               s->last.kv_tokens);
+        return;
+    }
+    printf("\nserver %d, %lld samples (start / max / end): RSS %.1f / %.1f / %.1f MiB, open fds "
+           "%lld / %lld / %lld, KV tokens %lld / %lld / %lld\n",
+           s->pid, s->n, s->first.rss_kb / 1024.0, s->max.rss_kb / 1024.0,
+           s->last.rss_kb / 1024.0, s->first.fds, s->max.fds, s->last.fds, s->first.kv_tokens,
+           s->max.kv_tokens, s->last.kv_tokens);
+}
+
 static void shared_reset(struct shared *sh)
 {
     free(sh->ttft.v);
@@ -464,6 +767,7 @@ static void shared_reset(struct shared *sh)
     memset(&sh->ttft, 0, sizeof sh->ttft);
     memset(&sh->itl, 0, sizeof sh->itl);
     sh->tokens = sh->done = sh->errors = 0;
+    sh->rejected = sh->rejected_retry_after = sh->admitted = 0;
     sh->first_error[0] = 0;
 }
 
@@ -523,100 +827,143 @@ static pid_t spawn_server(const char *server, const char *dir, char **extra, int
     return pid;
 }
 
+/* Open loop's report; returns the exit code (1: errors, an admitted stream that did not finish,
+ * or a 429 without Retry-After). */
+static int report_open(struct shared *sh, const char *url, double rate, double duration,
+                       const char *arrivals_kind, long long max_inflight, long long arrivals,
+                       long long not_sent, double t0)
+{
+    const struct bench_opts *o = sh->o;
+    double wall = sh->t_last - t0;
+    long long answered = sh->admitted + sh->rejected + (sh->errors - (sh->admitted - sh->done));
+    long long sent = arrivals - not_sent;
+    double share = sent ? (double)sh->rejected / (double)sent : 0;
+    double t50 = percentile(&sh->ttft, 50), t99 = percentile(&sh->ttft, 99);
+    double i50 = percentile(&sh->itl, 50), i99 = percentile(&sh->itl, 99);
+    double tps = wall > 0 ? (double)sh->tokens / wall : 0;
+    if (o->json) {
+        printf("{\"mode\":\"open\",\"rate\":%.3f,\"arrivals\":\"%s\",\"duration_s\":%.3f,"
+               "\"max_inflight\":%lld,\"prompt_tokens\":%lld,\"max_tokens\":%lld,"
+               "\"offered\":%lld,\"offered_per_s\":%.3f,\"not_sent\":%lld,\"sent\":%lld,"
+               "\"answered\":%lld,\"answered_per_s\":%.3f,\"admitted\":%lld,\"finished\":%lld,"
+               "\"finished_per_s\":%.3f,\"rejected_429\":%lld,\"rejected_429_share\":%.4f,"
+               "\"rejected_429_with_retry_after\":%lld,\"errors\":%lld,\"wall_s\":%.3f,"
+               "\"generated_tokens\":%lld,\"tokens_per_s\":%.3f,\"ttft_p50_s\":%.4f,"
+               "\"ttft_p99_s\":%.4f,\"itl_p50_s\":%.4f,\"itl_p99_s\":%.4f}\n",
+               rate, arrivals_kind, duration, max_inflight, o->prompt_tokens, o->max_tokens,
+               arrivals, (double)arrivals / duration, not_sent, sent, answered,
+               wall > 0 ? (double)answered / wall : 0, sh->admitted, sh->done,
+               wall > 0 ? (double)sh->done / wall : 0, sh->rejected, share,
+               sh->rejected_retry_after, sh->errors, wall, sh->tokens, tps, t50, t99, i50, i99);
+    } else {
+        printf("%s: %lld-token prompts, %lld new tokens, open loop: %s arrivals at %.2f/s for "
+               "%.0f s, at most %lld in flight\n\n"
+               "offered     %lld requests (%.2f/s); not sent (all %lld in flight): %lld\n"
+               "answered    %lld (%.2f/s over %.1f s): 200 %lld, 429 %lld (%.1f%% of sent; "
+               "%lld with Retry-After), errors %lld\n"
+               "admitted    %lld streams, %lld finished (%.2f/s), %.2f tokens/s\n"
+               "TTFT        p50 %.3f s, p99 %.3f s\n"
+               "ITL         p50 %.1f ms, p99 %.1f ms\n",
+               url, o->prompt_tokens, o->max_tokens, arrivals_kind, rate, duration,
+               max_inflight, arrivals, (double)arrivals / duration, max_inflight, not_sent,
+               answered, wall > 0 ? (double)answered / wall : 0, wall, sh->admitted,
+               sh->rejected, share * 100, sh->rejected_retry_after, sh->errors, sh->admitted,
+               sh->done, wall > 0 ? (double)sh->done / wall : 0, tps, t50, t99, i50 * 1e3,
+               i99 * 1e3);
+    }
+    fflush(stdout);
+    int rc = 0;
+    if (sh->errors) {
+        fprintf(stderr, "llaisys-cli bench-serve: %lld request(s) failed; first: %s\n",
+                sh->errors, sh->first_error);
+        rc = 1;
+    }
+    if (sh->rejected_retry_after < sh->rejected) {
+        fprintf(stderr, "llaisys-cli bench-serve: %lld 429 answer(s) without Retry-After\n",
+                sh->rejected - sh->rejected_retry_after);
+        rc = 1;
+    }
+    return rc;
+}
+
 int cmd_bench_serve(int argc, char **argv)
 {
-    const char *cmd = "bench-serve";
-    struct bench_opts o = {.requests = -1, .warmup = 1, .prompt_tokens = 130, .max_tokens = 64,
-                           .seed = 1, .timeout = 600};
+    struct bench_opts o = {.warmup = 1, .prompt_tokens = 130, .max_tokens = 64, .seed = 1,
+                           .timeout = 600};
     const char *url = NULL, *spawn = NULL, *dir = NULL, *clients_arg = "1";
-    char **extra = NULL;
-    int n_extra = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool v = i + 1 < argc;
-        long long *target = NULL;
-        long long lo = 0, hi = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--")) {
-            extra = argv + i + 1;
-            n_extra = argc - i - 1;
-            break;
-        } else if (!strcmp(a, "--url") && v) {
-            url = argv[++i];
-            continue;
-        } else if (!strcmp(a, "--spawn") && v) {
-            spawn = argv[++i];
-            continue;
-        } else if (!strcmp(a, "--model") && v) {
-            dir = argv[++i];
-            continue;
-        } else if (!strcmp(a, "--clients") && v) {
-            clients_arg = argv[++i];
-            continue;
-        } else if (!strcmp(a, "--model-name") && v) {
-            o.model = argv[++i];
-            continue;
-        } else if (!strcmp(a, "--api-key") && v) {
-            o.api_key = argv[++i];
-            continue;
-        } else if (!strcmp(a, "--json")) {
-            o.json = true;
-            continue;
-        } else if (!strcmp(a, "--timeout") && v) {
-            if (run_parse_float(cmd, a, argv[++i], &o.timeout) || o.timeout <= 0)
-                return 2;
-            continue;
-        } else if (!strcmp(a, "--requests") && v) {
-            target = &o.requests, lo = 1, hi = 1 << 24;
-        } else if (!strcmp(a, "--warmup") && v) {
-            target = &o.warmup, lo = 0, hi = 1 << 20;
-        } else if (!strcmp(a, "--prompt-tokens") && v) {
-            target = &o.prompt_tokens, lo = 1, hi = 1 << 20;
-        } else if (!strcmp(a, "--max-tokens") && v) {
-            target = &o.max_tokens, lo = 1, hi = 1 << 20;
-        } else if (!strcmp(a, "--seed") && v) {
-            target = &o.seed, lo = 0, hi = INT64_MAX;
-        } else {
-            fprintf(stderr, "llaisys-cli %s: unknown or incomplete option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
-        }
-        if (run_parse_int(cmd, a, argv[++i], lo, hi, target))
-            return 2;
-    }
+    const char *arrivals_kind = "poisson";
+    double rate = 0, duration = 30, every = 1;
+    long long max_inflight = 100, server_pid = 0;
+    bool open_loop = false, pid_given = false;
+    const struct cli_arg args[] = {
+        CLI_STR("--url", &url),
+        CLI_STR("--spawn", &spawn),
+        CLI_STR("--model", &dir),
+        CLI_STR("--clients", &clients_arg),
+        CLI_INT("--requests", &o.requests, 1, 1 << 24),
+        {.flag = "--rate", .kind = CLI_ARG_NUM, .out = &rate, .min = 0, .max = 1e6,
+         .min_open = true, .given = &open_loop},
+        {.flag = "--duration", .kind = CLI_ARG_NUM, .out = &duration, .min = 0, .max = 1e6,
+         .min_open = true},
+        CLI_STR("--arrivals", &arrivals_kind),
+        CLI_INT("--max-inflight", &max_inflight, 1, 4096),
+        {.flag = "--server-pid", .kind = CLI_ARG_INT, .out = &server_pid, .imin = 1,
+         .imax = INT32_MAX, .given = &pid_given},
+        {.flag = "--sample-every", .kind = CLI_ARG_NUM, .out = &every, .min = 0, .max = 3600,
+         .min_open = true},
+        CLI_INT("--warmup", &o.warmup, 0, 1 << 20),
+        CLI_INT("--prompt-tokens", &o.prompt_tokens, 1, 1 << 20),
+        CLI_INT("--max-tokens", &o.max_tokens, 1, 1 << 20),
+        CLI_STR("--model-name", &o.model),
+        CLI_STR("--api-key", &o.api_key),
+        CLI_INT("--seed", &o.seed, 0, INT64_MAX),
+        {.flag = "--timeout", .kind = CLI_ARG_NUM, .out = &o.timeout, .min = 0, .max = 1e6,
+         .min_open = true},
+        CLI_SET("--json", &o.json),
+        CLI_END,
+    };
+    const struct cli_cmd cmd = {.name = "bench-serve", .usage = usage, .args = args};
+    /* the server's own options follow "--" */
+    int own = 1;
+    while (own < argc && strcmp(argv[own], "--"))
+        own++;
+    char **extra = argv + (own < argc ? own + 1 : argc);
+    int n_extra = own < argc ? argc - own - 1 : 0;
+    int pr = cli_args_parse(&cmd, own, argv);
+    if (pr)
+        return pr > 0 ? 0 : 2;
+    bool poisson = !strcmp(arrivals_kind, "poisson");
+    if (!poisson && strcmp(arrivals_kind, "fixed"))
+        return cli_args_fail(&cmd, "--arrivals must be poisson or fixed");
+    if (!!url == !!spawn || (spawn && !dir))
+        return cli_args_fail(&cmd, "give --url URL, or --spawn SERVER with --model DIR");
     int32_t *clients = NULL;
     int n_clients = 0;
-    if (run_parse_ids(cmd, "--clients", clients_arg, &clients, &n_clients))
+    if (run_parse_ids(cmd.name, "--clients", clients_arg, &clients, &n_clients))
         return 2;
     for (int i = 0; i < n_clients; i++) {
         if (clients[i] < 1 || clients[i] > 4096) {
-            fprintf(stderr, "llaisys-cli %s: --clients: %d is not in 1..4096\n", cmd, clients[i]);
             free(clients);
-            return 2;
+            return cli_args_fail(&cmd, "--clients: each count must be in 1..4096");
         }
-    }
-    if (!!url == !!spawn || (spawn && !dir)) {
-        fprintf(stderr, "llaisys-cli %s: give --url URL, or --spawn SERVER with --model DIR\n",
-                cmd);
-        free(clients);
-        return 2;
     }
     char spawned_url[300];
     pid_t pid = -1;
     if (spawn) {
         pid = spawn_server(spawn, dir, extra, n_extra, spawned_url, sizeof spawned_url);
         if (pid < 0) {
-            fprintf(stderr, "llaisys-cli %s: %s did not start serving %s\n", cmd, spawn, dir);
+            fprintf(stderr, "llaisys-cli %s: %s did not start serving %s\n", cmd.name, spawn,
+                    dir);
             free(clients);
             return 1;
         }
         url = spawned_url;
+        if (!server_pid)
+            server_pid = pid;
     }
     if (parse_url(url, &o)) {
         fprintf(stderr, "llaisys-cli %s: --url must be http://ADDR:PORT (IPv4 address or "
-                        "localhost), not '%s'\n", cmd, url);
+                        "localhost), not '%s'\n", cmd.name, url);
         if (pid > 0) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
@@ -627,22 +974,42 @@ int cmd_bench_serve(int argc, char **argv)
 
     struct shared sh = {.o = &o};
     pthread_mutex_init(&sh.lock, NULL);
+    pthread_cond_init(&sh.wake, NULL);
     int rc = 0;
     if (o.warmup) {
         run_phase(&sh, 1LL << 40, (1LL << 40) + o.warmup, 1);
-        if (sh.errors) {
-            fprintf(stderr, "llaisys-cli %s: warm-up failed: %s\n", cmd, sh.first_error);
+        if (sh.errors || sh.rejected) {
+            fprintf(stderr, "llaisys-cli %s: warm-up failed: %s\n", cmd.name,
+                    sh.first_error[0] ? sh.first_error : "HTTP 429");
             rc = 1;
         }
     }
-    if (!rc && !o.json)
+    struct watch smp = {.o = &o, .pid = (int)server_pid, .every = every,
+                        .print = pid_given};
+    bool sampling = !rc && server_pid && !watch_start(&smp);
+    if (!rc && open_loop) {
+        shared_reset(&sh);
+        sh.next = 1LL << 36; /* distinct prompts from the warm-up's */
+        double t0 = ll_now();
+        sh.t_last = t0;
+        long long not_sent = 0;
+        long long arrivals = run_open(&sh, rate, duration, poisson, max_inflight, &not_sent);
+        if (arrivals < 0) {
+            fprintf(stderr, "llaisys-cli %s: cannot start the client threads\n", cmd.name);
+            rc = 1;
+        } else {
+            rc = report_open(&sh, url, rate, duration, arrivals_kind, max_inflight, arrivals,
+                             not_sent, t0);
+        }
+    }
+    if (!rc && !open_loop && !o.json)
         printf("%s: %lld-token prompts, %lld new tokens, closed loop\n\n"
-               "| clients | requests | errors | tokens/s | TTFT p50 s | TTFT p99 s | ITL p50 ms |"
-               " ITL p99 ms |\n"
+               "| clients | requests | errors | tokens/s | requests/s | TTFT p50 s | TTFT p99 s |"
+               " ITL p50 ms | ITL p99 ms |\n"
                "|---------|----------|--------|----------|------------|------------|------------|"
-               "------------|\n",
+               "------------|------------|\n",
                url, o.prompt_tokens, o.max_tokens);
-    for (int k = 0; !rc && k < n_clients; k++) {
+    for (int k = 0; !rc && !open_loop && k < n_clients; k++) {
         long long nc = clients[k];
         long long nreq = o.requests > 0 ? o.requests : (nc * 2 > 4 ? nc * 2 : 4);
         shared_reset(&sh);
@@ -652,35 +1019,44 @@ int cmd_bench_serve(int argc, char **argv)
         run_phase(&sh, base, base + nreq, nc);
         double wall = sh.t_last - t0;
         double tps = wall > 0 ? (double)sh.tokens / wall : 0;
+        double rps = wall > 0 ? (double)sh.done / wall : 0;
         double t50 = percentile(&sh.ttft, 50), t99 = percentile(&sh.ttft, 99);
         double i50 = percentile(&sh.itl, 50), i99 = percentile(&sh.itl, 99);
         if (o.json)
-            printf("{\"clients\":%lld,\"requests\":%lld,\"errors\":%lld,\"prompt_tokens\":%lld,"
-                   "\"max_tokens\":%lld,\"wall_s\":%.3f,\"generated_tokens\":%lld,"
-                   "\"tokens_per_s\":%.3f,\"ttft_p50_s\":%.4f,\"ttft_p99_s\":%.4f,"
+            printf("{\"mode\":\"closed\",\"clients\":%lld,\"requests\":%lld,\"errors\":%lld,"
+                   "\"rejected_429\":%lld,\"prompt_tokens\":%lld,\"max_tokens\":%lld,"
+                   "\"wall_s\":%.3f,\"generated_tokens\":%lld,\"tokens_per_s\":%.3f,"
+                   "\"requests_per_s\":%.4f,\"ttft_p50_s\":%.4f,\"ttft_p99_s\":%.4f,"
                    "\"itl_p50_s\":%.4f,\"itl_p99_s\":%.4f}\n",
-                   nc, sh.done, sh.errors, o.prompt_tokens, o.max_tokens, wall, sh.tokens, tps,
-                   t50, t99, i50, i99);
+                   nc, sh.done, sh.errors, sh.rejected, o.prompt_tokens, o.max_tokens, wall,
+                   sh.tokens, tps, rps, t50, t99, i50, i99);
         else
-            printf("| %7lld | %8lld | %6lld | %8.2f | %10.3f | %10.3f | %10.1f | %10.1f |\n", nc,
-                   sh.done, sh.errors, tps, t50, t99, i50 * 1e3, i99 * 1e3);
+            printf("| %7lld | %8lld | %6lld | %8.2f | %10.3f | %10.3f | %10.3f | %10.1f |"
+                   " %10.1f |\n", nc, sh.done, sh.errors + sh.rejected, tps, rps, t50, t99,
+                   i50 * 1e3, i99 * 1e3);
         fflush(stdout);
-        if (sh.errors) {
-            fprintf(stderr, "llaisys-cli %s: %lld request(s) failed; first: %s\n", cmd,
-                    sh.errors, sh.first_error);
+        if (sh.errors || sh.rejected) {
+            fprintf(stderr, "llaisys-cli %s: %lld request(s) failed; first: %s\n", cmd.name,
+                    sh.errors + sh.rejected,
+                    sh.first_error[0] ? sh.first_error : "HTTP 429");
             rc = 1;
         }
+    }
+    if (sampling) {
+        watch_stop(&smp);
+        watch_print(&smp, o.json);
     }
     if (pid > 0) { /* an orderly stop, as an operator would */
         kill(pid, SIGTERM);
         int status = 0;
         waitpid(pid, &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-            fprintf(stderr, "llaisys-cli %s: the server did not exit cleanly\n", cmd);
+            fprintf(stderr, "llaisys-cli %s: the server did not exit cleanly\n", cmd.name);
             rc = 1;
         }
     }
     pthread_mutex_destroy(&sh.lock);
+    pthread_cond_destroy(&sh.wake);
     shared_reset(&sh);
     free(clients);
     return rc;

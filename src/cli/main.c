@@ -24,7 +24,7 @@ static const struct command commands[] = {
     {"bench-matmul", cmd_bench_matmul, "time the matmul kernels on the R1-1.5B shapes"},
     {"batch", cmd_batch, "run the requests of a JSONL file through the engine at once"},
     {"bench-engine", cmd_bench_engine, "measure the engine: concurrent streams, TTFT, prefix cache"},
-    {"bench-serve", cmd_bench_serve, "closed-loop streaming load against a server URL"},
+    {"bench-serve", cmd_bench_serve, "closed- or open-loop streaming load against a server"},
 };
 
 static void usage(FILE *f)

@@ -14,6 +14,10 @@
  * draft token is used only once that token is accepted, i.e. equal to the token sampled
  * there, so every token is sampled from the logits of its true history (verify_drafts).
  * After the step, its duration feeds the scheduler's cost estimate (sched_step_done).
+ *
+ * Faults: when a step's forward pass fails, each of its sequences is run again alone
+ * (forward_each); only those whose own forward fails finish with the error, the others get the
+ * logits the batch would have given them and continue, their output unchanged.
  */
 #include <math.h>
 #include <stdio.h>
@@ -421,13 +425,53 @@ static void snapshot_stats(struct engine *e)
     pthread_mutex_unlock(&e->mbox->lock);
 }
 
-static enum ll_status step(struct engine *e, bool *did_work, struct ll_err *err)
+/* Rows of batch sequence k, which start at row off (a sequence's rows are contiguous and in
+ * the order of b_reqs); *n_want: how many of them want logits (also contiguous in the logits). */
+static int seq_rows(const struct engine *e, int k, int off, int *n_want)
+{
+    int n = 0;
+    *n_want = 0;
+    for (; off + n < e->n_rows && e->b_seq[off + n] == k; n++)
+        *n_want += e->b_want[off + n];
+    return n;
+}
+
+/* The whole step's forward failed: run each sequence's rows alone, into the logits rows the
+ * batch would have given them (a row's logits do not depend on the rest of the batch, see
+ * Determinism), so that only a request whose own forward fails finishes with the error
+ * (b_reqs[k] = NULL) and the others continue as if nothing happened. Returns how many failed. */
+static int forward_each(struct engine *e)
+{
+    int off = 0, row = 0, failed = 0;
+    for (int k = 0; k < e->n_seqs; k++) {
+        int nw, n = seq_rows(e, k, off, &nw);
+        struct ll_batch b = {
+            .n_tokens = n, .token = e->b_token + off, .pos = e->b_pos + off,
+            .want_logits = e->b_want + off, .seqs = &e->b_seqs[k], .n_seqs = 1,
+        };
+        struct ll_err ferr = {0};
+        if (runtime_forward(e->rt, &b, e->logits + (size_t)row * e->vocab, &ferr) != LL_OK) {
+            struct engine_req *r = e->b_reqs[k];
+            log_msg(LOG_WARN, "engine: request %llu failed in the forward pass: %s",
+                    (unsigned long long)r->id, ferr.msg);
+            e->b_reqs[k] = NULL;
+            finish(e, r, ENGINE_FINISH_ERROR, -1, -1, ferr.msg);
+            failed++;
+        }
+        off += n;
+        row += nw;
+    }
+    return failed;
+}
+
+/* One step; returns whether any token was computed or any request finished. */
+static bool step(struct engine *e)
 {
     double t0 = ll_now();
     e->step_no++;
     bool did = take_mail(e);
     sched_build_batch(e);
-    enum ll_status s = LL_OK;
+    bool timed = true; /* the step's time says what its batch costs */
     if (e->n_rows > 0) {
         did = true;
         struct ll_batch b = {
@@ -435,39 +479,41 @@ static enum ll_status step(struct engine *e, bool *did_work, struct ll_err *err)
             .want_logits = e->b_want, .seqs = e->b_seqs, .n_seqs = e->n_seqs,
         };
         struct ll_err ferr = {0};
-        s = runtime_forward(e->rt, &b, e->logits, &ferr);
-        if (s != LL_OK) {
-            /* Should not happen (the scheduler builds valid batches); fail those requests. */
-            for (int k = 0; k < e->n_seqs; k++)
-                finish(e, e->b_reqs[k], ENGINE_FINISH_ERROR, -1, -1, ferr.msg);
-            ll_err_set(err, s, "engine step: %s", ferr.msg);
-        } else {
-            int row = 0;
-            for (int k = 0; k < e->n_seqs; k++) {
-                struct engine_req *r = e->b_reqs[k];
-                int nd = r->batch_draft;
-                r->n_computed += r->batch_rows - nd;
-                sched_publish_blocks(e, r);
-                if (r->n_computed < r->n_tokens)
-                    continue;
-                float *rows = e->logits + (size_t)row * e->vocab;
-                row += 1 + nd;
-                if (nd)
-                    verify_drafts(e, r, rows, nd);
-                else
-                    take_token(e, r, rows);
-            }
+        if (runtime_forward(e->rt, &b, e->logits, &ferr) != LL_OK) {
+            log_msg(LOG_WARN, "engine: a step of %d request(s) failed (%s); running each alone",
+                    e->n_seqs, ferr.msg);
+            e->counters.forward_failures += (uint64_t)forward_each(e);
+            timed = false;
+        }
+        int off = 0, row = 0;
+        for (int k = 0; k < e->n_seqs; k++) {
+            int nw;
+            off += seq_rows(e, k, off, &nw);
+            float *rows = e->logits + (size_t)row * e->vocab;
+            row += nw;
+            struct engine_req *r = e->b_reqs[k];
+            if (!r) /* failed alone in forward_each */
+                continue;
+            int nd = r->batch_draft;
+            r->n_computed += r->batch_rows - nd;
+            sched_publish_blocks(e, r);
+            if (r->n_computed < r->n_tokens)
+                continue;
+            LL_ASSERT(nw == 1 + nd);
+            if (nd)
+                verify_drafts(e, r, rows, nd);
+            else
+                take_token(e, r, rows);
         }
     }
     e->counters.steps++;
     double dt = ll_now() - t0;
     if (did)
         e->counters.busy_s += dt;
-    if (s == LL_OK)
+    if (timed)
         sched_step_done(e, dt);
     snapshot_stats(e);
-    *did_work = did;
-    return s;
+    return did;
 }
 
 enum ll_status engine_step(struct engine *e, bool *did_work, struct ll_err *err)
@@ -475,7 +521,8 @@ enum ll_status engine_step(struct engine *e, bool *did_work, struct ll_err *err)
     *did_work = false;
     if (e->threaded)
         return ll_err_set(err, LL_EINVAL, "engine_step: the engine's own thread is running");
-    return step(e, did_work, err);
+    *did_work = step(e);
+    return LL_OK;
 }
 
 enum ll_status engine_run_until_idle(struct engine *e, struct ll_err *err)
@@ -523,10 +570,7 @@ static void *scheduler_main(void *arg)
         pthread_mutex_unlock(&mb->lock);
         if (stop)
             break;
-        bool did;
-        struct ll_err err = {0};
-        if (step(e, &did, &err) != LL_OK)
-            log_msg(LOG_ERROR, "engine: %s", err.msg);
+        step(e);
     }
     return NULL;
 }

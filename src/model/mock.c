@@ -16,14 +16,23 @@
  * id, written in the step that computes it, so copying, truncating or sharing a sequence's cache
  * changes the logits exactly as it would a real model's. The cache is f32 in either math mode.
  *
+ * Test faults (mock.h): bind reads "fail_token" and "delay_us" from config.json into the
+ * model's weights slot (struct mock_faults); the forward sleeps, then refuses a batch that holds
+ * the fail token before it writes anything.
+ *
  * Called by the thread that owns the runtime; the logits rows are split over the pool.
  */
 #include "mock.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
 
 #include "hash.h"
+#include "json.h"
 #include "util.h"
 
 #define MOCK_VOCAB_MIX 0xd6e8feb86659fd93ull /* odd constant spreading the vocabulary ids */
@@ -36,17 +45,58 @@ struct mock_runtime {
     uint64_t *hist;            /* (max_batch) h_p of each row that wants logits */
 };
 
+/* The test faults of config.json (m->weights). */
+struct mock_faults {
+    long long fail_token; /* -1: none */
+    long long delay_us;
+};
+
+static enum ll_status read_faults(struct mock_faults *f, const char *dir, int vocab,
+                                  struct ll_err *err)
+{
+    char *path = ll_path_join(dir, "config.json"), *text = NULL;
+    size_t len = 0;
+    cJSON *o = NULL;
+    enum ll_status s = path ? LL_OK : ll_err_set(err, LL_ENOMEM, "%s: out of memory", dir);
+    if (s == LL_OK && (s = ll_read_file(path, &text, &len, err)) == LL_OK &&
+        (s = ll_json_parse(&o, text, len, path, err)) == LL_OK &&
+        ((s = ll_json_get_int(o, "fail_token", -1, vocab - 1, &f->fail_token, NULL, err)) ||
+         (s = ll_json_get_int(o, "delay_us", 0, 10000000, &f->delay_us, NULL, err)))) {
+        ll_err_prefix(err, "%s: ", path);
+        if (err)
+            err->code = LL_EMODEL;
+        s = LL_EMODEL;
+    }
+    cJSON_Delete(o);
+    free(text);
+    free(path);
+    return s;
+}
+
 enum ll_status mock_bind(struct model *m, struct ll_err *err)
 {
-    (void)err;
     struct model_config *c = &m->config;
     c->hidden_size = 2, c->intermediate_size = 2, c->n_layers = 1;
     c->n_heads = 1, c->n_kv_heads = 1, c->head_dim = 2;
     m->weight_dtype = LL_F32;
+    struct mock_faults *f = malloc(sizeof *f);
+    if (!f)
+        return ll_err_set(err, LL_ENOMEM, "mock: out of memory");
+    *f = (struct mock_faults){.fail_token = -1};
+    enum ll_status s = read_faults(f, m->dir, c->vocab_size, err);
+    if (s != LL_OK) {
+        free(f);
+        return s;
+    }
+    m->weights = f;
     return LL_OK;
 }
 
-void mock_unbind(struct model *m) { (void)m; }
+void mock_unbind(struct model *m)
+{
+    free(m->weights);
+    m->weights = NULL;
+}
 
 void mock_runtime_free(struct model_runtime *rt)
 {
@@ -130,6 +180,16 @@ enum ll_status mock_forward(struct model_runtime *rt, const struct ll_batch *b, 
                                              err);
     if (s)
         return s;
+    const struct mock_faults *f = rt->model->weights;
+    if (f->delay_us > 0) {
+        struct timespec ts = {f->delay_us / 1000000, f->delay_us % 1000000 * 1000};
+        while (nanosleep(&ts, &ts) && errno == EINTR) {
+        }
+    }
+    for (int i = 0; f->fail_token >= 0 && i < b->n_tokens; i++)
+        if (b->token[i] == f->fail_token)
+            return ll_err_set(err, LL_EMODEL, "mock: the forward pass failed on token %lld "
+                              "(config.json fail_token, a test fault)", f->fail_token);
     if (b->abort_cb && b->abort_cb(b->abort_data))
         return ll_err_set(err, LL_EABORTED, "the step was aborted before its first layer");
     /* K slot of each position: (token id, position) as int32 */

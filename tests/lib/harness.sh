@@ -29,7 +29,7 @@ start() {
     URL=""
     i=0
     while [ $i -lt 600 ]; do
-        URL=$(sed -n 's/^llaisys-server: serving .* at \(http:[^ ]*\)$/\1/p' "$tmp/$name.out")
+        URL=$(sed -n 's/^llaisys-server: serving .* at \(http:[^ ]*\)$/\1/p' "$tmp/$name.out" 2>/dev/null)
         [ -n "$URL" ] && return 0
         kill -0 "$PID" 2>/dev/null || break
         sleep 0.1
