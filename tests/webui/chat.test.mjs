@@ -27,11 +27,12 @@ function transcript(page) {
 }
 
 test('a message streams in: the answer grows in several steps, then shows its figures', async () => {
-  const page = await openPage(browser, url, { storage: { [SETTINGS_KEY]: { max_tokens: 48 } } });
+  const page = await openPage(browser, url, { storage: { [SETTINGS_KEY]: { max_tokens: 400 } } });
   await page.locator('#model').filter({ hasText: 'tiny-qwen2' }).waitFor();
   // record, at every frame while it streams, the answer's length and whether the page shows it
-  // as streaming with Send turned into Stop (sampled in the page: 48 tokens of the tiny model
-  // can finish before a locator's polling would see those transient states)
+  // as streaming with Send turned into Stop (sampled in the page: the tiny model makes a token
+  // in about a millisecond on a quiet machine, so 400 of them span a few frames, and they can
+  // finish before a locator's polling would see those transient states)
   const sampling = page.evaluate(() => new Promise((resolve) => {
     const lengths = [];
     let streaming = false;
@@ -57,11 +58,11 @@ test('a message streams in: the answer grows in several steps, then shows its fi
   const steps = lengths.filter((n) => n > 0);
   assert.ok(steps.length >= 3, `the answer appeared in ${steps.length} step(s): ${lengths.join(',')}`);
   const stats = await answerDone(page);
-  assert.equal(stats.tokens, '48');
+  assert.equal(stats.tokens, '400');
   assert.equal(stats.finish, 'length');
   assert.ok(Number(stats.ttft) > 0 && Number(stats.tps) > 0, JSON.stringify(stats));
   assert.ok(Number(stats.prompt) > 0, 'prompt tokens from usage');
-  assert.match(stats.text, /48 tokens.*first token.*tok\/s.*prompt \d+/);
+  assert.match(stats.text, /400 tokens.*first token.*tok\/s.*prompt \d+/);
   assert.ok(await page.locator('#send').isVisible());
   const [req] = page.requests;
   assert.equal(req.body.stream, true);
