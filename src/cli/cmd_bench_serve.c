@@ -524,16 +524,26 @@ static int parse_url(const char *url, struct bench_opts *o)
     return o->port > 0 && o->port < 65536 ? 0 : -1;
 }
 
+/* Up to n threads of fn(sh), their handles packed in *t (malloc'd, NULL on no memory): how many
+ * started. */
+static long long start_threads(long long n, void *(*fn)(void *), struct shared *sh,
+                               pthread_t **t)
+{
+    long long started = 0;
+    *t = calloc((size_t)n, sizeof **t);
+    for (long long i = 0; *t && i < n; i++)
+        if (!pthread_create(&(*t)[started], NULL, fn, sh))
+            started++;
+    return started;
+}
+
 /* Run requests [from, to) with n clients. */
 static void run_phase(struct shared *sh, long long from, long long to, long long clients)
 {
     sh->next = from;
     sh->end = to;
-    pthread_t *t = calloc((size_t)clients, sizeof *t);
-    long long started = 0;
-    for (long long i = 0; t && i < clients; i++)
-        if (!pthread_create(&t[i], NULL, client_main, sh))
-            started++;
+    pthread_t *t;
+    long long started = start_threads(clients, client_main, sh, &t);
     if (!started) /* no thread: run it here */
         client_main(sh);
     for (long long i = 0; i < started; i++)
@@ -549,11 +559,8 @@ static long long run_open(struct shared *sh, double rate, double duration, bool 
 {
     sh->tickets = sh->busy = 0;
     sh->closing = false;
-    pthread_t *t = calloc((size_t)max_inflight, sizeof *t);
-    long long started = 0;
-    for (long long i = 0; t && i < max_inflight; i++)
-        if (!pthread_create(&t[i], NULL, open_worker, sh))
-            started++;
+    pthread_t *t;
+    long long started = start_threads(max_inflight, open_worker, sh, &t);
     uint64_t x = ll_mix64((uint64_t)sh->o->seed ^ 0x6f70656e6c6f6f70ull); /* arrivals' stream */
     long long arrivals = 0;
     *not_sent = 0;
