@@ -36,6 +36,30 @@ static const size_t x_block_bytes = 512 * 1024;
 /* Bytes of a weight panel's slice of K kept in L1 while every tile of a block of x runs on it. */
 static const size_t panel_slice_bytes = 16 * 1024;
 
+/* Block b of a 4-bit tile: the exact integer sums of the unsigned nibbles (low nibbles are
+ * elements 0..15 of the block, high ones 16..31) times the int8 activations, added to s (mr rows
+ * of x by ng groups). The same for q4_0 and q4_k. */
+INLINE void dot_q4_block(__m512i *s, const int mr, const int ng, const uint8_t *wq, size_t wq_g,
+                         size_t b, const int8_t *xb, size_t K)
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int st = 0; st < 4; st++)
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++) {
+            __m512i v = _mm512_loadu_si512(wq + (size_t)g * wq_g + (b * 4 + (size_t)st) * 64);
+            __m512i lo = _mm512_and_si512(v, low4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+#pragma GCC unroll 4
+            for (int m = 0; m < mr; m++) {
+                s[m * ng + g] = _mm512_dpbusd_epi32(
+                    s[m * ng + g], lo, _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 4 * st)));
+                s[m * ng + g] = _mm512_dpbusd_epi32(
+                    s[m * ng + g], hi, _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 16 + 4 * st)));
+            }
+        }
+}
+
 /* Blocks [b0, b1) of the tile (mr rows of x from xq, ng groups from wq/wd): the f32
  * accumulators start at zero if b0 is 0, else from the partial sums in out; they are stored to
  * out, plus bias after the last block. */
@@ -46,7 +70,7 @@ INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_j
 {
     const size_t K = (size_t)j->K, nb = (size_t)j->nb;
     const size_t wq_g = nb * (size_t)(q4 ? 4 : 8) * 64, wd_g = nb * LL_QGROUP; /* per group */
-    const __m512i flip = _mm512_set1_epi8((char)0x80), low4 = _mm512_set1_epi8(0x0f);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[MAX_ACC];
     __mmask16 mask[TILE_G > GEMV_G ? TILE_G : GEMV_G];
 #pragma GCC unroll 4
@@ -81,22 +105,7 @@ INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_j
                             s[m * ng + g], w, _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 4 * st)));
                 }
         } else {
-#pragma GCC unroll 4
-            for (int st = 0; st < 4; st++)
-#pragma GCC unroll 4
-                for (int g = 0; g < ng; g++) {
-                    __m512i v = _mm512_loadu_si512(wq + (size_t)g * wq_g + (b * 4 + (size_t)st) * 64);
-                    __m512i lo = _mm512_and_si512(v, low4);
-                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-#pragma GCC unroll 4
-                    for (int m = 0; m < mr; m++) {
-                        s[m * ng + g] = _mm512_dpbusd_epi32(
-                            s[m * ng + g], lo, _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 4 * st)));
-                        s[m * ng + g] = _mm512_dpbusd_epi32(
-                            s[m * ng + g], hi,
-                            _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 16 + 4 * st)));
-                    }
-                }
+            dot_q4_block(s, mr, ng, wq, wq_g, b, xb, K);
         }
 #pragma GCC unroll 4
         for (int g = 0; g < ng; g++) {
@@ -135,7 +144,7 @@ INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const
 {
     const size_t K = (size_t)j->K, nb = (size_t)j->nb;
     const size_t wq_g = nb * 4 * 64, wd_g = (size_t)ll_qk_nsb(j->nb) * LL_QK_SB_BYTES;
-    const __m512i low4 = _mm512_set1_epi8(0x0f), six = _mm512_set1_epi32(63);
+    const __m512i six = _mm512_set1_epi32(63);
     __m512 acc[MAX_ACC];
     __mmask16 mask[TILE_G > GEMV_G ? TILE_G : GEMV_G];
 #pragma GCC unroll 4
@@ -158,22 +167,7 @@ INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const
         for (int i = 0; i < mr * ng; i++)
             s[i] = _mm512_setzero_si512();
         const int8_t *xb = xq + b * LL_QBLOCK;
-#pragma GCC unroll 4
-        for (int st = 0; st < 4; st++)
-#pragma GCC unroll 4
-            for (int g = 0; g < ng; g++) {
-                __m512i v = _mm512_loadu_si512(wq + (size_t)g * wq_g + (b * 4 + (size_t)st) * 64);
-                __m512i lo = _mm512_and_si512(v, low4);
-                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-#pragma GCC unroll 4
-                for (int m = 0; m < mr; m++) {
-                    s[m * ng + g] = _mm512_dpbusd_epi32(
-                        s[m * ng + g], lo, _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 4 * st)));
-                    s[m * ng + g] = _mm512_dpbusd_epi32(
-                        s[m * ng + g], hi,
-                        _mm512_set1_epi32(ll_qmm_load4(xb + m * K + 16 + 4 * st)));
-                }
-            }
+        dot_q4_block(s, mr, ng, wq, wq_g, b, xb, K);
         const int jb = (int)(b % LL_QK_BLOCKS), cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
         const size_t sb_off = b / LL_QK_BLOCKS * LL_QK_SB_BYTES;
         const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
