@@ -59,6 +59,43 @@ INLINE __m256i dot_s8(__m256i s, __m256i w, __m256i a)
 #endif
 }
 
+/* Block b of a 4-bit tile: the exact 32-bit integer sums of the unsigned nibbles (low nibbles
+ * are elements 0..15 of the block, high ones 16..31) times the int8 activations, added to s (mr
+ * rows of x by nu units; unit u at (u/2)·wq_g + (u%2)·32 bytes of wq). The same for q4_0 and
+ * q4_k. AVX2 sums the block in 16-bit lanes first (a lane holds at most 16 products of
+ * 15 · 128 = 30720: no overflow) and widens them at the end, so s must be zero on entry. */
+INLINE void dot_q4_block(__m256i *s, const int mr, const int nu, const uint8_t *wq, size_t wq_g,
+                         size_t b, const int8_t *xb, size_t K)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int st = 0; st < 4; st++)
+#pragma GCC unroll 4
+        for (int u = 0; u < nu; u++) {
+            const uint8_t *wu = wq + (size_t)(u / 2) * wq_g + (size_t)(u % 2) * 32;
+            __m256i v = _mm256_loadu_si256((const __m256i *)(wu + (b * 4 + (size_t)st) * 64));
+            __m256i lo = _mm256_and_si256(v, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+#pragma GCC unroll 3
+            for (int m = 0; m < mr; m++) {
+                __m256i alo = bcast4(xb + m * K + 4 * st);
+                __m256i ahi = bcast4(xb + m * K + 16 + 4 * st);
+                __m256i *si = &s[m * nu + u];
+#if YMM_VNNI
+                *si = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(*si, lo, alo), hi, ahi);
+#else
+                *si = _mm256_add_epi16(*si, _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo),
+                                                             _mm256_maddubs_epi16(hi, ahi)));
+#endif
+            }
+        }
+#if !YMM_VNNI
+#pragma GCC unroll 6
+    for (int i = 0; i < mr * nu; i++)
+        s[i] = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
+#endif
+}
+
 /* Blocks [b0, b1) of the tile (mr rows of x, nu units from wq/wd; wq and wd point at unit 0's
  * bytes in block 0, unit u is at + (u/2)·group stride + (u%2)·half): the f32 accumulators start
  * at zero if b0 is 0, else from the partial sums in out; they are stored to out, plus bias after
@@ -72,7 +109,6 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
     const size_t wq_g = nb * (size_t)(q4 ? 4 : 8) * 64, wd_g = nb * LL_QGROUP;
 #define UQ(u) ((size_t)((u) / 2) * wq_g + (size_t)((u) % 2) * 32)
 #define UD(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * UNIT)
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
     __m256 acc[MAX_ACC];
 #pragma GCC unroll 3
     for (int m = 0; m < mr; m++)
@@ -109,33 +145,7 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
                         s[m * nu + u] = dot_s8(s[m * nu + u], w, bcast4(xb + m * K + 4 * st));
                 }
         } else {
-            /* AVX2: s holds the block's 16-bit pair sums until it is widened below */
-#pragma GCC unroll 4
-            for (int st = 0; st < 4; st++)
-#pragma GCC unroll 4
-                for (int u = 0; u < nu; u++) {
-                    __m256i v = _mm256_loadu_si256(
-                        (const __m256i *)(wq + UQ(u) + (b * 4 + (size_t)st) * 64));
-                    __m256i lo = _mm256_and_si256(v, low4);
-                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-#pragma GCC unroll 3
-                    for (int m = 0; m < mr; m++) {
-                        __m256i alo = bcast4(xb + m * K + 4 * st);
-                        __m256i ahi = bcast4(xb + m * K + 16 + 4 * st);
-                        __m256i *si = &s[m * nu + u];
-#if YMM_VNNI
-                        *si = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(*si, lo, alo), hi, ahi);
-#else
-                        *si = _mm256_add_epi16(*si, _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo),
-                                                                     _mm256_maddubs_epi16(hi, ahi)));
-#endif
-                    }
-                }
-#if !YMM_VNNI
-#pragma GCC unroll 6
-            for (int i = 0; i < mr * nu; i++)
-                s[i] = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
-#endif
+            dot_q4_block(s, mr, nu, wq, wq_g, b, xb, K);
         }
         /* the correction: q4_0 −8 · Σa; q8_0 −128 · Σa where the sign bit was flipped */
         const int corr_mul = q4 ? 8 : YMM_VNNI ? 128 : 0;
@@ -186,7 +196,7 @@ INLINE void tile_k(const int mr, const int nu, const struct ll_qmm_job *j, const
 #define UQ(u) ((size_t)((u) / 2) * wq_g + (size_t)((u) % 2) * 32)
 #define UD(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * 16)
 #define UC(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * 32)
-    const __m256i low4 = _mm256_set1_epi8(0x0f), six = _mm256_set1_epi32(63);
+    const __m256i six = _mm256_set1_epi32(63);
     __m256 acc[MAX_ACC];
 #pragma GCC unroll 3
     for (int m = 0; m < mr; m++)
@@ -211,33 +221,7 @@ INLINE void tile_k(const int mr, const int nu, const struct ll_qmm_job *j, const
         for (int i = 0; i < mr * nu; i++)
             s[i] = _mm256_setzero_si256();
         const int8_t *xb = xq + b * LL_QBLOCK;
-        /* AVX2: s holds the block's 16-bit pair sums until it is widened below */
-#pragma GCC unroll 4
-        for (int st = 0; st < 4; st++)
-#pragma GCC unroll 4
-            for (int u = 0; u < nu; u++) {
-                __m256i v = _mm256_loadu_si256(
-                    (const __m256i *)(wq + UQ(u) + (b * 4 + (size_t)st) * 64));
-                __m256i lo = _mm256_and_si256(v, low4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-#pragma GCC unroll 3
-                for (int m = 0; m < mr; m++) {
-                    __m256i alo = bcast4(xb + m * K + 4 * st);
-                    __m256i ahi = bcast4(xb + m * K + 16 + 4 * st);
-                    __m256i *si = &s[m * nu + u];
-#if YMM_VNNI
-                    *si = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(*si, lo, alo), hi, ahi);
-#else
-                    *si = _mm256_add_epi16(*si, _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo),
-                                                                 _mm256_maddubs_epi16(hi, ahi)));
-#endif
-                }
-            }
-#if !YMM_VNNI
-#pragma GCC unroll 6
-        for (int i = 0; i < mr * nu; i++)
-            s[i] = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
-#endif
+        dot_q4_block(s, mr, nu, wq, wq_g, b, xb, K);
         const int jb = (int)(b % LL_QK_BLOCKS), cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
         const size_t sb_off = b / LL_QK_BLOCKS * LL_QK_SB_BYTES;
         const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
