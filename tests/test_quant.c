@@ -113,6 +113,35 @@ static void qmat_alloc(struct qmat *q, enum ll_qtype t, int N, int K)
     assert_int_equal(ll_qweight_init(&q->w, t, N, K, q->qs, qb, q->d, db, NULL), LL_OK);
 }
 
+/* x (n values) as source type st: f32 as it is, or rounded to bf16/f16 into a new *h (freed by
+ * the caller), x then holding the rounded values the quantizer sees. */
+static const void *as_source(float *x, size_t n, enum ll_dtype st, uint16_t **h)
+{
+    *h = NULL;
+    if (st == LL_F32)
+        return x;
+    *h = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        (*h)[i] = st == LL_BF16 ? ll_f32_to_bf16(x[i]) : ll_f32_to_f16(x[i]);
+        x[i] = st == LL_BF16 ? ll_bf16_to_f32((*h)[i]) : ll_f16_to_f32((*h)[i]);
+    }
+    return *h;
+}
+
+/* Quantize src into a in two calls (rows 16.. then ..16, as parallel quantizers would run) and
+ * into b in one: the same bytes. */
+static void quantize_split_and_whole(struct qmat *a, struct qmat *b, enum ll_qtype t,
+                                     const void *src, enum ll_dtype st, int N, int K)
+{
+    qmat_alloc(a, t, N, K);
+    qmat_alloc(b, t, N, K);
+    assert_int_equal(ll_quantize_rows(a->qs, a->d, t, src, st, N, K, 16, N, NULL), LL_OK);
+    assert_int_equal(ll_quantize_rows(a->qs, a->d, t, src, st, N, K, 0, 16, NULL), LL_OK);
+    assert_int_equal(ll_quantize_rows(b->qs, b->d, t, src, st, N, K, 0, N, NULL), LL_OK);
+    assert_memory_equal(a->qs, b->qs, ll_qweight_qs_bytes(t, N, K));
+    assert_memory_equal(a->d, b->d, ll_qweight_d_bytes(t, N, K));
+}
+
 /* Quantize src (N, K) f32 into a new matrix. */
 static void qmat_from(struct qmat *q, enum ll_qtype t, const float *src, int N, int K)
 {
@@ -485,25 +514,10 @@ static void check_roundtrip(enum ll_qtype t, enum ll_dtype st)
         x[3 * K + k] = (float)(rng_unit() * ldexp(1.0, -(k % 12)));
     for (int k = 0; k < 32; k++) /* an all-zero block */
         x[4 * K + 32 + k] = 0.0f;
-    void *src = x;
     uint16_t *h = NULL;
-    if (st != LL_F32) {
-        h = xmalloc((size_t)N * K * 2);
-        for (size_t i = 0; i < (size_t)N * K; i++) {
-            h[i] = st == LL_BF16 ? ll_f32_to_bf16(x[i]) : ll_f32_to_f16(x[i]);
-            x[i] = st == LL_BF16 ? ll_bf16_to_f32(h[i]) : ll_f16_to_f32(h[i]);
-        }
-        src = h;
-    }
-    /* in two calls, as parallel quantizers would run, then in one: same bytes */
+    const void *src = as_source(x, (size_t)N * K, st, &h);
     struct qmat a, b;
-    qmat_alloc(&a, t, N, K);
-    qmat_alloc(&b, t, N, K);
-    assert_int_equal(ll_quantize_rows(a.qs, a.d, t, src, st, N, K, 16, N, NULL), LL_OK);
-    assert_int_equal(ll_quantize_rows(a.qs, a.d, t, src, st, N, K, 0, 16, NULL), LL_OK);
-    assert_int_equal(ll_quantize_rows(b.qs, b.d, t, src, st, N, K, 0, N, NULL), LL_OK);
-    assert_memory_equal(a.qs, b.qs, ll_qweight_qs_bytes(t, N, K));
-    assert_memory_equal(a.d, b.d, ll_qweight_d_bytes(t, N, K));
+    quantize_split_and_whole(&a, &b, t, src, st, N, K);
 
     float *out = xmalloc((size_t)K * sizeof *out);
     double err2 = 0, sig2 = 0;
@@ -598,24 +612,10 @@ static void check_roundtrip_k(enum ll_dtype st)
         x[5 * K + k] = 0.25f + (float)k / 64; /* all positive: min 0 */
         x[6 * K + 64 + k] = -0.5f;            /* constant negative: scale 0, min 0.5 */
     }
-    void *src = x;
     uint16_t *h = NULL;
-    if (st != LL_F32) {
-        h = xmalloc((size_t)N * K * 2);
-        for (size_t i = 0; i < (size_t)N * K; i++) {
-            h[i] = st == LL_BF16 ? ll_f32_to_bf16(x[i]) : ll_f32_to_f16(x[i]);
-            x[i] = st == LL_BF16 ? ll_bf16_to_f32(h[i]) : ll_f16_to_f32(h[i]);
-        }
-        src = h;
-    }
+    const void *src = as_source(x, (size_t)N * K, st, &h);
     struct qmat a, b;
-    qmat_alloc(&a, LL_Q4_K, N, K);
-    qmat_alloc(&b, LL_Q4_K, N, K);
-    assert_int_equal(ll_quantize_rows(a.qs, a.d, LL_Q4_K, src, st, N, K, 16, N, NULL), LL_OK);
-    assert_int_equal(ll_quantize_rows(a.qs, a.d, LL_Q4_K, src, st, N, K, 0, 16, NULL), LL_OK);
-    assert_int_equal(ll_quantize_rows(b.qs, b.d, LL_Q4_K, src, st, N, K, 0, N, NULL), LL_OK);
-    assert_memory_equal(a.qs, b.qs, ll_qweight_qs_bytes(LL_Q4_K, N, K));
-    assert_memory_equal(a.d, b.d, ll_qweight_d_bytes(LL_Q4_K, N, K));
+    quantize_split_and_whole(&a, &b, LL_Q4_K, src, st, N, K);
 
     float *out = xmalloc((size_t)K * sizeof *out);
     for (int n = 0; n < N; n++) {
