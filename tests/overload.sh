@@ -15,19 +15,8 @@
 # LLAISYS_CLI; SERVER_ARGS is passed on to the server.
 model=${1:-tests/fixtures/tiny-qwen2}
 secs=${2:-60}
-seqs=${MAX_SEQS:-8}
-queue=${MAX_QUEUE:-$seqs}
-threads=${THREADS:-2}
-prompt=${PROMPT:-64}
-gen=${GEN:-32}
-cli=${LLAISYS_CLI:-./llaisys-cli}
-. tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
-command -v jq >/dev/null || { echo "overload.sh needs jq"; exit 1; }
-
-# shellcheck disable=SC2086
-start overload --model "$model" --max-seqs "$seqs" --max-queue "$queue" --threads "$threads" \
-    --max-connections-per-ip 512 $SERVER_ARGS || exit 1
-bench() { "$cli" bench-serve --url "$URL" --prompt-tokens "$prompt" --max-tokens "$gen" --json "$@"; }
+. tests/lib/load.sh # MAX_SEQS and the rest, start_load, bench
+start_load overload || exit 1
 
 echo "# $model: max-seqs $seqs, max-queue $queue, $threads threads, $prompt-token prompts, $gen new tokens"
 bench --clients 1 --requests "${UNLOADED_REQUESTS:-16}" >"$tmp/unloaded" 2>"$tmp/unloaded.err" ||

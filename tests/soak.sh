@@ -12,19 +12,8 @@
 # one address, so the server allows it 512 connections (--max-connections-per-ip).
 minutes=${1:-30}
 model=${2:-tests/fixtures/tiny-qwen2}
-seqs=${MAX_SEQS:-8}
-queue=${MAX_QUEUE:-$seqs}
-threads=${THREADS:-2}
-prompt=${PROMPT:-64}
-gen=${GEN:-32}
-cli=${LLAISYS_CLI:-./llaisys-cli}
-. tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
-command -v jq >/dev/null || { echo "soak.sh needs jq"; exit 1; }
-
-# shellcheck disable=SC2086
-start soak --model "$model" --max-seqs "$seqs" --max-queue "$queue" --threads "$threads" \
-    --max-connections-per-ip 512 $SERVER_ARGS || exit 1
-bench() { "$cli" bench-serve --url "$URL" --prompt-tokens "$prompt" --max-tokens "$gen" --json "$@"; }
+. tests/lib/load.sh # MAX_SEQS and the rest, start_load, bench
+start_load soak || exit 1
 bench --clients "$seqs" --requests $((seqs * 20)) >"$tmp/cap" 2>"$tmp/cap.err" ||
     { cat "$tmp/cap.err"; exit 1; }
 cap=$(jq -r .requests_per_s "$tmp/cap")
