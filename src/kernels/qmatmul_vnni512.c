@@ -36,6 +36,26 @@ static const size_t x_block_bytes = 512 * 1024;
 /* Bytes of a weight panel's slice of K kept in L1 while every tile of a block of x runs on it. */
 static const size_t panel_slice_bytes = 16 * 1024;
 
+/* The tile's f32 accumulators (mr rows of x by ng groups of 16 columns, ncols of them real) and
+ * each group's column mask: zero when b0 is 0 (the first blocks), else the partial sums already
+ * in out (N columns a row). */
+INLINE void acc_start(__m512 *acc, __mmask16 *mask, const int mr, const int ng, const float *out,
+                      size_t N, int ncols, size_t b0)
+{
+#pragma GCC unroll 4
+    for (int g = 0; g < ng; g++) {
+        int c = ncols - LL_QGROUP * g;
+        mask[g] = c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << c) - 1);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < mr; m++)
+#pragma GCC unroll 4
+        for (int g = 0; g < ng; g++)
+            acc[m * ng + g] = b0 == 0 ? _mm512_setzero_ps()
+                                      : _mm512_maskz_loadu_ps(mask[g], out + (size_t)m * N +
+                                                                           LL_QGROUP * g);
+}
+
 /* Block b of a 4-bit tile: the exact integer sums of the unsigned nibbles (low nibbles are
  * elements 0..15 of the block, high ones 16..31) times the int8 activations, added to s (mr rows
  * of x by ng groups). The same for q4_0 and q4_k. */
@@ -73,18 +93,7 @@ INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_j
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[MAX_ACC];
     __mmask16 mask[TILE_G > GEMV_G ? TILE_G : GEMV_G];
-#pragma GCC unroll 4
-    for (int g = 0; g < ng; g++) {
-        int c = ncols - LL_QGROUP * g;
-        mask[g] = c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << c) - 1);
-    }
-#pragma GCC unroll 4
-    for (int m = 0; m < mr; m++)
-#pragma GCC unroll 4
-        for (int g = 0; g < ng; g++)
-            acc[m * ng + g] = b0 == 0 ? _mm512_setzero_ps()
-                                      : _mm512_maskz_loadu_ps(mask[g], out + (size_t)m * (size_t)j->N +
-                                                                           LL_QGROUP * g);
+    acc_start(acc, mask, mr, ng, out, (size_t)j->N, ncols, b0);
 
     for (size_t b = b0; b < b1; b++) {
         __m512i s[MAX_ACC];
@@ -147,19 +156,7 @@ INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const
     const __m512i six = _mm512_set1_epi32(63);
     __m512 acc[MAX_ACC];
     __mmask16 mask[TILE_G > GEMV_G ? TILE_G : GEMV_G];
-#pragma GCC unroll 4
-    for (int g = 0; g < ng; g++) {
-        int c = ncols - LL_QGROUP * g;
-        mask[g] = c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << c) - 1);
-    }
-#pragma GCC unroll 4
-    for (int m = 0; m < mr; m++)
-#pragma GCC unroll 4
-        for (int g = 0; g < ng; g++)
-            acc[m * ng + g] =
-                b0 == 0 ? _mm512_setzero_ps()
-                        : _mm512_maskz_loadu_ps(mask[g], out + (size_t)m * (size_t)j->N +
-                                                             LL_QGROUP * g);
+    acc_start(acc, mask, mr, ng, out, (size_t)j->N, ncols, b0);
 
     for (size_t b = b0; b < b1; b++) {
         __m512i s[MAX_ACC];

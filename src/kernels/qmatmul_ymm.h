@@ -59,6 +59,29 @@ INLINE __m256i dot_s8(__m256i s, __m256i w, __m256i a)
 #endif
 }
 
+/* The tile's f32 accumulators (mr rows of x by nu units of UNIT columns, ncols of them real):
+ * zero when b0 is 0 (the first blocks), else the partial sums already in out (N columns a row). */
+INLINE void acc_start(__m256 *acc, const int mr, const int nu, const float *out, size_t N,
+                      int ncols, size_t b0)
+{
+#pragma GCC unroll 3
+    for (int m = 0; m < mr; m++)
+#pragma GCC unroll 4
+        for (int u = 0; u < nu; u++) {
+            const float *o = out + (size_t)m * N + (size_t)(UNIT * u);
+            const int c = ncols - UNIT * u;
+            if (b0 == 0 || c <= 0) {
+                acc[m * nu + u] = _mm256_setzero_ps();
+            } else if (c >= UNIT) {
+                acc[m * nu + u] = _mm256_loadu_ps(o);
+            } else {
+                float r[UNIT] = {0};
+                memcpy(r, o, (size_t)c * sizeof *r);
+                acc[m * nu + u] = _mm256_loadu_ps(r);
+            }
+        }
+}
+
 /* Block b of a 4-bit tile: the exact 32-bit integer sums of the unsigned nibbles (low nibbles
  * are elements 0..15 of the block, high ones 16..31) times the int8 activations, added to s (mr
  * rows of x by nu units; unit u at (u/2)·wq_g + (u%2)·32 bytes of wq). The same for q4_0 and
@@ -110,22 +133,7 @@ INLINE void tile(const int q4, const int mr, const int nu, const struct ll_qmm_j
 #define UQ(u) ((size_t)((u) / 2) * wq_g + (size_t)((u) % 2) * 32)
 #define UD(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * UNIT)
     __m256 acc[MAX_ACC];
-#pragma GCC unroll 3
-    for (int m = 0; m < mr; m++)
-#pragma GCC unroll 4
-        for (int u = 0; u < nu; u++) {
-            const float *o = out + (size_t)m * (size_t)j->N + (size_t)(UNIT * u);
-            const int c = ncols - UNIT * u;
-            if (b0 == 0 || c <= 0) {
-                acc[m * nu + u] = _mm256_setzero_ps();
-            } else if (c >= UNIT) {
-                acc[m * nu + u] = _mm256_loadu_ps(o);
-            } else {
-                float r[UNIT] = {0};
-                memcpy(r, o, (size_t)c * sizeof *r);
-                acc[m * nu + u] = _mm256_loadu_ps(r);
-            }
-        }
+    acc_start(acc, mr, nu, out, (size_t)j->N, ncols, b0);
 
     for (size_t b = b0; b < b1; b++) {
         __m256i s[MAX_ACC];
@@ -193,27 +201,11 @@ INLINE void tile_k(const int mr, const int nu, const struct ll_qmm_job *j, const
 {
     const size_t K = (size_t)j->K, nb = (size_t)j->nb;
     const size_t wq_g = nb * 4 * 64, wd_g = (size_t)ll_qk_nsb(j->nb) * LL_QK_SB_BYTES;
-#define UQ(u) ((size_t)((u) / 2) * wq_g + (size_t)((u) % 2) * 32)
 #define UD(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * 16)
 #define UC(u) ((size_t)((u) / 2) * wd_g + (size_t)((u) % 2) * 32)
     const __m256i six = _mm256_set1_epi32(63);
     __m256 acc[MAX_ACC];
-#pragma GCC unroll 3
-    for (int m = 0; m < mr; m++)
-#pragma GCC unroll 4
-        for (int u = 0; u < nu; u++) {
-            const float *o = out + (size_t)m * (size_t)j->N + (size_t)(UNIT * u);
-            const int c = ncols - UNIT * u;
-            if (b0 == 0 || c <= 0) {
-                acc[m * nu + u] = _mm256_setzero_ps();
-            } else if (c >= UNIT) {
-                acc[m * nu + u] = _mm256_loadu_ps(o);
-            } else {
-                float r[UNIT] = {0};
-                memcpy(r, o, (size_t)c * sizeof *r);
-                acc[m * nu + u] = _mm256_loadu_ps(r);
-            }
-        }
+    acc_start(acc, mr, nu, out, (size_t)j->N, ncols, b0);
 
     for (size_t b = b0; b < b1; b++) {
         __m256i s[MAX_ACC];
