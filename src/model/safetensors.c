@@ -304,6 +304,7 @@ static enum ll_status file_add(struct safetensors *st, const char *path, struct 
         return ll_err_set(err, LL_EIO, "%s: mmap failed: %s", path, strerror(e));
     f->map = map;
     /* Start reading the weights in the background: the first forward pass touches all of them. */
+    (void)madvise(map, f->size, MADV_HUGEPAGE);
     (void)madvise(map, f->size, MADV_WILLNEED);
 
     uint64_t n = 0;
