@@ -160,31 +160,81 @@ static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const 
     }
 }
 
-/* A single row of x on the fast path (the decode GEMV): rows of W one after another, each over
- * its whole K before the next, so a thread reads its share of W strictly in address order; the
- * hardware prefetchers stream that best (bench-matmul M = 1 on an AMD EPYC, gate/up and lm_head:
- * 25-28 GB/s with 8 rows interleaved as a tile does, 31-33 GB/s row after row). Each row's
- * accumulator gets the chunks in the same order as in a tile; up to 16 rows are reduced together. */
-static void gemv_fast(const uint16_t *xb, const uint16_t *w, size_t ldw, int nfull,
-                      __mmask32 tail, int nr, float *out, const float *bias)
+/* ---- fast path, few rows of x: the weights as one stream ---- */
+
+/* With few rows of x (decode, small batches) a step is bound by reading W, and the hardware
+ * prefetchers stream it best in address order: rows of W one after another, each over its whole
+ * K before the next (bench-matmul on an AMD EPYC, gate/up: M = 1 25-28 GB/s with 8 rows
+ * interleaved as a tile does, 31-35 row after row; M = 8 1.33 ms as tiles). Each weight chunk
+ * loaded serves up to STREAM_MR rows of x at once (x stays in L1); every accumulator gets the
+ * chunks in the same order as in a tile. */
+#define STREAM_MR 8  /* rows of x per pass over a weight row */
+#define STREAM_N 16  /* rows of W whose results are reduced together */
+#define STREAM_M_MAX 8 /* up to this many rows of x take this path ... */
+static const size_t stream_x_bytes = 16 * 1024; /* ... if their bf16 copy stays in L1 */
+
+/* Row wr of W against rows 0..mr) of x: the accumulators into acc[m][r]. */
+INLINE void stream_row(const int mr, const uint16_t *xb, size_t ldx, const uint16_t *wr,
+                       int nfull, __mmask32 tail, __m512 acc[][STREAM_N], int r)
 {
-    __m512 acc[16];
+    __m512 a[STREAM_MR];
+#pragma GCC unroll 8
+    for (int m = 0; m < mr; m++)
+        a[m] = _mm512_setzero_ps();
+    for (int c = 0; c < nfull; c++) {
+        __m512i wv = _mm512_loadu_si512(wr + (size_t)c * LL_MM_CHUNK_FAST);
+#pragma GCC unroll 8
+        for (int m = 0; m < mr; m++)
+            a[m] = _mm512_dpbf16_ps(
+                a[m], (__m512bh)_mm512_load_si512(xb + (size_t)m * ldx + (size_t)c * LL_MM_CHUNK_FAST),
+                (__m512bh)wv);
+    }
+    if (tail) {
+        size_t k = (size_t)nfull * LL_MM_CHUNK_FAST;
+        __m512i wv = _mm512_maskz_loadu_epi16(tail, wr + k);
+#pragma GCC unroll 8
+        for (int m = 0; m < mr; m++) /* x is zero-padded past K */
+            a[m] = _mm512_dpbf16_ps(a[m], (__m512bh)_mm512_load_si512(xb + (size_t)m * ldx + k),
+                                    (__m512bh)wv);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < mr; m++)
+        acc[m][r] = a[m];
+}
+
+#define STREAM_CASE(MR)                                                                        \
+    case MR:                                                                                   \
+        stream_row(MR, x0, ldx, wr, nfull, tail, acc0, r);                                     \
+        break;
+
+/* out[0..M)[0..nr) for nr <= STREAM_N rows of W, M <= STREAM_M_MAX rows of x. */
+static void stream_panel(int M, const uint16_t *xb, size_t ldx, const uint16_t *w, size_t ldw,
+                         int nfull, __mmask32 tail, int nr, float *out, size_t ldo,
+                         const float *bias)
+{
+    __m512 acc[STREAM_M_MAX][STREAM_N];
     for (int r = 0; r < nr; r++) {
         const uint16_t *wr = w + (size_t)r * ldw;
-        __m512 a = _mm512_setzero_ps();
-        for (int c = 0; c < nfull; c++) {
-            __m512i xv = _mm512_load_si512(xb + (size_t)c * LL_MM_CHUNK_FAST);
-            __m512i wv = _mm512_loadu_si512(wr + (size_t)c * LL_MM_CHUNK_FAST);
-            a = _mm512_dpbf16_ps(a, (__m512bh)xv, (__m512bh)wv);
+        for (int m0 = 0; m0 < M; m0 += STREAM_MR) {
+            const uint16_t *x0 = xb + (size_t)m0 * ldx;
+            int mr = M - m0 < STREAM_MR ? M - m0 : STREAM_MR;
+            __m512(*acc0)[STREAM_N] = acc + m0;
+            switch (mr) {
+                STREAM_CASE(1) STREAM_CASE(2) STREAM_CASE(3) STREAM_CASE(4)
+                STREAM_CASE(5) STREAM_CASE(6) STREAM_CASE(7) STREAM_CASE(8)
+            default:
+                __builtin_unreachable();
+            }
         }
-        if (tail) {
-            size_t k = (size_t)nfull * LL_MM_CHUNK_FAST;
-            __m512i xv = _mm512_load_si512(xb + k); /* zero-padded past K */
-            a = _mm512_dpbf16_ps(a, (__m512bh)xv, (__m512bh)_mm512_maskz_loadu_epi16(tail, wr + k));
-        }
-        acc[r] = a;
     }
-    tile_store(acc, 1, nr, out, 0, bias);
+    for (int m = 0; m < M; m++) {
+        union {
+            __m512 v;
+            float f[16];
+        } res = {.v = reduce_group(acc[m], nr, 0)};
+        for (int n = 0; n < nr; n++)
+            out[(size_t)m * ldo + (size_t)n] = bias ? res.f[n] + bias[n] : res.f[n];
+    }
 }
 
 /* ---- exact path: f32 × widened weights ---- */
@@ -286,12 +336,14 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
     int block = (int)(x_block_bytes / (x_row_bytes ? x_row_bytes : 1));
     block = block < TILE_M ? TILE_M : block / TILE_M * TILE_M;
 
-    if (j->fast && m1 - m0 == 1) {
+    if (j->fast && (m1 - m0 == 1 || (m1 - m0 <= STREAM_M_MAX &&
+                                      (size_t)(m1 - m0) * j->xb_stride * 2 <= stream_x_bytes))) {
         const __mmask32 tail = rem ? (__mmask32)((1u << rem) - 1) : 0;
-        for (int n = n0; n < n1; n += 16)
-            gemv_fast(j->xb + (size_t)m0 * j->xb_stride, (const uint16_t *)j->w + (size_t)n * K, K,
-                      nfull, tail, min_int(16, n1 - n), j->out + (size_t)m0 * ldo + (size_t)n,
-                      j->bias ? j->bias + n : NULL);
+        for (int n = n0; n < n1; n += STREAM_N)
+            stream_panel(m1 - m0, j->xb + (size_t)m0 * j->xb_stride, j->xb_stride,
+                         (const uint16_t *)j->w + (size_t)n * K, K, nfull, tail,
+                         min_int(STREAM_N, n1 - n), j->out + (size_t)m0 * ldo + (size_t)n, ldo,
+                         j->bias ? j->bias + n : NULL);
         return;
     }
     for (int mb = m0; mb < m1; mb += block) {

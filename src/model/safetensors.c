@@ -303,7 +303,9 @@ static enum ll_status file_add(struct safetensors *st, const char *path, struct 
     if (map == MAP_FAILED)
         return ll_err_set(err, LL_EIO, "%s: mmap failed: %s", path, strerror(e));
     f->map = map;
-    /* Start reading the weights in the background: the first forward pass touches all of them. */
+    /* Huge pages where the kernel grants them for file mappings (fewer TLB misses while decode
+     * streams the weights: tg64 9.0 -> 9.4-10.4 t/s on an AMD EPYC VM), then start reading the
+     * weights in the background: the first forward pass touches all of them. Both are hints. */
     (void)madvise(map, f->size, MADV_HUGEPAGE);
     (void)madvise(map, f->size, MADV_WILLNEED);
 
