@@ -48,7 +48,7 @@ enum engine_spec {
 
 /* The default inter-token latency target (ms) of --itl-target-ms. */
 #define ENGINE_ITL_TARGET_MS 400
-#define ENGINE_ITL_MAX_RATIO 190
+#define ENGINE_ITL_MAX_RATIO 160
 
 /* Engine options; a zero field takes the default given (see engine_opts_resolve). */
 struct engine_opts {
@@ -74,8 +74,9 @@ struct engine_opts {
                              are sized by the measured step cost so a step stays under it
                              (scheduler.c; default ENGINE_ITL_TARGET_MS) */
     int itl_max_ratio;    /* percent: a step with prompt work takes at most this share of a
-                             decode-only step's time, whatever the target (default
-                             ENGINE_ITL_MAX_RATIO; 100000: the target alone bounds it) */
+                             decode-only step's time of the batch being built (scheduler.c),
+                             whatever the target (default ENGINE_ITL_MAX_RATIO; 100000: the
+                             target alone bounds it) */
     enum engine_spec spec; /* speculative decoding (default ENGINE_SPEC_OFF) */
     int spec_max_draft;   /* draft tokens per sequence and step at most (default 4) */
 };

@@ -286,7 +286,7 @@ static void test_defaults(void **state)
     assert_int_equal(r->max_seqs, 16);
     assert_int_equal(r->kv_blocks, 16 * 4096 / 4 / 16);
     assert_int_equal(r->itl_target_ms, ENGINE_ITL_TARGET_MS);
-    assert_int_equal(r->itl_max_ratio, 190);
+    assert_int_equal(r->itl_max_ratio, 160);
     assert_int_equal(r->spec, ENGINE_SPEC_OFF);
     assert_int_equal(r->spec_max_draft, 4);
     engine_destroy(e);

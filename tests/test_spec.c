@@ -18,8 +18,10 @@
  *   - scheduling under load, on step counts with a synthetic step cost fed to the scheduler
  *     before every step: decode rows never wait for a prompt (every stream gets a token every
  *     step), a long prompt arriving during 8 streams is spread over exactly the steps the
- *     budget gives (the target, at most 1.9 times a decode-only step), and a prompt whose chunks
- *     never fit still gets SCHED_MIN_CHUNK tokens every SCHED_STARVE_STEPS steps.
+ *     budget gives (the target, at most 1.6 times a decode-only step of the batch being
+ *     built), prompts queued behind a lone stream start as fast as that batch allows, and a
+ *     prompt whose chunks never fit still gets SCHED_MIN_CHUNK tokens every SCHED_STARVE_STEPS
+ *     steps.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -167,7 +169,7 @@ static void test_step_cost(void **state)
     step_cost_reset(&c);
     assert_true(step_cost_step(&c, 4) < 0);
     assert_true(step_cost_row(&c, 4) < 0);
-    assert_int_equal(step_cost_prompt_budget(&c, 4, 0.4, 0.5, 0.9, 100), -1);
+    assert_int_equal(step_cost_prompt_budget(&c, 4, 4, 0.4, 0.5, 0.9, 100), -1);
     /* steps of 8 rows 0.2 s, 16 rows 0.3 s */
     step_cost_observe(&c, 8, 0.2);
     step_cost_observe(&c, 16, 0.3);
@@ -188,10 +190,13 @@ static void test_step_cost(void **state)
     assert_int_equal(c.seen[0] + c.seen[3], 0);
 
     /* the prompt's time beside a step of F(d): target - F(d) within [min, max] shares */
-    assert_true(fabs(step_cost_prompt_time(0.25, 0.5, 0.5, 0.9) - 0.225) < 1e-12);  /* max */
-    assert_true(fabs(step_cost_prompt_time(0.25, 0.4, 0.5, 0.9) - 0.15) < 1e-12);   /* target */
-    assert_true(fabs(step_cost_prompt_time(0.25, 0.3, 0.5, 0.9) - 0.125) < 1e-12);  /* min */
-    assert_true(fabs(step_cost_prompt_time(0.25, 0.1, 0.0, 0.9) - 0.0) < 1e-12);
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.25, 0.5, 0.5, 0.9) - 0.225) < 1e-12);  /* max */
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.25, 0.4, 0.5, 0.9) - 0.15) < 1e-12);   /* target */
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.25, 0.3, 0.5, 0.9) - 0.125) < 1e-12);  /* min */
+    assert_true(fabs(step_cost_prompt_time(0.25, 0.25, 0.1, 0.0, 0.9) - 0.0) < 1e-12);
+    /* a reference step costlier than the decode rows' own: the max share is of that one */
+    assert_true(fabs(step_cost_prompt_time(0.125, 0.25, 0.5, 0.5, 0.9) - 0.35) < 1e-12);
+    assert_true(fabs(step_cost_prompt_time(0.125, 0.25, 0.25, 0.5, 0.9) - 0.125) < 1e-12);
 
     /* the budget: the most c with F(d + c) <= F(d) + that time; binary fractions, so exact:
      * F(8 + c) = 1/4 + c/256 up to c = 300 */
@@ -200,22 +205,26 @@ static void test_step_cost(void **state)
     step_cost_observe(&m, 8, 0.25);
     step_cost_observe(&m, 308, 0.25 + 300 / 256.0);
     assert_true(fabs(step_cost_row(&m, 8) - 1 / 256.0) < 1e-12);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.375, 0.5, 1.0, 1000), 32);  /* target */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 0.5, 1000), 32);    /* max */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.5, 1.0, 1000), 32); /* min */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.3125, 0.0, 1.0, 1000), 16);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.125, 0.0, 1.0, 1000), 0);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.5, 0.5, 1.0, 10), 10);      /* the cap */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 0.375, 0.5, 1.0, 1000), 32);  /* target */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 0.5, 0.5, 0.5, 1000), 32);    /* max */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 0.3125, 0.5, 1.0, 1000), 32); /* min */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 0.3125, 0.0, 1.0, 1000), 16);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 0.125, 0.0, 1.0, 1000), 0);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 0.5, 0.5, 1.0, 10), 10);      /* the cap */
     /* the same load on a machine twice as slow: a smaller chunk for the same target */
     struct step_cost slow;
     step_cost_reset(&slow);
     step_cost_observe(&slow, 8, 0.5);
     step_cost_observe(&slow, 308, 0.5 + 300 / 128.0);
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 0.75, 0.5, 4.0, 1000), 128);
-    assert_int_equal(step_cost_prompt_budget(&slow, 8, 0.75, 0.5, 4.0, 1000), 32);
-    assert_int_equal(step_cost_prompt_budget(&slow, 8, 0.5, 0.5, 4.0, 1000), 32); /* min */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 0.75, 0.5, 4.0, 1000), 128);
+    assert_int_equal(step_cost_prompt_budget(&slow, 8, 8, 0.75, 0.5, 4.0, 1000), 32);
+    assert_int_equal(step_cost_prompt_budget(&slow, 8, 8, 0.5, 0.5, 4.0, 1000), 32); /* min */
     /* and a fast one, whose decode steps are short: the max share, not the target, bounds it */
-    assert_int_equal(step_cost_prompt_budget(&m, 8, 10.0, 0.5, 0.9, 1000), 57);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 8, 10.0, 0.5, 0.9, 1000), 57);
+    /* ... unless requests queue for a batch of 40 rows: 1.9 · F(40) = 1.9 · (1/4 + 32/256) s
+     * bounds the step, F(8 + c) <= 0.7125: 118 tokens */
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 40, 10.0, 0.5, 0.9, 1000), 118);
+    assert_int_equal(step_cost_prompt_budget(&m, 8, 4, 10.0, 0.5, 0.9, 1000), 57); /* r < d: d */
 }
 
 /* ---- engines ---- */
@@ -760,16 +769,70 @@ static void test_spec_grammar_and_pins(void **state)
     assert_int_equal(pin_on[0], (40 + 50 - 1) / 16);
 }
 
+/* One stream decodes; 7 prompts of 64 tokens arrive at once (max_seqs 8). Returns the steps
+ * until each has its first token, checking that the stream got a token in every step. */
+static int rampup_steps(int ratio)
+{
+    enum { Q = 7, L = 64 };
+    struct engine_opts o = {.max_seqs = Q + 1, .max_batch_tokens = 256, .itl_target_ms = 500,
+                            .itl_max_ratio = ratio, .kv_blocks = 256};
+    struct engine *e = make_engine_on(FIXTURE, o);
+    int32_t ids[Q + 1][L];
+    for (int i = 0; i <= Q; i++)
+        for (int k = 0; k < L; k++)
+            ids[i][k] = (int32_t)(sampler_uniform(700 + (uint64_t)i, (uint64_t)k) * 150000);
+    struct engine_params sp = {.prompt = ids[Q], .n_prompt = 8, .max_tokens = 2000,
+                               .ignore_eos = true};
+    struct engine_req *s = submit(e, &sp), *r[Q];
+    struct result sres = {0}, res[Q];
+    memset(res, 0, sizeof res);
+    bool did;
+    while (sres.n == 0) {
+        step_checked(e, &did);
+        drain(s, &sres);
+    }
+    for (int i = 0; i < Q; i++) {
+        struct engine_params q = {.prompt = ids[i], .n_prompt = L, .max_tokens = 2000,
+                                  .ignore_eos = true};
+        r[i] = submit(e, &q);
+    }
+    int steps = 0;
+    for (int started = 0; started < Q;) {
+        synthetic_cost(e, 0.25, 1 / 128.0);
+        step_checked(e, &did);
+        steps++;
+        assert_true(steps < 10000);
+        if (drain(s, &sres) != 1)
+            fail_msg("the stream got no token in step %d", steps);
+        started = 0;
+        for (int i = 0; i < Q; i++) {
+            drain(r[i], &res[i]);
+            started += res[i].n > 0;
+        }
+    }
+    for (int i = 0; i < Q; i++) {
+        engine_cancel(r[i]);
+        engine_req_release(r[i]);
+    }
+    engine_cancel(s);
+    engine_req_release(s);
+    struct ll_err err = {0};
+    assert_int_equal(engine_run_until_idle(e, &err), LL_OK);
+    engine_destroy(e);
+    return steps;
+}
+
 static void test_chunk_budget(void **state)
 {
     (void)state;
     /* 8 decode rows take 0.25 s, a prompt token 1/128 s, target 500 ms: the step may take
-     * 1.9 · 0.25 s (not the target's 0.5 s), so 28 tokens a step (the token budget would allow
-     * 248), and 600 tokens take 22 steps */
-    assert_int_equal(long_prompt_steps(500, 0, 0.25, 1 / 128.0, 600), 22);
+     * 1.6 times a decode step of the 9 rows the batch is heading for, 1.6 · (0.25 + 1/128) s
+     * (not the target's 0.5 s), so 20 tokens a step (the token budget would allow 248), and 600
+     * tokens take 30 steps */
+    assert_int_equal(long_prompt_steps(500, 0, 0.25, 1 / 128.0, 600), 30);
     /* with --itl-max-ratio 100000 the target alone: 32 tokens a step, 19 steps */
     assert_int_equal(long_prompt_steps(500, 100000, 0.25, 1 / 128.0, 600), 19);
-    /* a target below 1.9x: 0.4 s, 19 tokens a step, 32 steps */
+    /* a target below 1.6x: 0.4 s, 19 tokens a step, 32 steps */
     assert_int_equal(long_prompt_steps(400, 0, 0.25, 1 / 128.0, 600), 32);
     /* a machine twice as slow under the same target: the decode rows alone take it all, and
      * the prompt keeps share · 0.5 s = 0.25 s of each step, 16 tokens: 38 steps */
@@ -777,6 +840,11 @@ static void test_chunk_budget(void **state)
     /* chunks that never fit (a prompt token costs a second): after 3 steps without a prompt
      * token the minimum chunk, 16 tokens: 600 tokens = 38 chunks, the first token at step 152 */
     assert_int_equal(long_prompt_steps(1, 0, 0.25, 1.0, 600), 152);
+    /* prompts queued behind a lone stream: the reference is the batch of 8 they make (0.25 s),
+     * not the stream's own 1/32 s step, so the first step takes 26 tokens (F(27) <= 1.6 · 0.25),
+     * and all 7 have started after 20 steps (with the stream's own step as the reference,
+     * 16-token chunks after starved steps: 147 steps at --itl-max-ratio 190) */
+    assert_int_equal(rampup_steps(0), 20);
 }
 
 int main(void)

@@ -91,9 +91,10 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_ITL_MAX_RATIO] = {"--itl-max-ratio", "LLAISYS_ITL_MAX_RATIO", "PCT",
                                   ENGINE_OPT_INT, OFF(itl_max_ratio), 150, 100000,
                                   "a step that carries prompt chunks takes at most PCT percent "
-                                  "of a decode-only step, whatever --itl-target-ms (so the "
-                                  "inter-token p99 stays within 2x the p50 on a fast CPU); "
-                                  "100000 leaves it to the target"},
+                                  "of a decode-only step of the batch being built (the "
+                                  "streams decoding and the prompts queued, up to --max-seqs), "
+                                  "whatever --itl-target-ms (so the inter-token p99 stays within "
+                                  "2x the p50 on a fast CPU); 100000 leaves it to the target"},
     [ENGINE_OPT_SPEC] = {"--spec", "LLAISYS_SPEC", "MODE", ENGINE_OPT_CHOICE, OFF(spec), 0,
                          ENGINE_SPEC_COUNT - 1,
                          "speculative decoding, off, ngram or ngram-always: ngram drafts "

@@ -17,12 +17,18 @@
  *   3. the prompt budget: how many prompt tokens this step may carry beside those rows. With no
  *      sequence decoding it is the whole token budget (nobody's inter-token gap is at stake).
  *      Else it comes from the measured step cost F (step_cost.h): the most tokens c with
- *      F(d + c) <= F(d) + E, d the decode rows and E = itl_target - F(d) held between
- *      SCHED_PROMPT_SHARE and max_share (--itl-max-ratio - 100 %) times F(d). So a step stays
- *      under --itl-target-ms where the machine allows it, yet never takes more than 1.9 times a
- *      decode-only step by default (on a fast machine a 400 ms step beside 50 ms ones would be
- *      a stall every stream sees: inter-token p99 stays within 2x p50), and where the decode
- *      rows alone come near the target, prompts still get half a decode step's time. Progress is
+ *      F(d + c) <= F(d) + E, d the decode rows and E = itl_target - F(d), at least
+ *      SCHED_PROMPT_SHARE times F(d), and at most what keeps the step within --itl-max-ratio
+ *      (160 %) of F(r), r the decode rows of the batch being built (this step's plus one per
+ *      request whose prompt is still to be fed, up to max_seqs). So a step stays under
+ *      --itl-target-ms where the machine allows it, yet never takes more than 1.6 times a
+ *      decode-only step of that batch by default (on a fast machine a 400 ms step beside 50 ms
+ *      ones would be a stall every stream sees: inter-token p99 stays within 2x p50, with room
+ *      for the estimate's error). While requests queue behind a few streams the reference is
+ *      the batch they will make, not the few rows decoding now: a lone stream's 90 ms step
+ *      would hold 7 queued prompts to a few tokens a step, each waiting seconds to start, while
+ *      the streams they join will step at the batch's pace anyway. Where the decode rows alone
+ *      come near the target, prompts still get half a decode step's time. Progress is
  *      guaranteed whatever the timings: when prompt work has waited SCHED_STARVE_STEPS - 1
  *      steps without a single token, the next step offers SCHED_MIN_CHUNK (a shape the cost
  *      table then knows);
@@ -262,7 +268,7 @@ static void schedule_drafts(struct engine *e)
      * draft) */
     double rows_left = 1e9;
     if (dd >= 0 && m > 0)
-        rows_left = step_cost_prompt_time(dd, target, SCHED_PROMPT_SHARE, max_share(e)) / m;
+        rows_left = step_cost_prompt_time(dd, dd, target, SCHED_PROMPT_SHARE, max_share(e)) / m;
     int spare = e->max_logit_rows - e->opts.max_seqs; /* logits rows for drafts */
     for (int k = 0; k < e->n_seqs && e->budget > 0; k++) {
         struct engine_req *r = e->b_reqs[k];
@@ -315,13 +321,25 @@ static bool prompt_pending(const struct engine *e)
     return false;
 }
 
+/* The decode rows of the batch being built: this step's, and one for every request whose
+ * prompt is still to be fed (running with a chunk left, or waiting), up to max_seqs. */
+static int reference_rows(const struct engine *e)
+{
+    int n = e->n_decode_rows + e->waiting.n;
+    for (const struct engine_req *r = e->running.head; r; r = r->next)
+        if (r->batch_step != e->step_no && r->n_tokens - r->n_computed > 1)
+            n++;
+    int most = e->opts.max_seqs > e->n_decode_rows ? e->opts.max_seqs : e->n_decode_rows;
+    return n < most ? n : most;
+}
+
 /* Step 3: the prompt tokens this step may carry (see the top). */
 static int prompt_budget(struct engine *e)
 {
     int d = e->n_decode_rows, left = e->budget;
     if (d == 0)
         return left;
-    int n = step_cost_prompt_budget(&e->cost, d, e->opts.itl_target_ms / 1000.0,
+    int n = step_cost_prompt_budget(&e->cost, d, reference_rows(e), e->opts.itl_target_ms / 1000.0,
                                     SCHED_PROMPT_SHARE, max_share(e), left);
     if (n < 0)
         n = SCHED_MIN_CHUNK; /* costs not measured yet: a small chunk measures them */

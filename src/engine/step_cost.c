@@ -74,23 +74,25 @@ double step_cost_row(const struct step_cost *c, int n)
     return m > 0 ? m : 0;
 }
 
-double step_cost_prompt_time(double fd, double target_s, double min_share, double max_share)
+double step_cost_prompt_time(double fd, double fref, double target_s, double min_share,
+                             double max_share)
 {
-    double extra = target_s - fd;
-    if (extra > max_share * fd)
-        extra = max_share * fd;
+    double extra = target_s - fd, most = (1 + max_share) * (fref > fd ? fref : fd) - fd;
+    if (extra > most)
+        extra = most;
     if (extra < min_share * fd)
         extra = min_share * fd;
     return extra;
 }
 
-int step_cost_prompt_budget(const struct step_cost *c, int d, double target_s, double min_share,
-                            double max_share, int cap)
+int step_cost_prompt_budget(const struct step_cost *c, int d, int d_ref, double target_s,
+                            double min_share, double max_share, int cap)
 {
     double fd = step_cost_step(c, d);
     if (fd < 0)
         return -1;
-    double limit = fd + step_cost_prompt_time(fd, target_s, min_share, max_share);
+    double fref = d_ref > d ? step_cost_step(c, d_ref) : fd;
+    double limit = fd + step_cost_prompt_time(fd, fref, target_s, min_share, max_share);
     if (cap <= 0 || step_cost_step(c, d + 1) > limit)
         return 0;
     int lo = 1, hi = cap; /* F(d + lo) fits; find the last c that does (F is near monotone) */

@@ -12,7 +12,9 @@
  *   - per decode row: F(d) / d, the cost per token of a step of d decode rows;
  *   - per prompt token (and per draft row) beside d rows: the slope of F at d;
  *   - the prompt budget: the most tokens c with F(d + c) <= F(d) + E, the prompt's time E being
- *     target - F(d) held between min_share · F(d) and max_share · F(d).
+ *     target - F(d), at least min_share · F(d), and at most what keeps the step within
+ *     (1 + max_share) · F(r), r >= d the decode rows of the reference step (the batch the
+ *     scheduler is heading for: scheduler.c).
  * A shape never seen is extrapolated proportionally from the largest one seen, which
  * over-estimates an affine cost: its chunk comes out smaller, and once run the step teaches the
  * table its shape. Every step updates the estimate, so it follows the machine: its speed, its
@@ -45,16 +47,19 @@ double step_cost_step(const struct step_cost *c, int n);
 double step_cost_row(const struct step_cost *c, int n);
 
 /* The seconds a step beside decode rows costing fd may spend on prompt work (or drafts):
- * target_s - fd, held between min_share · fd and max_share · fd. */
-double step_cost_prompt_time(double fd, double target_s, double min_share, double max_share);
+ * target_s - fd, at least min_share · fd, at most (1 + max_share) · fref - fd (fref >= fd: the
+ * reference decode step's cost; pass fd for a step that is its own reference). */
+double step_cost_prompt_time(double fd, double fref, double target_s, double min_share,
+                             double max_share);
 
 /* Prompt tokens that fit beside d >= 1 decode rows in a step of at most target_s seconds, but
- * never longer than (1 + max_share) · F(d) (so a step with prompt work stays within that
- * multiple of a decode-only step, whatever the target) and, when the decode rows alone come
- * near the target, of (1 + min_share) · F(d) (so prompts keep a part of every step on any
- * machine): the largest c in 0..cap with F(d + c) within that limit. Returns -1 while nothing
- * is known (the caller probes with a small chunk). */
-int step_cost_prompt_budget(const struct step_cost *c, int d, double target_s, double min_share,
-                            double max_share, int cap);
+ * never longer than (1 + max_share) · F(d_ref), d_ref >= d the decode rows of the reference
+ * step (so a step with prompt work stays within that multiple of a decode-only step of the
+ * batch being built, whatever the target) and, when the decode rows alone come near the target,
+ * of (1 + min_share) · F(d) (so prompts keep a part of every step on any machine): the largest
+ * c in 0..cap with F(d + c) within that limit. Returns -1 while nothing is known (the caller
+ * probes with a small chunk). */
+int step_cost_prompt_budget(const struct step_cost *c, int d, int d_ref, double target_s,
+                            double min_share, double max_share, int cap);
 
 #endif
