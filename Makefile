@@ -178,11 +178,12 @@ $(BUILD)/%_vnni512.o: %_vnni512.c | $(SETUP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(VNNI512_FLAGS) -c $< -o $@
 
-$(BUILD)/%_amx.o: %_amx.c | $(SETUP)
+# (kernels only: tests/test_qmatmul_amx.c is plain C)
+$(BUILD)/src/kernels/%_amx.o: src/kernels/%_amx.c | $(SETUP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AMX_FLAGS) -c $< -o $@
 
-$(BUILD)/%_amx_emul.o: %_amx.c | $(SETUP)
+$(BUILD)/src/kernels/%_amx_emul.o: src/kernels/%_amx.c | $(SETUP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DLL_AMX_EMULATE -c $< -o $@
 

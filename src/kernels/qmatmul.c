@@ -6,7 +6,9 @@
  *
  * Called from the thread that owns the pool; the kernels run on the pool's threads on disjoint
  * output ranges. The scalar code below spells out the result one block at a time; the SIMD files
- * reach the same integer sums 16 (zmm) or 8 (ymm) output rows at a time.
+ * reach the same integer sums 16 (zmm) or 8 (ymm) output rows at a time, the AMX file 16 × 16
+ * per tile. A variant with a minimum M (amx) hands smaller calls to its `small` variant; the
+ * results are the same bits, so a row's output does not depend on which one ran.
  */
 #include "qmatmul.h"
 
