@@ -15,7 +15,10 @@
  *     printed ("SKIP amx: CPU lacks amx_tile", "permission refused: ...") elsewhere.
  *   - Dispatch, in child processes of this binary (the variant is chosen once per process): it
  *     never picks amx-emul, picks amx exactly when the tiles are usable, and with
- *     LLAISYS_KERNEL=avx512 picks the best non-AMX variant.
+ *     LLAISYS_KERNEL=avx512 picks the best non-AMX variant. A child whose
+ *     arch_prctl(ARCH_REQ_XCOMP_PERM) a seccomp filter refuses picks the best non-AMX variant
+ *     and computes the reference's bits at M = 32 (on an AMX CPU it also logs the refusal):
+ *     where permission is refused, llaisys must not crash at the first tile instruction.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,9 +26,15 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define LL_AMX_EMULATE
@@ -279,6 +288,90 @@ static void child_variant(const char *kernel, char *out, size_t size)
     out[strcspn(out, "\n")] = '\0';
 }
 
+/* Make arch_prctl(ARCH_REQ_XCOMP_PERM, ...) fail with EPERM in this process; false if seccomp
+ * is not available. */
+static bool deny_amx_permission(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_arch_prctl, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = (unsigned short)(sizeof f / sizeof f[0]), .filter = f};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+/* The child of test_dispatch_refused: permission denied, then the variant and whether an
+ * M = 32 q8_0 call gives the reference's bits. */
+static int child_refused(void)
+{
+    if (!deny_amx_permission()) {
+        printf("no-seccomp %s\n", strerror(errno));
+        return 0;
+    }
+    printf("variant %s\n", ll_qmatmul_variant());
+    const int M = 32, N = 40, K = 96;
+    struct qmat q;
+    rng_seed(9);
+    qmat_make(&q, LL_Q8_0, N, K, 1);
+    float *x = rand_f32((size_t)M * K, 1.0f), *ref = xmalloc((size_t)M * N * sizeof *ref);
+    float *got = xmalloc((size_t)M * N * sizeof *got);
+    size_t sb = ll_qmatmul_scratch_bytes(M, K);
+    void *scratch = aligned_alloc(64, sb);
+    ll_qmatmul_ref(ref, x, &q.w, NULL, M);
+    ll_qmatmul(got, x, &q.w, NULL, M, scratch, sb, NULL);
+    printf("result %s\n", memcmp(got, ref, (size_t)M * N * sizeof *got) ? "differs" : "same");
+    free(x), free(ref), free(got), free(scratch);
+    qmat_free(&q);
+    return 0;
+}
+
+static void test_dispatch_refused(void **state)
+{
+    (void)state;
+    static const char *const below[] = {"avx512vnni", "avxvnni", "avx2", "scalar"};
+    const char *best = NULL;
+    for (size_t i = 0; !best && i < sizeof below / sizeof below[0]; i++)
+        if (ll_qmatmul_set_variant(below[i]))
+            best = below[i];
+    const int amx = ll_isa_amx_ready(NULL);
+    assert_true(ll_qmatmul_set_variant(default_variant));
+
+    char self[512], cmd[700], line[512], want[80];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = '\0';
+    snprintf(cmd, sizeof cmd, "env -u LLAISYS_KERNEL '%s' --deny-amx 2>&1", self);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    int seen_variant = 0, seen_same = 0, seen_refusal = 0;
+    snprintf(want, sizeof want, "variant %s\n", best);
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "no-seccomp", 10)) {
+            pclose(f);
+            printf("[  SKIP    ] permission refused in a child: seccomp unavailable (%s)", line);
+            skip();
+        }
+        seen_variant += !strcmp(line, want);
+        seen_same += !strcmp(line, "result same\n");
+        seen_refusal += strstr(line, "permission refused") != NULL;
+    }
+    assert_int_equal(pclose(f), 0);
+    assert_int_equal(seen_variant, 1);
+    assert_int_equal(seen_same, 1);
+    if (amx) /* on a CPU that could run the tiles, the refusal is said */
+        assert_int_equal(seen_refusal, 1);
+    printf("permission refused: %s, same bits%s\n", best,
+           amx ? ", refusal logged" : " (this CPU has no AMX: the refusal path is not reached)");
+}
+
 static void test_dispatch(void **state)
 {
     (void)state;
@@ -330,11 +423,14 @@ int main(int argc, char **argv)
         printf("%s\n", ll_qmatmul_variant());
         return 0;
     }
+    if (argc == 2 && !strcmp(argv[1], "--deny-amx"))
+        return child_refused();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_emul_tdpbssd),
         cmocka_unit_test(test_amx_emul),
         cmocka_unit_test(test_amx),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_dispatch_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

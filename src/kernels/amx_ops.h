@@ -36,6 +36,7 @@ struct amx_tilecfg {
     uint16_t colsb[16];   /* bytes per row of tile t, t < 8; 0 beyond */
     uint8_t rows[16];     /* rows of tile t, t < 8; 0 beyond */
 } __attribute__((aligned(64)));
+_Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
 
 #ifndef LL_AMX_EMULATE
 
