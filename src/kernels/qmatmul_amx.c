@@ -53,6 +53,28 @@
 #define T_B0 6
 #define T_B1 7
 
+/* C: 16 rows of x × 16 int32; A: 16 rows × one block of int8; B: 8 rows (k / 4) × 16 columns × 4
+ * consecutive k. */
+static const struct amx_tilecfg tile_cfg = {
+    .palette = 1,
+    .rows = {[T_C00] = TM,
+             [T_C01] = TM,
+             [T_C10] = TM,
+             [T_C11] = TM,
+             [T_A0] = TM,
+             [T_A1] = TM,
+             [T_B0] = LL_QBLOCK / 4,
+             [T_B1] = LL_QBLOCK / 4},
+    .colsb = {[T_C00] = 4 * LL_QGROUP,
+              [T_C01] = 4 * LL_QGROUP,
+              [T_C10] = 4 * LL_QGROUP,
+              [T_C11] = 4 * LL_QGROUP,
+              [T_A0] = LL_QBLOCK,
+              [T_A1] = LL_QBLOCK,
+              [T_B0] = 4 * LL_QGROUP,
+              [T_B1] = 4 * LL_QGROUP},
+};
+
 /* One slice of blocks [b0, b0 + KC) of up to two groups, prepared once for every tile of x. */
 struct slice {
     int8_t wq[KC][2][8 * 64];   /* q4_0, q4_k: B tiles unpacked to the signed weight integers */
@@ -205,14 +227,7 @@ static struct rows tile_rows(int w, int m1, int M)
 void KERNEL(const struct ll_qmm_job *j, int m0, int m1, int g0, int g1)
 {
     LL_ASSERT(j->M >= TM);
-    struct amx_tilecfg cfg = {.palette = 1};
-    for (int t = T_C00; t <= T_C11; t++)
-        cfg.rows[t] = TM, cfg.colsb[t] = LL_QGROUP * 4; /* 16 × 16 int32 */
-    cfg.rows[T_A0] = cfg.rows[T_A1] = TM;
-    cfg.colsb[T_A0] = cfg.colsb[T_A1] = LL_QBLOCK; /* 16 rows × one block of int8 */
-    cfg.rows[T_B0] = cfg.rows[T_B1] = LL_QBLOCK / 4;
-    cfg.colsb[T_B0] = cfg.colsb[T_B1] = LL_QGROUP * 4; /* k/4 rows × 16 columns × 4 k */
-    AMX_CONFIG(&cfg);
+    AMX_CONFIG(&tile_cfg);
 
     struct slice sl __attribute__((aligned(64)));
     for (int g = g0; g < g1; g += 2) {
