@@ -5,7 +5,9 @@
  *   - The emulated tile layer against TDPBSSD computed by hand on crafted tiles (signed bytes,
  *     −128 · −128, accumulation onto loaded values, 32-bit wrap-around, the store writing only
  *     the configured rows and bytes), so a wrong emulation cannot make the kernel agree with the
- *     reference by accident.
+ *     reference by accident; and what the hardware faults on (a bad configuration, a tile used
+ *     unconfigured, TDPBSSD on shapes that do not chain or on one tile twice) aborts it, each in
+ *     a child process.
  *   - amx-emul (the kernel on emulated tiles, any CPU) against the scalar reference, bit for bit
  *     (memcmp): q8_0, q4_0 and q4_k, M in {16, 17, 31, 48, 130} (tails of 16 and 32 rows, thread
  *     ranges shorter than a tile), N not a multiple of 16 or 32, K of several blocks and of more
@@ -34,7 +36,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define LL_AMX_EMULATE
@@ -180,6 +185,123 @@ static void test_emul_tdpbssd(void **state)
     assert_int_equal(got[1][2], 2 * 7117);
     AMX_RELEASE();
     assert_int_equal(amx_emul_state.configured, 0);
+}
+
+/* Configurations and uses of tiles the hardware faults on (#GP, #UD): the emulation must abort. */
+static struct amx_tilecfg fault_cfg(void) /* C 2 × 12, A 2 × 8, B 2 × 12: a valid chain */
+{
+    struct amx_tilecfg c = {.palette = 1};
+    c.rows[0] = 2, c.colsb[0] = 12, c.rows[1] = 2, c.colsb[1] = 8, c.rows[2] = 2, c.colsb[2] = 12;
+    return c;
+}
+
+static void fault_palette(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    c.palette = 2;
+    AMX_CONFIG(&c);
+}
+
+static void fault_colsb(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    c.colsb[3] = 68, c.rows[3] = 1;
+    AMX_CONFIG(&c);
+}
+
+static void fault_rows(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    c.colsb[3] = 4, c.rows[3] = 17;
+    AMX_CONFIG(&c);
+}
+
+static void fault_tile8(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    c.colsb[8] = 4, c.rows[8] = 1;
+    AMX_CONFIG(&c);
+}
+
+static void fault_unconfigured(void)
+{
+    AMX_ZERO(0);
+}
+
+static void fault_unused_tile(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    AMX_CONFIG(&c);
+    AMX_ZERO(5);
+}
+
+static void fault_rows_mismatch(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    c.rows[1] = 3;
+    AMX_CONFIG(&c);
+    AMX_DPBSSD(0, 1, 2);
+}
+
+static void fault_k_mismatch(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    c.rows[2] = 3;
+    AMX_CONFIG(&c);
+    AMX_DPBSSD(0, 1, 2);
+}
+
+static void fault_same_tile(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    c.rows[1] = 2, c.colsb[1] = 12;
+    AMX_CONFIG(&c);
+    AMX_DPBSSD(0, 1, 1);
+}
+
+static void valid_chain(void)
+{
+    struct amx_tilecfg c = fault_cfg();
+    AMX_CONFIG(&c);
+    AMX_ZERO(0);
+    AMX_DPBSSD(0, 1, 2);
+    AMX_RELEASE();
+}
+
+/* Run f in a child process; its wait status. */
+static int run_child(void (*f)(void))
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 2); /* the assertion's message */
+        amx_emul_release();
+        f();
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+static void test_emul_faults(void **state)
+{
+    (void)state;
+    static void (*const cases[])(void) = {
+        fault_palette,       fault_colsb,        fault_rows,
+        fault_tile8,         fault_unconfigured, fault_unused_tile,
+        fault_rows_mismatch, fault_k_mismatch,   fault_same_tile,
+    };
+    int st = run_child(valid_chain); /* the control: a valid chain runs to the end */
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        st = run_child(cases[i]);
+        if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT))
+            fail_msg("fault case %zu: the emulation did not abort (status 0x%x)", i, st);
+    }
 }
 
 /* ---- the kernel against the reference, bit for bit ---- */
@@ -426,11 +548,9 @@ int main(int argc, char **argv)
     if (argc == 2 && !strcmp(argv[1], "--deny-amx"))
         return child_refused();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_emul_tdpbssd),
-        cmocka_unit_test(test_amx_emul),
-        cmocka_unit_test(test_amx),
-        cmocka_unit_test(test_dispatch),
-        cmocka_unit_test(test_dispatch_refused),
+        cmocka_unit_test(test_emul_tdpbssd), cmocka_unit_test(test_emul_faults),
+        cmocka_unit_test(test_amx_emul),     cmocka_unit_test(test_amx),
+        cmocka_unit_test(test_dispatch),     cmocka_unit_test(test_dispatch_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
