@@ -76,8 +76,8 @@ void ll_qmatmul_ref(float *out, const float *x, const struct ll_qweight *w, cons
 const char *ll_qmatmul_variant(void);
 
 /* Switch variant by name (one of the five above, or "amx-emul"), for tests and benchmarks; not
- * safe while another thread is inside ll_qmatmul. Returns false, changing nothing, for an unknown name or a
- * variant this CPU cannot run. */
+ * safe while another thread is inside ll_qmatmul. Returns false, changing nothing, for an
+ * unknown name or a variant this CPU cannot run. */
 bool ll_qmatmul_set_variant(const char *name);
 
 #endif

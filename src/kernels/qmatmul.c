@@ -120,8 +120,8 @@ static const struct variant variants[V_COUNT] = {
     [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2, 0, V_AVX2},
     [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni, 0, V_AVXVNNI},
     [V_AVX512VNNI] = {"avx512vnni", ll_qmm_kernel_vnni512, ll_qmm_quant_vnni512, 0, V_AVX512VNNI},
-    [V_AMX] = {"amx", ll_qmm_kernel_amx, ll_qmm_quant_vnni512, 16, V_AVX512VNNI},
-    [V_AMX_EMUL] = {"amx-emul", ll_qmm_kernel_amx_emul, quant_scalar, 16, V_SCALAR},
+    [V_AMX] = {"amx", ll_qmm_kernel_amx, ll_qmm_quant_vnni512, LL_QMM_AMX_MIN_M, V_AVX512VNNI},
+    [V_AMX_EMUL] = {"amx-emul", ll_qmm_kernel_amx_emul, quant_scalar, LL_QMM_AMX_MIN_M, V_SCALAR},
 };
 
 static pthread_once_t variant_once = PTHREAD_ONCE_INIT;

@@ -1,7 +1,7 @@
 /*
- * qmatmul_amx.c: the AMX int8 variant of ll_qmatmul for calls with M >= AMX_MIN_M rows (the
- * dispatch in qmatmul.c sends smaller calls to another variant), run by the pool's threads on
- * disjoint (rows of x, groups of W) ranges (qmatmul_kernels.h).
+ * qmatmul_amx.c: the AMX int8 variant of ll_qmatmul for calls with M >= LL_QMM_AMX_MIN_M (16)
+ * rows (the dispatch in qmatmul.c sends smaller calls to another variant), run by the pool's
+ * threads on disjoint (rows of x, groups of W) ranges (qmatmul_kernels.h).
  *
  * Compiled twice from this source (Makefile): with -mamx-tile -mamx-int8 into the variant "amx"
  * (ll_qmm_kernel_amx), and with LL_AMX_EMULATE into "amx-emul" (ll_qmm_kernel_amx_emul), whose
@@ -40,8 +40,8 @@
 #define KERNEL ll_qmm_kernel_amx
 #endif
 
-#define TM 16 /* rows of x in a tile */
-#define KC 16 /* blocks of K per slice */
+#define TM LL_QMM_AMX_MIN_M /* rows of x in a tile */
+#define KC 16               /* blocks of K per slice */
 
 /* Tile numbers: C[t][g] for tile t of x and group g; A (x) and B (W). */
 #define T_C00 0

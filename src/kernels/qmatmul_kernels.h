@@ -46,7 +46,9 @@ void ll_qmm_kernel_avxvnni(const struct ll_qmm_job *job, int m0, int m1, int g0,
 void ll_qmm_quant_avxvnni(const struct ll_qmm_job *job, int m0, int m1);
 void ll_qmm_kernel_vnni512(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);
 void ll_qmm_quant_vnni512(const struct ll_qmm_job *job, int m0, int m1);
-/* qmatmul_amx.c: job->M >= 16 (any m0..m1 within it); the real tiles, and their emulation. */
+/* qmatmul_amx.c: job->M >= LL_QMM_AMX_MIN_M (any m0..m1 within it), since a tile reads 16 rows
+ * of x; the real tiles, and their emulation. Smaller calls go to another variant (qmatmul.c). */
+#define LL_QMM_AMX_MIN_M 16
 void ll_qmm_kernel_amx(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);
 void ll_qmm_kernel_amx_emul(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);
 
