@@ -25,7 +25,7 @@ comma    := ,
 TP       := build/third_party
 
 # Base flags target plain x86-64 (with SSE4.2/AVX2-free code); SIMD kernels live in files named
-# *_avx2.c / *_avxvnni.c / *_avx512.c / *_vnni512.c that get their own flags and are chosen at run
+# *_avx2.c / *_avxvnni.c / *_avx512.c / *_vnni512.c / *_amx.c that get their own flags and are chosen at run
 # time by CPU features.
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -MMD -MP \
@@ -38,6 +38,7 @@ AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 AVXVNNI_FLAGS  := $(AVX2_FLAGS) -mavxvnni
 VNNI512_FLAGS  := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+AMX_FLAGS      := $(VNNI512_FLAGS) -mamx-tile -mamx-int8
 
 ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -57,6 +58,8 @@ SERVER_SRC := src/server/server_main.c
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# qmatmul_amx.c is compiled a second time with its tiles emulated in C (the amx-emul variant).
+LIB_OBJ  += $(BUILD)/src/kernels/qmatmul_amx_emul.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/webui_assets.o
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -175,6 +178,15 @@ $(BUILD)/%_vnni512.o: %_vnni512.c | $(SETUP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(VNNI512_FLAGS) -c $< -o $@
 
+# (kernels only: tests/test_qmatmul_amx.c is plain C)
+$(BUILD)/src/kernels/%_amx.o: src/kernels/%_amx.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AMX_FLAGS) -c $< -o $@
+
+$(BUILD)/src/kernels/%_amx_emul.o: src/kernels/%_amx.c | $(SETUP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DLL_AMX_EMULATE -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -231,6 +243,8 @@ $(API_EXAMPLE): tests/api_example.c $(TEST_PREFIX)/lib/pkgconfig/llaisys.pc
 	    -Wl,-rpath,$$(pkg-config --variable=libdir llaisys)
 
 # Unit tests: one cmocka binary per module, linked dynamically.
+# test_qmatmul_amx checks the kernels' private tile layer (src/kernels/amx_ops.h) directly.
+$(BUILD)/tests/test_qmatmul_amx.o: CFLAGS += -Isrc/kernels
 $(TEST_SUPPORT): $(TEST_SUPPORT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

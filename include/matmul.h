@@ -65,8 +65,8 @@ void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtyp
                    const float *bias, int M, int N, int K, enum ll_math math);
 
 /* Name of the variant ll_matmul uses ("avx512bf16", "avx2", "scalar"): the best this CPU runs
- * within the cap of the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512 (avxvnni
- * caps matmul at avx2), the kernels' one dispatch knob (it caps ops and attention the same way; a
+ * within the cap of the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512|amx
+ * (avxvnni caps matmul at avx2; amx means avx512 here), the kernels' one dispatch knob (it caps ops and attention the same way; a
  * level the CPU lacks falls back to the best one it has, with a warning on the log). Chosen once. */
 const char *ll_matmul_variant(void);
 

@@ -29,8 +29,12 @@
  * dequantized W comes from quantizing x (at most da/2 per element) plus f32 rounding.
  *
  * Variants, chosen once by CPU features within the cap of LLAISYS_KERNEL (the kernels' dispatch
- * knob: scalar|avx2|avxvnni|avx512): "avx512vnni" (vpdpbusd on zmm), "avxvnni" (vpdpbusd on ymm,
- * VEX), "avx2" (vpmaddubsw + vpmaddwd), "scalar". Unsigned × signed byte products: q4_0 and q4_k
+ * knob: scalar|avx2|avxvnni|avx512|amx): "amx" (TDPBSSD on AMX int8 tiles, for calls with M >= 16;
+ * smaller calls run "avx512vnni"), "avx512vnni" (vpdpbusd on zmm), "avxvnni" (vpdpbusd on ymm,
+ * VEX), "avx2" (vpmaddubsw + vpmaddwd), "scalar"; and "amx-emul", the amx kernel on tiles
+ * emulated in C (M < 16: "scalar"), which runs on any CPU, for tests and benchmarks only (never
+ * chosen by dispatch). AMX multiplies signed × signed bytes: its weights are unpacked to the
+ * signed integers wq. Unsigned × signed byte products: q4_0 and q4_k
  * nibbles are unsigned already (q4_0's −8 is a correction from the activation block sum); q8_0
  * weights are read with their sign bit flipped (q + 128, corrected by −128 · block sum) on the
  * VNNI variants, with the sign moved onto the activations on AVX2 (whose 16-bit pair sums would
@@ -65,14 +69,15 @@ void ll_qmatmul(float *out, const float *x, const struct ll_qweight *w, const fl
 void ll_qmatmul_ref(float *out, const float *x, const struct ll_qweight *w, const float *bias,
                     int M);
 
-/* Name of the variant ll_qmatmul uses ("avx512vnni", "avxvnni", "avx2" or "scalar"): the best
- * this CPU runs within the cap of LLAISYS_KERNEL (a level the CPU lacks falls back to the best
- * one it has, with a warning on the log). Chosen once. */
+/* Name of the variant ll_qmatmul uses ("amx", "avx512vnni", "avxvnni", "avx2" or "scalar"): the
+ * best this CPU runs within the cap of LLAISYS_KERNEL (a level the CPU lacks falls back to the
+ * best one it has, with a warning on the log; so does amx where Linux refuses the tile state).
+ * Chosen once. */
 const char *ll_qmatmul_variant(void);
 
-/* Switch variant by name (one of the four above), for tests and benchmarks; not safe while
- * another thread is inside ll_qmatmul. Returns false, changing nothing, for an unknown name or a
- * variant this CPU cannot run. */
+/* Switch variant by name (one of the five above, or "amx-emul"), for tests and benchmarks; not
+ * safe while another thread is inside ll_qmatmul. Returns false, changing nothing, for an
+ * unknown name or a variant this CPU cannot run. */
 bool ll_qmatmul_set_variant(const char *name);
 
 #endif

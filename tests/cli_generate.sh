@@ -157,5 +157,5 @@ LLAISYS_KERNEL=scalar "$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$t
 [ $? -eq 0 ] && grep -q 'kernels: matmul scalar, ops scalar, attention scalar;' "$tmp/out"
 check "LLAISYS_KERNEL=scalar makes every kernel scalar" $?
 LLAISYS_KERNEL=sse9 "$cli" bench --model "$model" --pp 16 --tg 4 --reps 1 >"$tmp/out" 2>"$tmp/err"
-[ $? -eq 0 ] && grep -q 'LLAISYS_KERNEL=sse9 unknown (scalar|avx2|avxvnni|avx512)' "$tmp/err"
+[ $? -eq 0 ] && grep -q 'LLAISYS_KERNEL=sse9 unknown (scalar|avx2|avxvnni|avx512|amx)' "$tmp/err"
 check "LLAISYS_KERNEL with an unknown value is reported" $?

@@ -80,7 +80,7 @@ echo "{\"prompt\":[$jids],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":tru
 check "batch --quant q4_0 = generate --quant q4_0" $?
 "$cli" bench-engine --model "$tmp/q8_0" --streams 2 --prompt 8 --gen 4 --long 0 \
     >"$tmp/be" 2>/dev/null
-[ $? -eq 0 ] && grep -q "q8_0 (stored" "$tmp/be" && grep -Eq "kernels: matmul (avx512vnni|avxvnni|avx2|scalar)" "$tmp/be"
+[ $? -eq 0 ] && grep -q "q8_0 (stored" "$tmp/be" && grep -Eq "kernels: matmul (amx|avx512vnni|avxvnni|avx2|scalar)" "$tmp/be"
 check "bench-engine on a q8_0 directory" $?
 
 # the server: --quant and LLAISYS_QUANT, and a completion equal to generate's

@@ -22,7 +22,8 @@
  *     whatever instructions form them, and the f32 steps per block are the same operations in the
  *     same order (qmatmul.h, "The result"), so there is nothing for a tolerance to absorb.
  *   - Determinism: row i of an M = 37 call equals the M = 1 call on that row, bit for bit, with 1,
- *     2 and 3 threads, in every variant this CPU runs.
+ *     2 and 3 threads, in every variant this CPU runs (amx and amx-emul: the M = 37 call runs
+ *     the tiles, M = 1 the small-M variant). The AMX kernel's own checks: test_qmatmul_amx.c.
  * Variants this CPU cannot run are skipped with the reason printed.
  */
 #include <stdarg.h>
@@ -932,7 +933,9 @@ static void check_determinism(const char *name, enum ll_qtype t, int N, int K)
 static void test_determinism(void **state)
 {
     (void)state;
-    static const char *const names[] = {"scalar", "avx2", "avxvnni", "avx512vnni"};
+    /* amx and amx-emul: M = 37 runs the tiles, M = 1 the small-M variant */
+    static const char *const names[] = {"scalar", "avx2", "avxvnni", "avx512vnni", "amx",
+                                        "amx-emul"};
     rng_seed(41);
     for (size_t v = 0; v < sizeof names / sizeof names[0]; v++) {
         if (!ll_qmatmul_set_variant(names[v])) {
@@ -942,7 +945,7 @@ static void test_determinism(void **state)
         }
         for (int t = 0; t < 3; t++) {
             check_determinism(names[v], (enum ll_qtype)t, 100, 256);
-            if (v > 0) /* the scalar variant is too slow for this one */
+            if (v > 0 && v < 5) /* too slow for scalar (and amx-emul's M = 1 calls) */
                 check_determinism(names[v], (enum ll_qtype)t, 200, 1536);
         }
     }
@@ -968,7 +971,7 @@ static void test_variant_names(void **state)
     (void)state;
     const char *v = ll_qmatmul_variant();
     assert_true(!strcmp(v, "scalar") || !strcmp(v, "avx2") || !strcmp(v, "avxvnni") ||
-                !strcmp(v, "avx512vnni"));
+                !strcmp(v, "avx512vnni") || !strcmp(v, "amx"));
     assert_false(ll_qmatmul_set_variant("sse9"));
     assert_string_equal(ll_qmatmul_variant(), v);
     assert_true(ll_qmatmul_set_variant("scalar"));

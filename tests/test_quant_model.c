@@ -10,7 +10,8 @@
  *   catch each bug.
  * - Round trip: quantizing on 1 and 2 threads gives the same bytes; a directory written by
  *   model_quant_write loads with no work (no quantizing, planes 64-byte aligned in the mmap),
- *   holds the same planes, and gives bit-identical logits; it is refused as a target without
+ *   holds the same planes, and gives bit-identical logits (also with the AMX kernel on emulated
+ *   tiles serving the 64-row prompt); it is refused as a target without
  *   force, and --quant of another type on it is refused.
  * - Refusals, each with the status and a message naming the tensor or field: a plane of the
  *   wrong shape or dtype, a missing plane, a dense weight beside the planes, a truncated file,
@@ -33,6 +34,7 @@
 
 #include "model.h"
 #include "model_quant.h"
+#include "qmatmul.h"
 #include "runtime.h"
 #include "safetensors.h"
 #include "sampler.h"
@@ -327,6 +329,14 @@ static void test_round_trip(void **state)
             assert_int_equal((uintptr_t)d->linears[i]->q.qs % 64, 0);
         assert_same_planes(one, d);
         float *la = prompt_logits(one), *lb = prompt_logits(d);
+        assert_memory_equal(la, lb, sizeof(float) * NPOS * (size_t)d->config.vocab_size);
+        free(lb);
+        /* The AMX kernel (on emulated tiles: any CPU) serves the 64-row prompt: the same bits. */
+        char v[32];
+        snprintf(v, sizeof v, "%s", ll_qmatmul_variant());
+        assert_true(ll_qmatmul_set_variant("amx-emul"));
+        lb = prompt_logits(d);
+        assert_true(ll_qmatmul_set_variant(v));
         assert_memory_equal(la, lb, sizeof(float) * NPOS * (size_t)d->config.vocab_size);
         free(la);
         free(lb);

@@ -2,13 +2,14 @@
  * isa.h: private to the kernels: the instruction-set cap every kernel family (matmul, qmatmul,
  * the row-wise ops, attention) applies when it picks its variant once at start-up.
  *
- * The one dispatch knob is the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512
+ * The one dispatch knob is the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512|amx
  * (avx512bf16 and avx512vnni, the variants' names, are taken as avx512): the highest instruction
  * set any kernel may use (scalar: the plain C references everywhere; avx2: the AVX2 matmul and
  * qmatmul, scalar ops and attention; avxvnni: as avx2, but the qmatmul may use AVX-VNNI; avx512:
- * everything may use AVX-512, the qmatmul AVX-512 VNNI). Unset or empty, each family uses the best
- * variant the CPU runs. Each family still checks the CPU for its own variant's features and falls
- * back to what the CPU runs (matmul and qmatmul report it).
+ * everything may use AVX-512, the qmatmul AVX-512 VNNI, but no AMX; amx: as avx512, and the
+ * qmatmul may use AMX int8 tiles). Unset or empty, each family uses the best variant the CPU runs.
+ * Each family still checks the CPU for its own variant's features and falls back to what the CPU
+ * runs (matmul and qmatmul report it).
  */
 #ifndef LLAISYS_ISA_H
 #define LLAISYS_ISA_H
@@ -20,14 +21,24 @@ enum ll_isa {
     LL_ISA_AVX2,
     LL_ISA_AVXVNNI,
     LL_ISA_AVX512,
+    LL_ISA_AMX,
 };
 
-/* The cap LLAISYS_KERNEL sets (LL_ISA_AVX512 when it is unset or empty), read once per process.
+/* The cap LLAISYS_KERNEL sets (LL_ISA_AMX when it is unset or empty), read once per process.
  * An unknown value is reported on the log (log.h) and ignored (no cap). *requested (may be
  * NULL) tells whether a valid value was given. Any thread. */
 enum ll_isa ll_isa_cap(bool *requested);
 
-/* The name of a level as LLAISYS_KERNEL spells it ("scalar", "avx2", "avxvnni", "avx512"). */
+/* The name of a level as LLAISYS_KERNEL spells it ("scalar", "avx2", "avxvnni", "avx512",
+ * "amx"). */
 const char *ll_isa_name(enum ll_isa isa);
+
+/* Whether this process may run AMX int8 tiles: the CPU has amx_tile and amx_int8
+ * (CPUID.(EAX=7,ECX=0):EDX bits 24, 25), the OS enables their state (XCR0 bits 17, 18), and
+ * Linux granted the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once
+ * per process, on the first call; callers ask before any thread uses tiles). When not, *why (may
+ * be NULL) says why, e.g. "CPU lacks amx_int8" or "permission refused: ..."; a refusal on a CPU
+ * that has AMX is also logged once. Any thread; not capped by LLAISYS_KERNEL. */
+bool ll_isa_amx_ready(const char **why);
 
 #endif

@@ -6,7 +6,9 @@
  *
  * Called from the thread that owns the pool; the kernels run on the pool's threads on disjoint
  * output ranges. The scalar code below spells out the result one block at a time; the SIMD files
- * reach the same integer sums 16 (zmm) or 8 (ymm) output rows at a time.
+ * reach the same integer sums 16 (zmm) or 8 (ymm) output rows at a time, the AMX file 16 × 16
+ * per tile. A variant with a minimum M (amx) hands smaller calls to its `small` variant; the
+ * results are the same bits, so a row's output does not depend on which one ran.
  */
 #include "qmatmul.h"
 
@@ -105,15 +107,21 @@ struct variant {
     const char *name;
     ll_qmm_kernel_fn kernel;
     ll_qmm_quant_fn quant;
+    int min_m; /* a call with fewer rows of x runs variant `small` (the tile variants) */
+    int small;
 };
 
-enum { V_SCALAR, V_AVX2, V_AVXVNNI, V_AVX512VNNI, V_COUNT };
+/* In order of preference; amx-emul (the AMX kernel on emulated tiles, qmatmul_amx.c) is for
+ * tests and benchmarks only: it is never wanted, so dispatch never picks it. */
+enum { V_SCALAR, V_AVX2, V_AVXVNNI, V_AVX512VNNI, V_AMX, V_AMX_EMUL, V_COUNT };
 
 static const struct variant variants[V_COUNT] = {
-    [V_SCALAR] = {"scalar", kernel_scalar, quant_scalar},
-    [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2},
-    [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni},
-    [V_AVX512VNNI] = {"avx512vnni", ll_qmm_kernel_vnni512, ll_qmm_quant_vnni512},
+    [V_SCALAR] = {"scalar", kernel_scalar, quant_scalar, 0, V_SCALAR},
+    [V_AVX2] = {"avx2", ll_qmm_kernel_avx2, ll_qmm_quant_avx2, 0, V_AVX2},
+    [V_AVXVNNI] = {"avxvnni", ll_qmm_kernel_avxvnni, ll_qmm_quant_avxvnni, 0, V_AVXVNNI},
+    [V_AVX512VNNI] = {"avx512vnni", ll_qmm_kernel_vnni512, ll_qmm_quant_vnni512, 0, V_AVX512VNNI},
+    [V_AMX] = {"amx", ll_qmm_kernel_amx, ll_qmm_quant_vnni512, LL_QMM_AMX_MIN_M, V_AVX512VNNI},
+    [V_AMX_EMUL] = {"amx-emul", ll_qmm_kernel_amx_emul, quant_scalar, LL_QMM_AMX_MIN_M, V_SCALAR},
 };
 
 static pthread_once_t variant_once = PTHREAD_ONCE_INIT;
@@ -124,11 +132,14 @@ static bool cpu_runs(int v)
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                 __builtin_cpu_supports("f16c");
+    bool vnni512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
     switch (v) {
+    case V_AMX: /* asks Linux for the tile state, once per process, before any kernel runs */
+        return vnni512 && ll_isa_amx_ready(NULL);
     case V_AVX512VNNI:
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vnni");
+        return vnni512;
     case V_AVXVNNI:
         return avx2 && __builtin_cpu_supports("avxvnni");
     case V_AVX2:
@@ -151,7 +162,8 @@ static void variant_init(void)
 {
     bool requested;
     enum ll_isa cap = ll_isa_cap(&requested);
-    int want = cap >= LL_ISA_AVX512    ? V_AVX512VNNI
+    int want = cap >= LL_ISA_AMX       ? V_AMX
+               : cap >= LL_ISA_AVX512  ? V_AVX512VNNI
                : cap >= LL_ISA_AVXVNNI ? V_AVXVNNI
                : cap >= LL_ISA_AVX2    ? V_AVX2
                                        : V_SCALAR;
@@ -279,6 +291,8 @@ void ll_qmatmul(float *out, const float *x, const struct ll_qweight *w, const fl
     if (M == 0)
         return;
     const struct variant *v = variant_get();
+    if (M < v->min_m)
+        v = &variants[v->small];
     struct qmm_call call = {.job = &job, .quant = v->quant, .kernel = v->kernel};
     if ((size_t)M * (size_t)w->k >= QUANT_PARALLEL_MIN && ll_pool_size(pool) > 1 && M > 1)
         ll_pool_run(pool, qmm_call_quant, &call);

@@ -1,7 +1,7 @@
 /*
  * qmatmul_kernels.h: private interface between qmatmul.c (dispatch, threads, scratch, the
- * scalar reference) and the SIMD variants qmatmul_avx2.c, qmatmul_avxvnni.c and
- * qmatmul_vnni512.c.
+ * scalar reference) and the SIMD variants qmatmul_avx2.c, qmatmul_avxvnni.c,
+ * qmatmul_vnni512.c and qmatmul_amx.c.
  *
  * Every variant computes an output element out[m][n] the same way (qmatmul.h, "The result"):
  * exact integer sums per block, then one f32 multiply of the two scales and one fused
@@ -46,6 +46,11 @@ void ll_qmm_kernel_avxvnni(const struct ll_qmm_job *job, int m0, int m1, int g0,
 void ll_qmm_quant_avxvnni(const struct ll_qmm_job *job, int m0, int m1);
 void ll_qmm_kernel_vnni512(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);
 void ll_qmm_quant_vnni512(const struct ll_qmm_job *job, int m0, int m1);
+/* qmatmul_amx.c: job->M >= LL_QMM_AMX_MIN_M (any m0..m1 within it), since a tile reads 16 rows
+ * of x; the real tiles, and their emulation. Smaller calls go to another variant (qmatmul.c). */
+#define LL_QMM_AMX_MIN_M 16
+void ll_qmm_kernel_amx(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);
+void ll_qmm_kernel_amx_emul(const struct ll_qmm_job *job, int m0, int m1, int g0, int g1);
 
 /* The activation scale of a block whose largest magnitude is amax, and the factor that maps the
  * block onto [-127, 127] (both 0 when amax is 0, or so small that 127 / amax is not finite).

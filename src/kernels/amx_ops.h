@@ -1,0 +1,171 @@
+/*
+ * amx_ops.h: private to the kernels: the AMX tile operations the int8 GEMM uses (configure,
+ * zero, load, TDPBSSD, store, release), either as the real instructions (-mamx-tile
+ * -mamx-int8) or, when LL_AMX_EMULATE is defined, as plain C with the semantics of the Intel
+ * SDM (palette 1: eight tiles of up to 16 rows × 64 bytes).
+ *
+ * qmatmul_amx.c is compiled both ways from one source (Makefile), so its tiling, unpacking and
+ * epilogue run on every CPU through the emulation, and only the instruction encoding is left to
+ * hardware with AMX. Tile numbers must be integer constant expressions written as literals or
+ * macros (the real instructions encode them in the opcode; enum constants do not work).
+ *
+ * Tile state is per thread: a kernel configures at entry and releases before it returns. The
+ * emulation keeps the eight tiles and the configuration in thread-local storage and asserts
+ * (LL_ASSERT) every condition on which the hardware faults: a palette other than 0 or 1, rows or
+ * bytes per row beyond 16 / 64, a tile used unconfigured, TDPBSSD on tiles whose shapes do not
+ * chain (C rows = A rows, C bytes = B bytes, A bytes = 4 · B rows) or that are not three
+ * different tiles. So a kernel that passes in emulation configures what the hardware accepts.
+ */
+#ifndef LLAISYS_AMX_OPS_H
+#define LLAISYS_AMX_OPS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "util.h"
+
+#define AMX_TILES 8
+#define AMX_MAX_ROWS 16
+#define AMX_MAX_COLSB 64
+
+/* The 64-byte operand of LDTILECFG (palette 1). Unused tiles have rows and colsb 0. */
+struct amx_tilecfg {
+    uint8_t palette;      /* 1; 0 releases every tile */
+    uint8_t start_row;    /* 0 (restart point after an interrupted load or store) */
+    uint8_t reserved[14]; /* 0 */
+    uint16_t colsb[16];   /* bytes per row of tile t, t < 8; 0 beyond */
+    uint8_t rows[16];     /* rows of tile t, t < 8; 0 beyond */
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
+
+#ifndef LL_AMX_EMULATE
+
+#include <immintrin.h>
+
+/* tileloadd has no memory operand in GCC's intrinsic and ldtilecfg names only 8 bytes of its
+ * operand: a compiler barrier makes the stores of the bytes they read happen before them. */
+#define AMX_BARRIER() __asm__ volatile("" ::: "memory")
+#define AMX_CONFIG(cfg)                                                                            \
+    do {                                                                                           \
+        AMX_BARRIER();                                                                             \
+        _tile_loadconfig(cfg);                                                                     \
+    } while (0)
+#define AMX_ZERO(t) _tile_zero(t)
+#define AMX_LOAD(t, base, stride)                                                                  \
+    do {                                                                                           \
+        AMX_BARRIER();                                                                             \
+        _tile_loadd(t, base, stride);                                                              \
+    } while (0)
+#define AMX_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
+#define AMX_RELEASE() _tile_release()
+
+#else /* LL_AMX_EMULATE */
+
+struct amx_emul {
+    struct amx_tilecfg cfg;
+    int configured;
+    uint8_t tile[AMX_TILES][AMX_MAX_ROWS][AMX_MAX_COLSB];
+};
+
+static _Thread_local struct amx_emul amx_emul_state;
+
+/* TILERELEASE: back to the initial state (no configuration, tiles zero). */
+static inline void amx_emul_release(void)
+{
+    memset(&amx_emul_state, 0, sizeof amx_emul_state);
+}
+
+/* LDTILECFG: checks the operand as the hardware does (#GP otherwise) and zeroes every tile. */
+static inline void amx_emul_config(const struct amx_tilecfg *c)
+{
+    if (c->palette == 0) {
+        amx_emul_release();
+        return;
+    }
+    LL_ASSERT(c->palette == 1 && c->start_row == 0);
+    for (int i = 0; i < 14; i++)
+        LL_ASSERT(c->reserved[i] == 0);
+    for (int t = 0; t < 16; t++) {
+        int used = t < AMX_TILES;
+        LL_ASSERT(used || (c->rows[t] == 0 && c->colsb[t] == 0));
+        LL_ASSERT(c->rows[t] <= AMX_MAX_ROWS && c->colsb[t] <= AMX_MAX_COLSB);
+        LL_ASSERT((c->rows[t] == 0) == (c->colsb[t] == 0));
+    }
+    memset(&amx_emul_state, 0, sizeof amx_emul_state);
+    amx_emul_state.cfg = *c;
+    amx_emul_state.configured = 1;
+}
+
+static inline void amx_emul_check(int t)
+{
+    LL_ASSERT(amx_emul_state.configured && t >= 0 && t < AMX_TILES &&
+              amx_emul_state.cfg.rows[t] > 0);
+}
+
+/* TILEZERO */
+static inline void amx_emul_zero(int t)
+{
+    amx_emul_check(t);
+    memset(amx_emul_state.tile[t], 0, sizeof amx_emul_state.tile[t]);
+}
+
+/* TILELOADD: rows[t] rows of colsb[t] bytes from base, stride bytes apart; the rest of the tile
+ * zero. */
+static inline void amx_emul_load(int t, const void *base, long stride)
+{
+    amx_emul_check(t);
+    const int rows = amx_emul_state.cfg.rows[t], colsb = amx_emul_state.cfg.colsb[t];
+    memset(amx_emul_state.tile[t], 0, sizeof amx_emul_state.tile[t]);
+    for (int r = 0; r < rows; r++)
+        memcpy(amx_emul_state.tile[t][r], (const uint8_t *)base + (long)r * stride, (size_t)colsb);
+}
+
+/* TILESTORED: rows[t] rows of colsb[t] bytes to base, stride bytes apart. */
+static inline void amx_emul_store(int t, void *base, long stride)
+{
+    amx_emul_check(t);
+    const int rows = amx_emul_state.cfg.rows[t], colsb = amx_emul_state.cfg.colsb[t];
+    for (int r = 0; r < rows; r++)
+        memcpy((uint8_t *)base + (long)r * stride, amx_emul_state.tile[t][r], (size_t)colsb);
+}
+
+/* TDPBSSD c, a, b: for each row m of c and dword n of a row of c,
+ *   c[m].dword[n] += Σ_k Σ_i (int8)a[m].byte[4k + i] · (int8)b[k].byte[4n + i]
+ * over k < colsb(a) / 4 and i < 4, with 32-bit wrap-around additions; bytes of c past its
+ * configured shape stay zero. */
+static inline void amx_emul_dpbssd(int c, int a, int b)
+{
+    amx_emul_check(c);
+    amx_emul_check(a);
+    amx_emul_check(b);
+    const struct amx_tilecfg *cf = &amx_emul_state.cfg;
+    LL_ASSERT(c != a && c != b && a != b);
+    LL_ASSERT(cf->rows[c] == cf->rows[a] && cf->colsb[c] == cf->colsb[b] &&
+              cf->colsb[a] == 4 * cf->rows[b] && cf->colsb[c] % 4 == 0);
+    const int rows = cf->rows[c], nd = cf->colsb[c] / 4, kd = cf->colsb[a] / 4;
+    uint8_t(*tc)[AMX_MAX_COLSB] = amx_emul_state.tile[c];
+    const uint8_t(*ta)[AMX_MAX_COLSB] = (const uint8_t(*)[AMX_MAX_COLSB])amx_emul_state.tile[a];
+    const uint8_t(*tb)[AMX_MAX_COLSB] = (const uint8_t(*)[AMX_MAX_COLSB])amx_emul_state.tile[b];
+    for (int m = 0; m < rows; m++)
+        for (int n = 0; n < nd; n++) {
+            uint32_t acc;
+            memcpy(&acc, &tc[m][4 * n], 4);
+            for (int k = 0; k < kd; k++)
+                for (int i = 0; i < 4; i++)
+                    acc += (uint32_t)((int32_t)(int8_t)ta[m][4 * k + i] *
+                                      (int32_t)(int8_t)tb[k][4 * n + i]);
+            memcpy(&tc[m][4 * n], &acc, 4);
+        }
+}
+
+#define AMX_CONFIG(cfg) amx_emul_config(cfg)
+#define AMX_ZERO(t) amx_emul_zero(t)
+#define AMX_LOAD(t, base, stride) amx_emul_load(t, base, stride)
+#define AMX_DPBSSD(c, a, b) amx_emul_dpbssd(c, a, b)
+#define AMX_STORE(t, base, stride) amx_emul_store(t, base, stride)
+#define AMX_RELEASE() amx_emul_release()
+
+#endif /* LL_AMX_EMULATE */
+
+#endif
