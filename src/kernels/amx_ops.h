@@ -42,8 +42,9 @@ _Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
 
 #include <immintrin.h>
 
-/* tileloadd has no memory operand in GCC's intrinsic and ldtilecfg names only 8 bytes of its
- * operand: a compiler barrier makes the stores of the bytes they read happen before them. */
+/* tileloadd and tilestored have no memory operand in GCC's intrinsics and ldtilecfg names only
+ * 8 bytes of its operand: a compiler barrier before a load or configuration makes the stores of
+ * the bytes it reads happen before it, and one after a store makes later reads see its bytes. */
 #define AMX_BARRIER() __asm__ volatile("" ::: "memory")
 #define AMX_CONFIG(cfg)                                                                            \
     do {                                                                                           \
@@ -57,7 +58,11 @@ _Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
         _tile_loadd(t, base, stride);                                                              \
     } while (0)
 #define AMX_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
-#define AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
+#define AMX_STORE(t, base, stride)                                                                 \
+    do {                                                                                           \
+        _tile_stored(t, base, stride);                                                             \
+        AMX_BARRIER();                                                                             \
+    } while (0)
 #define AMX_RELEASE() _tile_release()
 
 #else /* LL_AMX_EMULATE */
