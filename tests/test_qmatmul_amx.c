@@ -49,46 +49,12 @@
 #include "pool.h"
 #include "qmatmul.h"
 #include "quant.h"
+#include "quant_support.h"
 
 static struct ll_pool *pool2, *pool3;
 static char default_variant[32];
 
 /* ---- helpers ---- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s)
-{
-    rng_state = s * 0x9e3779b97f4a7c15ull + 1;
-}
-
-static uint64_t rng_next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static float rng_unit(void) /* uniform in [-1, 1) */
-{
-    return (float)((double)(rng_next() >> 11) / (double)(1ull << 52) - 1.0);
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
-static float *rand_f32(size_t n, float scale)
-{
-    float *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = rng_unit() * scale;
-    return p;
-}
 
 /* A quantized matrix that owns its planes: quantized from random f32 rows, or (random_planes)
  * every byte random (int8 −128 and every nibble and code), with scales random f16 in
@@ -98,12 +64,6 @@ struct qmat {
     uint8_t *qs;
     uint16_t *d;
 };
-
-static uint16_t rand_scale(void)
-{
-    float a = (1.0f + (rng_unit() + 1.0f) / 2.0f) / (float)(256 << (rng_next() % 4));
-    return ll_f32_to_f16(rng_next() & 1 ? a : -a);
-}
 
 static void qmat_make(struct qmat *q, enum ll_qtype t, int N, int K, int random_planes)
 {

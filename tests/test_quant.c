@@ -41,46 +41,12 @@
 #include "pool.h"
 #include "qmatmul.h"
 #include "quant.h"
+#include "quant_support.h"
 
 static char default_variant[32];
 static struct ll_pool *pool2, *pool3;
 
 /* ---- helpers ---- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s)
-{
-    rng_state = s * 0x9e3779b97f4a7c15ull + 1;
-}
-
-static uint64_t rng_next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static double rng_unit(void) /* uniform in [-1, 1) */
-{
-    return (double)(rng_next() >> 11) / (double)(1ull << 52) - 1.0;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
-static float *rand_f32(size_t n, double scale)
-{
-    float *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)(rng_unit() * scale);
-    return p;
-}
 
 static uint32_t bits(float f)
 {
@@ -152,11 +118,6 @@ static void qmat_from(struct qmat *q, enum ll_qtype t, const float *src, int N, 
 }
 
 /* A random f16 scale in ±[2⁻⁸, 2⁻⁴). */
-static uint16_t rand_scale(void)
-{
-    double a = ldexp(1.0 + (rng_unit() + 1.0) / 2.0, -8 - (int)(rng_next() % 4));
-    return ll_f32_to_f16((float)(rng_next() & 1 ? a : -a));
-}
 
 /* A matrix with random planes: every byte value (int8 −128 included), scales in ±[2⁻⁸, 2⁻⁴);
  * q4_k: every code value, d and dmin such scales. */
