@@ -33,7 +33,10 @@
 static const size_t x_block_bytes = 512 * 1024;
 
 /* Software prefetch of the next weight panel, spread over the k steps of the current tiles:
- * `per_step` lines from p each step until end. */
+ * `per_step` lines from p each step until end, into L2 (prefetching into L1 ties up its few miss
+ * buffers, and the panel's loads then wait on memory instead of overlapping the tiles' compute:
+ * bench-matmul gate/up at M = 8 on an AMD EPYC 1.30 -> 0.87 ms, lm_head 24.9 -> 14.9 ms, M = 16
+ * 1.70 -> 1.30 ms; M = 64 unchanged). */
 struct prefetch {
     const char *p, *end;
     int per_step;
@@ -43,7 +46,7 @@ INLINE void prefetch_step(struct prefetch *pf)
 {
     if (pf->p < pf->end) {
         for (int q = 0; q < pf->per_step; q++)
-            _mm_prefetch(pf->p + 64 * q, _MM_HINT_T0);
+            _mm_prefetch(pf->p + 64 * q, _MM_HINT_T1);
         pf->p += 64 * pf->per_step;
     }
 }
