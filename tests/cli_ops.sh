@@ -265,10 +265,18 @@ metric() {
 }
 c -o /dev/null -H 'X-Request-Id: kv-1' \
     -d '{"prompt":"Once upon a time","max_tokens":120,"ignore_eos":true,"n":2}' "$URL/v1/completions"
-c "$URL/v1/requests/kv-1" | jq -e '[.choices[].preemptions] | add >= 1' >/dev/null &&
-    [ "$(metric llaisys_num_preemptions_total)" -ge 1 ] &&
-    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" -ge 120 ] &&
-    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" -le 192 ] &&
-    [ "$(metric llaisys_kv_cache_usage_tokens)" = 0 ]
-check "KV pressure: a choice preempted (status and metric), KV tokens peak 120..192, now 0" $?
+# the gauges are a snapshot taken at the end of the step that finished the request, which may
+# come a moment after its response: wait for the usage to read 0 (2 s at most)
+kvnow=$(metric llaisys_kv_cache_usage_tokens)
+for _ in $(seq 20); do
+    [ "$kvnow" = 0 ] && break
+    sleep 0.1
+    kvnow=$(metric llaisys_kv_cache_usage_tokens)
+done
+kvpre=$(c "$URL/v1/requests/kv-1" | jq -c '[.choices[].preemptions]')
+npre=$(metric llaisys_num_preemptions_total)
+kvpeak=$(metric llaisys_kv_cache_usage_tokens_peak)
+echo "$kvpre" | jq -e 'add >= 1' >/dev/null && [ "$npre" -ge 1 ] && [ "$kvpeak" -ge 120 ] &&
+    [ "$kvpeak" -le 192 ] && [ "$kvnow" = 0 ]
+check "KV pressure: a choice preempted (choices $kvpre, metric $npre), KV tokens peak $kvpeak in 120..192, now $kvnow" $?
 stop kv
