@@ -276,7 +276,10 @@ done
 kvpre=$(c "$URL/v1/requests/kv-1" | jq -c '[.choices[].preemptions]')
 npre=$(metric llaisys_num_preemptions_total)
 kvpeak=$(metric llaisys_kv_cache_usage_tokens_peak)
+# the peak sums each running sequence's tokens: a preempted choice that resumes on blocks the
+# other one published (where the two choices wrote the same tokens) counts them again, so it may
+# pass the 192 tokens of the pool (223 seen), never the two choices' 2 × (prompt + 120)
 echo "$kvpre" | jq -e 'add >= 1' >/dev/null && [ "$npre" -ge 1 ] && [ "$kvpeak" -ge 120 ] &&
-    [ "$kvpeak" -le 192 ] && [ "$kvnow" = 0 ]
-check "KV pressure: a choice preempted (choices $kvpre, metric $npre), KV tokens peak $kvpeak in 120..192, now $kvnow" $?
+    [ "$kvpeak" -le 250 ] && [ "$kvnow" = 0 ]
+check "KV pressure: a choice preempted (choices $kvpre, metric $npre), KV tokens peak $kvpeak in 120..250, now $kvnow" $?
 stop kv
