@@ -309,37 +309,28 @@ static void schedule_drafts(struct engine *e)
     }
 }
 
-/* Whether prompt work waits: a running sequence with several tokens to feed and no rows yet,
- * or a waiting request. */
-static bool prompt_pending(const struct engine *e)
+/* Requests whose prompt work waits: running sequences with several tokens to feed and no rows
+ * yet, and waiting requests. */
+static int prompts_pending(const struct engine *e)
 {
-    if (e->waiting.head)
-        return true;
-    for (const struct engine_req *r = e->running.head; r; r = r->next)
-        if (r->batch_step != e->step_no && r->n_tokens - r->n_computed > 1)
-            return true;
-    return false;
-}
-
-/* The decode rows of the batch being built: this step's, and one for every request whose
- * prompt is still to be fed (running with a chunk left, or waiting), up to max_seqs. */
-static int reference_rows(const struct engine *e)
-{
-    int n = e->n_decode_rows + e->waiting.n;
+    int n = e->waiting.n;
     for (const struct engine_req *r = e->running.head; r; r = r->next)
         if (r->batch_step != e->step_no && r->n_tokens - r->n_computed > 1)
             n++;
-    int most = e->opts.max_seqs > e->n_decode_rows ? e->opts.max_seqs : e->n_decode_rows;
-    return n < most ? n : most;
+    return n;
 }
 
 /* Step 3: the prompt tokens this step may carry (see the top). */
-static int prompt_budget(struct engine *e)
+static int prompt_budget(struct engine *e, int pending)
 {
     int d = e->n_decode_rows, left = e->budget;
     if (d == 0)
         return left;
-    int n = step_cost_prompt_budget(&e->cost, d, reference_rows(e), e->opts.itl_target_ms / 1000.0,
+    /* the reference step: the decode rows of the batch being built, this step's and one for
+     * every request whose prompt is still to be fed, up to max_seqs */
+    int most = e->opts.max_seqs > d ? e->opts.max_seqs : d;
+    int ref = d + pending < most ? d + pending : most;
+    int n = step_cost_prompt_budget(&e->cost, d, ref, e->opts.itl_target_ms / 1000.0,
                                     SCHED_PROMPT_SHARE, max_share(e), left);
     if (n < 0)
         n = SCHED_MIN_CHUNK; /* costs not measured yet: a small chunk measures them */
@@ -469,8 +460,8 @@ void sched_build_batch(struct engine *e)
     schedule_decodes(e);
     if (e->opts.spec != ENGINE_SPEC_OFF)
         schedule_drafts(e);
-    bool pending = prompt_pending(e);
-    int budget = prompt_budget(e);
+    int pending = prompts_pending(e);
+    int budget = prompt_budget(e, pending);
     e->budget = budget;
     schedule_chunks(e);
     admit(e);
