@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dtype.h"
 
@@ -50,4 +51,19 @@ uint16_t rand_scale(void)
 {
     double a = ldexp(1.0 + (rng_unit() + 1.0) / 2.0, -8 - (int)(rng_next() % 4));
     return ll_f32_to_f16((float)(rng_next() & 1 ? a : -a));
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+void expect_same_bits(const float *got, const float *ref, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (bits(got[i]) != bits(ref[i]))
+            fail_msg("%s: element %zu differs: %.9g (0x%08x) vs reference %.9g (0x%08x)", what, i,
+                     got[i], bits(got[i]), ref[i], bits(ref[i]));
 }

@@ -19,5 +19,8 @@ void *xmalloc(size_t n);
 float *rand_f32(size_t n, double scale);
 /* A random f16 scale in ±[2⁻⁸, 2⁻⁴). */
 uint16_t rand_scale(void);
+/* Fails the test at the first of n elements whose bits differ from the reference's, naming
+ * `what`, the element and both values. */
+void expect_same_bits(const float *got, const float *ref, size_t n, const char *what);
 
 #endif

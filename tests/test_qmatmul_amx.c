@@ -293,15 +293,10 @@ static void check_shape(const char *variant, enum ll_qtype t, int M, int N, int 
     for (int p = 0; p < 3; p++) {
         memset(got, 0xff, n_out * sizeof *got);
         ll_qmatmul(got, x, &q.w, bias, M, scratch, sb, pools[p]);
-        if (memcmp(got, ref, n_out * sizeof *got) != 0) {
-            size_t i = 0;
-            while (!memcmp(&got[i], &ref[i], sizeof *got))
-                i++;
-            fail_msg("%s %s M=%d N=%d K=%d bias=%d random=%d threads=%d: [%zu][%zu] %.9g vs "
-                     "reference %.9g",
-                     variant, ll_qtype_name(t), M, N, K, with_bias, random_planes,
-                     ll_pool_size(pools[p]), i / (size_t)N, i % (size_t)N, got[i], ref[i]);
-        }
+        char what[160];
+        snprintf(what, sizeof what, "%s %s M=%d N=%d K=%d bias=%d random=%d threads=%d", variant,
+                 ll_qtype_name(t), M, N, K, with_bias, random_planes, ll_pool_size(pools[p]));
+        expect_same_bits(got, ref, n_out, what);
     }
     free(x);
     free(bias);

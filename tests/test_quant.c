@@ -48,21 +48,6 @@ static struct ll_pool *pool2, *pool3;
 
 /* ---- helpers ---- */
 
-static uint32_t bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static void expect_same_bits(const float *a, const float *b, size_t n, const char *what)
-{
-    for (size_t i = 0; i < n; i++)
-        if (bits(a[i]) != bits(b[i]))
-            fail_msg("%s: element %zu differs: %.9g (0x%08x) vs reference %.9g (0x%08x)", what, i,
-                     a[i], bits(a[i]), b[i], bits(b[i]));
-}
-
 /* A quantized matrix that owns its planes. */
 struct qmat {
     struct ll_qweight w;
