@@ -12,6 +12,9 @@
 #   make format     rewrite the C sources in the style of .clang-format (format-check: list only)
 #   make SANITIZE=address|undefined|address,undefined|thread ...   sanitizer build (own $(BUILD))
 
+# `make` alone builds `all` (rules above it, such as the objects' stamp, would otherwise be the goal).
+.DEFAULT_GOAL := all
+
 CC       ?= gcc
 SANITIZE ?=
 # FUZZ=1 (set by `make fuzz`): the libFuzzer build, clang with ASan+UBSan into build/fuzz.
