@@ -139,6 +139,9 @@ const struct engine_opt_def *engine_opts_find(const char *name, size_t len);
 enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_def *d,
                                const char *val, const char *src, struct ll_err *err);
 
+/* Bytes of a buffer that holds any option's whole help text (test_engine_opts checks each). */
+#define ENGINE_OPT_HELP_MAX 1024
+
 /* The help text of d under profile p into buf (NUL-terminated, truncated to n): what it does,
  * its range and its default, e.g. "compute threads (1 to 256; default 2)". */
 void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, char *buf,

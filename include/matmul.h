@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "bf16pack.h"
 #include "dtype.h"
 #include "pool.h"
 
@@ -57,6 +58,15 @@ size_t ll_matmul_scratch_bytes(int max_m, int max_k);
 void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
                int M, int N, int K, enum ll_math math, void *scratch, size_t scratch_bytes,
                struct ll_pool *pool);
+/* ll_matmul of w->raw (bf16, w->n × w->k): the same result, bit for bit. Where the AVX-512
+ * variant runs on a CPU with VBMI, calls with few rows of x (decode) read the packed planes
+ * instead of w->raw (bf16pack.h: 22 % fewer bytes); every other call reads w->raw. */
+void ll_matmul_packed(float *out, const float *x, const struct ll_bf16p *w, const float *bias,
+                      int M, enum ll_math math, void *scratch, size_t scratch_bytes,
+                      struct ll_pool *pool);
+/* Whether ll_matmul_packed reads the packed planes at all with the variant in use; if not,
+ * *why (when non-NULL) says why. */
+bool ll_matmul_reads_packed(const char **why);
 
 /* The plain scalar reference for the same contract and the same reduction order, single thread
  * (used by tests; slow). Its results equal the exact path of every variant bit for bit, and the

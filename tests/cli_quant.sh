@@ -56,7 +56,7 @@ check "quantize refuses to quantize quantized weights again" $?
 [ $? -ne 0 ] && grep -q "stored quantized as q4_k" "$tmp/err" && [ ! -e "$tmp/qkq4" ]
 check "quantize refuses to quantize q4_k weights to q4_0" $?
 "$cli" generate --model "$model" --quant q5 --ids "$ids" -n 2 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k (got 'q5')" "$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'q5')" "$tmp/err"
 check "generate rejects an unknown --quant" $?
 
 # --quant on the other commands
@@ -97,10 +97,10 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
         stop quant
     fi
     LLAISYS_QUANT=q8_0 "$srv" --model "$model" --port 0 --quant q3 >"$tmp/bad.out" 2>"$tmp/bad.err"
-    [ $? -ne 0 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k (got 'q3')" "$tmp/bad.err"
+    [ $? -ne 0 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'q3')" "$tmp/bad.err"
     check "server rejects an unknown --quant" $?
     LLAISYS_QUANT=q7 "$srv" --model "$model" --port 0 >"$tmp/bad.out" 2>"$tmp/bad.err"
-    [ $? -ne 0 ] && grep -q "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k (got 'q7')" "$tmp/bad.err"
+    [ $? -ne 0 ] && grep -q "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'q7')" "$tmp/bad.err"
     check "server rejects an unknown LLAISYS_QUANT" $?
 fi
 
@@ -112,6 +112,14 @@ kl_field() { sed -n "s/^$2: *\([0-9.]*\).*/\1/p" "$1"; }
     [ "$(kl_field "$tmp/self" "p99 KL divergence")" = "0.000000" ] &&
     [ "$(kl_field "$tmp/self" "same top-1")" = "100.00" ]
 check "kl: a model against itself: KL 0, top-1 100 %" $?
+# bf16p is lossless: the same next-token distributions, bit for bit, as the bf16 weights
+"$cli" kl --model "$model" --quant bf16p --input "$text" --ctx 64 --chunks 6 >"$tmp/kl-bf16p" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(tail -n 5 "$tmp/kl-bf16p")" = "$(tail -n 5 "$tmp/self")" ] &&
+    { grep -q "packed 15 bf16 linear weights" "$tmp/err" || grep -q "bf16p: .*the weights stay as stored" "$tmp/err"; }
+check "kl --quant bf16p: KL 0, top-1 100 % (packed, or the reason it is not)" $?
+"$cli" quantize --model "$model" --type bf16p "$tmp/bf16p" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "must be q8_0, q4_0 or q4_k (got 'bf16p')" "$tmp/err"
+check "quantize refuses bf16p (a packing at load, not a file format)" $?
 for t in q8_0 q4_0 q4_k; do
     "$cli" kl --model "$model" --quant "$t" --input "$text" --ctx 64 --chunks 6 >"$tmp/kl-load-$t" 2>/dev/null &&
         "$cli" kl --model "$model" --model-q "$tmp/$t" --input "$text" --ctx 64 --chunks 6 \

@@ -30,6 +30,7 @@
 #include "engine.h"
 #include "engine_harness.h"
 #include "kv_pool.h"
+#include "matmul.h"
 #include "model.h"
 #include "ops.h"
 #include "runtime.h"
@@ -52,7 +53,7 @@ static void greedy_params(struct engine_params *p)
 }
 
 /* quant: engine_opts.quant (0: the weights as stored; 1, 2, 3: q8_0, q4_0, q4_k quantized at
- * load). */
+ * load; 4: bf16p, packed at load). */
 static void greedy_batched_equals_alone(int quant)
 {
     struct engine_params p[NG];
@@ -80,7 +81,8 @@ static void greedy_batched_equals_alone(int quant)
     struct model *m;
     struct model_open_opts mo = engine_opts_model_open(&o);
     assert_int_equal(model_open(&m, FIXTURE, &mo, &err), LL_OK);
-    assert_int_equal(m->quantized, quant != 0);
+    assert_int_equal(m->quantized, quant != 0 && quant != 4);
+    assert_int_equal(m->pkmem != NULL, quant == 4 && ll_matmul_reads_packed(NULL));
     struct runtime_opts ro = {.n_ctx = 256, .n_threads = 1, .math = LL_MATH_FAST};
     struct model_runtime *rt;
     assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
@@ -113,14 +115,15 @@ static void test_greedy_batched_equals_alone(void **state)
     greedy_batched_equals_alone(0);
 }
 
-/* The same with q8_0, q4_0 and q4_k weights: the integer GEMM keeps a row independent of the
- * batch. */
+/* The same with q8_0, q4_0 and q4_k weights (the integer GEMM keeps a row independent of the
+ * batch) and with bf16p weights (decode reads the packed planes, prefill the bf16 matrix). */
 static void test_greedy_batched_equals_alone_quant(void **state)
 {
     (void)state;
     greedy_batched_equals_alone(1);
     greedy_batched_equals_alone(2);
     greedy_batched_equals_alone(3);
+    greedy_batched_equals_alone(4);
 }
 
 /* ---- seeded sampling: alone, batched, preempted, prefix-cached ---- */
@@ -164,22 +167,24 @@ static void test_seeded_determinism(void **state)
 }
 
 /* Alone, batched, preempted and prefix-cached give the same tokens with q8_0, q4_0 and q4_k
- * weights quantized at load, and the quantized weights change what is sampled (q4_0 on this
- * fixture). */
+ * weights quantized at load and with bf16p weights, and the quantized weights change what is
+ * sampled (q4_0 on this fixture) while bf16p's do not. */
 static void test_seeded_determinism_quant(void **state)
 {
     (void)state;
     struct engine_params x = x_params(), others[16];
     other_params(others, 16);
-    struct result plain, res[4];
+    struct result plain, res[5];
     struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
     run_each_alone(o, &x, 1, &plain);
-    for (int quant = 1; quant <= 3; quant++) {
+    for (int quant = 1; quant <= 4; quant++) {
         o.quant = quant;
         assert_deterministic(o, &x, others, &res[quant]);
         assert_int_equal(res[quant].n, 12);
     }
     assert_true(memcmp(plain.ids, res[2].ids, sizeof(int32_t) * 12) != 0);
+    /* bf16p is lossless: the tokens of the weights as stored */
+    assert_memory_equal(plain.ids, res[4].ids, sizeof(int32_t) * 12);
 }
 
 /* Prefix running concurrently: a request whose prompt extends a still-running request's

@@ -102,13 +102,18 @@ static void test_set_values(void **state)
     assert_false(engine_opts_model_open(&o).quantize);
     for (int i = 1; engine_quant_names[i]; i++) {
         enum ll_qtype t;
+        if (!strcmp(engine_quant_names[i], "bf16p"))
+            continue; /* not a quantized type: packing, below */
         assert_true(ll_qtype_parse(engine_quant_names[i], &t));
         assert_string_equal(ll_qtype_name(t), engine_quant_names[i]);
     }
+    assert_int_equal(set(&o, ENGINE_OPT_QUANT, "bf16p", &err), LL_OK);
+    mo = engine_opts_model_open(&o);
+    assert_true(mo.pack_bf16 && !mo.quantize);
     assert_int_equal(engine_opts_set(&o, def(ENGINE_OPT_QUANT), "Q4_0", "LLAISYS_QUANT", &err),
                      LL_EINVAL);
     assert_string_equal(err.msg,
-                        "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k (got 'Q4_0')");
+                        "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'Q4_0')");
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q4_k", &err), LL_OK);
     assert_int_equal(o.quant, 3);
     mo = engine_opts_model_open(&o);
@@ -295,7 +300,15 @@ static void test_defaults(void **state)
 static void test_help(void **state)
 {
     (void)state;
-    char h[320];
+    char h[ENGINE_OPT_HELP_MAX];
+    /* every help text fits whole (a valued option's ends with its range and default) */
+    for (int i = 0; i < ENGINE_OPT_COUNT; i++)
+        for (int p = 0; p < ENGINE_PROFILE_COUNT; p++) {
+            const struct engine_opt_def *d = &engine_opt_defs[i];
+            engine_opts_help(d, (enum engine_profile)p, h, sizeof h);
+            if (strlen(h) + 1 >= sizeof h || (d->type != ENGINE_OPT_BOOL && h[strlen(h) - 1] != ')'))
+                fail_msg("%s: help text cut short: %s", d->flag, h);
+        }
     engine_opts_help(def(ENGINE_OPT_MAX_SEQS), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     assert_string_equal(h, "sequences decoded at once (1 to 4096; default 16)");
     engine_opts_help(def(ENGINE_OPT_MAX_SEQS), ENGINE_PROFILE_SERVER, h, sizeof h);
@@ -320,7 +333,8 @@ static void test_help(void **state)
     snprintf(want, sizeof want, "(1 to 600000; default %d)", ENGINE_ITL_TARGET_MS);
     assert_non_null(strstr(h, want));
     engine_opts_help(def(ENGINE_OPT_QUANT), ENGINE_PROFILE_SERVER, h, sizeof h);
-    assert_non_null(strstr(h, "none, q8_0 (8-bit), q4_0 (4-bit) or q4_k (4-bit, sub-block"));
+    assert_non_null(strstr(h, "none, q8_0 (8-bit), q4_0 (4-bit), q4_k (4-bit, sub-block"));
+    assert_non_null(strstr(h, "bf16p (bf16 packed losslessly"));
     assert_non_null(strstr(h, "(default none: the weights as stored)"));
 }
 

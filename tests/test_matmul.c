@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16pack.h"
 #include "dtype.h"
 #include "matmul.h"
 #include "pool.h"
@@ -444,6 +445,126 @@ static void test_denormals(void **state)
     free(w);
 }
 
+/* ---- bf16 packed losslessly (bf16pack.h) ---- */
+
+/* An (N, K) bf16 matrix of random values whose blocks of 32 include every packing case: wide
+ * exponent spans (15: packed, 16: escape), exact zeros beside non-zero values (escape), all-zero
+ * blocks (packed), infinities and NaN (escape beside finite values). *escapes: blocks that must
+ * escape. */
+static uint16_t *packing_cases(int N, int K, size_t *escapes)
+{
+    uint16_t *w = rand_w(LL_BF16, (size_t)N * K, 1.0);
+    *escapes = 0;
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < K / 32; b++) {
+            uint16_t *blk = w + (size_t)n * K + 32 * b;
+            switch ((n * 7 + b) % 8) {
+            case 0: /* exponents 100 and 115: a span of 15 still packs */
+                blk[3] = (uint16_t)(100 << 7 | 0x15);
+                blk[9] = (uint16_t)(0x8000 | 115 << 7 | 0x7f);
+                for (int i = 0; i < 32; i++)
+                    if (i != 3 && i != 9)
+                        blk[i] = (uint16_t)((blk[i] & 0x807f) | (100 + i % 16) << 7);
+                break;
+            case 1: /* exponents 100 and 116: one too many */
+                for (int i = 0; i < 32; i++)
+                    blk[i] = (uint16_t)((blk[i] & 0x807f) | (101 + i % 16) << 7);
+                blk[5] = (uint16_t)(100 << 7 | 0x40);
+                (*escapes)++;
+                break;
+            case 2: /* an exact zero (and a negative one) beside normal values */
+                blk[31] = 0;
+                blk[0] = 0x8000;
+                (*escapes)++;
+                break;
+            case 3: /* all zero, with signs */
+                for (int i = 0; i < 32; i++)
+                    blk[i] = (uint16_t)(i % 3 ? 0 : 0x8000);
+                break;
+            case 4: /* infinity and NaN beside finite values */
+                blk[7] = 0x7f80;
+                blk[8] = 0xffc1;
+                (*escapes)++;
+                break;
+            default:
+                break;
+            }
+        }
+    return w;
+}
+
+static void pack(struct ll_bf16p *p, const uint16_t *w, int N, int K, void **mem)
+{
+    *mem = aligned_alloc(64, ll_bf16p_bytes(N, K));
+    assert_non_null(*mem);
+    ll_bf16p_init(p, w, N, K, *mem);
+}
+
+/* Every element reads back as its bf16 bits; exactly the blocks that must escape do. */
+static void test_bf16p_roundtrip(void **state)
+{
+    (void)state;
+    rng_seed(41);
+    int N = 37, K = 32 * 9 + 13;
+    size_t want;
+    uint16_t *w = packing_cases(N, K, &want);
+    struct ll_bf16p p;
+    void *mem;
+    pack(&p, w, N, K, &mem);
+    size_t esc = ll_bf16p_pack_rows(&p, 0, 20) + ll_bf16p_pack_rows(&p, 20, N);
+    assert_true(want > 0);
+    assert_int_equal(esc, want);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++)
+            if (ll_bf16p_get(&p, n, k) != w[(size_t)n * K + k])
+                fail_msg("row %d element %d: 0x%04x read back as 0x%04x", n, k,
+                         w[(size_t)n * K + k], ll_bf16p_get(&p, n, k));
+    /* 12.5 bits a weight (plus rounding of the three planes to 64 bytes) */
+    assert_true(ll_bf16p_bytes(1024, 1024) == 1024 * 1024 / 8 * 25 / 2);
+    free(mem);
+    free(w);
+}
+
+/* ll_matmul_packed gives ll_matmul's bits for every M, N, K tail, bias, math mode and thread
+ * count; where the CPU can read the planes (M <= 8 takes them), that checks the SIMD decode. */
+static void test_bf16p_matmul(void **state)
+{
+    (void)state;
+    const char *why;
+    if (!ll_matmul_reads_packed(&why))
+        print_message("SKIP bf16p decode (ll_matmul_packed reads the bf16 matrix only): %s\n", why);
+    rng_seed(43);
+    int shapes[][2] = {{37, 32 * 9 + 13}, {70, 1536}, {16, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int N = shapes[s][0], K = shapes[s][1], M = 20;
+        size_t esc;
+        uint16_t *w = packing_cases(N, K, &esc);
+        for (size_t i = 0; i < (size_t)N * K; i++) /* finite values only: compare sums */
+            if ((w[i] & 0x7f80) == 0x7f80)
+                w[i] = 0x3f80;
+        struct ll_bf16p p;
+        void *mem;
+        pack(&p, w, N, K, &mem);
+        ll_bf16p_pack_rows(&p, 0, N);
+        float *x = rand_f32((size_t)M * K, 1.0), *bias = rand_f32((size_t)N, 1.0);
+        float *want = malloc(sizeof(float) * (size_t)M * N), *got = malloc(sizeof(float) * (size_t)M * N);
+        assert_non_null(want);
+        assert_non_null(got);
+        struct ll_pool *pools[] = {NULL, pool2, pool3};
+        for (int mode = 0; mode < 2; mode++)
+            for (int m = 1; m <= M; m += m < 9 ? 1 : M - 9) {
+                enum ll_math math = mode ? LL_MATH_FAST : LL_MATH_EXACT;
+                const float *b = m % 2 ? bias : NULL;
+                ll_matmul(want, x, w, LL_BF16, b, m, N, K, math, SCRATCH, pool2);
+                ll_matmul_packed(got, x, &p, b, m, math, SCRATCH, pools[m % 3]);
+                char what[96];
+                snprintf(what, sizeof what, "packed N=%d K=%d M=%d %s", N, K, m, math_name(math));
+                expect_same_bits(got, want, (size_t)m * N, what);
+            }
+        free(x), free(bias), free(want), free(got), free(mem), free(w);
+    }
+}
+
 /* ---- scratch, variants, OpenBLAS ---- */
 
 /* What ll_matmul_scratch_bytes asks for: M rows of K rounded up to 32 bf16 (64 bytes). */
@@ -576,6 +697,8 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_bias),
         cmocka_unit_test(test_denormals),
+        cmocka_unit_test(test_bf16p_roundtrip),
+        cmocka_unit_test(test_bf16p_matmul),
         cmocka_unit_test(test_scratch_size),
         cmocka_unit_test(test_scratch_per_caller),
         cmocka_unit_test(test_openblas_baseline),

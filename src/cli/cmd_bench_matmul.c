@@ -55,7 +55,8 @@ static void usage(FILE *f)
             "usage: llaisys-cli bench-matmul [options]\n"
             "  -t, --threads N     threads in the pool (default 2)\n"
             "  --math fast|exact   math mode (default fast)\n"
-            "  --wtype bf16|f16|f32|q8_0|q4_0|q4_k  weight type (default bf16)\n"
+            "  --wtype bf16|bf16p|f16|f32|q8_0|q4_0|q4_k  weight type (default bf16; bf16p:\n"
+            "                      bf16 packed losslessly, read by decode-sized calls)\n"
             "  --m LIST            batch sizes, comma-separated (default 1,4,16,64,128,512)\n"
             "  --shape LIST        shapes among q/o,k/v,gate/up,down,lm_head (default all)\n"
             "  --time S            seconds to spend per measurement (default 0.3)\n"
@@ -151,6 +152,7 @@ struct ours_call {
     enum ll_qtype qtype;
     size_t qs_bytes;     /* quantized: bytes of the qs plane at the start of each copy */
     enum ll_dtype wtype;
+    bool packed; /* bf16p: a bf16 matrix then its packed planes (ll_matmul_packed) */
     int m, n, k;
     enum ll_math math;
     void *scratch; /* (scratch_bytes) ll_matmul's, sized for (m, k) */
@@ -168,6 +170,14 @@ static void run_ours(void *arg)
         LL_ASSERT(ll_qweight_init(&qw, c->qtype, c->n, c->k, w, c->qs_bytes, w + c->qs_bytes,
                                   c->copy_bytes - c->qs_bytes, NULL) == LL_OK);
         ll_qmatmul(c->out, c->x, &qw, NULL, c->m, c->scratch, c->scratch_bytes, c->pool);
+        return;
+    }
+    if (c->packed) {
+        struct ll_bf16p pk;
+        ll_bf16p_init(&pk, (const uint16_t *)w, c->n, c->k,
+                      (char *)w + (size_t)c->n * (size_t)c->k * 2);
+        ll_matmul_packed(c->out, c->x, &pk, NULL, c->m, c->math, c->scratch, c->scratch_bytes,
+                         c->pool);
         return;
     }
     ll_matmul(c->out, c->x, w, c->wtype, NULL, c->m, c->n, c->k, c->math, c->scratch,
@@ -227,6 +237,7 @@ int cmd_bench_matmul(int argc, char **argv)
     bool quant = false;
     enum ll_qtype qtype = LL_Q8_0;
     const char *shape_list = NULL, *variant = NULL, *math_s = "fast", *wtype_s = "bf16";
+    bool packed = false;
     const char *m_s = NULL;
     memcpy(ms, default_ms, sizeof default_ms);
     n_ms = (int)(sizeof default_ms / sizeof default_ms[0]);
@@ -250,8 +261,10 @@ int cmd_bench_matmul(int argc, char **argv)
     if (strcmp(math_s, "fast") && strcmp(math_s, "exact"))
         return cli_args_fail(&cmd, "--math must be fast or exact");
     math = !strcmp(math_s, "fast") ? LL_MATH_FAST : LL_MATH_EXACT;
-    if (!strcmp(wtype_s, "bf16"))
+    if (!strcmp(wtype_s, "bf16") || !strcmp(wtype_s, "bf16p")) {
         wtype = LL_BF16;
+        packed = !strcmp(wtype_s, "bf16p");
+    }
     else if (!strcmp(wtype_s, "f16"))
         wtype = LL_F16;
     else if (!strcmp(wtype_s, "f32"))
@@ -259,7 +272,7 @@ int cmd_bench_matmul(int argc, char **argv)
     else if (ll_qtype_parse(wtype_s, &qtype))
         quant = true;
     else
-        return cli_args_fail(&cmd, "--wtype must be bf16, f16, f32 or a quantized type");
+        return cli_args_fail(&cmd, "--wtype must be bf16, bf16p, f16, f32 or a quantized type");
     if (m_s && (n_ms = parse_list(m_s, ms, 16)) <= 0)
         return cli_args_fail(&cmd, "--m needs batch sizes in [1, 65536], comma-separated");
     if (quant)
@@ -287,7 +300,7 @@ int cmd_bench_matmul(int argc, char **argv)
     else
         printf("bench-matmul: variant %s, %d threads, math %s, weights %s%s\n",
                ll_matmul_variant(), threads, math == LL_MATH_FAST ? "fast" : "exact",
-               ll_dtype_name(wtype),
+               packed ? "BF16, packed (W GB/s: bytes of the packed planes)" : ll_dtype_name(wtype),
                use_blas ? "; sgemm = OpenBLAS f32, single-threaded in each pool thread" : "");
     printf("pool: one ll_pool_run of an empty op, round trip: %.2f us; weights cycled through "
            "%zu MiB of copies\n", time_calls(run_empty, pool, budget) / 100 * 1e6,
@@ -309,6 +322,8 @@ int cmd_bench_matmul(int argc, char **argv)
             qs_bytes = ll_qweight_qs_bytes(qtype, sh->n, sh->k);
             copy_bytes = qs_bytes + ll_qweight_d_bytes(qtype, sh->n, sh->k);
         }
+        if (packed)
+            copy_bytes += ll_bf16p_bytes(sh->n, sh->k);
         size_t set = weight_set_bytes();
         int copies = (int)((set + copy_bytes - 1) / copy_bytes);
         int copies32 = (int)((set + nw * 4 - 1) / (nw * 4));
@@ -347,6 +362,11 @@ int cmd_bench_matmul(int argc, char **argv)
             if (w32)
                 w32[i] = f;
         }
+        if (packed) {
+            struct ll_bf16p pk;
+            ll_bf16p_init(&pk, (const uint16_t *)w, sh->n, sh->k, w + nw * 2);
+            ll_bf16p_pack_rows(&pk, 0, sh->n);
+        }
         for (int c = 1; c < copies; c++)
             memcpy(w + (size_t)c * copy_bytes, w, copy_bytes);
         for (int c = 1; w32 && c < copies32; c++)
@@ -356,10 +376,10 @@ int cmd_bench_matmul(int argc, char **argv)
         for (int i = 0; i < n_ms; i++) {
             int m = ms[i];
             double flop = 2.0 * m * sh->n * sh->k;
-            double wbytes = (double)copy_bytes;
+            double wbytes = packed ? (double)ll_bf16p_bytes(sh->n, sh->k) : (double)copy_bytes;
             struct ours_call oc = {out,   x,        w,        copy_bytes, copies,        0,
-                                   quant, qtype,    qs_bytes, wtype,      m,             sh->n,
-                                   sh->k, math,     scratch,  scratch_bytes, pool};
+                                   quant, qtype,    qs_bytes, wtype,      packed,        m,
+                                   sh->n, sh->k,    math,     scratch,    scratch_bytes, pool};
             double t = time_calls(run_ours, &oc, budget);
             printf("%-8s %6d %5d %4d %9.3f %8.1f %8.1f", sh->name, sh->n, sh->k, m, t * 1e3,
                    flop / t * 1e-9, wbytes / t * 1e-9);

@@ -10,7 +10,7 @@ void engine_args_usage(FILE *f, unsigned mask)
         if (!(mask & ENGINE_OPT_BIT(i)))
             continue;
         const struct engine_opt_def *d = &engine_opt_defs[i];
-        char left[48], help[320];
+        char left[48], help[ENGINE_OPT_HELP_MAX];
         snprintf(left, sizeof left, "%s%s%s", d->flag, d->arg ? " " : "", d->arg ? d->arg : "");
         engine_opts_help(d, ENGINE_PROFILE_DEFAULT, help, sizeof help);
         fprintf(f, "  %-22s %s\n", left, help);

@@ -146,6 +146,13 @@ static bool cpu_runs(int v)
     }
 }
 
+/* The packed-weight decode (matmul_avx512.c, packed_chunk) also needs vpmultishiftqb. */
+static bool cpu_has_vbmi(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi");
+}
+
 static int variant_by_name(const char *name)
 {
     if (!strcmp(name, "scalar"))
@@ -241,9 +248,10 @@ size_t ll_matmul_scratch_bytes(int max_m, int max_k)
     return (size_t)max_m * xb_stride_for(max_k) * sizeof(uint16_t);
 }
 
-void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
-               int M, int N, int K, enum ll_math math, void *scratch, size_t scratch_bytes,
-               struct ll_pool *pool)
+static void matmul_run(float *out, const float *x, const void *w, enum ll_dtype wtype,
+                       const struct ll_bf16p *packed, const float *bias, int M, int N, int K,
+                       enum ll_math math, void *scratch, size_t scratch_bytes,
+                       struct ll_pool *pool)
 {
     LL_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0)
@@ -253,6 +261,8 @@ void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, c
         .fast = math == LL_MATH_FAST && wtype == LL_BF16,
     };
     struct mm_call call = {.job = &job, .v = variant_get()};
+    if (packed && job.fast && call.v == &variants[V_AVX512] && cpu_has_vbmi())
+        job.packed = packed;
     if (job.fast) {
         job.xb_stride = xb_stride_for(K);
         LL_ASSERT(scratch && ((uintptr_t)scratch & 63) == 0 &&
@@ -264,6 +274,33 @@ void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, c
             call.v->round(&job, 0, M);
     }
     ll_pool_run(pool, mm_call_kernel, &call);
+}
+
+void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
+               int M, int N, int K, enum ll_math math, void *scratch, size_t scratch_bytes,
+               struct ll_pool *pool)
+{
+    matmul_run(out, x, w, wtype, NULL, bias, M, N, K, math, scratch, scratch_bytes, pool);
+}
+
+void ll_matmul_packed(float *out, const float *x, const struct ll_bf16p *w, const float *bias,
+                      int M, enum ll_math math, void *scratch, size_t scratch_bytes,
+                      struct ll_pool *pool)
+{
+    matmul_run(out, x, w->raw, LL_BF16, w, bias, M, w->n, w->k, math, scratch, scratch_bytes,
+               pool);
+}
+
+bool ll_matmul_reads_packed(const char **why)
+{
+    const char *r = NULL;
+    if (variant_get() != &variants[V_AVX512])
+        r = "the matmul variant in use is not avx512bf16";
+    else if (!cpu_has_vbmi())
+        r = "this CPU lacks AVX-512 VBMI";
+    if (why)
+        *why = r;
+    return r == NULL;
 }
 
 void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,

@@ -210,6 +210,20 @@ INLINE void stream_row(const int mr, const uint16_t *xb, size_t ldx, const uint1
         stream_row(MR, x0, ldx, wr, nfull, tail, acc0, r);                                     \
         break;
 
+/* The accumulators of a stream panel reduced, plus bias, into out[0..M)[0..nr). */
+static void store_panel(int M, __m512 acc[][STREAM_N], int nr, float *out, size_t ldo,
+                        const float *bias)
+{
+    for (int m = 0; m < M; m++) {
+        union {
+            __m512 v;
+            float f[16];
+        } res = {.v = reduce_group(acc[m], nr, 0)};
+        for (int n = 0; n < nr; n++)
+            out[(size_t)m * ldo + (size_t)n] = bias ? res.f[n] + bias[n] : res.f[n];
+    }
+}
+
 /* out[0..M)[0..nr) for nr <= STREAM_N rows of W, M <= STREAM_M_MAX rows of x. */
 static void stream_panel(int M, const uint16_t *xb, size_t ldx, const uint16_t *w, size_t ldw,
                          int nfull, __mmask32 tail, int nr, float *out, size_t ldo,
@@ -230,14 +244,101 @@ static void stream_panel(int M, const uint16_t *xb, size_t ldx, const uint16_t *
             }
         }
     }
-    for (int m = 0; m < M; m++) {
-        union {
-            __m512 v;
-            float f[16];
-        } res = {.v = reduce_group(acc[m], nr, 0)};
-        for (int n = 0; n < nr; n++)
-            out[(size_t)m * ldo + (size_t)n] = bias ? res.f[n] + bias[n] : res.f[n];
+    store_panel(M, acc, nr, out, ldo, bias);
+}
+
+/* ---- fast path, few rows of x, weights packed losslessly (bf16pack.h) ---- */
+
+/* The 32 bf16 of chunk c of packed row `row`: decoded from the planes, or read from the bf16
+ * matrix for an escape block. The same bits either way. Needs AVX-512 VBMI (vpmultishiftqb). */
+__attribute__((target("avx512vbmi"), always_inline)) static inline __m512i
+packed_chunk(const struct ll_bf16p *pk, size_t row, int c, __m512i ctl)
+{
+    const size_t blk = row * (size_t)pk->nbk + (size_t)c;
+    const uint16_t base = pk->base[blk];
+    if (__builtin_expect(base == LL_BF16P_ESCAPE, 0))
+        return _mm512_loadu_si512(pk->raw + row * (size_t)pk->k + (size_t)c * LL_BF16P_BLOCK);
+    /* sign and mantissa: sign-extended, so bit 7 (the sign) also lands in bit 15 */
+    __m512i a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(pk->sm + blk * 32)));
+    /* codes: word q of the 16 bytes (elements 4q .. 4q+3, 4 bits each) into qword q, then each
+     * element's nibble moved to bits 7..10 of its word */
+    __m512i e = _mm512_cvtepu16_epi64(_mm_loadu_si128((const __m128i *)(pk->code + blk * 16)));
+    e = _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl, e), _mm512_set1_epi16(0x0780));
+    e = _mm512_add_epi16(e, _mm512_set1_epi16((short)base));
+    /* (a & 0x807f) | e: sign, exponent, mantissa */
+    return _mm512_ternarylogic_epi32(a, e, _mm512_set1_epi16((short)0x807f), 0xec);
+}
+
+/* The vpmultishiftqb control of packed_chunk: in each qword, the low byte of word t takes the
+ * 8 bits ending at bit 4t (its bit 7 = the code's bit 0), the high byte those from bit 4t + 1. */
+__attribute__((target("avx512vbmi"), always_inline)) static inline __m512i packed_ctl(void)
+{
+    uint8_t c[64];
+    for (int q = 0; q < 8; q++)
+        for (int t = 0; t < 4; t++) {
+            c[8 * q + 2 * t] = (uint8_t)((4 * t - 7) & 63);
+            c[8 * q + 2 * t + 1] = (uint8_t)(4 * t + 1);
+        }
+    return _mm512_loadu_si512(c);
+}
+
+/* stream_row on packed row `row`: the same chunks in the same order as stream_row. */
+__attribute__((target("avx512vbmi"), always_inline)) static inline void
+stream_row_packed(const int mr, const uint16_t *xb, size_t ldx, const struct ll_bf16p *pk,
+                  size_t row, int nfull, __mmask32 tail, __m512 acc[][STREAM_N], int r,
+                  __m512i ctl)
+{
+    __m512 a[STREAM_MR];
+#pragma GCC unroll 8
+    for (int m = 0; m < mr; m++)
+        a[m] = _mm512_setzero_ps();
+    for (int c = 0; c < nfull; c++) {
+        __m512i wv = packed_chunk(pk, row, c, ctl);
+#pragma GCC unroll 8
+        for (int m = 0; m < mr; m++)
+            a[m] = _mm512_dpbf16_ps(
+                a[m], (__m512bh)_mm512_load_si512(xb + (size_t)m * ldx + (size_t)c * LL_MM_CHUNK_FAST),
+                (__m512bh)wv);
     }
+    if (tail) {
+        size_t k = (size_t)nfull * LL_MM_CHUNK_FAST;
+        __m512i wv = _mm512_maskz_loadu_epi16(tail, pk->raw + row * (size_t)pk->k + k);
+#pragma GCC unroll 8
+        for (int m = 0; m < mr; m++)
+            a[m] = _mm512_dpbf16_ps(a[m], (__m512bh)_mm512_load_si512(xb + (size_t)m * ldx + k),
+                                    (__m512bh)wv);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < mr; m++)
+        acc[m][r] = a[m];
+}
+
+#define STREAM_PACKED_CASE(MR)                                                                 \
+    case MR:                                                                                   \
+        stream_row_packed(MR, x0, ldx, pk, (size_t)(n + r), nfull, tail, acc0, r, ctl);        \
+        break;
+
+/* stream_panel for rows [n, n + nr) of a packed matrix. */
+__attribute__((target("avx512vbmi"))) static void
+stream_panel_packed(int M, const uint16_t *xb, size_t ldx, const struct ll_bf16p *pk, int n,
+                    int nfull, __mmask32 tail, int nr, float *out, size_t ldo, const float *bias)
+{
+    const __m512i ctl = packed_ctl();
+    __m512 acc[STREAM_M_MAX][STREAM_N];
+    for (int r = 0; r < nr; r++)
+        for (int m0 = 0; m0 < M; m0 += STREAM_MR) {
+            const uint16_t *x0 = xb + (size_t)m0 * ldx;
+            int mr = M - m0 < STREAM_MR ? M - m0 : STREAM_MR;
+            __m512(*acc0)[STREAM_N] = acc + m0;
+            switch (mr) {
+                STREAM_PACKED_CASE(1) STREAM_PACKED_CASE(2) STREAM_PACKED_CASE(3)
+                STREAM_PACKED_CASE(4) STREAM_PACKED_CASE(5) STREAM_PACKED_CASE(6)
+                STREAM_PACKED_CASE(7) STREAM_PACKED_CASE(8)
+            default:
+                __builtin_unreachable();
+            }
+        }
+    store_panel(M, acc, nr, out, ldo, bias);
 }
 
 /* ---- exact path: f32 × widened weights ---- */
@@ -342,11 +443,18 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
     if (j->fast && (m1 - m0 == 1 || (m1 - m0 <= STREAM_M_MAX &&
                                       (size_t)(m1 - m0) * j->xb_stride * 2 <= stream_x_bytes))) {
         const __mmask32 tail = rem ? (__mmask32)((1u << rem) - 1) : 0;
-        for (int n = n0; n < n1; n += STREAM_N)
-            stream_panel(m1 - m0, j->xb + (size_t)m0 * j->xb_stride, j->xb_stride,
-                         (const uint16_t *)j->w + (size_t)n * K, K, nfull, tail,
-                         min_int(STREAM_N, n1 - n), j->out + (size_t)m0 * ldo + (size_t)n, ldo,
-                         j->bias ? j->bias + n : NULL);
+        for (int n = n0; n < n1; n += STREAM_N) {
+            const int nr = min_int(STREAM_N, n1 - n);
+            const uint16_t *x0 = j->xb + (size_t)m0 * j->xb_stride;
+            float *out = j->out + (size_t)m0 * ldo + (size_t)n;
+            const float *bias = j->bias ? j->bias + n : NULL;
+            if (j->packed)
+                stream_panel_packed(m1 - m0, x0, j->xb_stride, j->packed, n, nfull, tail, nr, out,
+                                    ldo, bias);
+            else
+                stream_panel(m1 - m0, x0, j->xb_stride, (const uint16_t *)j->w + (size_t)n * K, K,
+                             nfull, tail, nr, out, ldo, bias);
+        }
         return;
     }
     for (int mb = m0; mb < m1; mb += block) {

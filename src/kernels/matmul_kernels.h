@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bf16pack.h"
 #include "dtype.h"
 
 /* Elements of K per chunk: 16 f32 lanes on the exact path, 16 lanes x 2 bf16 on the fast path. */
@@ -32,6 +33,9 @@ struct ll_mm_job {
     const float *bias;  /* (N) or NULL */
     int M, N, K;
     bool fast;          /* bf16 x bf16 dot products (LL_MATH_FAST with bf16 weights) */
+    /* w packed (bf16pack.h; w is its raw matrix): read by the AVX-512 kernel's few-rows path
+     * when set (only where the CPU has VBMI); every other path reads w */
+    const struct ll_bf16p *packed;
 };
 
 /* Compute out[m0..m1)[n0..n1) of the job. Called concurrently on disjoint ranges. */

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "model_config.h"
+#include "model_pack.h"
 #include "model_quant.h"
 #include "model_registry.h"
 #include "safetensors.h"
@@ -73,6 +74,8 @@ static enum ll_status open_steps(struct model *m, const char *dir,
     m->qtype = m->config.qtype;
     if (opts && opts->quantize)
         s = model_quantize(m, opts->qtype, opts->n_threads, err);
+    else if (opts && opts->pack_bf16)
+        s = model_pack_bf16(m, opts->n_threads, err);
 out:
     free(cfg_path);
     free(gen_path);
@@ -99,7 +102,10 @@ enum ll_status model_open(struct model **out, const char *dir, const struct mode
 
 void model_weights_str(const struct model *m, char *buf, size_t size)
 {
-    if (!m->quantized)
+    if (!m->quantized && m->pkmem)
+        snprintf(buf, size, "%s (packed at load in %.2f s)", ll_dtype_name(m->weight_dtype),
+                 m->pack_seconds);
+    else if (!m->quantized)
         snprintf(buf, size, "%s", ll_dtype_name(m->weight_dtype));
     else if (m->quant_seconds > 0)
         snprintf(buf, size, "%s (quantized at load in %.2f s; %s embedding)",
@@ -118,6 +124,7 @@ void model_close(struct model *m)
     st_close(m->st);
     free(m->linears);
     free(m->qmem);
+    free(m->pkmem);
     free(m->dir);
     free(m);
 }

@@ -258,12 +258,16 @@ static void gather_rows(float *buf, const int32_t *rows, int n, int dim)
 }
 
 /* out (n, w->n) = x (n, w->k) · Wᵀ + bias, on the runtime's pool and scratch: the integer
- * dot-product GEMM for a quantized weight, the bf16/f32 one for a dense weight. */
+ * dot-product GEMM for a quantized weight, the bf16/f32 one for a dense weight (reading its
+ * packed planes where it has them: the same bits). */
 static void linear(struct qwen2_runtime *r, float *out, const float *x,
                    const struct model_linear *w, const float *bias, int n)
 {
     if (w->quantized)
         ll_qmatmul(out, x, &w->q, bias, n, r->mm, r->mm_bytes, r->base.pool);
+    else if (w->is_packed)
+        ll_matmul_packed(out, x, &w->packed, bias, n, r->base.opts.math, r->mm, r->mm_bytes,
+                         r->base.pool);
     else
         ll_matmul(out, x, w->dense.data, w->dense.dtype, bias, n, w->n, w->k, r->base.opts.math,
                   r->mm, r->mm_bytes, r->base.pool);

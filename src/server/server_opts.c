@@ -138,7 +138,7 @@ void server_opts_usage(FILE *f)
             "--version", "print the version");
     for (int i = 0; i < ENGINE_OPT_COUNT; i++) {
         const struct engine_opt_def *d = &engine_opt_defs[i];
-        char help[320];
+        char help[ENGINE_OPT_HELP_MAX];
         engine_opts_help(d, ENGINE_PROFILE_SERVER, help, sizeof help);
         usage_line(f, d->flag, d->arg, help, d->env);
     }
