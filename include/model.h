@@ -116,6 +116,7 @@ struct model {
     size_t qmem_bytes;
     double quant_seconds;        /* time spent quantizing at load (0 when stored quantized) */
     void *pkmem;                 /* the packed bf16 planes (model_pack.h), or NULL */
+    uint16_t *pkesc;             /* their escape table (bf16pack.h) */
     double pack_seconds;         /* time spent packing them */
 };
 

@@ -493,11 +493,14 @@ static uint16_t *packing_cases(int N, int K, size_t *escapes)
     return w;
 }
 
-static void pack(struct ll_bf16p *p, const uint16_t *w, int N, int K, void **mem)
+/* p's planes in *mem, its escape table in *esc (the caller frees both). */
+static void pack(struct ll_bf16p *p, const uint16_t *w, int N, int K, void **mem, uint16_t **esc)
 {
     *mem = aligned_alloc(64, ll_bf16p_bytes(N, K));
     assert_non_null(*mem);
     ll_bf16p_init(p, w, N, K, *mem);
+    *esc = ll_bf16p_pack(p);
+    assert_non_null(*esc);
 }
 
 /* Every element reads back as its bf16 bits; exactly the blocks that must escape do. */
@@ -510,19 +513,34 @@ static void test_bf16p_roundtrip(void **state)
     uint16_t *w = packing_cases(N, K, &want);
     struct ll_bf16p p;
     void *mem;
-    pack(&p, w, N, K, &mem);
-    size_t esc = ll_bf16p_pack_rows(&p, 0, 20) + ll_bf16p_pack_rows(&p, 20, N);
+    uint16_t *table;
+    pack(&p, w, N, K, &mem, &table);
+    /* the two passes in two ranges each, as threads run them */
+    memset(mem, 0xa5, ll_bf16p_bytes(N, K));
+    size_t e1 = ll_bf16p_pack_rows(&p, 0, 20), e2 = ll_bf16p_pack_rows(&p, 20, N);
     assert_true(want > 0);
-    assert_int_equal(esc, want);
+    assert_int_equal(e1 + e2, want);
+    uint16_t *table2 = malloc(sizeof(uint16_t) * 32 * want);
+    assert_non_null(table2);
+    ll_bf16p_pack_escapes(&p, 20, N, table2, e1);
+    ll_bf16p_pack_escapes(&p, 0, 20, table2, 0);
+    p.esc = table2;
+    assert_memory_equal(table, table2, sizeof(uint16_t) * 32 * want);
+    /* the bf16 copy is not read for whole blocks: corrupt it, keeping the tails */
+    uint16_t *copy = malloc(sizeof(uint16_t) * (size_t)N * K);
+    assert_non_null(copy);
+    memcpy(copy, w, sizeof(uint16_t) * (size_t)N * K);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K / 32 * 32; k++)
+            w[(size_t)n * K + k] ^= 0x5555;
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++)
-            if (ll_bf16p_get(&p, n, k) != w[(size_t)n * K + k])
+            if (ll_bf16p_get(&p, n, k) != copy[(size_t)n * K + k])
                 fail_msg("row %d element %d: 0x%04x read back as 0x%04x", n, k,
-                         w[(size_t)n * K + k], ll_bf16p_get(&p, n, k));
+                         copy[(size_t)n * K + k], ll_bf16p_get(&p, n, k));
     /* 12.5 bits a weight (plus rounding of the three planes to 64 bytes) */
     assert_true(ll_bf16p_bytes(1024, 1024) == 1024 * 1024 / 8 * 25 / 2);
-    free(mem);
-    free(w);
+    free(mem), free(w), free(copy), free(table), free(table2);
 }
 
 /* ll_matmul_packed gives ll_matmul's bits for every M, N, K tail, bias, math mode and thread
@@ -544,8 +562,8 @@ static void test_bf16p_matmul(void **state)
                 w[i] = 0x3f80;
         struct ll_bf16p p;
         void *mem;
-        pack(&p, w, N, K, &mem);
-        ll_bf16p_pack_rows(&p, 0, N);
+        uint16_t *table;
+        pack(&p, w, N, K, &mem, &table);
         float *x = rand_f32((size_t)M * K, 1.0), *bias = rand_f32((size_t)N, 1.0);
         float *want = malloc(sizeof(float) * (size_t)M * N), *got = malloc(sizeof(float) * (size_t)M * N);
         assert_non_null(want);
@@ -561,7 +579,7 @@ static void test_bf16p_matmul(void **state)
                 snprintf(what, sizeof what, "packed N=%d K=%d M=%d %s", N, K, m, math_name(math));
                 expect_same_bits(got, want, (size_t)m * N, what);
             }
-        free(x), free(bias), free(want), free(got), free(mem), free(w);
+        free(x), free(bias), free(want), free(got), free(mem), free(w), free(table);
     }
 }
 

@@ -153,6 +153,7 @@ struct ours_call {
     size_t qs_bytes;     /* quantized: bytes of the qs plane at the start of each copy */
     enum ll_dtype wtype;
     bool packed; /* bf16p: a bf16 matrix then its packed planes (ll_matmul_packed) */
+    const uint16_t *esc; /* bf16p: the escape table */
     int m, n, k;
     enum ll_math math;
     void *scratch; /* (scratch_bytes) ll_matmul's, sized for (m, k) */
@@ -176,6 +177,7 @@ static void run_ours(void *arg)
         struct ll_bf16p pk;
         ll_bf16p_init(&pk, (const uint16_t *)w, c->n, c->k,
                       (char *)w + (size_t)c->n * (size_t)c->k * 2);
+        pk.esc = c->esc;
         ll_matmul_packed(c->out, c->x, &pk, NULL, c->m, c->math, c->scratch, c->scratch_bytes,
                          c->pool);
         return;
@@ -362,10 +364,11 @@ int cmd_bench_matmul(int argc, char **argv)
             if (w32)
                 w32[i] = f;
         }
+        uint16_t *esc = NULL; /* the escape table, shared by the copies */
         if (packed) {
             struct ll_bf16p pk;
             ll_bf16p_init(&pk, (const uint16_t *)w, sh->n, sh->k, w + nw * 2);
-            ll_bf16p_pack_rows(&pk, 0, sh->n);
+            LL_ASSERT((esc = ll_bf16p_pack(&pk)) != NULL);
         }
         for (int c = 1; c < copies; c++)
             memcpy(w + (size_t)c * copy_bytes, w, copy_bytes);
@@ -378,8 +381,9 @@ int cmd_bench_matmul(int argc, char **argv)
             double flop = 2.0 * m * sh->n * sh->k;
             double wbytes = packed ? (double)ll_bf16p_bytes(sh->n, sh->k) : (double)copy_bytes;
             struct ours_call oc = {out,   x,        w,        copy_bytes, copies,        0,
-                                   quant, qtype,    qs_bytes, wtype,      packed,        m,
-                                   sh->n, sh->k,    math,     scratch,    scratch_bytes, pool};
+                                   quant, qtype,    qs_bytes, wtype,      packed,        esc,
+                                   m,     sh->n,    sh->k,    math,       scratch,
+                                   scratch_bytes,   pool};
             double t = time_calls(run_ours, &oc, budget);
             printf("%-8s %6d %5d %4d %9.3f %8.1f %8.1f", sh->name, sh->n, sh->k, m, t * 1e3,
                    flop / t * 1e-9, wbytes / t * 1e-9);
@@ -392,6 +396,7 @@ int cmd_bench_matmul(int argc, char **argv)
             fflush(stdout);
         }
         free(w);
+        free(esc);
         free(w32);
         free(x);
         free(out);

@@ -125,6 +125,7 @@ void model_close(struct model *m)
     free(m->linears);
     free(m->qmem);
     free(m->pkmem);
+    free(m->pkesc);
     free(m->dir);
     free(m);
 }

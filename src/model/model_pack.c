@@ -21,11 +21,14 @@
 
 struct pack_job {
     struct model *m;
-    int64_t *first;           /* (n_linears + 1) index of each weight's first piece */
-    _Atomic int64_t next;     /* the next piece to take */
-    _Atomic size_t escapes;   /* escape blocks, summed */
+    int64_t *first;         /* (n_linears + 1) index of each weight's first piece */
+    size_t *esc_first;      /* (pieces) pass 1: escape blocks of each piece; pass 2: its first
+                               index in the table */
+    uint16_t *table;        /* pass 2: the escape table */
+    _Atomic int64_t next;   /* the next piece to take */
 };
 
+/* Pass 1 (table NULL): pack each piece, counting its escape blocks; pass 2: copy them. */
 static void pack_worker(void *ctx, int ith, int nth)
 {
     (void)ith, (void)nth;
@@ -41,7 +44,10 @@ static void pack_worker(void *ctx, int ith, int nth)
         struct model_linear *l = j->m->linears[i];
         int r0 = (int)(p - j->first[i]) * PIECE_ROWS;
         int r1 = r0 + PIECE_ROWS < l->n ? r0 + PIECE_ROWS : l->n;
-        atomic_fetch_add(&j->escapes, ll_bf16p_pack_rows(&l->packed, r0, r1));
+        if (!j->table)
+            j->esc_first[p] = ll_bf16p_pack_rows(&l->packed, r0, r1);
+        else
+            ll_bf16p_pack_escapes(&l->packed, r0, r1, j->table, j->esc_first[p]);
     }
 }
 
@@ -70,11 +76,8 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
     void *mem = aligned_alloc(64, total ? (total + 63) / 64 * 64 : 64);
     struct ll_pool *pool = NULL;
     enum ll_status s = LL_OK;
-    if (!j.first || !mem) {
-        s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of packed bf16 weights",
-                       m->dir, total);
-        goto out;
-    }
+    if (!j.first || !mem)
+        goto oom;
     madvise(mem, total, MADV_HUGEPAGE); /* a hint: fewer TLB misses when decode streams it */
     char *p = mem;
     for (int i = 0; i < nl; i++) {
@@ -83,24 +86,51 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
         p += ll_bf16p_bytes(l->n, l->k);
         j.first[i + 1] = j.first[i] + (l->n + PIECE_ROWS - 1) / PIECE_ROWS;
     }
+    if (!(j.esc_first = calloc((size_t)j.first[nl] + 1, sizeof *j.esc_first)))
+        goto oom;
     if ((s = ll_pool_create(&pool, n_threads < 1 ? LL_POOL_DEFAULT_THREADS : n_threads, err)))
         goto out;
     double t0 = ll_now();
     ll_pool_run(pool, pack_worker, &j);
+    size_t escapes = 0; /* pieces' counts to first indices */
+    for (int64_t q = 0; q < j.first[nl]; q++) {
+        size_t c = j.esc_first[q];
+        j.esc_first[q] = escapes;
+        escapes += c;
+    }
+    if (!(j.table = malloc((escapes ? escapes : 1) * LL_BF16P_BLOCK * sizeof *j.table)))
+        goto oom;
+    atomic_store(&j.next, 0);
+    ll_pool_run(pool, pack_worker, &j);
     m->pack_seconds = ll_now() - t0;
-    for (int i = 0; i < nl; i++)
-        m->linears[i]->is_packed = true;
+    for (int i = 0; i < nl; i++) {
+        struct model_linear *l = m->linears[i];
+        l->packed.esc = j.table;
+        l->is_packed = true;
+        /* matmuls read the planes from now on (the bf16 copy only for K tails and --exact) */
+        if (!l->tied)
+            ll_release_pages(l->dense.data, (size_t)l->n * (size_t)l->k * sizeof(uint16_t));
+    }
     m->pkmem = mem;
+    m->pkesc = j.table;
     mem = NULL;
+    j.table = NULL;
     double blocks = weights / LL_BF16P_BLOCK;
     log_msg(LOG_INFO,
             "%s: packed %d bf16 linear weights (%.3g G weights) losslessly to 12.5 bits in "
-            "%.2f s (%.0f MiB; %.3f %% of blocks read from the bf16 copy)",
-            m->dir, nl, weights * 1e-9, m->pack_seconds, (double)total / (1 << 20),
-            blocks > 0 ? 100.0 * (double)atomic_load(&j.escapes) / blocks : 0.0);
+            "%.2f s on %d threads (%.0f MiB, and %.2f MiB for the %.3f %% of blocks kept whole)",
+            m->dir, nl, weights * 1e-9, m->pack_seconds, ll_pool_size(pool),
+            (double)total / (1 << 20), (double)escapes * 64 / (1 << 20),
+            blocks > 0 ? 100.0 * (double)escapes / blocks : 0.0);
+    goto out;
+oom:
+    s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of packed bf16 weights",
+                   m->dir, total);
 out:
     ll_pool_free(pool);
     free(mem);
+    free(j.table);
+    free(j.esc_first);
     free(j.first);
     return s;
 }
