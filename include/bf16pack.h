@@ -1,7 +1,7 @@
 /*
- * bf16pack.h: bf16 weights packed losslessly to 12.5 bits a weight, so that decode, which is
- * bound by the bytes of weights it reads, reads 22 % fewer (`--quant bf16p`; matmul.h's
- * ll_matmul_packed).
+ * bf16pack.h: bf16 weights packed losslessly to 12.5 bits a weight, so that single-stream
+ * decode, which is bound by the bytes of weights it reads, reads 22 % fewer (`--quant bf16p`;
+ * matmul.h's ll_matmul_packed).
  *
  * Why it is lossless: a bf16 value is sign (1 bit), exponent (8) and mantissa (7). Within a
  * block of 32 consecutive weights of a row the exponents of trained (and random) weights span
@@ -11,8 +11,7 @@
  * escape block: its 32 bf16 values are copied to a side table (ll_bf16p.esc) and its sm slot
  * holds their index there. Either way a reader gets back the exact bf16 bits, so every result
  * computed from a packed matrix is the one computed from the bf16 matrix (matmul.h's guarantees
- * hold unchanged), and once packed a matrix's bf16 copy is read only for the k % 32 tail of its
- * rows and by the exact (f32) math path.
+ * hold unchanged). Readers of the planes take the k % 32 tail of each row from the bf16 matrix.
  *
  * Layout, for an (n, k) bf16 matrix, nbk = k / 32 whole blocks a row (the last k % 32 elements of
  * a row are never packed: readers take them from raw), row r, block b, element i (0..31):
@@ -38,7 +37,7 @@
 #define LL_BF16P_ESCAPE 0xffffu
 
 struct ll_bf16p {
-    const uint16_t *raw; /* (n, k) the bf16 matrix (the k % 32 tail, exact math) */
+    const uint16_t *raw; /* (n, k) the bf16 matrix (the k % 32 tail; every call but M = 1) */
     const uint16_t *esc; /* (escapes, 32) the escape blocks' values (see above) */
     uint8_t *sm;         /* (n, nbk, 32) */
     uint8_t *code;       /* (n, nbk, 16) */

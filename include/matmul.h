@@ -59,8 +59,9 @@ void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, c
                int M, int N, int K, enum ll_math math, void *scratch, size_t scratch_bytes,
                struct ll_pool *pool);
 /* ll_matmul of w->raw (bf16, w->n × w->k): the same result, bit for bit. Where the AVX-512
- * variant runs on a CPU with VBMI, calls with few rows of x (decode) read the packed planes
- * instead of w->raw (bf16pack.h: 22 % fewer bytes); every other call reads w->raw. */
+ * variant runs on a CPU with VBMI, calls with one row of x (single-stream decode) in fast math
+ * read the packed planes instead of w->raw (bf16pack.h: 22 % fewer bytes); every other call
+ * reads w->raw. */
 void ll_matmul_packed(float *out, const float *x, const struct ll_bf16p *w, const float *bias,
                       int M, enum ll_math math, void *scratch, size_t scratch_bytes,
                       struct ll_pool *pool);

@@ -57,6 +57,8 @@ static void usage(FILE *f)
             "  --math fast|exact   math mode (default fast)\n"
             "  --wtype bf16|bf16p|f16|f32|q8_0|q4_0|q4_k  weight type (default bf16; bf16p:\n"
             "                      bf16 packed losslessly, read by decode-sized calls)\n"
+            "  --paired            with bf16p: alternate each call with the same call on the\n"
+            "                      bf16 copy; print the median ratio of the pairs\n"
             "  --m LIST            batch sizes, comma-separated (default 1,4,16,64,128,512)\n"
             "  --shape LIST        shapes among q/o,k/v,gate/up,down,lm_head (default all)\n"
             "  --time S            seconds to spend per measurement (default 0.3)\n"
@@ -228,6 +230,33 @@ static int parse_list(const char *s, int *out, int cap)
     return n;
 }
 
+/* --paired: calls of a (the bf16 copy) and b (the packed planes) alternately over about
+ * `budget` seconds each, so that drifts of the machine's memory bandwidth hit both alike; the
+ * medians of each and the p10 / median / p90 of the per-pair ratios a / b. */
+static void time_pairs(struct ours_call *a, struct ours_call *b, double budget, double *ta,
+                       double *tb, double ratio[3])
+{
+    static double x[MAX_REPS], y[MAX_REPS], r[MAX_REPS];
+    run_ours(a);
+    run_ours(b);
+    int n = 0;
+    double start = ll_now();
+    while (n < MAX_REPS && (n < 5 || ll_now() - start < 2 * budget)) {
+        double t0 = ll_now();
+        run_ours(a);
+        double t1 = ll_now();
+        run_ours(b);
+        double t2 = ll_now();
+        x[n] = t1 - t0, y[n] = t2 - t1, r[n] = x[n] / y[n];
+        n++;
+    }
+    qsort(x, (size_t)n, sizeof x[0], cmp_double);
+    qsort(y, (size_t)n, sizeof y[0], cmp_double);
+    qsort(r, (size_t)n, sizeof r[0], cmp_double);
+    *ta = x[n / 2], *tb = y[n / 2];
+    ratio[0] = r[n / 10], ratio[1] = r[n / 2], ratio[2] = r[n * 9 / 10];
+}
+
 int cmd_bench_matmul(int argc, char **argv)
 {
     int ms[16], n_ms = 0;
@@ -239,7 +268,7 @@ int cmd_bench_matmul(int argc, char **argv)
     bool quant = false;
     enum ll_qtype qtype = LL_Q8_0;
     const char *shape_list = NULL, *variant = NULL, *math_s = "fast", *wtype_s = "bf16";
-    bool packed = false;
+    bool packed = false, paired = false;
     const char *m_s = NULL;
     memcpy(ms, default_ms, sizeof default_ms);
     n_ms = (int)(sizeof default_ms / sizeof default_ms[0]);
@@ -252,6 +281,7 @@ int cmd_bench_matmul(int argc, char **argv)
         CLI_STR("--shape", &shape_list),
         CLI_NUM("--time", &budget, 0.001, 3600),
         CLI_CLEAR("--no-blas", &use_blas),
+        CLI_SET("--paired", &paired),
         CLI_STR("--variant", &variant),
         CLI_END,
     };
@@ -275,6 +305,10 @@ int cmd_bench_matmul(int argc, char **argv)
         quant = true;
     else
         return cli_args_fail(&cmd, "--wtype must be bf16, bf16p, f16, f32 or a quantized type");
+    if (paired && !packed)
+        return cli_args_fail(&cmd, "--paired compares bf16p with bf16: it needs --wtype bf16p");
+    if (paired)
+        use_blas = 0;
     if (m_s && (n_ms = parse_list(m_s, ms, 16)) <= 0)
         return cli_args_fail(&cmd, "--m needs batch sizes in [1, 65536], comma-separated");
     if (quant)
@@ -384,6 +418,18 @@ int cmd_bench_matmul(int argc, char **argv)
                                    quant, qtype,    qs_bytes, wtype,      packed,        esc,
                                    m,     sh->n,    sh->k,    math,       scratch,
                                    scratch_bytes,   pool};
+            if (paired) {
+                struct ours_call ob = oc;
+                ob.packed = false;
+                double ta, tb, r[3];
+                time_pairs(&ob, &oc, budget, &ta, &tb, r);
+                printf("%-8s %6d %5d %4d %9.3f %8.1f %8.1f   bf16 %.3f ms; bf16 / bf16p per pair "
+                       "p10 %.3f median %.3f p90 %.3f\n",
+                       sh->name, sh->n, sh->k, m, tb * 1e3, flop / tb * 1e-9, wbytes / tb * 1e-9,
+                       ta * 1e3, r[0], r[1], r[2]);
+                fflush(stdout);
+                continue;
+            }
             double t = time_calls(run_ours, &oc, budget);
             printf("%-8s %6d %5d %4d %9.3f %8.1f %8.1f", sh->name, sh->n, sh->k, m, t * 1e3,
                    flop / t * 1e-9, wbytes / t * 1e-9);

@@ -261,7 +261,10 @@ static void matmul_run(float *out, const float *x, const void *w, enum ll_dtype 
         .fast = math == LL_MATH_FAST && wtype == LL_BF16,
     };
     struct mm_call call = {.job = &job, .v = variant_get()};
-    if (packed && job.fast && call.v == &variants[V_AVX512] && cpu_has_vbmi())
+    /* the packed planes only for a single row of x (measured with bench-matmul --paired on an
+     * AMD EPYC: M = 1 streams 1.14-1.23x faster from them; M = 2-16 ran 0.6-1.15x, the decode
+     * then costing more than the bytes it saves, and prefill-sized calls slower still) */
+    if (packed && M == 1 && job.fast && call.v == &variants[V_AVX512] && cpu_has_vbmi())
         job.packed = packed;
     if (job.fast) {
         job.xb_stride = xb_stride_for(K);

@@ -250,9 +250,6 @@ static void stream_panel(int M, const uint16_t *xb, size_t ldx, const uint16_t *
 
 /* ---- fast path, few rows of x, weights packed losslessly (bf16pack.h) ---- */
 
-/* The tile path decodes packed panels into a stack buffer of GEMV_N rows of K; a larger K reads
- * the bf16 matrix instead (the same bits). */
-#define PACKED_PANEL_K 16384
 
 /* The 32 bf16 of chunk c of packed row `row`: decoded from the planes, or an escape block's
  * copy. The same bits either way. Needs AVX-512 VBMI (vpmultishiftqb). */
@@ -347,23 +344,6 @@ stream_panel_packed(int M, const uint16_t *xb, size_t ldx, const struct ll_bf16p
             }
         }
     store_panel(M, acc, nr, out, ldo, bias);
-}
-
-/* Rows [n, n + nr) of a packed matrix decoded into buf (nr rows of k bf16, the bf16 matrix's
- * exact bits), for the tile path: each panel is decoded once per block of x. */
-__attribute__((target("avx512vbmi"))) static void
-decode_panel(const struct ll_bf16p *pk, int n, int nr, uint16_t *buf)
-{
-    const __m512i ctl = packed_ctl();
-    const size_t k = (size_t)pk->k, done = (size_t)pk->nbk * LL_BF16P_BLOCK;
-    for (int r = 0; r < nr; r++) {
-        uint16_t *d = buf + (size_t)r * k;
-        for (int c = 0; c < pk->nbk; c++)
-            _mm512_storeu_si512(d + (size_t)c * LL_BF16P_BLOCK,
-                                packed_chunk(pk, (size_t)(n + r), c, ctl));
-        if (done < k) /* the tail: fewer than 32 elements, as stored */
-            memcpy(d + done, pk->raw + (size_t)(n + r) * k + done, (k - done) * sizeof *d);
-    }
 }
 
 /* ---- exact path: f32 × widened weights ---- */
@@ -482,10 +462,6 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
         }
         return;
     }
-    /* packed weights (fast path only): each panel decoded into this buffer, so that the bf16
-     * matrix is not read (prefill of a packed model touches the packed planes alone) */
-    const bool decode = j->packed && K <= PACKED_PANEL_K;
-    uint16_t panel_buf[decode ? GEMV_N * K : 1];
     for (int mb = m0; mb < m1; mb += block) {
         const int mb_end = min_int(m1, mb + block);
         const int panel = mb_end - mb == 1 ? GEMV_N : TILE_N;
@@ -493,13 +469,8 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
         for (int n = n0; n < n1; n += panel) {
             const int nr = min_int(panel, n1 - n);
             const char *wp = (const char *)j->w + (size_t)n * w_row_bytes;
-            if (decode) {
-                decode_panel(j->packed, n, nr, panel_buf);
-                wp = (const char *)panel_buf;
-            }
-            /* the next panel of this thread, prefetched a share per tile (not when decoding:
-             * its bytes are elsewhere) */
-            const int next_nr = decode ? 0 : min_int(panel, n1 - n - nr);
+            /* the next panel of this thread, prefetched a share per tile */
+            const int next_nr = min_int(panel, n1 - n - nr);
             const size_t next_lines = ((size_t)next_nr * w_row_bytes + 63) / 64;
             const size_t share = (next_lines + (size_t)tiles - 1) / (size_t)tiles;
             const int steps = nfull > 0 ? nfull : 1;

@@ -107,9 +107,6 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
         struct model_linear *l = m->linears[i];
         l->packed.esc = j.table;
         l->is_packed = true;
-        /* matmuls read the planes from now on (the bf16 copy only for K tails and --exact) */
-        if (!l->tied)
-            ll_release_pages(l->dense.data, (size_t)l->n * (size_t)l->k * sizeof(uint16_t));
     }
     m->pkmem = mem;
     m->pkesc = j.table;
