@@ -33,6 +33,10 @@ check "soname libllaisys.so.$version" $?
     [ -f "$prefix/lib/libllaisys.so.$version" ] && [ -L "$prefix/lib/libllaisys.so" ] &&
     [ "$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --modversion llaisys)" = "$version.0" ]
 check "make install: header, libraries, llaisys.pc" $?
+# a bare `make` builds the programs, the libraries and the default model (no earlier rule, such
+# as an objects' stamp, may become the goal)
+make -p -q 2>/dev/null | grep -qx '.DEFAULT_GOAL := all'
+check "bare make builds all (.DEFAULT_GOAL)" $?
 
 "$example" "$model" "Once upon a time" >"$tmp/out" 2>"$tmp/err"
 rc=$?
