@@ -287,63 +287,29 @@ __attribute__((target("avx512vbmi"), always_inline)) static inline __m512i packe
     return _mm512_loadu_si512(c);
 }
 
-/* stream_row on packed row `row`: the same chunks in the same order as stream_row. */
-__attribute__((target("avx512vbmi"), always_inline)) static inline void
-stream_row_packed(const int mr, const uint16_t *xb, size_t ldx, const struct ll_bf16p *pk,
-                  size_t row, int nfull, __mmask32 tail, __m512 acc[][STREAM_N], int r,
-                  __m512i ctl)
-{
-    __m512 a[STREAM_MR];
-#pragma GCC unroll 8
-    for (int m = 0; m < mr; m++)
-        a[m] = _mm512_setzero_ps();
-    for (int c = 0; c < nfull; c++) {
-        __m512i wv = packed_chunk(pk, row, c, ctl);
-#pragma GCC unroll 8
-        for (int m = 0; m < mr; m++)
-            a[m] = _mm512_dpbf16_ps(
-                a[m], (__m512bh)_mm512_load_si512(xb + (size_t)m * ldx + (size_t)c * LL_MM_CHUNK_FAST),
-                (__m512bh)wv);
-    }
-    if (tail) {
-        size_t k = (size_t)nfull * LL_MM_CHUNK_FAST;
-        __m512i wv = _mm512_maskz_loadu_epi16(tail, pk->raw + row * (size_t)pk->k + k);
-#pragma GCC unroll 8
-        for (int m = 0; m < mr; m++)
-            a[m] = _mm512_dpbf16_ps(a[m], (__m512bh)_mm512_load_si512(xb + (size_t)m * ldx + k),
-                                    (__m512bh)wv);
-    }
-#pragma GCC unroll 8
-    for (int m = 0; m < mr; m++)
-        acc[m][r] = a[m];
-}
-
-#define STREAM_PACKED_CASE(MR)                                                                 \
-    case MR:                                                                                   \
-        stream_row_packed(MR, x0, ldx, pk, (size_t)(n + r), nfull, tail, acc0, r, ctl);        \
-        break;
-
-/* stream_panel for rows [n, n + nr) of a packed matrix. */
+/* stream_panel for one row of x (job->packed is set only then) and rows [n, n + nr) of a packed
+ * matrix: each row's chunks in the order of stream_row. */
 __attribute__((target("avx512vbmi"))) static void
-stream_panel_packed(int M, const uint16_t *xb, size_t ldx, const struct ll_bf16p *pk, int n,
-                    int nfull, __mmask32 tail, int nr, float *out, size_t ldo, const float *bias)
+stream_panel_packed(const uint16_t *xb, const struct ll_bf16p *pk, int n, int nfull,
+                    __mmask32 tail, int nr, float *out, const float *bias)
 {
     const __m512i ctl = packed_ctl();
-    __m512 acc[STREAM_M_MAX][STREAM_N];
-    for (int r = 0; r < nr; r++)
-        for (int m0 = 0; m0 < M; m0 += STREAM_MR) {
-            const uint16_t *x0 = xb + (size_t)m0 * ldx;
-            int mr = M - m0 < STREAM_MR ? M - m0 : STREAM_MR;
-            __m512(*acc0)[STREAM_N] = acc + m0;
-            switch (mr) {
-                STREAM_PACKED_CASE(1) STREAM_PACKED_CASE(2) STREAM_PACKED_CASE(3)
-                STREAM_PACKED_CASE(4) STREAM_PACKED_CASE(5) STREAM_PACKED_CASE(6)
-                STREAM_PACKED_CASE(7) STREAM_PACKED_CASE(8)
-            default:
-                __builtin_unreachable();
-            }
+    __m512 acc[1][STREAM_N];
+    for (int r = 0; r < nr; r++) {
+        const size_t row = (size_t)(n + r);
+        __m512 a = _mm512_setzero_ps();
+        for (int c = 0; c < nfull; c++)
+            a = _mm512_dpbf16_ps(a, (__m512bh)_mm512_load_si512(xb + (size_t)c * LL_MM_CHUNK_FAST),
+                                 (__m512bh)packed_chunk(pk, row, c, ctl));
+        if (tail) {
+            size_t k = (size_t)nfull * LL_MM_CHUNK_FAST;
+            a = _mm512_dpbf16_ps(
+                a, (__m512bh)_mm512_load_si512(xb + k),
+                (__m512bh)_mm512_maskz_loadu_epi16(tail, pk->raw + row * (size_t)pk->k + k));
         }
-    store_panel(M, acc, nr, out, ldo, bias);
+        acc[0][r] = a;
+    }
+    store_panel(1, acc, nr, out, 0, bias);
 }
 
 /* ---- exact path: f32 × widened weights ---- */
@@ -454,8 +420,7 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
             float *out = j->out + (size_t)m0 * ldo + (size_t)n;
             const float *bias = j->bias ? j->bias + n : NULL;
             if (j->packed)
-                stream_panel_packed(m1 - m0, x0, j->xb_stride, j->packed, n, nfull, tail, nr, out,
-                                    ldo, bias);
+                stream_panel_packed(x0, j->packed, n, nfull, tail, nr, out, bias);
             else
                 stream_panel(m1 - m0, x0, j->xb_stride, (const uint16_t *)j->w + (size_t)n * K, K,
                              nfull, tail, nr, out, ldo, bias);
