@@ -347,6 +347,7 @@ bench: all $(BENCH_MODEL)/config.json
 	./$(CLI) bench-engine --model $(BENCH_MODEL) --threads $(THREADS)
 	./$(CLI) bench-serve --spawn ./$(SERVER) --model $(BENCH_MODEL) --clients 1,8,32 -- --threads $(THREADS)
 	./$(CLI) bench-matmul --threads $(THREADS)
+	./$(CLI) bench-matmul --threads $(THREADS) --wtype bf16p --paired --m 1
 	./$(CLI) bench-tokenizer --model $(TOKENIZER)
 	$(MAKE) --no-print-directory bench-python
 
