@@ -495,6 +495,8 @@ if [ -d tests/server/node_modules/openai ] && command -v node >/dev/null; then
     LLAISYS_SERVER="$srv" node --test --test-reporter=tap tests/server/ >"$tmp/node" 2>&1
     # top-level TAP results of node's runner: "ok N - name" / "not ok N - name"
     sed -n 's/^\(not ok\|ok\) [0-9]* - \(.*\)/\1 sdk: \2/p' "$tmp/node"
+    # what a failed test saw: its TAP block (error, expected and actual values, where)
+    awk '/^not ok /{p = 1} /^ok /{p = 0} p' "$tmp/node" | head -n 60 | sed 's/^/# /'
     grep -q '^ok ' "$tmp/node" || { echo "not ok sdk suite ran"; sed 's/^/# /' "$tmp/node" | tail -n 30; }
 else
     echo "not ok sdk suite installed (make installs it with 'npm ci --prefix tests/server')"

@@ -205,7 +205,7 @@ test('client abort mid-stream cancels the request and frees its KV blocks', asyn
   assert.equal(await waitMetric(srv, 'llaisys_request_cancellations_total', 'reason="disconnect"',
     (v) => v === before + 1), before + 1);
   assert.equal(await waitMetric(srv, 'llaisys_kv_cache_blocks', 'state="in_use"', (v) => v === 0), 0);
-  assert.equal(await metric(srv, 'llaisys_num_requests_running'), 0);
+  assert.equal(await waitMetric(srv, 'llaisys_num_requests_running', '', (v) => v === 0), 0);
 });
 
 test('cancel route by response id ends the stream with finish_reason cancelled', async () => {
