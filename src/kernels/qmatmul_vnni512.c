@@ -19,9 +19,10 @@
  * come from memory once per block. Between slices the f32 accumulators wait in out unchanged, so
  * the per-block sequence is the same as without slicing. A lone row of x (decode) streams
  * weights straight through, one group at a time, unsliced: two forward streams a thread (its qs
- * and d) are what the prefetchers follow best (bench-matmul --paired, AMD EPYC, M = 1, one group
- * against four at a time: q4_0 1.09-1.15x, q4_k 1.13-1.21x, q8_0 1.06-1.14x on every shape
- * but down, 0.99-1.09x; two at a time 0.93-1.02x).
+ * and d) are what the prefetchers follow best (AMD EPYC, M = 1, calls alternated as
+ * bench-matmul --paired does, with a temporary switch between one group and four at a time:
+ * q4_0 1.09-1.15x, q4_k 1.13-1.21x, q8_0 1.06-1.14x on every shape but down, 0.99-1.09x; two at
+ * a time 0.93-1.02x; four against four 0.99-1.00).
  */
 #include <immintrin.h>
 
