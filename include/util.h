@@ -39,8 +39,4 @@ char *ll_path_join(const char *dir, const char *name);
 /* Monotonic time in seconds. */
 double ll_now(void);
 
-/* Give the pages of a mapped range no longer read back to the kernel (a file mapping's stay in
- * the page cache; only this process's resident set shrinks). Interior whole pages only. */
-void ll_release_pages(const void *data, size_t bytes);
-
 #endif

@@ -296,8 +296,7 @@ int cmd_bench_matmul(int argc, char **argv)
     if (!strcmp(wtype_s, "bf16") || !strcmp(wtype_s, "bf16p")) {
         wtype = LL_BF16;
         packed = !strcmp(wtype_s, "bf16p");
-    }
-    else if (!strcmp(wtype_s, "f16"))
+    } else if (!strcmp(wtype_s, "f16"))
         wtype = LL_F16;
     else if (!strcmp(wtype_s, "f32"))
         wtype = LL_F32;
@@ -402,7 +401,12 @@ int cmd_bench_matmul(int argc, char **argv)
         if (packed) {
             struct ll_bf16p pk;
             ll_bf16p_init(&pk, (const uint16_t *)w, sh->n, sh->k, w + nw * 2);
-            LL_ASSERT((esc = ll_bf16p_pack(&pk)) != NULL);
+            if (!(esc = ll_bf16p_pack(&pk))) {
+                fprintf(stderr, "bench-matmul: out of memory for shape %s\n", sh->name);
+                free(w), free(w32), free(x), free(out), free(scratch);
+                rc = 1;
+                break;
+            }
         }
         for (int c = 1; c < copies; c++)
             memcpy(w + (size_t)c * copy_bytes, w, copy_bytes);

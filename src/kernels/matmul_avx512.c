@@ -248,8 +248,7 @@ static void stream_panel(int M, const uint16_t *xb, size_t ldx, const uint16_t *
     store_panel(M, acc, nr, out, ldo, bias);
 }
 
-/* ---- fast path, few rows of x, weights packed losslessly (bf16pack.h) ---- */
-
+/* ---- fast path, one row of x, weights packed losslessly (bf16pack.h) ---- */
 
 /* The 32 bf16 of chunk c of packed row `row`: decoded from the planes, or an escape block's
  * copy. The same bits either way. Needs AVX-512 VBMI (vpmultishiftqb). */

@@ -33,8 +33,8 @@ struct ll_mm_job {
     const float *bias;  /* (N) or NULL */
     int M, N, K;
     bool fast;          /* bf16 x bf16 dot products (LL_MATH_FAST with bf16 weights) */
-    /* w packed (bf16pack.h; w is its raw matrix): read by the AVX-512 kernel's few-rows path
-     * when set (only where the CPU has VBMI); every other path reads w */
+    /* w packed (bf16pack.h; w is its raw matrix): set only for M = 1 in fast math on the
+     * AVX-512 variant with VBMI (matmul.c), read by its stream path; every other path reads w */
     const struct ll_bf16p *packed;
 };
 

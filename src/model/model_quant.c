@@ -3,15 +3,13 @@
  * directory (see model_quant.h; the files are described in model_bind.h).
  *
  * At load, the work is every linear weight cut into pieces of PIECE_ROWS rows (whole 16-row
- * groups, so ll_quantize_rows calls on different pieces write disjoint bytes); the threads of a
- * temporary compute pool take pieces from one atomic counter until none is left, so a thread
- * that falls behind (a busy core) holds up nobody. The bytes do not depend on which thread
+ * groups, so ll_quantize_rows calls on different pieces write disjoint bytes), run by
+ * model_pieces_run on a temporary compute pool. The bytes do not depend on which thread
  * quantized what. Called on the start-up thread (model_open) or the CLI thread (quantize).
  */
 #include "model_quant.h"
 
 #include <cjson/cJSON.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +20,7 @@
 #include "log.h"
 #include "model_bind.h"
 #include "model_dir.h"
+#include "model_pieces.h"
 #include "pool.h"
 #include "safetensors.h"
 #include "util.h"
@@ -36,51 +35,29 @@ static size_t round64(size_t n)
 /* ---- quantizing at load ---- */
 
 struct qjob {
-    struct model *m;
     enum ll_qtype t;
     uint8_t **qs; /* (n_linears) destination planes */
     uint16_t **d;
-    int64_t *first; /* (n_linears + 1) index of each weight's first piece; first[n] = total */
-    int64_t next;   /* atomic: the next piece to take */
-    int failed;     /* atomic: a piece failed, stop taking more */
-    pthread_mutex_t lock;
-    enum ll_status status; /* first error, under lock */
-    struct ll_err err;
 };
 
-static void qjob_worker(void *ctx, int ith, int nth)
+static enum ll_status quantize_piece(void *ctx, struct model_linear *l, int i, int r0, int r1,
+                                     int64_t piece, struct ll_err *err)
 {
-    (void)ith, (void)nth;
-    struct qjob *j = ctx;
-    const int nl = j->m->n_linears;
-    for (;;) {
-        int64_t p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-        if (p >= j->first[nl] || __atomic_load_n(&j->failed, __ATOMIC_RELAXED))
-            return;
-        int lo = 0, hi = nl - 1; /* the weight holding piece p: last i with first[i] <= p */
-        while (lo < hi) {
-            int mid = (lo + hi + 1) / 2;
-            if (j->first[mid] <= p)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        const struct model_linear *l = j->m->linears[lo];
-        int r0 = (int)(p - j->first[lo]) * PIECE_ROWS;
-        int r1 = r0 + PIECE_ROWS < l->n ? r0 + PIECE_ROWS : l->n;
-        struct ll_err e = {0};
-        if (ll_quantize_rows(j->qs[lo], j->d[lo], j->t, l->dense.data, l->dense.dtype, l->n, l->k,
-                             r0, r1, &e) != LL_OK) {
-            __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-            pthread_mutex_lock(&j->lock);
-            if (j->status == LL_OK) {
-                j->status = e.code;
-                ll_err_set(&j->err, e.code, "%s: weight '%s': %s", j->m->dir, l->name, e.msg);
-            }
-            pthread_mutex_unlock(&j->lock);
-            return;
-        }
-    }
+    (void)piece;
+    const struct qjob *j = ctx;
+    return ll_quantize_rows(j->qs[i], j->d[i], j->t, l->dense.data, l->dense.dtype, l->n, l->k,
+                            r0, r1, err);
+}
+
+/* Give the pages of a dense weight no longer read back to the kernel (they stay in the page
+ * cache; only this process's resident set shrinks). Interior whole pages only. */
+static void release_pages(const void *data, size_t bytes)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)data + page - 1) / page * page;
+    uintptr_t b = ((uintptr_t)data + bytes) / page * page;
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 static size_t dense_bytes(const struct model_linear *l)
@@ -113,14 +90,12 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
                  round64(ll_qweight_d_bytes(t, l->n, l->k));
         weights += (double)l->n * l->k;
     }
-    struct qjob j = {.m = m, .t = t};
+    struct qjob j = {.t = t};
     j.qs = calloc((size_t)nl + 1, sizeof *j.qs);
     j.d = calloc((size_t)nl + 1, sizeof *j.d);
-    j.first = calloc((size_t)nl + 1, sizeof *j.first);
     void *mem = aligned_alloc(64, total ? total : 64);
-    struct ll_pool *pool = NULL;
     enum ll_status s = LL_OK;
-    if (!j.qs || !j.d || !j.first || !mem) {
+    if (!j.qs || !j.d || !mem) {
         s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of %s weights", m->dir,
                        total, ll_qtype_name(t));
         goto out;
@@ -133,23 +108,13 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
         p += round64(ll_qweight_qs_bytes(t, l->n, l->k));
         j.d[i] = (uint16_t *)p;
         p += round64(ll_qweight_d_bytes(t, l->n, l->k));
-        j.first[i + 1] = j.first[i] + (l->n + PIECE_ROWS - 1) / PIECE_ROWS;
     }
     if (n_threads < 1)
         n_threads = LL_POOL_DEFAULT_THREADS;
-    if ((s = ll_pool_create(&pool, n_threads, err)))
-        goto out;
-    pthread_mutex_init(&j.lock, NULL);
     double t0 = ll_now();
-    ll_pool_run(pool, qjob_worker, &j);
-    double secs = ll_now() - t0;
-    pthread_mutex_destroy(&j.lock);
-    if (j.status != LL_OK) {
-        s = j.status;
-        if (err)
-            *err = j.err;
+    if ((s = model_pieces_run(m, PIECE_ROWS, n_threads, quantize_piece, &j, err)))
         goto out;
-    }
+    double secs = ll_now() - t0;
     for (int i = 0; i < nl; i++) {
         struct model_linear *l = m->linears[i];
         struct ll_err e = {0};
@@ -157,7 +122,7 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
                                   j.d[i], ll_qweight_d_bytes(t, l->n, l->k), &e) == LL_OK);
         l->quantized = true;
         if (!l->tied) {
-            ll_release_pages(l->dense.data, dense_bytes(l));
+            release_pages(l->dense.data, dense_bytes(l));
             l->dense.data = NULL;
         }
     }
@@ -173,11 +138,9 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
             m->dir, nl, weights * 1e-9, ll_qtype_name(t), secs, n_threads,
             (double)total / (1 << 20));
 out:
-    ll_pool_free(pool);
     free(mem);
     free(j.qs);
     free(j.d);
-    free(j.first);
     return s;
 }
 
