@@ -149,8 +149,11 @@ export function debugPanel(msg, debug, { running }) {
       : 'TTFT not measured (not streamed)'];
     if (s.tps) parts.push(`${s.tps.toFixed(1)} tok/s${s.streamed === false ? ' over the whole request' : ''}`);
     parts.push(`total ${fmtSeconds(s.total)}`);
-    rows.push(debugRow('Timings', 'debug-timings', parts.join(' · '),
-      { ttft: s.ttft ?? '', tps: s.tps ?? '', total: s.total, streamed: String(s.streamed !== false) }));
+    // a figure not measured has no attribute, as in the answer's footer (stats)
+    const data = { total: s.total, streamed: String(s.streamed !== false) };
+    if (s.ttft !== null && s.ttft !== undefined) data.ttft = s.ttft;
+    if (s.tps) data.tps = s.tps;
+    rows.push(debugRow('Timings', 'debug-timings', parts.join(' · '), data));
   }
   const sessionId = debug.request && debug.request.session_id;
   if (!debug.request) rows.push(debugRow('Session', 'debug-session', 'not recorded (answered before this page was loaded)'));
