@@ -18,6 +18,7 @@
 #include "bf16pack.h"
 #include "dtype.h"
 #include "errors.h"
+#include "model_qscheme.h"
 #include "quant.h"
 
 #define LL_MAX_EOS 8
@@ -43,8 +44,9 @@ struct model_config {
     int eos_ids[LL_MAX_EOS]; /* eos_token_id (int or list) */
     int n_eos;
     bool quantized;        /* quantization_config present: the linear weights are stored as
-                              qtype planes (quant.h; the layout is in model_bind.h) */
-    enum ll_qtype qtype;   /* quantization_config.format, when quantized */
+                              planes (quant.h; the layout is in model_bind.h) */
+    enum model_qscheme qscheme; /* quantization_config.format, when quantized: each weight's
+                                   type (model_qscheme.h) */
 };
 
 /* generation_config.json (optional file; has_* false when absent). */
@@ -75,6 +77,8 @@ struct ll_tensor {
 struct model_linear {
     char name[LL_TENSOR_NAME_MAX]; /* its tensor name, e.g. "model.layers.0.mlp.up_proj.weight" */
     int n, k;                      /* output rows, inputs */
+    enum model_role role;          /* what it does (model_qscheme.h) */
+    int layer;                     /* its layer, or -1 outside the layers (lm_head) */
     bool quantized;
     bool tied;                     /* dense is another tensor of the model (a tied lm_head's
                                       embedding), which stays in use */
@@ -87,8 +91,8 @@ struct model_linear {
 
 /* How model_open treats the weights it finds. A zeroed struct (or NULL) takes them as stored. */
 struct model_open_opts {
-    bool quantize;       /* quantize every dense linear weight to qtype while loading */
-    enum ll_qtype qtype;
+    bool quantize;       /* quantize every dense linear weight by qscheme while loading */
+    enum model_qscheme qscheme;
     bool pack_bf16;      /* pack every bf16 linear weight losslessly while loading (model_pack.h) */
     int n_threads;       /* threads that quantize (default LL_POOL_DEFAULT_THREADS) */
 };
@@ -111,7 +115,7 @@ struct model {
                                       bind order; the structs belong to m->weights */
     int n_linears, cap_linears;
     bool quantized;              /* every linear weight is quantized (stored so or at load) */
-    enum ll_qtype qtype;         /* their type, when quantized */
+    enum model_qscheme qscheme;  /* their scheme, when quantized (each weight's q.type) */
     void *qmem;                  /* the planes quantized at load (one allocation), or NULL */
     size_t qmem_bytes;
     double quant_seconds;        /* time spent quantizing at load (0 when stored quantized) */
@@ -124,7 +128,7 @@ struct model {
  * model.safetensors or model.safetensors.index.json + shards. Validates every tensor's dtype,
  * shape and byte range against the file and the config. With opts->quantize, the dense linear
  * weights are then quantized in parallel (logged with the time it took; a model stored in
- * another quantized type is refused, one stored in the same type is taken as is). opts may be
+ * another quantized scheme is refused, one stored in the same scheme is taken as is). opts may be
  * NULL. On failure returns the error with a message naming the file and what is wrong (the
  * tensor, for a weight), and *out is NULL.
  * Returns LL_OK, LL_EIO, LL_EJSON, LL_EFORMAT, LL_EMODEL, LL_EUNSUPPORTED, LL_EINVAL (a weight

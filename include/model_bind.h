@@ -41,13 +41,15 @@ void model_qplane(enum ll_qtype t, int n, int k, int plane, enum st_dtype *dtype
 enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, const char *name,
                                  int64_t d0, int64_t d1, struct ll_err *err);
 
-/* Bind linear weight `name` of shape (n, k) into l and append l to m->linears. In a quantized
- * model (m->config.quantized) its planes name.qs and name.d (above); otherwise the dense tensor
+/* Bind linear weight `name` of shape (n, k), with its role and layer (-1 outside the layers;
+ * model_qscheme.h), into l and append l to m->linears. In a quantized model
+ * (m->config.quantized) its planes name.qs and name.d (above), of the type the scheme gives it;
+ * otherwise the dense tensor
  * `name` or, when tied is not NULL, *tied (a tensor already bound, e.g. the embedding that a tied
  * lm_head shares). Returns LL_OK, LL_EMODEL or LL_EUNSUPPORTED (naming the tensor and what is
  * wrong), LL_ENOMEM. */
 enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const char *name,
-                                 int64_t n, int64_t k, const struct ll_tensor *tied,
-                                 struct ll_err *err);
+                                 enum model_role role, int layer, int64_t n, int64_t k,
+                                 const struct ll_tensor *tied, struct ll_err *err);
 
 #endif

@@ -13,14 +13,16 @@
 #include "errors.h"
 #include "model.h"
 
-/* Quantize every dense linear weight of m to t on n_threads threads (16-row groups of every
- * weight shared out in pieces), into one allocation m->qmem; each weight then reads its planes
- * and its dense pages in the file mapping are released (a tied lm_head's embedding stays). Sets
- * m->quantized, m->qtype and m->quant_seconds, and logs the time. A model stored quantized as t
- * is left as it is. Returns LL_OK, LL_EUNSUPPORTED (stored quantized as another type), LL_EINVAL
- * (a weight whose K is not a multiple of 32, a non-finite value or a scale beyond f16: names the
- * tensor, row and block) or LL_ENOMEM; on error m's weights are unchanged. */
-enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, struct ll_err *err);
+/* Quantize every dense linear weight of m to the type scheme gives it (model_qscheme.h) on
+ * n_threads threads (16-row groups of every weight shared out in pieces), into one allocation
+ * m->qmem; each weight then reads its planes and its dense pages in the file mapping are released
+ * (a tied lm_head's embedding stays). Sets m->quantized, m->qscheme and m->quant_seconds, and
+ * logs the time and the bits a weight. A model stored quantized by scheme is left as it is.
+ * Returns LL_OK, LL_EUNSUPPORTED (stored quantized by another scheme), LL_EINVAL (a weight whose
+ * K is not a multiple of 32, a non-finite value or a scale beyond f16: names the tensor, row and
+ * block) or LL_ENOMEM; on error m's weights are unchanged. */
+enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_threads,
+                              struct ll_err *err);
 
 /* Write the quantized model m (m->quantized) as the model directory out_dir: config.json (m's,
  * with quantization_config set), model.safetensors (every linear weight as its two planes, every

@@ -1,12 +1,13 @@
 #!/bin/sh
-# cli_quant.sh: black-box tests of 8- and 4-bit weights (q8_0, q4_0, q4_k) on the tiny-qwen2
+# cli_quant.sh: black-box tests of 8- and 4-bit weights (q8_0, q4_0, q4_k, q4_k_m) on the tiny-qwen2
 # fixture: `llaisys-cli quantize` writes a directory (config with quantization_config, tokenizer
 # copied) that generates the same greedy ids as --quant at load, and is refused as a target
 # without --force;
 # --quant reaches generate, score, bench, batch, bench-engine and the server (flag and
 # LLAISYS_QUANT), logs its time, and rejects an unknown type; `llaisys-cli kl` gives zero
 # divergence for a model against itself, the same figures for the quantized directory as for
-# --quant at load, a larger error for q4_0 than q8_0 and a smaller one for q4_k than q4_0;
+# --quant at load, a larger error for q4_0 than q8_0, a smaller one for q4_k than q4_0 and for
+# q4_k_m than q4_k;
 # bad arguments fail naming the problem.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
@@ -16,7 +17,7 @@ text=tests/fixtures/kl-text.txt
 ids="151646 9707 11 1879 25 279 3974 13876 38835"
 
 # quantize: a directory that loads as written
-for t in q8_0 q4_0 q4_k; do
+for t in q8_0 q4_0 q4_k q4_k_m; do
     "$cli" quantize --model "$model" --type "$t" "$tmp/$t" 2>"$tmp/err"
     [ $? -eq 0 ] && grep -q "15 linear weights as $t" "$tmp/err" &&
         grep -q "\"quantization_config\"" "$tmp/$t/config.json" &&
@@ -47,7 +48,7 @@ check "quantize refuses an existing OUT_DIR" $?
 "$cli" quantize --model "$model" --type q4_0 --force "$tmp/q4_0" 2>"$tmp/err"
 check "quantize --force replaces a directory it wrote" $?
 "$cli" quantize --model "$model" --type q5_0 "$tmp/q5" 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "type: must be q8_0, q4_0 or q4_k (got 'q5_0')" "$tmp/err"
+[ $? -eq 2 ] && grep -q "type: must be q8_0, q4_0, q4_k or q4_k_m (got 'q5_0')" "$tmp/err"
 check "quantize rejects an unknown --type" $?
 "$cli" quantize --model "$tmp/q8_0" --type q4_0 "$tmp/q8q4" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "stored quantized as q8_0" "$tmp/err" && [ ! -e "$tmp/q8q4" ]
@@ -56,7 +57,7 @@ check "quantize refuses to quantize quantized weights again" $?
 [ $? -ne 0 ] && grep -q "stored quantized as q4_k" "$tmp/err" && [ ! -e "$tmp/qkq4" ]
 check "quantize refuses to quantize q4_k weights to q4_0" $?
 "$cli" generate --model "$model" --quant q5 --ids "$ids" -n 2 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'q5')" "$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k, q4_k_m, bf16p (got 'q5')" "$tmp/err"
 check "generate rejects an unknown --quant" $?
 
 # --quant on the other commands
@@ -97,10 +98,10 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
         stop quant
     fi
     LLAISYS_QUANT=q8_0 "$srv" --model "$model" --port 0 --quant q3 >"$tmp/bad.out" 2>"$tmp/bad.err"
-    [ $? -ne 0 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'q3')" "$tmp/bad.err"
+    [ $? -ne 0 ] && grep -q -- "--quant: must be one of none, q8_0, q4_0, q4_k, q4_k_m, bf16p (got 'q3')" "$tmp/bad.err"
     check "server rejects an unknown --quant" $?
     LLAISYS_QUANT=q7 "$srv" --model "$model" --port 0 >"$tmp/bad.out" 2>"$tmp/bad.err"
-    [ $? -ne 0 ] && grep -q "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'q7')" "$tmp/bad.err"
+    [ $? -ne 0 ] && grep -q "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k, q4_k_m, bf16p (got 'q7')" "$tmp/bad.err"
     check "server rejects an unknown LLAISYS_QUANT" $?
 fi
 
@@ -118,9 +119,9 @@ check "kl: a model against itself: KL 0, top-1 100 %" $?
     { grep -q "packed 15 bf16 linear weights" "$tmp/err" || grep -q "bf16p: .*the weights stay as stored" "$tmp/err"; }
 check "kl --quant bf16p: KL 0, top-1 100 % (packed, or the reason it is not)" $?
 "$cli" quantize --model "$model" --type bf16p "$tmp/bf16p" 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "must be q8_0, q4_0 or q4_k (got 'bf16p')" "$tmp/err"
+[ $? -eq 2 ] && grep -q "must be q8_0, q4_0, q4_k or q4_k_m (got 'bf16p')" "$tmp/err"
 check "quantize refuses bf16p (a packing at load, not a file format)" $?
-for t in q8_0 q4_0 q4_k; do
+for t in q8_0 q4_0 q4_k q4_k_m; do
     "$cli" kl --model "$model" --quant "$t" --input "$text" --ctx 64 --chunks 6 >"$tmp/kl-load-$t" 2>/dev/null &&
         "$cli" kl --model "$model" --model-q "$tmp/$t" --input "$text" --ctx 64 --chunks 6 \
             >"$tmp/kl-dir-$t" 2>/dev/null &&
@@ -137,6 +138,9 @@ check "kl: q8_0 error small (KL $k8, top-1 $t8 %), q4_0 larger (KL $k4, top-1 $t
 kk=$(kl_field "$tmp/kl-load-q4_k" "mean KL divergence")
 awk -v a="$k8" -v b="$k4" -v k="$kk" 'BEGIN { exit !(k > a && k < 0.9 * b) }'
 check "kl: q4_k error between q8_0's and q4_0's (KL $kk)" $?
+km=$(kl_field "$tmp/kl-load-q4_k_m" "mean KL divergence")
+awk -v a="$k8" -v k="$kk" -v m="$km" 'BEGIN { exit !(m > a && m < 0.9 * k) }'
+check "kl: q4_k_m error between q8_0's and q4_k's (KL $km)" $?
 "$cli" kl --model "$model" --input "$text" >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "give one of --quant T" "$tmp/err"
 check "kl needs --quant or --model-q" $?

@@ -52,8 +52,8 @@ static void greedy_params(struct engine_params *p)
     }
 }
 
-/* quant: engine_opts.quant (0: the weights as stored; 1, 2, 3: q8_0, q4_0, q4_k quantized at
- * load; 4: bf16p, packed at load). */
+/* quant: engine_opts.quant (0: the weights as stored; 1, 2, 3, 4: q8_0, q4_0, q4_k, q4_k_m
+ * quantized at load; 5: bf16p, packed at load). */
 static void greedy_batched_equals_alone(int quant)
 {
     struct engine_params p[NG];
@@ -81,8 +81,9 @@ static void greedy_batched_equals_alone(int quant)
     struct model *m;
     struct model_open_opts mo = engine_opts_model_open(&o);
     assert_int_equal(model_open(&m, FIXTURE, &mo, &err), LL_OK);
-    assert_int_equal(m->quantized, quant != 0 && quant != 4);
-    assert_int_equal(m->pkmem != NULL, quant == 4 && ll_matmul_reads_packed(NULL));
+    const bool packing = !strcmp(engine_quant_names[quant], "bf16p");
+    assert_int_equal(m->quantized, quant != 0 && !packing);
+    assert_int_equal(m->pkmem != NULL, packing && ll_matmul_reads_packed(NULL));
     struct runtime_opts ro = {.n_ctx = 256, .n_threads = 1, .math = LL_MATH_FAST};
     struct model_runtime *rt;
     assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
@@ -115,8 +116,9 @@ static void test_greedy_batched_equals_alone(void **state)
     greedy_batched_equals_alone(0);
 }
 
-/* The same with q8_0, q4_0 and q4_k weights (the integer GEMM keeps a row independent of the
- * batch) and with bf16p weights (decode reads the packed planes, prefill the bf16 matrix). */
+/* The same with q8_0, q4_0, q4_k and q4_k_m (two types in one model) weights (the integer GEMM
+ * keeps a row independent of the batch) and with bf16p weights (decode reads the packed planes,
+ * prefill the bf16 matrix). */
 static void test_greedy_batched_equals_alone_quant(void **state)
 {
     (void)state;
@@ -124,6 +126,7 @@ static void test_greedy_batched_equals_alone_quant(void **state)
     greedy_batched_equals_alone(2);
     greedy_batched_equals_alone(3);
     greedy_batched_equals_alone(4);
+    greedy_batched_equals_alone(5);
 }
 
 /* ---- seeded sampling: alone, batched, preempted, prefix-cached ---- */
@@ -166,25 +169,26 @@ static void test_seeded_determinism(void **state)
     assert_true(memcmp(other.ids, alone.ids, sizeof(int32_t) * 12) != 0);
 }
 
-/* Alone, batched, preempted and prefix-cached give the same tokens with q8_0, q4_0 and q4_k
- * weights quantized at load and with bf16p weights, and the quantized weights change what is
+/* Alone, batched, preempted and prefix-cached give the same tokens with q8_0, q4_0, q4_k and
+ * q4_k_m weights quantized at load and with bf16p weights, and the quantized weights change what is
  * sampled (q4_0 on this fixture) while bf16p's do not. */
 static void test_seeded_determinism_quant(void **state)
 {
     (void)state;
     struct engine_params x = x_params(), others[16];
     other_params(others, 16);
-    struct result plain, res[5];
+    struct result plain, res[6];
     struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
     run_each_alone(o, &x, 1, &plain);
-    for (int quant = 1; quant <= 4; quant++) {
+    for (int quant = 1; quant <= 5; quant++) {
         o.quant = quant;
         assert_deterministic(o, &x, others, &res[quant]);
         assert_int_equal(res[quant].n, 12);
     }
     assert_true(memcmp(plain.ids, res[2].ids, sizeof(int32_t) * 12) != 0);
     /* bf16p is lossless: the tokens of the weights as stored */
-    assert_memory_equal(plain.ids, res[4].ids, sizeof(int32_t) * 12);
+    assert_string_equal(engine_quant_names[5], "bf16p");
+    assert_memory_equal(plain.ids, res[5].ids, sizeof(int32_t) * 12);
 }
 
 /* Prefix running concurrently: a request whose prompt extends a still-running request's
@@ -396,7 +400,7 @@ static void prefix_logits_mode(enum ll_math math, int quant)
 static void test_prefix_hit_same_logits(void **state)
 {
     (void)state;
-    for (int quant = 0; quant <= 3; quant++) {
+    for (int quant = 0; quant <= 4; quant++) {
         prefix_logits_mode(LL_MATH_FAST, quant);
         prefix_logits_mode(LL_MATH_EXACT, quant);
     }

@@ -89,23 +89,23 @@ static void test_set_values(void **state)
     assert_int_equal(set(&o, ENGINE_OPT_KV_MEMORY, "0", &err), LL_EINVAL);
     assert_string_equal(err.msg, "--kv-memory: must be a size in bytes from 1 to 1024T, such as "
                                  "65536, 512K, 64M or 2G (got '0')");
-    /* --quant: a choice, stored as its index; the names are quant.h's */
+    /* --quant: a choice, stored as its index; the names are model_qscheme.h's */
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q4_0", &err), LL_OK);
     assert_int_equal(o.quant, 2);
     struct model_open_opts mo = engine_opts_model_open(&o);
-    assert_true(mo.quantize && mo.qtype == LL_Q4_0 && mo.n_threads == 2);
+    assert_true(mo.quantize && mo.qscheme == MODEL_QS_Q4_0 && mo.n_threads == 2);
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q8_0", &err), LL_OK);
     mo = engine_opts_model_open(&o);
-    assert_true(mo.quantize && mo.qtype == LL_Q8_0);
+    assert_true(mo.quantize && mo.qscheme == MODEL_QS_Q8_0);
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, "none", &err), LL_OK);
     assert_int_equal(o.quant, 0);
     assert_false(engine_opts_model_open(&o).quantize);
     for (int i = 1; engine_quant_names[i]; i++) {
-        enum ll_qtype t;
+        enum model_qscheme t;
         if (!strcmp(engine_quant_names[i], "bf16p"))
-            continue; /* not a quantized type: packing, below */
-        assert_true(ll_qtype_parse(engine_quant_names[i], &t));
-        assert_string_equal(ll_qtype_name(t), engine_quant_names[i]);
+            continue; /* not a quantization scheme: packing, below */
+        assert_true(model_qscheme_parse(engine_quant_names[i], &t));
+        assert_string_equal(model_qscheme_name(t), engine_quant_names[i]);
     }
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, "bf16p", &err), LL_OK);
     mo = engine_opts_model_open(&o);
@@ -113,11 +113,16 @@ static void test_set_values(void **state)
     assert_int_equal(engine_opts_set(&o, def(ENGINE_OPT_QUANT), "Q4_0", "LLAISYS_QUANT", &err),
                      LL_EINVAL);
     assert_string_equal(err.msg,
-                        "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k, bf16p (got 'Q4_0')");
+                        "LLAISYS_QUANT: must be one of none, q8_0, q4_0, q4_k, q4_k_m, bf16p (got "
+                        "'Q4_0')");
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q4_k", &err), LL_OK);
     assert_int_equal(o.quant, 3);
     mo = engine_opts_model_open(&o);
-    assert_true(mo.quantize && mo.qtype == LL_Q4_K);
+    assert_true(mo.quantize && mo.qscheme == MODEL_QS_Q4_K);
+    assert_int_equal(set(&o, ENGINE_OPT_QUANT, "q4_k_m", &err), LL_OK);
+    assert_int_equal(o.quant, 4);
+    mo = engine_opts_model_open(&o);
+    assert_true(mo.quantize && mo.qscheme == MODEL_QS_Q4_K_M);
     assert_int_equal(set(&o, ENGINE_OPT_QUANT, NULL, &err), LL_EINVAL);
     assert_string_equal(err.msg, "--quant needs a value (TYPE)");
     assert_int_equal(set(&o, ENGINE_OPT_MAX_SEQS, "", &err), LL_EINVAL);

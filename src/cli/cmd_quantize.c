@@ -19,13 +19,16 @@
 
 static void quantize_usage(FILE *f)
 {
-    fprintf(f, "usage: llaisys-cli quantize --model DIR --type q8_0|q4_0|q4_k [options] OUT_DIR\n"
+    fprintf(f, "usage: llaisys-cli quantize --model DIR --type q8_0|q4_0|q4_k|q4_k_m [options] "
+               "OUT_DIR\n"
                "Writes a copy of the model in DIR whose linear weights (every projection and\n"
                "lm_head) are stored quantized: config.json with a quantization_config,\n"
                "model.safetensors, and generation_config.json and the tokenizer files copied.\n"
                "The embedding stays as stored. OUT_DIR then loads with no work at start-up.\n\n"
-               "  --type T       q8_0 (8-bit, 8.5 bits a weight), q4_0 (4-bit, 4.5 bits) or\n"
-               "                 q4_k (4-bit with sub-block scales and minimums, 4.5 bits)\n"
+               "  --type T       q8_0 (8-bit, 8.5 bits a weight), q4_0 (4-bit, 4.5 bits),\n"
+               "                 q4_k (4-bit with sub-block scales and minimums, 4.5 bits) or\n"
+               "                 q4_k_m (q4_k, with the value projections and some down\n"
+               "                 projections at q8_0: about 5 bits)\n"
                "  --force        replace OUT_DIR if it is a directory quantize wrote\n\n");
     engine_args_usage(f, QUANTIZE_ENGINE_OPTS);
 }
@@ -52,8 +55,9 @@ int cmd_quantize(int argc, char **argv)
         return cli_args_fail(&cmd, !dir    ? "--model is required"
                                    : !type ? "--type is required"
                                            : "OUT_DIR is required");
-    if (!ll_qtype_parse(type, &mo.qtype)) {
-        fprintf(stderr, "llaisys-cli quantize: --type: must be q8_0, q4_0 or q4_k (got '%s')\n",
+    if (!model_qscheme_parse(type, &mo.qscheme)) {
+        fprintf(stderr,
+                "llaisys-cli quantize: --type: must be q8_0, q4_0, q4_k or q4_k_m (got '%s')\n",
                 type);
         return 2;
     }
@@ -74,7 +78,7 @@ int cmd_quantize(int argc, char **argv)
     fprintf(stderr,
             "quantize: %s -> %s: %d linear weights as %s (quantized in %.2f s, load %.2f "
             "s); wrote model.safetensors %.1f MB in %.2f s\n",
-            dir, out, m->n_linears, ll_qtype_name(m->qtype), m->quant_seconds, t1 - t0, mb,
+            dir, out, m->n_linears, model_qscheme_name(m->qscheme), m->quant_seconds, t1 - t0, mb,
             t2 - t1);
     rc = 0;
     goto done;

@@ -43,7 +43,7 @@ static const struct {
 #define OFF(f) offsetof(struct engine_opts, f)
 _Static_assert(sizeof(enum engine_spec) == sizeof(int), "enum options are read as int");
 
-const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", "q4_k", "bf16p", NULL};
+const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", "q4_k", "q4_k_m", "bf16p", NULL};
 
 const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
@@ -76,10 +76,11 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                                     "never share prompt prefixes (KV blocks) between requests"},
     [ENGINE_OPT_EXACT] = {"--exact", "LLAISYS_EXACT", NULL, ENGINE_OPT_BOOL, OFF(exact), 0, 1,
                           "f32 activations and KV cache"},
-    [ENGINE_OPT_QUANT] = {"--quant", "LLAISYS_QUANT", "TYPE", ENGINE_OPT_CHOICE, OFF(quant), 0, 4,
+    [ENGINE_OPT_QUANT] = {"--quant", "LLAISYS_QUANT", "TYPE", ENGINE_OPT_CHOICE, OFF(quant), 0, 5,
                           "quantize the linear weights while loading, in parallel (timed in the "
                           "log): none, q8_0 (8-bit), q4_0 (4-bit), q4_k (4-bit, sub-block "
-                          "scales and minimums) or bf16p (bf16 packed losslessly to 12.5 bits "
+                          "scales and minimums), q4_k_m (q4_k with the value and some down "
+                          "projections at 8 bits, about 5 bits a weight) or bf16p (bf16 packed losslessly to 12.5 bits "
                           "for decode: the same outputs, more memory); a directory written by "
                           "`llaisys-cli quantize` needs none",
                           engine_quant_names},
@@ -159,7 +160,7 @@ struct model_open_opts engine_opts_model_open(const struct engine_opts *o)
         .n_threads = o->n_threads > 0 ? o->n_threads : LL_POOL_DEFAULT_THREADS};
     if (o->quant > 0) {
         LL_ASSERT(o->quant < (int)LL_ARRAY_LEN(engine_quant_names) - 1);
-        mo.quantize = ll_qtype_parse(engine_quant_names[o->quant], &mo.qtype);
+        mo.quantize = model_qscheme_parse(engine_quant_names[o->quant], &mo.qscheme);
         mo.pack_bf16 = !strcmp(engine_quant_names[o->quant], "bf16p");
         LL_ASSERT(mo.quantize || mo.pack_bf16);
     }

@@ -117,7 +117,7 @@ static enum ll_status get_eos(const cJSON *o, int *ids, int *n, const char *name
 }
 
 /* quantization_config (optional): {"quant_method": "llaisys",
- * "format": "q8_0" | "q4_0" | "q4_k", "layout": LL_QLAYOUT}; a missing field, or any other
+ * "format": a scheme (model_qscheme.h), "layout": LL_QLAYOUT}; a missing field, or any other
  * method, format or layout, is refused naming the field. */
 static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const char *name,
                                  struct ll_err *err)
@@ -145,10 +145,10 @@ static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const c
                           "%s: quantization_config.quant_method \"%.40s\" is not supported (only "
                           "\"llaisys\", as `llaisys-cli quantize` writes it)",
                           name, v[0]);
-    if (!ll_qtype_parse(v[1], &c->qtype))
+    if (!model_qscheme_parse(v[1], &c->qscheme))
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: quantization_config.format \"%.40s\" is not supported (q8_0, "
-                          "q4_0, q4_k)",
+                          "q4_0, q4_k, q4_k_m)",
                           name, v[1]);
     if (strcmp(v[2], LL_QLAYOUT))
         return ll_err_set(err, LL_EUNSUPPORTED,

@@ -71,9 +71,9 @@ static enum ll_status open_steps(struct model *m, const char *dir,
     if ((s = m->family->bind(m, err)))
         goto out;
     m->quantized = m->config.quantized;
-    m->qtype = m->config.qtype;
+    m->qscheme = m->config.qscheme;
     if (opts && opts->quantize)
-        s = model_quantize(m, opts->qtype, opts->n_threads, err);
+        s = model_quantize(m, opts->qscheme, opts->n_threads, err);
     else if (opts && opts->pack_bf16)
         s = model_pack_bf16(m, opts->n_threads, err);
 out:
@@ -109,9 +109,9 @@ void model_weights_str(const struct model *m, char *buf, size_t size)
         snprintf(buf, size, "%s", ll_dtype_name(m->weight_dtype));
     else if (m->quant_seconds > 0)
         snprintf(buf, size, "%s (quantized at load in %.2f s; %s embedding)",
-                 ll_qtype_name(m->qtype), m->quant_seconds, ll_dtype_name(m->weight_dtype));
+                 model_qscheme_name(m->qscheme), m->quant_seconds, ll_dtype_name(m->weight_dtype));
     else
-        snprintf(buf, size, "%s (stored; %s embedding)", ll_qtype_name(m->qtype),
+        snprintf(buf, size, "%s (stored; %s embedding)", model_qscheme_name(m->qscheme),
                  ll_dtype_name(m->weight_dtype));
 }
 

@@ -65,10 +65,12 @@ void model_qplane(enum ll_qtype t, int n, int k, int plane, enum st_dtype *dtype
     shape[1] = (int64_t)(bytes / (size_t)rows / st_dtype_size(*dtype));
 }
 
-/* Bind the two planes of quantized linear l (name, n, k set) of type m->config.qtype. */
+/* Bind the two planes of quantized linear l (name, n, k, role, layer set), of the type
+ * m->config.qscheme gives it. */
 static enum ll_status bind_planes(const struct model *m, struct model_linear *l, struct ll_err *err)
 {
-    const enum ll_qtype qt = m->config.qtype;
+    const enum ll_qtype qt =
+        model_qscheme_type(m->config.qscheme, l->role, l->layer, m->config.n_layers);
     if (l->k % LL_QBLOCK)
         return ll_err_set(err, LL_EMODEL,
                           "%s: weight '%s' has %d inputs, not a multiple of %d: it cannot be %s",
@@ -89,14 +91,16 @@ static enum ll_status bind_planes(const struct model *m, struct model_linear *l,
         if (!t[i])
             return ll_err_set(err, LL_EMODEL,
                               "%s: missing tensor '%s' (the %s of %s weight '%s'; config.json "
-                              "declares quantization_config)",
-                              st_path(m->st), name, plane[i].what, ll_qtype_name(qt), l->name);
+                              "declares quantization_config %s)",
+                              st_path(m->st), name, plane[i].what, ll_qtype_name(qt), l->name,
+                              model_qscheme_name(m->config.qscheme));
         if (t[i]->dtype != plane[i].dtype)
             return ll_err_set(err, LL_EMODEL,
                               "%s: tensor '%s' has dtype %s, but the %s of a %s weight is %s "
-                              "(layout %s)",
+                              "(scheme %s, layout %s)",
                               t[i]->file, name, st_dtype_name(t[i]->dtype), plane[i].what,
-                              ll_qtype_name(qt), st_dtype_name(plane[i].dtype), LL_QLAYOUT);
+                              ll_qtype_name(qt), st_dtype_name(plane[i].dtype),
+                              model_qscheme_name(m->config.qscheme), LL_QLAYOUT);
         if (!shape_is(t[i], plane[i].shape[0], plane[i].shape[1])) {
             char why[200];
             snprintf(why, sizeof why, "the %s of %s weight '%s' (%d x %d) is", plane[i].what,
@@ -127,8 +131,8 @@ static enum ll_status list_add(struct model *m, struct model_linear *l, struct l
 }
 
 enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const char *name,
-                                 int64_t n, int64_t k, const struct ll_tensor *tied,
-                                 struct ll_err *err)
+                                 enum model_role role, int layer, int64_t n, int64_t k,
+                                 const struct ll_tensor *tied, struct ll_err *err)
 {
     LL_ASSERT(strlen(name) < sizeof l->name && n >= 1 && n <= INT32_MAX && k >= 1 &&
               k <= INT32_MAX);
@@ -136,6 +140,8 @@ enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const 
     strcpy(l->name, name);
     l->n = (int)n;
     l->k = (int)k;
+    l->role = role;
+    l->layer = layer;
     enum ll_status s;
     if (m->config.quantized) {
         const struct st_tensor *dense = tied ? NULL : st_find(m->st, name);
@@ -145,7 +151,7 @@ enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const 
                               "quantization_config says the linear weights are %s ('%s.qs' and "
                               "'%s.d')",
                               dense->file, name, st_dtype_name(dense->dtype),
-                              ll_qtype_name(m->config.qtype), name, name);
+                              model_qscheme_name(m->config.qscheme), name, name);
         if ((s = bind_planes(m, l, err)))
             return s;
     } else if (tied) {

@@ -35,8 +35,8 @@ static size_t round64(size_t n)
 /* ---- quantizing at load ---- */
 
 struct qjob {
-    enum ll_qtype t;
-    uint8_t **qs; /* (n_linears) destination planes */
+    enum ll_qtype *t; /* (n_linears) each weight's type */
+    uint8_t **qs;     /* (n_linears) destination planes */
     uint16_t **d;
 };
 
@@ -45,7 +45,7 @@ static enum ll_status quantize_piece(void *ctx, struct model_linear *l, int i, i
 {
     (void)piece;
     const struct qjob *j = ctx;
-    return ll_quantize_rows(j->qs[i], j->d[i], j->t, l->dense.data, l->dense.dtype, l->n, l->k,
+    return ll_quantize_rows(j->qs[i], j->d[i], j->t[i], l->dense.data, l->dense.dtype, l->n, l->k,
                             r0, r1, err);
 }
 
@@ -65,39 +65,50 @@ static size_t dense_bytes(const struct model_linear *l)
     return (size_t)l->n * (size_t)l->k * ll_dtype_size(l->dense.dtype);
 }
 
-enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, struct ll_err *err)
+enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_threads,
+                              struct ll_err *err)
 {
+    const char *sname = model_qscheme_name(scheme);
     if (m->quantized) {
-        if (m->qtype == t)
+        if (m->qscheme == scheme)
             return LL_OK;
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: the model is stored quantized as %s; quantizing it again to %s is "
                           "not supported (quantize the original weights instead)",
-                          m->dir, ll_qtype_name(m->qtype), ll_qtype_name(t));
+                          m->dir, model_qscheme_name(m->qscheme), sname);
     }
     const int nl = m->n_linears;
+    struct qjob j = {0};
+    j.t = calloc((size_t)nl + 1, sizeof *j.t);
+    j.qs = calloc((size_t)nl + 1, sizeof *j.qs);
+    j.d = calloc((size_t)nl + 1, sizeof *j.d);
+    void *mem = NULL;
     size_t total = 0;
     double weights = 0;
+    enum ll_status s = LL_OK;
+    if (!j.t || !j.qs || !j.d) {
+        s = ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
+        goto out;
+    }
     for (int i = 0; i < nl; i++) {
         const struct model_linear *l = m->linears[i];
         LL_ASSERT(!l->quantized && l->dense.data);
-        if (l->k % LL_QBLOCK)
-            return ll_err_set(err, LL_EINVAL,
-                              "%s: weight '%s' has %d inputs, not a multiple of %d: it cannot be "
-                              "quantized to %s",
-                              m->dir, l->name, l->k, LL_QBLOCK, ll_qtype_name(t));
-        total += round64(ll_qweight_qs_bytes(t, l->n, l->k)) +
-                 round64(ll_qweight_d_bytes(t, l->n, l->k));
+        j.t[i] = model_qscheme_type(scheme, l->role, l->layer, m->config.n_layers);
+        if (l->k % LL_QBLOCK) {
+            s = ll_err_set(err, LL_EINVAL,
+                           "%s: weight '%s' has %d inputs, not a multiple of %d: it cannot be "
+                           "quantized to %s",
+                           m->dir, l->name, l->k, LL_QBLOCK, ll_qtype_name(j.t[i]));
+            goto out;
+        }
+        total += round64(ll_qweight_qs_bytes(j.t[i], l->n, l->k)) +
+                 round64(ll_qweight_d_bytes(j.t[i], l->n, l->k));
         weights += (double)l->n * l->k;
     }
-    struct qjob j = {.t = t};
-    j.qs = calloc((size_t)nl + 1, sizeof *j.qs);
-    j.d = calloc((size_t)nl + 1, sizeof *j.d);
-    void *mem = aligned_alloc(64, total ? total : 64);
-    enum ll_status s = LL_OK;
-    if (!j.qs || !j.d || !mem) {
+    mem = aligned_alloc(64, total ? total : 64);
+    if (!mem) {
         s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of %s weights", m->dir,
-                       total, ll_qtype_name(t));
+                       total, sname);
         goto out;
     }
     madvise(mem, total, MADV_HUGEPAGE); /* a hint: fewer TLB misses when decode streams it */
@@ -105,9 +116,9 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
     for (int i = 0; i < nl; i++) {
         const struct model_linear *l = m->linears[i];
         j.qs[i] = (uint8_t *)p;
-        p += round64(ll_qweight_qs_bytes(t, l->n, l->k));
+        p += round64(ll_qweight_qs_bytes(j.t[i], l->n, l->k));
         j.d[i] = (uint16_t *)p;
-        p += round64(ll_qweight_d_bytes(t, l->n, l->k));
+        p += round64(ll_qweight_d_bytes(j.t[i], l->n, l->k));
     }
     if (n_threads < 1)
         n_threads = LL_POOL_DEFAULT_THREADS;
@@ -118,8 +129,9 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
     for (int i = 0; i < nl; i++) {
         struct model_linear *l = m->linears[i];
         struct ll_err e = {0};
-        LL_ASSERT(ll_qweight_init(&l->q, t, l->n, l->k, j.qs[i], ll_qweight_qs_bytes(t, l->n, l->k),
-                                  j.d[i], ll_qweight_d_bytes(t, l->n, l->k), &e) == LL_OK);
+        LL_ASSERT(ll_qweight_init(&l->q, j.t[i], l->n, l->k, j.qs[i],
+                                  ll_qweight_qs_bytes(j.t[i], l->n, l->k), j.d[i],
+                                  ll_qweight_d_bytes(j.t[i], l->n, l->k), &e) == LL_OK);
         l->quantized = true;
         if (!l->tied) {
             release_pages(l->dense.data, dense_bytes(l));
@@ -130,15 +142,16 @@ enum ll_status model_quantize(struct model *m, enum ll_qtype t, int n_threads, s
     m->qmem_bytes = total;
     mem = NULL;
     m->quantized = true;
-    m->qtype = t;
+    m->qscheme = scheme;
     m->quant_seconds = secs;
     log_msg(LOG_INFO,
-            "%s: quantized %d linear weights (%.3g G weights) to %s in %.2f s on %d "
-            "threads (%.0f MiB)",
-            m->dir, nl, weights * 1e-9, ll_qtype_name(t), secs, n_threads,
-            (double)total / (1 << 20));
+            "%s: quantized %d linear weights (%.3g G weights, %.2f bits a weight) to %s in "
+            "%.2f s on %d threads (%.0f MiB)",
+            m->dir, nl, weights * 1e-9, weights > 0 ? (double)total * 8 / weights : 0.0, sname,
+            secs, n_threads, (double)total / (1 << 20));
 out:
     free(mem);
+    free(j.t);
     free(j.qs);
     free(j.d);
     return s;
@@ -185,7 +198,7 @@ static enum ll_status config_text(const struct model *m, char **out, struct ll_e
         goto out;
     cJSON *q = cJSON_CreateObject();
     if (!cJSON_IsObject(root) || !q || !cJSON_AddStringToObject(q, "quant_method", "llaisys") ||
-        !cJSON_AddStringToObject(q, "format", ll_qtype_name(m->qtype)) ||
+        !cJSON_AddStringToObject(q, "format", model_qscheme_name(m->qscheme)) ||
         !cJSON_AddStringToObject(q, "layout", LL_QLAYOUT)) {
         cJSON_Delete(q);
         s = ll_err_set(err, cJSON_IsObject(root) ? LL_ENOMEM : LL_EJSON, "%s: %s", path,

@@ -62,7 +62,7 @@ enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
                           "%s: missing tensor 'lm_head.weight' (config.json has "
                           "tie_word_embeddings false)",
                           st_path(m->st));
-    if ((s = model_bind_linear(m, &w->lm_head, "lm_head.weight", v, h,
+    if ((s = model_bind_linear(m, &w->lm_head, "lm_head.weight", MODEL_ROLE_LM_HEAD, -1, v, h,
                                c->tie_word_embeddings ? &w->embed : NULL, err)))
         return s;
 
@@ -71,28 +71,29 @@ enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
         const struct {
             struct ll_tensor *t;       /* a plain tensor, or */
             struct model_linear *lin;  /* a linear weight */
+            enum model_role role;      /* the linear weight's */
             const char *suffix;
             int64_t d0, d1;
         } spec[] = {
-            {&L->attn_norm, NULL, "input_layernorm.weight", h, 0},
-            {NULL, &L->wq, "self_attn.q_proj.weight", q, h},
-            {NULL, &L->wk, "self_attn.k_proj.weight", kv, h},
-            {NULL, &L->wv, "self_attn.v_proj.weight", kv, h},
-            {NULL, &L->wo, "self_attn.o_proj.weight", h, q},
-            {&L->bq, NULL, "self_attn.q_proj.bias", q, 0},
-            {&L->bk, NULL, "self_attn.k_proj.bias", kv, 0},
-            {&L->bv, NULL, "self_attn.v_proj.bias", kv, 0},
-            {&L->mlp_norm, NULL, "post_attention_layernorm.weight", h, 0},
-            {NULL, &L->w_gate, "mlp.gate_proj.weight", ff, h},
-            {NULL, &L->w_up, "mlp.up_proj.weight", ff, h},
-            {NULL, &L->w_down, "mlp.down_proj.weight", h, ff},
+            {&L->attn_norm, NULL, 0, "input_layernorm.weight", h, 0},
+            {NULL, &L->wq, MODEL_ROLE_OTHER, "self_attn.q_proj.weight", q, h},
+            {NULL, &L->wk, MODEL_ROLE_OTHER, "self_attn.k_proj.weight", kv, h},
+            {NULL, &L->wv, MODEL_ROLE_ATTN_V, "self_attn.v_proj.weight", kv, h},
+            {NULL, &L->wo, MODEL_ROLE_OTHER, "self_attn.o_proj.weight", h, q},
+            {&L->bq, NULL, 0, "self_attn.q_proj.bias", q, 0},
+            {&L->bk, NULL, 0, "self_attn.k_proj.bias", kv, 0},
+            {&L->bv, NULL, 0, "self_attn.v_proj.bias", kv, 0},
+            {&L->mlp_norm, NULL, 0, "post_attention_layernorm.weight", h, 0},
+            {NULL, &L->w_gate, MODEL_ROLE_OTHER, "mlp.gate_proj.weight", ff, h},
+            {NULL, &L->w_up, MODEL_ROLE_OTHER, "mlp.up_proj.weight", ff, h},
+            {NULL, &L->w_down, MODEL_ROLE_MLP_DOWN, "mlp.down_proj.weight", h, ff},
         };
         for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
             char name[96];
             snprintf(name, sizeof name, "model.layers.%d.%s", i, spec[k].suffix);
             s = spec[k].t ? model_bind_tensor(m, spec[k].t, name, spec[k].d0, spec[k].d1, err)
-                          : model_bind_linear(m, spec[k].lin, name, spec[k].d0, spec[k].d1, NULL,
-                                              err);
+                          : model_bind_linear(m, spec[k].lin, name, spec[k].role, i, spec[k].d0,
+                                              spec[k].d1, NULL, err);
             if (s)
                 return s;
         }
