@@ -109,8 +109,9 @@ enum llaisys_math {
 
 /* Creation parameters; zero fields take the defaults given. Start from
  * llaisys_model_default_params(). The ranges are the engine options' (llaisys-server --help).
- * Weights are used in the dtype the files hold (bf16, f16, f32): there is no quantization
- * parameter yet. */
+ * Weights are used as the directory holds them: bf16, f16, f32, or quantized by `llaisys-cli
+ * quantize` (q8_0, q4_0, q4_k, q4_k_m). There is no parameter to quantize while loading here;
+ * the engine API's `quant` option has one (llaisys_engine_create). */
 struct llaisys_model_params {
     int32_t n_ctx;      /* positions per sequence; 0: min(4096, max_position_embeddings) */
     int32_t kv_tokens;  /* KV capacity in tokens, rounded up to whole blocks; 0: kv_blocks */
@@ -297,7 +298,8 @@ typedef struct llaisys_request llaisys_request;
  * "name=value" (or a bare "name" for a yes/no option) separated by spaces or commas, named as
  * llaisys-server's flags without "--" ('_' may replace '-'): threads, ctx, max-seqs,
  * max-batch-tokens, max-queue, kv-blocks, kv-memory (e.g. 512M), block-size, no-prefix-cache,
- * exact. Example: "threads=2 ctx=2048 max-seqs=8". The engine is stepped by the caller
+ * exact, quant (q8_0, q4_0, q4_k, q4_k_m: quantize the weights while loading; bf16p),
+ * itl-target-ms, itl-max-ratio, spec, spec-max-draft. Example: "threads=2 ctx=2048 max-seqs=8". The engine is stepped by the caller
  * (llaisys_engine_step) until llaisys_engine_start gives it its own thread. Returns
  * LLAISYS_OK, LLAISYS_ERR_INVALID_ARG (an unknown option or a bad value: the message names it),
  * or as llaisys_model_create. */

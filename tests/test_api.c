@@ -858,6 +858,15 @@ static void test_engine_create_describe(void **state)
     llaisys_free(d);
     assert_null(llaisys_engine_describe(NULL));
     llaisys_engine_destroy(e);
+
+    /* quant: the weights quantized while loading, by any scheme --quant takes */
+    e = open_engine(TINY, "threads=1 quant=q4_k_m");
+    d = llaisys_engine_describe(e);
+    assert_non_null(strstr(d, "\"quant\":\"q4_k_m\""));
+    llaisys_free(d);
+    llaisys_engine_destroy(e);
+    assert_int_equal(llaisys_engine_create(TINY, "quant=q5", &e), LLAISYS_ERR_INVALID_ARG);
+    assert_non_null(strstr(llaisys_last_error(), "q4_k_m"));
 }
 
 static void test_engine_submit_poll(void **state)
