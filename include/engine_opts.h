@@ -79,6 +79,8 @@ struct engine_opts {
                              target alone bounds it) */
     enum engine_spec spec; /* speculative decoding (default ENGINE_SPEC_OFF) */
     int spec_max_draft;   /* draft tokens per sequence and step at most (default 4) */
+    bool mmap;            /* read the weights in place from the file mapping instead of copying
+                             them into memory at load (model_copy.h) */
 };
 
 /* The values of --quant: "none", then ll_qtype_name of each enum ll_qtype in order; NULL-ended. */
@@ -101,6 +103,7 @@ enum engine_opt_id {
     ENGINE_OPT_ITL_MAX_RATIO,
     ENGINE_OPT_SPEC,
     ENGINE_OPT_SPEC_MAX_DRAFT,
+    ENGINE_OPT_MMAP,
     ENGINE_OPT_COUNT
 };
 

@@ -89,11 +89,14 @@ struct model_linear {
     struct ll_bf16p packed;        /* planes in m->pkmem; packed.raw is dense.data */
 };
 
-/* How model_open treats the weights it finds. A zeroed struct (or NULL) takes them as stored. */
+/* How model_open treats the weights it finds. A zeroed struct (or NULL) takes them as stored,
+ * copied into memory. */
 struct model_open_opts {
     bool quantize;       /* quantize every dense linear weight by qscheme while loading */
     enum model_qscheme qscheme;
     bool pack_bf16;      /* pack every bf16 linear weight losslessly while loading (model_pack.h) */
+    bool keep_mapped;    /* read the linear weights in place from the file mapping instead of
+                            copying them into memory (model_copy.h) */
     int n_threads;       /* threads that quantize (default LL_POOL_DEFAULT_THREADS) */
 };
 
@@ -122,6 +125,10 @@ struct model {
     void *pkmem;                 /* the packed bf16 planes (model_pack.h), or NULL */
     uint16_t *pkesc;             /* their escape table (bf16pack.h) */
     double pack_seconds;         /* time spent packing them */
+    void *wmem;                  /* the linear weights copied from the mapping (model_copy.h), or
+                                    NULL (munmap'd with wmem_bytes) */
+    size_t wmem_bytes;
+    double copy_seconds;         /* time spent copying them */
 };
 
 /* Open a Hugging Face model directory: config.json, generation_config.json (optional),

@@ -39,4 +39,9 @@ char *ll_path_join(const char *dir, const char *name);
 /* Monotonic time in seconds. */
 double ll_now(void);
 
+/* Give the interior whole pages of [data, data + bytes) of a file mapping back to the kernel
+ * (MADV_DONTNEED): they stay in the page cache, only this process's resident set shrinks. For
+ * weights no longer read from the mapping. */
+void ll_release_pages(const void *data, size_t bytes);
+
 #endif

@@ -667,12 +667,63 @@ static void test_nonfinite_refused(void **state)
     model_close(m);
 }
 
+/* ---- weights copied into memory at load (model_copy.h) ---- */
+
+static bool inside(const void *p, const void *base, size_t bytes)
+{
+    return (const char *)p >= (const char *)base && (const char *)p < (const char *)base + bytes;
+}
+
+/* The default load copies every linear weight the file mapping holds (a tied lm_head stays the
+ * embedding); --mmap (keep_mapped) copies nothing; both give the same logits, as stored and for
+ * a quantized directory; quantizing at load leaves nothing of the mapping to copy. */
+static void test_copied_weights(void **state)
+{
+    (void)state;
+    const char *dirs[2] = {FIXTURE, q_dir[MODEL_QS_Q4_K_M]};
+    for (int d = 0; d < 2; d++) {
+        struct model_open_opts copy = {.n_threads = 2}, mapped = {.keep_mapped = true};
+        struct model *a = NULL, *b = NULL;
+        struct ll_err err = {0};
+        assert_int_equal(model_open(&a, dirs[d], &copy, &err), LL_OK);
+        assert_int_equal(model_open(&b, dirs[d], &mapped, &err), LL_OK);
+        assert_non_null(a->wmem);
+        assert_null(b->wmem);
+        for (int i = 0; i < a->n_linears; i++) {
+            const struct model_linear *l = a->linears[i], *k = b->linears[i];
+            if (l->quantized) {
+                assert_true(inside(l->q.qs, a->wmem, a->wmem_bytes) &&
+                            inside(l->q.d, a->wmem, a->wmem_bytes));
+                assert_false(inside(k->q.qs, a->wmem, a->wmem_bytes));
+                assert_memory_equal(l->q.qs, k->q.qs, ll_qweight_qs_bytes(l->q.type, l->n, l->k));
+                assert_memory_equal(l->q.d, k->q.d, ll_qweight_d_bytes(l->q.type, l->n, l->k));
+            } else if (l->tied) { /* the fixture's lm_head: the embedding, left mapped */
+                assert_false(inside(l->dense.data, a->wmem, a->wmem_bytes));
+            } else {
+                assert_true(inside(l->dense.data, a->wmem, a->wmem_bytes));
+                assert_memory_equal(l->dense.data, k->dense.data,
+                                    (size_t)l->n * l->k * ll_dtype_size(l->dense.dtype));
+            }
+        }
+        float *la = prompt_logits(a), *lb = prompt_logits(b);
+        assert_memory_equal(la, lb, sizeof(float) * NPOS * (size_t)a->config.vocab_size);
+        free(la);
+        free(lb);
+        model_close(a);
+        model_close(b);
+    }
+    struct model *q = open_model(FIXTURE, MODEL_QS_Q4_0, 2);
+    assert_null(q->wmem);
+    assert_non_null(q->qmem);
+    model_close(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_bounds),      cmocka_unit_test(test_weight_error),
         cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_nonfinite_refused),
+        cmocka_unit_test(test_nonfinite_refused), cmocka_unit_test(test_copied_weights),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

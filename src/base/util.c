@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 void ll_assert_fail(const char *expr, const char *file, int line)
 {
@@ -87,4 +89,13 @@ double ll_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void ll_release_pages(const void *data, size_t bytes)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)data + page - 1) / page * page;
+    uintptr_t b = ((uintptr_t)data + bytes) / page * page;
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
 }

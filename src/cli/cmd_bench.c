@@ -25,7 +25,7 @@
  * what the test needs). */
 #define BENCH_ENGINE_OPTS                                                                    \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT) |                     \
-     ENGINE_OPT_BIT(ENGINE_OPT_QUANT))
+     ENGINE_OPT_BIT(ENGINE_OPT_QUANT) | ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
 
 static void bench_usage(FILE *f)
 {

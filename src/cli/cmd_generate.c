@@ -31,7 +31,8 @@
 /* The engine options generate takes (it runs the model without the engine). */
 #define GENERATE_ENGINE_OPTS                                                                 \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_CTX) |                     \
-     ENGINE_OPT_BIT(ENGINE_OPT_EXACT) | ENGINE_OPT_BIT(ENGINE_OPT_QUANT))
+     ENGINE_OPT_BIT(ENGINE_OPT_EXACT) | ENGINE_OPT_BIT(ENGINE_OPT_QUANT) |                     \
+     ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
 
 static void generate_usage(FILE *f)
 {

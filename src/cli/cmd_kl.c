@@ -28,7 +28,9 @@
 #include "tokenizer.h"
 #include "util.h"
 
-#define KL_ENGINE_OPTS (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_QUANT))
+#define KL_ENGINE_OPTS                                                                         \
+    (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_QUANT) |                      \
+     ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
 
 static void kl_usage(FILE *f)
 {

@@ -21,7 +21,7 @@
  * what the test needs). */
 #define SCORE_ENGINE_OPTS                                                                    \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT) |                     \
-     ENGINE_OPT_BIT(ENGINE_OPT_QUANT))
+     ENGINE_OPT_BIT(ENGINE_OPT_QUANT) | ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
 
 static void score_usage(FILE *f)
 {

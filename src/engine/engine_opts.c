@@ -106,6 +106,11 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_SPEC_MAX_DRAFT] = {"--spec-max-draft", "LLAISYS_SPEC_MAX_DRAFT", "K",
                                    ENGINE_OPT_INT, OFF(spec_max_draft), 1, 16,
                                    "draft tokens per sequence and step at most (--spec)"},
+    [ENGINE_OPT_MMAP] = {"--mmap", "LLAISYS_MMAP", NULL, ENGINE_OPT_BOOL, OFF(mmap), 0, 1,
+                         "read the linear weights in place from the model file's mapping "
+                         "instead of copying them into memory at load: a faster start, pages "
+                         "shared through the page cache, slower decode (the copy gets huge "
+                         "pages)"},
 };
 
 const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
@@ -164,6 +169,7 @@ struct model_open_opts engine_opts_model_open(const struct engine_opts *o)
         mo.pack_bf16 = !strcmp(engine_quant_names[o->quant], "bf16p");
         LL_ASSERT(mo.quantize || mo.pack_bf16);
     }
+    mo.keep_mapped = o->mmap;
     return mo;
 }
 
@@ -211,6 +217,9 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
         break;
     case ENGINE_OPT_SPEC_MAX_DRAFT:
         snprintf(dflt, sizeof dflt, "%d", DEFAULT_SPEC_MAX_DRAFT);
+        break;
+    case ENGINE_OPT_MMAP:
+        snprintf(dflt, sizeof dflt, "off: copied");
         break;
     case ENGINE_OPT_NO_PREFIX_CACHE:
     case ENGINE_OPT_COUNT:

@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "model_config.h"
+#include "model_copy.h"
 #include "model_pack.h"
 #include "model_quant.h"
 #include "model_registry.h"
@@ -72,6 +74,11 @@ static enum ll_status open_steps(struct model *m, const char *dir,
         goto out;
     m->quantized = m->config.quantized;
     m->qscheme = m->config.qscheme;
+    /* quantizing at load writes new planes: nothing of the mapping is left to copy */
+    const bool quantizing = opts && opts->quantize && !m->quantized;
+    if (!(opts && opts->keep_mapped) && !quantizing &&
+        (s = model_copy_weights(m, opts ? opts->n_threads : 0, err)))
+        goto out;
     if (opts && opts->quantize)
         s = model_quantize(m, opts->qscheme, opts->n_threads, err);
     else if (opts && opts->pack_bf16)
@@ -126,6 +133,8 @@ void model_close(struct model *m)
     free(m->qmem);
     free(m->pkmem);
     free(m->pkesc);
+    if (m->wmem)
+        munmap(m->wmem, m->wmem_bytes);
     free(m->dir);
     free(m);
 }

@@ -49,17 +49,6 @@ static enum ll_status quantize_piece(void *ctx, struct model_linear *l, int i, i
                             r0, r1, err);
 }
 
-/* Give the pages of a dense weight no longer read back to the kernel (they stay in the page
- * cache; only this process's resident set shrinks). Interior whole pages only. */
-static void release_pages(const void *data, size_t bytes)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)data + page - 1) / page * page;
-    uintptr_t b = ((uintptr_t)data + bytes) / page * page;
-    if (b > a)
-        madvise((void *)a, b - a, MADV_DONTNEED);
-}
-
 static size_t dense_bytes(const struct model_linear *l)
 {
     return (size_t)l->n * (size_t)l->k * ll_dtype_size(l->dense.dtype);
@@ -134,7 +123,7 @@ enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_
                                   ll_qweight_d_bytes(j.t[i], l->n, l->k), &e) == LL_OK);
         l->quantized = true;
         if (!l->tied) {
-            release_pages(l->dense.data, dense_bytes(l));
+            ll_release_pages(l->dense.data, dense_bytes(l));
             l->dense.data = NULL;
         }
     }
