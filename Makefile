@@ -123,7 +123,7 @@ DEFAULT_MODEL := models/qwen2-small-random
 BENCH_MODEL   ?= build/models/r1-1.5b-random
 THREADS       ?= 2
 
-.PHONY: all setup test unit tsan tsan-run fuzz fuzz-build fuzz-run check-all format format-check run bench bench-python bench-spec clean install
+.PHONY: all setup test unit tsan tsan-run fuzz fuzz-build fuzz-run check-all format format-check run bench bench-python bench-spec bench-llama clean install
 all: $(CLI) $(SERVER) $(SO) $(if $(SANITIZE),,$(DEFAULT_MODEL)/config.json)
 
 # The WebUI (webui/): npm packages pinned by webui/package-lock.json, bundled by esbuild into
@@ -356,6 +356,13 @@ bench: all $(BENCH_MODEL)/config.json
 bench-python: all $(BENCH_MODEL)/config.json
 	PYTHONPATH=python LLAISYS_LIBRARY=$(abspath $(SO)) /usr/bin/python3 -m llaisys.bench \
 	    --model $(BENCH_MODEL) --threads $(THREADS) --streams 1,16 --prompt 128 --gen 32
+
+# llaisys against llama.cpp on the same weights, alternating runs (tests/side_by_side.sh), tg128
+# for every format, then pp512: LLAMA_BENCH=.../llama-bench, GGUF_DIR holding
+# r1-1.5b-{bf16,q8_0,q4_0,q4_k_m}.gguf converted from $(BENCH_MODEL) (shared/BENCHMARKS.md).
+bench-llama: all $(BENCH_MODEL)/config.json
+	MODEL_NAME=r1-1.5b THREADS=$(THREADS) sh tests/side_by_side.sh $(BENCH_MODEL) $(GGUF_DIR)
+	MODEL_NAME=r1-1.5b THREADS=$(THREADS) TEST=pp512 sh tests/side_by_side.sh $(BENCH_MODEL) $(GGUF_DIR) "none:bf16 q4_0:q4_0 q4_k_m:q4_k_m"
 
 # Speculative decoding, one stream, spec off and on: (a) a copy model (same shapes and cost)
 # answering a prompt it repeats, (b) the random model's free text.

@@ -133,7 +133,9 @@ struct model {
 
 /* Open a Hugging Face model directory: config.json, generation_config.json (optional),
  * model.safetensors or model.safetensors.index.json + shards. Validates every tensor's dtype,
- * shape and byte range against the file and the config. With opts->quantize, the dense linear
+ * shape and byte range against the file and the config. The linear weights are then copied into
+ * memory (model_copy.h) unless opts->keep_mapped or they are quantized at load. With
+ * opts->quantize, the dense linear
  * weights are then quantized in parallel (logged with the time it took; a model stored in
  * another quantized scheme is refused, one stored in the same scheme is taken as is). opts may be
  * NULL. On failure returns the error with a message naming the file and what is wrong (the

@@ -1,6 +1,7 @@
 /*
  * model_pieces.h: work over every linear weight of a model, cut into pieces of rows and run on
- * a temporary compute pool (quantizing and packing at load: model_quant.c, model_pack.c).
+ * a temporary compute pool (quantizing, packing and copying at load: model_quant.c,
+ * model_pack.c, model_copy.c).
  */
 #ifndef LLAISYS_MODEL_PIECES_H
 #define LLAISYS_MODEL_PIECES_H

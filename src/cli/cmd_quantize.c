@@ -1,7 +1,7 @@
 /*
  * cmd_quantize.c: `llaisys-cli quantize --model DIR --type T OUT_DIR`: loads DIR with its linear
  * weights quantized to T (in parallel, as --quant does) and writes a model directory that loads
- * by mmap with no work at start-up (model_quant.h; its files are described in model_bind.h).
+ * with no quantizing at start-up (model_quant.h; its files are described in model_bind.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
