@@ -32,8 +32,9 @@ esac
 LD_LIBRARY_PATH=$(dirname "$lb")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LD_LIBRARY_PATH
 
-# t/s of `test` from a markdown table row of either tool (the column after the test's name)
-rate() { awk -F'|' -v t="$test" '{ for (i = 1; i < NF; i++) { f = $i; gsub(/ /, "", f); if (f == t) { split($(i + 1), a, " "); print a[1]; exit } } }'; }
+# t/s of `test` from the markdown table row of either tool: the column `skip` after the one
+# holding the test's name (ours: | tg128 | 128 | 9.5 ± 0.1 | ...; llama-bench: ... | tg128 | 9.5 ± 0.1 |)
+rate() { awk -F'|' -v t="$test" -v k="$1" '{ for (i = 1; i < NF; i++) { f = $i; gsub(/ /, "", f); if (f == t) { split($(i + k), a, " "); print a[1]; exit } } }'; }
 
 echo "side by side: $test, $threads threads, $pairs alternating pairs; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 status=0
@@ -47,9 +48,9 @@ for f in $formats; do
     ratios=""
     for i in $(seq "$pairs"); do
         # shellcheck disable=SC2086
-        a=$("$cli" bench --model "$model" --threads "$threads" --quant "$ours" $ours_args --reps 1 2>/dev/null | rate)
+        a=$("$cli" bench --model "$model" --threads "$threads" --quant "$ours" $ours_args --reps 1 2>/dev/null | rate 2)
         # shellcheck disable=SC2086
-        b=$("$lb" -m "$file" -t "$threads" $theirs_args -r 1 2>/dev/null | rate)
+        b=$("$lb" -m "$file" -t "$threads" $theirs_args -r 1 2>/dev/null | rate 1)
         if [ -z "$a" ] || [ -z "$b" ]; then
             echo "$ours vs $theirs: a run failed (llaisys '$a', llama.cpp '$b')"
             status=1
