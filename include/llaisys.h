@@ -298,9 +298,10 @@ typedef struct llaisys_request llaisys_request;
  * "name=value" (or a bare "name" for a yes/no option) separated by spaces or commas, named as
  * llaisys-server's flags without "--" ('_' may replace '-'): threads, ctx, max-seqs,
  * max-batch-tokens, max-queue, kv-blocks, kv-memory (e.g. 512M), block-size, no-prefix-cache,
- * exact, quant (q8_0, q4_0, q4_k, q4_k_m: quantize the weights while loading; bf16p),
- * itl-target-ms, itl-max-ratio, spec, spec-max-draft. Example: "threads=2 ctx=2048 max-seqs=8". The engine is stepped by the caller
- * (llaisys_engine_step) until llaisys_engine_start gives it its own thread. Returns
+ * exact, quant (q8_0, q4_0, q4_k, q4_k_m: quantize the weights while loading; bf16p), mmap,
+ * itl-target-ms, itl-max-ratio, spec, spec-max-draft. Example: "threads=2 ctx=2048 max-seqs=8".
+ * The engine is stepped by the caller (llaisys_engine_step) until llaisys_engine_start gives it
+ * its own thread. Returns
  * LLAISYS_OK, LLAISYS_ERR_INVALID_ARG (an unknown option or a bad value: the message names it),
  * or as llaisys_model_create. */
 LLAISYS_API int32_t llaisys_engine_create(const char *model_dir, const char *options,

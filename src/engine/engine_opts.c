@@ -43,7 +43,8 @@ static const struct {
 #define OFF(f) offsetof(struct engine_opts, f)
 _Static_assert(sizeof(enum engine_spec) == sizeof(int), "enum options are read as int");
 
-const char *const engine_quant_names[] = {"none", "q8_0", "q4_0", "q4_k", "q4_k_m", "bf16p", NULL};
+const char *const engine_quant_names[] = {"none",   "q8_0",  "q4_0", "q4_k",
+                                          "q4_k_m", "bf16p", NULL};
 
 const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
@@ -80,9 +81,9 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                           "quantize the linear weights while loading, in parallel (timed in the "
                           "log): none, q8_0 (8-bit), q4_0 (4-bit), q4_k (4-bit, sub-block "
                           "scales and minimums), q4_k_m (q4_k with the value and some down "
-                          "projections at 8 bits, about 5 bits a weight) or bf16p (bf16 packed losslessly to 12.5 bits "
-                          "for decode: the same outputs, more memory); a directory written by "
-                          "`llaisys-cli quantize` needs none",
+                          "projections at 8 bits, about 5 bits a weight) or bf16p (bf16 packed "
+                          "losslessly to 12.5 bits for decode: the same outputs, more memory); a "
+                          "directory written by `llaisys-cli quantize` needs none",
                           engine_quant_names},
     [ENGINE_OPT_ITL_TARGET_MS] = {"--itl-target-ms", "LLAISYS_ITL_TARGET_MS", "MS",
                                   ENGINE_OPT_INT, OFF(itl_target_ms), 1, 600000,

@@ -90,8 +90,8 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
     if (total == 0)
         return LL_OK;
     struct copy_job j = {.dst = calloc((size_t)nl + 1, sizeof *j.dst)};
-    void *mem = mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    void *mem =
+        mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (!j.dst || mem == MAP_FAILED) {
         free(j.dst);
         if (mem != MAP_FAILED)
@@ -140,8 +140,9 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
     m->wmem_bytes = total + HUGE_PAGE;
     m->copy_seconds = ll_now() - t0;
     free(j.dst);
-    log_msg(LOG_INFO, "%s: copied the linear weights into memory (%.0f MiB) in %.2f s on %d threads",
-            m->dir, (double)total / (1 << 20), m->copy_seconds,
+    log_msg(LOG_INFO,
+            "%s: copied the linear weights into memory (%.0f MiB) in %.2f s on %d threads", m->dir,
+            (double)total / (1 << 20), m->copy_seconds,
             n_threads < 1 ? LL_POOL_DEFAULT_THREADS : n_threads);
     return LL_OK;
 }

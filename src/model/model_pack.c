@@ -48,7 +48,8 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
             return ll_err_set(err, LL_EUNSUPPORTED,
                               "%s: weight '%s' is %s: --quant bf16p packs bf16 weights only",
                               m->dir, l->name,
-                              l->quantized ? ll_qtype_name(l->q.type) : ll_dtype_name(l->dense.dtype));
+                              l->quantized ? ll_qtype_name(l->q.type)
+                                           : ll_dtype_name(l->dense.dtype));
         total += ll_bf16p_bytes(l->n, l->k);
         weights += (double)l->n * l->k;
     }
