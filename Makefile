@@ -361,8 +361,8 @@ bench-python: all $(BENCH_MODEL)/config.json
 # for every format, then pp512: LLAMA_BENCH=.../llama-bench, GGUF_DIR holding
 # r1-1.5b-{bf16,q8_0,q4_0,q4_k_m}.gguf converted from $(BENCH_MODEL) (shared/BENCHMARKS.md).
 bench-llama: all $(BENCH_MODEL)/config.json
-	MODEL_NAME=r1-1.5b THREADS=$(THREADS) sh tests/side_by_side.sh $(BENCH_MODEL) $(GGUF_DIR)
-	MODEL_NAME=r1-1.5b THREADS=$(THREADS) TEST=pp512 sh tests/side_by_side.sh $(BENCH_MODEL) $(GGUF_DIR) "none:bf16 q4_0:q4_0 q4_k_m:q4_k_m"
+	LLAMA_BENCH=$(LLAMA_BENCH) MODEL_NAME=r1-1.5b THREADS=$(THREADS) sh tests/side_by_side.sh $(BENCH_MODEL) $(GGUF_DIR)
+	LLAMA_BENCH=$(LLAMA_BENCH) MODEL_NAME=r1-1.5b THREADS=$(THREADS) TEST=pp512 sh tests/side_by_side.sh $(BENCH_MODEL) $(GGUF_DIR) "none:bf16 q4_0:q4_0 q4_k_m:q4_k_m"
 
 # Speculative decoding, one stream, spec off and on: (a) a copy model (same shapes and cost)
 # answering a prompt it repeats, (b) the random model's free text.
