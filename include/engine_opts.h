@@ -68,8 +68,8 @@ struct engine_opts {
     bool exact;           /* f32 activations and KV (LL_MATH_EXACT); default bf16 fast path */
     bool no_prefix_cache; /* never share blocks between requests */
     int quant;            /* --quant, an index into engine_quant_names: 0 takes the weights as
-                             stored; else the linear weights are quantized while loading to
-                             the type of that name (engine_opts_model_open) */
+                             stored; else the linear weights are quantized while loading by
+                             the scheme of that name, or packed (bf16p; engine_opts_model_open) */
     int itl_target_ms;    /* inter-token latency target: while sequences decode, prompt chunks
                              are sized by the measured step cost so a step stays under it
                              (scheduler.c; default ENGINE_ITL_TARGET_MS) */
@@ -83,7 +83,8 @@ struct engine_opts {
                              them into memory at load (model_copy.h) */
 };
 
-/* The values of --quant: "none", then ll_qtype_name of each enum ll_qtype in order; NULL-ended. */
+/* The values of --quant: "none", the quantization schemes (model_qscheme.h), "bf16p";
+ * NULL-ended. */
 extern const char *const engine_quant_names[];
 
 /* The options, the index of each in engine_opt_defs. */

@@ -128,16 +128,18 @@ struct model {
     void *wmem;                  /* the linear weights copied from the mapping (model_copy.h), or
                                     NULL (munmap'd with wmem_bytes) */
     size_t wmem_bytes;
-    double copy_seconds;         /* time spent copying them */
 };
+
+/* Bytes of linear weight l's dense matrix as stored (n · k elements of its dtype). */
+size_t model_linear_dense_bytes(const struct model_linear *l);
 
 /* Open a Hugging Face model directory: config.json, generation_config.json (optional),
  * model.safetensors or model.safetensors.index.json + shards. Validates every tensor's dtype,
- * shape and byte range against the file and the config. The linear weights are then copied into
- * memory (model_copy.h) unless opts->keep_mapped or they are quantized at load. With
- * opts->quantize, the dense linear
+ * shape and byte range against the file and the config. With opts->quantize, the dense linear
  * weights are then quantized in parallel (logged with the time it took; a model stored in
- * another quantized scheme is refused, one stored in the same scheme is taken as is). opts may be
+ * another quantized scheme is refused, one stored in the same scheme is taken as is). What is
+ * still read from the file mapping is then copied into memory (model_copy.h) unless
+ * opts->keep_mapped, and with opts->pack_bf16 packed (model_pack.h). opts may be
  * NULL. On failure returns the error with a message naming the file and what is wrong (the
  * tensor, for a weight), and *out is NULL.
  * Returns LL_OK, LL_EIO, LL_EJSON, LL_EFORMAT, LL_EMODEL, LL_EUNSUPPORTED, LL_EINVAL (a weight

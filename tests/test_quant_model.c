@@ -381,6 +381,7 @@ static void test_round_trip(void **state)
         struct ll_err err = {0};
         assert_int_equal(model_open(&again, q_dir[t], &mo, &err), LL_OK);
         assert_true(again->quant_seconds == 0 && again->qmem == NULL);
+        assert_non_null(again->wmem); /* its planes copied, as without --quant */
         model_close(again);
         mo.qscheme = (enum model_qscheme)((t + 1) % MODEL_QS_COUNT);
         assert_int_equal(model_open(&again, q_dir[t], &mo, &err), LL_EUNSUPPORTED);

@@ -74,14 +74,14 @@ static enum ll_status open_steps(struct model *m, const char *dir,
         goto out;
     m->quantized = m->config.quantized;
     m->qscheme = m->config.qscheme;
-    /* quantizing at load writes new planes: nothing of the mapping is left to copy */
-    const bool quantizing = opts && opts->quantize && !m->quantized;
-    if (!(opts && opts->keep_mapped) && !quantizing &&
+    /* quantizing first: its planes are new memory, so only what a stored model keeps in the
+     * mapping is copied (nothing, after quantizing at load); packing reads the copy */
+    if (opts && opts->quantize && (s = model_quantize(m, opts->qscheme, opts->n_threads, err)))
+        goto out;
+    if (!(opts && opts->keep_mapped) &&
         (s = model_copy_weights(m, opts ? opts->n_threads : 0, err)))
         goto out;
-    if (opts && opts->quantize)
-        s = model_quantize(m, opts->qscheme, opts->n_threads, err);
-    else if (opts && opts->pack_bf16)
+    if (opts && opts->pack_bf16)
         s = model_pack_bf16(m, opts->n_threads, err);
 out:
     free(cfg_path);
@@ -105,6 +105,11 @@ enum ll_status model_open(struct model **out, const char *dir, const struct mode
     }
     *out = m;
     return LL_OK;
+}
+
+size_t model_linear_dense_bytes(const struct model_linear *l)
+{
+    return (size_t)l->n * (size_t)l->k * ll_dtype_size(l->dense.dtype);
 }
 
 void model_weights_str(const struct model *m, char *buf, size_t size)

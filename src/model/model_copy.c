@@ -35,7 +35,7 @@ static bool copied(const struct model *m, const struct model_linear *l)
     return l->quantized ? m->qmem == NULL : !l->tied && l->dense.data;
 }
 
-/* The buffers of l: up to two (data, bytes, rows they span). */
+/* The buffers of l: up to two (data, bytes, rows they span); returns how many. */
 static int buffers(const struct model_linear *l, const void *src[2], size_t bytes[2], int *rows)
 {
     if (l->quantized) {
@@ -44,13 +44,14 @@ static int buffers(const struct model_linear *l, const void *src[2], size_t byte
         *rows = (l->n + LL_QGROUP - 1) / LL_QGROUP * LL_QGROUP;
         return 2;
     }
-    src[0] = l->dense.data, bytes[0] = (size_t)l->n * l->k * ll_dtype_size(l->dense.dtype);
+    src[0] = l->dense.data, bytes[0] = model_linear_dense_bytes(l);
     *rows = l->n;
     return 1;
 }
 
 struct copy_job {
-    char **dst; /* (n_linears) where each weight's first buffer goes (the second follows) */
+    char **dst; /* (n_linears) where each copied weight's first buffer goes (the second follows,
+                   page-aligned); NULL for a weight not copied */
 };
 
 static enum ll_status copy_piece(void *ctx, struct model_linear *l, int i, int r0, int r1,
@@ -78,30 +79,11 @@ static enum ll_status copy_piece(void *ctx, struct model_linear *l, int i, int r
 enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err *err)
 {
     const int nl = m->n_linears;
-    size_t total = 0;
-    for (int i = 0; i < nl; i++) {
-        const struct model_linear *l = m->linears[i];
-        const void *src[2];
-        size_t bytes[2];
-        int rows, nb = buffers(l, src, bytes, &rows);
-        for (int b = 0; copied(m, l) && b < nb; b++)
-            total += round_page(bytes[b]);
-    }
-    if (total == 0)
-        return LL_OK;
     struct copy_job j = {.dst = calloc((size_t)nl + 1, sizeof *j.dst)};
-    void *mem =
-        mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (!j.dst || mem == MAP_FAILED) {
-        free(j.dst);
-        if (mem != MAP_FAILED)
-            munmap(mem, total + HUGE_PAGE);
-        return ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of weights", m->dir,
-                          total);
-    }
-    char *base = (char *)(((uintptr_t)mem + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
-    madvise(base, total, MADV_HUGEPAGE); /* a hint: see model_copy.h */
-    char *p = base;
+    if (!j.dst)
+        return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
+    /* the layout first, as offsets from the start of the copy (+ 1, so 0 means not copied) */
+    size_t total = 0;
     for (int i = 0; i < nl; i++) {
         const struct model_linear *l = m->linears[i];
         if (!copied(m, l))
@@ -109,10 +91,27 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
         const void *src[2];
         size_t bytes[2];
         int rows, nb = buffers(l, src, bytes, &rows);
-        j.dst[i] = p;
+        j.dst[i] = (char *)(uintptr_t)(total + 1);
         for (int b = 0; b < nb; b++)
-            p += round_page(bytes[b]);
+            total += round_page(bytes[b]);
     }
+    void *mem = total ? mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                      : NULL;
+    if (mem == MAP_FAILED) {
+        free(j.dst);
+        return ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of weights", m->dir,
+                          total);
+    }
+    if (!mem) { /* nothing in the mapping to copy */
+        free(j.dst);
+        return LL_OK;
+    }
+    char *base = (char *)(((uintptr_t)mem + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    madvise(base, total, MADV_HUGEPAGE); /* a hint: see model_copy.h */
+    for (int i = 0; i < nl; i++)
+        if (j.dst[i])
+            j.dst[i] = base + ((uintptr_t)j.dst[i] - 1);
     double t0 = ll_now();
     enum ll_status s = model_pieces_run(m, PIECE_ROWS, n_threads, copy_piece, &j, err);
     if (s != LL_OK) {
@@ -138,11 +137,10 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
     }
     m->wmem = mem;
     m->wmem_bytes = total + HUGE_PAGE;
-    m->copy_seconds = ll_now() - t0;
     free(j.dst);
     log_msg(LOG_INFO,
             "%s: copied the linear weights into memory (%.0f MiB) in %.2f s on %d threads", m->dir,
-            (double)total / (1 << 20), m->copy_seconds,
+            (double)total / (1 << 20), ll_now() - t0,
             n_threads < 1 ? LL_POOL_DEFAULT_THREADS : n_threads);
     return LL_OK;
 }

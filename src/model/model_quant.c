@@ -49,11 +49,6 @@ static enum ll_status quantize_piece(void *ctx, struct model_linear *l, int i, i
                             r0, r1, err);
 }
 
-static size_t dense_bytes(const struct model_linear *l)
-{
-    return (size_t)l->n * (size_t)l->k * ll_dtype_size(l->dense.dtype);
-}
-
 enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_threads,
                               struct ll_err *err)
 {
@@ -123,7 +118,7 @@ enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_
                                   ll_qweight_d_bytes(j.t[i], l->n, l->k), &e) == LL_OK);
         l->quantized = true;
         if (!l->tied) {
-            ll_release_pages(l->dense.data, dense_bytes(l));
+            ll_release_pages(l->dense.data, model_linear_dense_bytes(l));
             l->dense.data = NULL;
         }
     }
