@@ -719,12 +719,71 @@ static void test_copied_weights(void **state)
     model_close(q);
 }
 
+/* ---- the weights' memory: huge pages (util.h, ll_weights_alloc) ---- */
+
+/* p starts on a 2 MiB boundary and [p, p + bytes) lies in one mapping advised MADV_HUGEPAGE
+ * ("hg" in its VmFlags), where Linux has transparent huge pages. */
+static void assert_huge_advised(const char *what, const void *p, size_t bytes)
+{
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % ((uintptr_t)2 << 20), 0);
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+        print_message("SKIP %s: no transparent huge pages on this kernel (only the alignment "
+                      "checked)\n", what);
+        return;
+    }
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    int in = 0, advised = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = (uintptr_t)p >= a && (uintptr_t)p < b;
+            if (in)
+                assert_true((uintptr_t)p + bytes <= b); /* one mapping holds it all */
+        } else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            advised = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    if (advised != 1)
+        fail_msg("%s at %p: its mapping is not advised MADV_HUGEPAGE", what, p);
+}
+
+/* Every allocation decode streams the weights from is 2 MiB-aligned and advised for huge pages:
+ * the copy at load, the planes quantized at load, the packed bf16 planes. (Without this the
+ * planes quantized at load sat in malloc'd memory, on 4 KiB pages: q4_0 decode ran 1.04-1.33x
+ * faster once they were not, on an AMD EPYC.) */
+static void test_huge_pages(void **state)
+{
+    (void)state;
+    struct model *m = open_model(FIXTURE, -1, 2);
+    assert_huge_advised("the copied weights", m->wmem, m->wmem_bytes);
+    model_close(m);
+    for (int qs = 0; qs < MODEL_QS_COUNT; qs++) {
+        m = open_model(FIXTURE, qs, 2);
+        assert_huge_advised(model_qscheme_name((enum model_qscheme)qs), m->qmem, m->qmem_bytes);
+        model_close(m);
+    }
+    struct model_open_opts po = {.pack_bf16 = true, .n_threads = 2};
+    struct ll_err err = {0};
+    assert_int_equal(model_open(&m, FIXTURE, &po, &err), LL_OK);
+    if (m->pkmem)
+        assert_huge_advised("the packed bf16 planes", m->pkmem, m->pkmem_bytes);
+    else
+        print_message("SKIP the packed bf16 planes: this CPU does not read them\n");
+    model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_bounds),      cmocka_unit_test(test_weight_error),
         cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_nonfinite_refused), cmocka_unit_test(test_copied_weights),
+        cmocka_unit_test(test_huge_pages),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -99,3 +99,36 @@ void ll_release_pages(const void *data, size_t bytes)
     if (b > a)
         madvise((void *)a, b - a, MADV_DONTNEED);
 }
+
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+static size_t round_page(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
+}
+
+void *ll_weights_alloc(size_t bytes)
+{
+    if (bytes == 0)
+        return NULL;
+    size_t len = round_page(bytes);
+    char *map = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    /* keep [base, base + len) of the mapping, base on a 2 MiB boundary */
+    char *base = (char *)(((uintptr_t)map + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    if (base > map)
+        munmap(map, (size_t)(base - map));
+    if (map + len + HUGE_PAGE > base + len)
+        munmap(base + len, (size_t)(map + len + HUGE_PAGE - (base + len)));
+    (void)madvise(base, len, MADV_HUGEPAGE); /* a hint: refused where THP is off */
+    return base;
+}
+
+void ll_weights_free(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, round_page(bytes));
+}

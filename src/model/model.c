@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "model_config.h"
@@ -135,11 +134,10 @@ void model_close(struct model *m)
         m->family->unbind(m);
     st_close(m->st);
     free(m->linears);
-    free(m->qmem);
-    free(m->pkmem);
+    ll_weights_free(m->qmem, m->qmem_bytes);
+    ll_weights_free(m->pkmem, m->pkmem_bytes);
     free(m->pkesc);
-    if (m->wmem)
-        munmap(m->wmem, m->wmem_bytes);
+    ll_weights_free(m->wmem, m->wmem_bytes);
     free(m->dir);
     free(m);
 }

@@ -2,7 +2,7 @@
  * model_copy.c: copying the linear weights into anonymous memory at load (see model_copy.h).
  *
  * Each weight's buffers (the dense matrix, or the two planes) follow one another on page
- * boundaries in one mapping, 2 MiB-aligned and advised MADV_HUGEPAGE. The copy runs through
+ * boundaries in one allocation of ll_weights_alloc (huge pages). The copy runs through
  * model_pieces_run: a piece of rows [r0, r1) copies the same share of each buffer (quantized
  * planes hold whole groups of 16 rows contiguously, and pieces are whole groups), so pieces write
  * disjoint bytes, and then gives back the source pages it read, so the resident set holds each
@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "log.h"
 #include "model_pieces.h"
@@ -21,7 +20,6 @@
 #include "util.h"
 
 #define PIECE_ROWS 256 /* a multiple of LL_QGROUP */
-#define HUGE_PAGE ((size_t)2 << 20)
 #define PAGE ((size_t)4096)
 
 static size_t round_page(size_t n)
@@ -95,27 +93,23 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
         for (int b = 0; b < nb; b++)
             total += round_page(bytes[b]);
     }
-    void *mem = total ? mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                      : NULL;
-    if (mem == MAP_FAILED) {
+    if (total == 0) { /* nothing in the mapping to copy */
+        free(j.dst);
+        return LL_OK;
+    }
+    char *base = ll_weights_alloc(total);
+    if (!base) {
         free(j.dst);
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of weights", m->dir,
                           total);
     }
-    if (!mem) { /* nothing in the mapping to copy */
-        free(j.dst);
-        return LL_OK;
-    }
-    char *base = (char *)(((uintptr_t)mem + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
-    madvise(base, total, MADV_HUGEPAGE); /* a hint: see model_copy.h */
     for (int i = 0; i < nl; i++)
         if (j.dst[i])
             j.dst[i] = base + ((uintptr_t)j.dst[i] - 1);
     double t0 = ll_now();
     enum ll_status s = model_pieces_run(m, PIECE_ROWS, n_threads, copy_piece, &j, err);
     if (s != LL_OK) {
-        munmap(mem, total + HUGE_PAGE);
+        ll_weights_free(base, total);
         free(j.dst);
         return s;
     }
@@ -135,8 +129,8 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
             l->dense.data = j.dst[i];
         }
     }
-    m->wmem = mem;
-    m->wmem_bytes = total + HUGE_PAGE;
+    m->wmem = base;
+    m->wmem_bytes = total;
     free(j.dst);
     log_msg(LOG_INFO,
             "%s: copied the linear weights into memory (%.0f MiB) in %.2f s on %d threads", m->dir,

@@ -9,7 +9,6 @@
 #include "model_pack.h"
 
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "bf16pack.h"
 #include "log.h"
@@ -60,11 +59,10 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
     }
     struct pack_job j = {0};
     const int64_t pieces = model_pieces_count(m, PIECE_ROWS);
-    void *mem = aligned_alloc(64, total ? (total + 63) / 64 * 64 : 64);
+    void *mem = ll_weights_alloc(total);
     enum ll_status s = LL_OK;
-    if (!mem || !(j.esc_first = calloc((size_t)pieces + 1, sizeof *j.esc_first)))
+    if ((!mem && total) || !(j.esc_first = calloc((size_t)pieces + 1, sizeof *j.esc_first)))
         goto oom;
-    madvise(mem, total, MADV_HUGEPAGE); /* a hint: fewer TLB misses when decode streams it */
     char *p = mem;
     for (int i = 0; i < nl; i++) {
         struct model_linear *l = m->linears[i];
@@ -91,6 +89,7 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
         l->is_packed = true;
     }
     m->pkmem = mem;
+    m->pkmem_bytes = total;
     m->pkesc = j.table;
     mem = NULL;
     j.table = NULL;
@@ -107,7 +106,7 @@ oom:
     s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of packed bf16 weights",
                    m->dir, total);
 out:
-    free(mem);
+    ll_weights_free(mem, total);
     free(j.table);
     free(j.esc_first);
     return s;

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -89,13 +88,12 @@ enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_
                  round64(ll_qweight_d_bytes(j.t[i], l->n, l->k));
         weights += (double)l->n * l->k;
     }
-    mem = aligned_alloc(64, total ? total : 64);
-    if (!mem) {
+    mem = ll_weights_alloc(total);
+    if (!mem && total) {
         s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of %s weights", m->dir,
                        total, sname);
         goto out;
     }
-    madvise(mem, total, MADV_HUGEPAGE); /* a hint: fewer TLB misses when decode streams it */
     char *p = mem;
     for (int i = 0; i < nl; i++) {
         const struct model_linear *l = m->linears[i];
@@ -134,7 +132,7 @@ enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_
             m->dir, nl, weights * 1e-9, weights > 0 ? (double)total * 8 / weights : 0.0, sname,
             secs, n_threads, (double)total / (1 << 20));
 out:
-    free(mem);
+    ll_weights_free(mem, total);
     free(j.t);
     free(j.qs);
     free(j.d);
