@@ -1,7 +1,8 @@
 /*
  * test_pool.c: the compute thread pool: every index covered exactly once per run, many runs in a
  * row (spinning and sleeping workers), the NULL pool, a NULL pool used inside a task (no nesting
- * of the same pool), create/free cycles, bad sizes.
+ * of the same pool), create/free cycles, bad sizes; ranges: every unit once, pieces cut from the
+ * start of each thread's share in multiples of the grain, a late thread's pieces taken over.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +10,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -198,6 +201,99 @@ static void test_bad_size(void **state)
     assert_non_null(strstr(err.msg, "threads"));
 }
 
+/* ---- ll_pool_run_ranges ---- */
+
+#define R_MAX 4000
+
+struct rcover {
+    _Atomic int hits[R_MAX];
+    _Atomic int calls;
+    _Atomic int bad; /* pieces that are empty, or cross a share's edge, or miss the grain */
+    int n, grain, nth;
+    pthread_t main_thread;
+    bool worker_sleeps; /* a worker sleeps 20 ms in every piece it runs */
+    _Atomic int main_units_of_late; /* units of the last share run by the calling thread */
+};
+
+static void rcover_fn(void *ctx, int lo, int hi)
+{
+    struct rcover *c = ctx;
+    atomic_fetch_add(&c->calls, 1);
+    /* the share holding lo, as ll_split cuts them */
+    int t = 0, slo = 0, shi = c->n;
+    for (; t < c->nth; t++) {
+        ll_split(c->n, t, c->nth, &slo, &shi);
+        if (lo >= slo && lo < shi)
+            break;
+    }
+    if (hi <= lo || t == c->nth || hi > shi || (lo - slo) % c->grain != 0 ||
+        ((hi - lo) % c->grain != 0 && hi != shi))
+        atomic_fetch_add(&c->bad, 1);
+    bool main = pthread_equal(pthread_self(), c->main_thread);
+    if (main && t == c->nth - 1)
+        atomic_fetch_add(&c->main_units_of_late, hi - lo);
+    if (!main && c->worker_sleeps)
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    for (int i = lo; i < hi && i < R_MAX; i++)
+        atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void run_rcover(struct rcover *c, struct ll_pool *pool, int n, int grain, bool sleeps)
+{
+    memset(c, 0, sizeof *c);
+    c->n = n, c->grain = grain, c->nth = ll_pool_size(pool), c->worker_sleeps = sleeps;
+    c->main_thread = pthread_self();
+    ll_pool_run_ranges(pool, n, grain, rcover_fn, c);
+    assert_int_equal(atomic_load(&c->bad), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(atomic_load(&c->hits[i]), 1);
+}
+
+static void test_ranges_cover(void **state)
+{
+    (void)state;
+    static struct rcover c;
+    run_rcover(&c, NULL, 37, 1, false); /* NULL pool: one call over everything */
+    assert_int_equal(atomic_load(&c.calls), 1);
+    run_rcover(&c, NULL, 0, 1, false);
+    assert_int_equal(atomic_load(&c.calls), 0);
+    const int sizes[] = {1, 2, 3, 7, 16, 17, 100, 561, 3999};
+    for (int nth = 1; nth <= 5; nth++) {
+        struct ll_pool *pool = NULL;
+        struct ll_err err = {0};
+        assert_int_equal(ll_pool_create(&pool, nth, &err), LL_OK);
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+            for (int grain = 1; grain <= 7; grain += 2) {
+                run_rcover(&c, pool, sizes[s], grain, false);
+                /* about 8 pieces a share, fewer when the grain or the share is coarse */
+                int widest = (sizes[s] + nth - 1) / nth;
+                assert_true(atomic_load(&c.calls) <= nth * (8 + 1));
+                if (nth > 1 && grain == 1 && widest >= 64)
+                    assert_true(atomic_load(&c.calls) >= nth * 8);
+            }
+        run_rcover(&c, pool, 100, 1000, false); /* grain >= n: each share whole */
+        assert_int_equal(atomic_load(&c.calls), nth < 100 ? nth : 100);
+        ll_pool_free(pool);
+    }
+}
+
+/* A worker that is slow on every piece it takes loses the rest of its share to the calling
+ * thread, which is done with its own share long before. */
+static void test_ranges_take_over(void **state)
+{
+    (void)state;
+    static struct rcover c;
+    struct ll_pool *pool = NULL;
+    struct ll_err err = {0};
+    assert_int_equal(ll_pool_create(&pool, 2, &err), LL_OK);
+    run_rcover(&c, pool, 1000, 1, true);
+    print_message("the calling thread ran %d of the late worker's 500 units\n",
+                  atomic_load(&c.main_units_of_late));
+    assert_true(atomic_load(&c.main_units_of_late) > 0);
+    run_rcover(&c, pool, 1000, 1, false); /* and the pool is fine afterwards */
+    ll_pool_free(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +306,8 @@ int main(void)
         cmocka_unit_test(test_nested_null),
         cmocka_unit_test(test_create_free_cycles),
         cmocka_unit_test(test_bad_size),
+        cmocka_unit_test(test_ranges_cover),
+        cmocka_unit_test(test_ranges_take_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -218,22 +218,27 @@ static void mm_call_round(void *ctx, int ith, int nth)
         c->v->round(c->job, lo, hi);
 }
 
-static void mm_call_kernel(void *ctx, int ith, int nth)
+/* Threads take units of SPLIT_COLS columns, or rows of x when there are fewer units than
+ * threads and enough rows (then one share each). Up to PIECES_MAX_M rows of x (decode), a share
+ * of units is run in pieces that a thread done early takes over from a late one
+ * (ll_pool_run_ranges), holding whole panels of every variant's tiles (6 rows of W in avx512, 2
+ * in avx2: 3 units; a single row of x streams 8 or 16 rows of W at a time, within a unit).
+ * Larger batches keep one piece a share, as the integer GEMM does (qmatmul.c). */
+#define UNIT_GRAIN 3
+#define PIECES_MAX_M 16
+static void mm_call_cols(void *ctx, int lo, int hi)
 {
     const struct mm_call *c = ctx;
     const struct ll_mm_job *j = c->job;
-    int units = (j->N + SPLIT_COLS - 1) / SPLIT_COLS, lo, hi;
-    if (units >= nth || j->M < nth) {
-        ll_split(units, ith, nth, &lo, &hi);
-        lo *= SPLIT_COLS;
-        hi = hi * SPLIT_COLS < j->N ? hi * SPLIT_COLS : j->N;
-        if (lo < hi)
-            c->v->kernel(j, 0, j->M, lo, hi);
-    } else {
-        ll_split(j->M, ith, nth, &lo, &hi);
-        if (lo < hi)
-            c->v->kernel(j, lo, hi, 0, j->N);
-    }
+    lo *= SPLIT_COLS;
+    hi = hi * SPLIT_COLS < j->N ? hi * SPLIT_COLS : j->N;
+    c->v->kernel(j, 0, j->M, lo, hi);
+}
+
+static void mm_call_rows(void *ctx, int lo, int hi)
+{
+    const struct mm_call *c = ctx;
+    c->v->kernel(c->job, lo, hi, 0, c->job->N);
 }
 
 /* Elements per row of the bf16 copy of x: K rounded up to whole chunks (64-byte multiples). */
@@ -276,7 +281,12 @@ static void matmul_run(float *out, const float *x, const void *w, enum ll_dtype 
         else
             call.v->round(&job, 0, M);
     }
-    ll_pool_run(pool, mm_call_kernel, &call);
+    int units = (N + SPLIT_COLS - 1) / SPLIT_COLS, nth = ll_pool_size(pool);
+    if (units >= nth || M < nth)
+        ll_pool_run_ranges(pool, units, M == 1 ? 1 : M <= PIECES_MAX_M ? UNIT_GRAIN : units,
+                           mm_call_cols, &call);
+    else
+        ll_pool_run_ranges(pool, M, M, mm_call_rows, &call);
 }
 
 void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,

@@ -22,6 +22,12 @@
  * ops to SPIN_MIN, waiters sleep almost at once, and the scheduler can run the late thread (or
  * the neighbour) on the freed core.
  *
+ * Ranges (ll_pool_run_ranges): each thread's share (its ll_split range, as a plain op would give
+ * it) is cut into pieces from its start; the pieces still to run are one 64-bit word, front << 32
+ * | back, on the share's own cache line. The owner takes the front piece and a thief the back
+ * one, each by compare-and-swap, so a piece runs exactly once and the owner's word is contended
+ * only once it has fallen behind.
+ *
  * Invariants: ll_pool_run is called by one thread at a time and never from inside fn (asserted);
  * fn/ctx are written only while no worker is running them.
  */
@@ -53,8 +59,16 @@ struct worker {
     struct spin spin;
 };
 
+/* One thread's share of an ll_pool_run_ranges op: units [lo, hi), cut into pieces of `chunk`
+ * units from lo (the last one shorter); pieces [front, back) are still to run. */
+struct share {
+    _Alignas(64) _Atomic uint64_t fb; /* front << 32 | back */
+    int lo, hi;                       /* written before the op, read-only during it */
+};
+
 struct ll_pool {
     int n_threads;
+    struct share *shares;   /* (n_threads) */
     pthread_t *threads;     /* (n_threads - 1) */
     struct worker *workers; /* (n_threads - 1) */
     int n_started;          /* workers actually started (for cleanup after a failed create) */
@@ -163,7 +177,8 @@ enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err
     if (nw > 0) {
         pool->threads = calloc((size_t)nw, sizeof *pool->threads);
         pool->workers = calloc((size_t)nw, sizeof *pool->workers);
-        if (!pool->threads || !pool->workers) {
+        pool->shares = aligned_alloc(64, sizeof *pool->shares * (size_t)n_threads);
+        if (!pool->threads || !pool->workers || !pool->shares) {
             ll_pool_free(pool);
             return ll_err_set(err, LL_ENOMEM, "thread pool: out of memory");
         }
@@ -209,6 +224,72 @@ void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx)
     pool->running = false;
 }
 
+/* ---- ranges ---- */
+
+#define CHUNKS_PER_THREAD 8
+
+struct ranges {
+    struct share *shares;
+    int chunk; /* units a piece */
+    ll_pool_range_fn fn;
+    void *ctx;
+};
+
+/* Take the front (owner) or the back (thief) piece of a share; false when it is empty. */
+static bool share_take(struct share *sh, bool front, int chunk, int *lo, int *hi)
+{
+    uint64_t fb = atomic_load_explicit(&sh->fb, memory_order_relaxed);
+    for (;;) {
+        uint32_t f = (uint32_t)(fb >> 32), b = (uint32_t)fb;
+        if (f >= b)
+            return false;
+        uint64_t next = front ? (uint64_t)(f + 1) << 32 | b : (uint64_t)f << 32 | (b - 1);
+        if (atomic_compare_exchange_weak_explicit(&sh->fb, &fb, next, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            int piece = (int)(front ? f : b - 1);
+            *lo = sh->lo + piece * chunk;
+            *hi = *lo + chunk < sh->hi ? *lo + chunk : sh->hi;
+            return true;
+        }
+    }
+}
+
+static void ranges_worker(void *ctx, int ith, int nth)
+{
+    const struct ranges *r = ctx;
+    int lo, hi;
+    while (share_take(&r->shares[ith], true, r->chunk, &lo, &hi))
+        r->fn(r->ctx, lo, hi);
+    for (int k = 1; k < nth; k++) {
+        struct share *victim = &r->shares[(ith + k) % nth];
+        while (share_take(victim, false, r->chunk, &lo, &hi))
+            r->fn(r->ctx, lo, hi);
+    }
+}
+
+void ll_pool_run_ranges(struct ll_pool *pool, int n, int grain, ll_pool_range_fn fn, void *ctx)
+{
+    LL_ASSERT(n >= 0 && grain >= 1);
+    if (n == 0)
+        return;
+    if (!pool || pool->n_threads == 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int nth = pool->n_threads, widest = (n + nth - 1) / nth;
+    int chunk = (widest + CHUNKS_PER_THREAD - 1) / CHUNKS_PER_THREAD;
+    chunk = (chunk + grain - 1) / grain * grain;
+    struct ranges r = {pool->shares, chunk, fn, ctx};
+    for (int t = 0; t < nth; t++) {
+        struct share *sh = &pool->shares[t];
+        ll_split(n, t, nth, &sh->lo, &sh->hi);
+        uint32_t pieces = (uint32_t)((sh->hi - sh->lo + chunk - 1) / chunk);
+        atomic_store_explicit(&sh->fb, pieces, memory_order_relaxed);
+    }
+    /* published to the workers by ll_pool_run's generation bump (sequentially consistent) */
+    ll_pool_run(pool, ranges_worker, &r);
+}
+
 int ll_pool_size(const struct ll_pool *pool)
 {
     return pool ? pool->n_threads : 1;
@@ -222,5 +303,6 @@ void ll_pool_free(struct ll_pool *pool)
         pool_stop(pool);
     free(pool->threads);
     free(pool->workers);
+    free(pool->shares);
     free(pool);
 }
