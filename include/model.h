@@ -119,16 +119,16 @@ struct model {
     int n_linears, cap_linears;
     bool quantized;              /* every linear weight is quantized (stored so or at load) */
     enum model_qscheme qscheme;  /* their scheme, when quantized (each weight's q.type) */
-    void *qmem;                  /* the planes quantized at load (one ll_weights_alloc), or NULL */
+    void *qmem;                  /* the planes quantized at load (one ll_huge_alloc), or NULL */
     size_t qmem_bytes;
     double quant_seconds;        /* time spent quantizing at load (0 when stored quantized) */
-    void *pkmem;                 /* the packed bf16 planes (model_pack.h; ll_weights_alloc), or
+    void *pkmem;                 /* the packed bf16 planes (model_pack.h; ll_huge_alloc), or
                                     NULL */
     size_t pkmem_bytes;
     uint16_t *pkesc;             /* their escape table (bf16pack.h) */
     double pack_seconds;         /* time spent packing them */
     void *wmem;                  /* the linear weights copied from the mapping (model_copy.h;
-                                    ll_weights_alloc), or NULL */
+                                    ll_huge_alloc), or NULL */
     size_t wmem_bytes;
 };
 

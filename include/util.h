@@ -44,12 +44,12 @@ double ll_now(void);
  * weights no longer read from the mapping. */
 void ll_release_pages(const void *data, size_t bytes);
 
-/* Zero-filled anonymous memory for weights that decode streams once a token: page-aligned,
+/* Zero-filled anonymous memory for the weights that decode streams once a token: page-aligned,
  * starting on a 2 MiB boundary and advised MADV_HUGEPAGE, so that the kernel backs it with huge
  * pages where it grants them (with 4 KiB pages every page is a TLB miss and a point where the
  * hardware prefetchers stop; a malloc'd block is not page-aligned, so it cannot even be advised).
- * NULL when out of memory (or bytes is 0). Freed by ll_weights_free with the same bytes. */
-void *ll_weights_alloc(size_t bytes);
-void ll_weights_free(void *p, size_t bytes);
+ * NULL when out of memory (or bytes is 0). Freed by ll_huge_free with the same bytes. */
+void *ll_huge_alloc(size_t bytes);
+void ll_huge_free(void *p, size_t bytes);
 
 #endif

@@ -146,6 +146,15 @@ check "generate without a prompt fails" $?
     grep -q 'VmRSS' "$tmp/out"
 check "bench prints pp and tg rows and memory" $?
 
+# --depth: each test starts with that many tokens in the context (llama-bench's -d); a depth past
+# the model's positions is refused, naming them
+"$cli" bench --model "$model" --pp 16 --tg 4 --depth 40 --reps 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q '^| pp16 @ d40 ' "$tmp/out" && grep -q '^| tg4 @ d40 ' "$tmp/out"
+check "bench --depth prints pp and tg rows at that depth" $?
+"$cli" bench --model "$model" --pp 16 --tg 4 --depth 1000000 --reps 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q 'needs 1000016 positions; the model has [0-9]* (max_position_embeddings)' "$tmp/err"
+check "bench --depth past the model's positions is refused" $?
+
 # a prompt shorter than the untimed warm-up pass, and no decode rows
 "$cli" bench --model "$model" --pp 4 --tg 0 --reps 1 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 0 ] && grep -q '^| pp4 ' "$tmp/out" && ! grep -q '^| tg' "$tmp/out"

@@ -719,7 +719,7 @@ static void test_copied_weights(void **state)
     model_close(q);
 }
 
-/* ---- the weights' memory: huge pages (util.h, ll_weights_alloc) ---- */
+/* ---- the weights' memory: huge pages (util.h, ll_huge_alloc) ---- */
 
 /* p starts on a 2 MiB boundary and [p, p + bytes) lies in one mapping advised MADV_HUGEPAGE
  * ("hg" in its VmFlags), where Linux has transparent huge pages. */

@@ -108,7 +108,7 @@ static size_t round_page(size_t n)
     return (n + page - 1) / page * page;
 }
 
-void *ll_weights_alloc(size_t bytes)
+void *ll_huge_alloc(size_t bytes)
 {
     if (bytes == 0)
         return NULL;
@@ -127,7 +127,7 @@ void *ll_weights_alloc(size_t bytes)
     return base;
 }
 
-void ll_weights_free(void *p, size_t bytes)
+void ll_huge_free(void *p, size_t bytes)
 {
     if (p)
         munmap(p, round_page(bytes));

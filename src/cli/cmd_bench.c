@@ -34,7 +34,9 @@ static void bench_usage(FILE *f)
                "tokens/s.\n\n"
                "  --pp LIST      prompt lengths, comma-separated (default 128,512; 0 skips)\n"
                "  --tg N         decode steps (default 128; 0 skips)\n"
-               "  --reps N       repetitions of each test (default 3)\n\n");
+               "  --reps N       repetitions of each test (default 3)\n"
+               "  --depth N      tokens already in the context when each test starts, prefilled\n"
+               "                 untimed (llama-bench's -d); tests read pp512 @ d4096 (default 0)\n\n");
     engine_args_usage(f, BENCH_ENGINE_OPTS);
 }
 
@@ -64,13 +66,14 @@ static void stats(const double *v, int n, double *mean, double *sd, double *best
 int cmd_bench(int argc, char **argv)
 {
     const char *dir = NULL, *pp_s = "128,512";
-    long long tg = 128, reps = 3;
+    long long tg = 128, reps = 3, depth = 0;
     struct engine_opts eo = {0};
     const struct cli_arg args[] = {
         CLI_STR("--model", &dir),
         CLI_STR("--pp", &pp_s),
         CLI_INT("--tg", &tg, 0, 100000),
         CLI_INT("--reps", &reps, 1, 1000),
+        CLI_INT("--depth", &depth, 0, 1000000),
         CLI_END,
     };
     const struct cli_cmd cmd = {.name = "bench", .usage = bench_usage, .args = args,
@@ -100,7 +103,15 @@ int cmd_bench(int argc, char **argv)
     if (model_open(&m, dir, &mo, &err) != LL_OK)
         goto fail;
     engine_opts_resolve(&eo, NULL); /* threads; the context is what the tests need */
-    int n_ctx = max_pp > 4 + tg ? max_pp : 4 + (int)tg;
+    /* the decode test starts after a prompt of 4 tokens (at depth 0), or of the depth */
+    int tg_prompt = depth > 0 ? (int)depth : 4, d = (int)depth;
+    int n_ctx = d + max_pp > tg_prompt + tg ? d + max_pp : tg_prompt + (int)tg;
+    if (m->config.max_position > 0 && n_ctx > m->config.max_position) {
+        ll_err_set(&err, LL_EINVAL,
+                   "--depth %d with --pp %d / --tg %lld needs %d positions; the model has %d "
+                   "(max_position_embeddings)", d, max_pp, tg, n_ctx, m->config.max_position);
+        goto fail;
+    }
     if (n_ctx < WARMUP_TOKENS)
         n_ctx = WARMUP_TOKENS;
     struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 512, .n_threads = eo.n_threads,
@@ -110,7 +121,7 @@ int cmd_bench(int argc, char **argv)
     double load_s = ll_now() - t0;
     int V = m->config.vocab_size;
     logits = malloc(sizeof(float) * V);
-    ids = malloc(sizeof(int32_t) * (size_t)n_ctx);
+    ids = malloc(sizeof(int32_t) * ((size_t)n_ctx + (size_t)max_pp));
     if (!logits || !ids || !t) {
         ll_err_set(&err, LL_ENOMEM, "out of memory");
         goto fail;
@@ -145,27 +156,31 @@ int cmd_bench(int argc, char **argv)
         int n = pp[k];
         if (n <= 0)
             continue;
-        fill_ids(ids, n, V, 1000 + (uint64_t)n);
+        fill_ids(ids, d + n, V, 1000 + (uint64_t)n);
         for (int r = 0; r < reps; r++) {
+            if (d > 0 && run_prompt(rt, ids, d, 0, logits, &err) != LL_OK)
+                goto fail;
             double s = ll_now();
-            if (run_prompt(rt, ids, n, 0, logits, &err) != LL_OK)
+            if (run_prompt(rt, ids + d, n, d, logits, &err) != LL_OK)
                 goto fail;
             t[r] = n / (ll_now() - s);
         }
         double mean, sd, best;
         stats(t, (int)reps, &mean, &sd, &best);
-        printf("| pp%-4d | %7d | %9.2f ± %5.2f | %9.2f | %9.3f |\n", n, n, mean, sd, best,
+        char name[48];
+        snprintf(name, sizeof name, d > 0 ? "pp%d @ d%d" : "pp%d", n, d);
+        printf("| %-6s | %7d | %9.2f ± %5.2f | %9.2f | %9.3f |\n", name, n, mean, sd, best,
                n / mean);
         fflush(stdout);
     }
     if (tg > 0) {
-        fill_ids(ids, 4, V, 7);
+        fill_ids(ids, tg_prompt, V, 7);
         for (int r = 0; r < reps; r++) {
-            if (run_prompt(rt, ids, 4, 0, logits, &err) != LL_OK)
+            if (run_prompt(rt, ids, tg_prompt, 0, logits, &err) != LL_OK)
                 goto fail;
             double s = ll_now();
             for (int i = 0; i < tg; i++) {
-                int32_t tok = ll_argmax(logits, V), pos = 4 + i;
+                int32_t tok = ll_argmax(logits, V), pos = tg_prompt + i;
                 struct ll_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos};
                 if (runtime_forward(rt, &b, logits, &err) != LL_OK)
                     goto fail;
@@ -174,7 +189,9 @@ int cmd_bench(int argc, char **argv)
         }
         double mean, sd, best;
         stats(t, (int)reps, &mean, &sd, &best);
-        printf("| tg%-4lld | %7lld | %9.2f ± %5.2f | %9.2f | %9.3f |\n", tg, tg, mean, sd, best,
+        char name[48];
+        snprintf(name, sizeof name, d > 0 ? "tg%lld @ d%d" : "tg%lld", tg, d);
+        printf("| %-6s | %7lld | %9.2f ± %5.2f | %9.2f | %9.3f |\n", name, tg, mean, sd, best,
                tg / mean);
     }
     run_memory_mib(&rss, &hwm);

@@ -134,10 +134,10 @@ void model_close(struct model *m)
         m->family->unbind(m);
     st_close(m->st);
     free(m->linears);
-    ll_weights_free(m->qmem, m->qmem_bytes);
-    ll_weights_free(m->pkmem, m->pkmem_bytes);
+    ll_huge_free(m->qmem, m->qmem_bytes);
+    ll_huge_free(m->pkmem, m->pkmem_bytes);
     free(m->pkesc);
-    ll_weights_free(m->wmem, m->wmem_bytes);
+    ll_huge_free(m->wmem, m->wmem_bytes);
     free(m->dir);
     free(m);
 }

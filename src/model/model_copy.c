@@ -2,7 +2,7 @@
  * model_copy.c: copying the linear weights into anonymous memory at load (see model_copy.h).
  *
  * Each weight's buffers (the dense matrix, or the two planes) follow one another on page
- * boundaries in one allocation of ll_weights_alloc (huge pages). The copy runs through
+ * boundaries in one allocation of ll_huge_alloc (huge pages). The copy runs through
  * model_pieces_run: a piece of rows [r0, r1) copies the same share of each buffer (quantized
  * planes hold whole groups of 16 rows contiguously, and pieces are whole groups), so pieces write
  * disjoint bytes, and then gives back the source pages it read, so the resident set holds each
@@ -97,7 +97,7 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
         free(j.dst);
         return LL_OK;
     }
-    char *base = ll_weights_alloc(total);
+    char *base = ll_huge_alloc(total);
     if (!base) {
         free(j.dst);
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of weights", m->dir,
@@ -109,7 +109,7 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
     double t0 = ll_now();
     enum ll_status s = model_pieces_run(m, PIECE_ROWS, n_threads, copy_piece, &j, err);
     if (s != LL_OK) {
-        ll_weights_free(base, total);
+        ll_huge_free(base, total);
         free(j.dst);
         return s;
     }

@@ -59,7 +59,7 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
     }
     struct pack_job j = {0};
     const int64_t pieces = model_pieces_count(m, PIECE_ROWS);
-    void *mem = ll_weights_alloc(total);
+    void *mem = ll_huge_alloc(total);
     enum ll_status s = LL_OK;
     if ((!mem && total) || !(j.esc_first = calloc((size_t)pieces + 1, sizeof *j.esc_first)))
         goto oom;
@@ -106,7 +106,7 @@ oom:
     s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of packed bf16 weights",
                    m->dir, total);
 out:
-    ll_weights_free(mem, total);
+    ll_huge_free(mem, total);
     free(j.table);
     free(j.esc_first);
     return s;

@@ -88,7 +88,7 @@ enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_
                  round64(ll_qweight_d_bytes(j.t[i], l->n, l->k));
         weights += (double)l->n * l->k;
     }
-    mem = ll_weights_alloc(total);
+    mem = ll_huge_alloc(total);
     if (!mem && total) {
         s = ll_err_set(err, LL_ENOMEM, "%s: out of memory for %zu bytes of %s weights", m->dir,
                        total, sname);
@@ -132,7 +132,7 @@ enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_
             m->dir, nl, weights * 1e-9, weights > 0 ? (double)total * 8 / weights : 0.0, sname,
             secs, n_threads, (double)total / (1 << 20));
 out:
-    ll_weights_free(mem, total);
+    ll_huge_free(mem, total);
     free(j.t);
     free(j.qs);
     free(j.d);
