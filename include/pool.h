@@ -4,8 +4,9 @@
  * ll_pool_run() runs fn(ctx, ith, nth) on every worker (ith = 0..nth-1, the calling thread is
  * ith 0) and returns when all have finished: one barrier per op. Row-wise ops split rows by
  * (ith, nth); the matmuls run their output columns through ll_pool_run_ranges, which lets a
- * thread that is done take over the rest of a late one. Called from one thread at a time (the scheduler / CLI thread); not reentrant: fn
- * must not call ll_pool_run on the same pool (asserted), but may run nested work with a NULL pool.
+ * thread that is done take over the rest of a late one. Called from one thread at a time (the
+ * scheduler / CLI thread); not reentrant: fn must not call ll_pool_run on the same pool
+ * (asserted), but may run nested work with a NULL pool.
  *
  * Cost: on a quiet machine waiters spin for up to ~200 us, then sleep on a futex, so back-to-back
  * ops (a decode step issues a few hundred) cost well under a microsecond each, and an idle pool
@@ -34,8 +35,9 @@ void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx);
 /* Run fn over units [0, n) on all threads, each unit exactly once, and wait (n >= 0, grain >= 1;
  * with a NULL or one-thread pool: fn(ctx, 0, n)). Thread ith owns its ll_split share of the
  * units, cut from its start into pieces of a multiple of grain units (about 8 pieces a share; the
- * last one shorter; grain >= n leaves each share whole, a static split), and calls fn(ctx, lo, hi) on them front to back; a thread done with its own
- * share then takes the others' remaining pieces from the back. So each thread reads long
+ * last one shorter; grain >= n leaves each share whole, a static split), and calls
+ * fn(ctx, lo, hi) on them front to back; a thread done with its own share then takes the
+ * others' remaining pieces from the back. So each thread reads long
  * contiguous runs (what the prefetchers follow), a kernel's panels stay whole when grain is a
  * multiple of them, and a thread that falls behind (descheduled by another process, or given
  * less memory bandwidth) hands its tail to the others instead of holding up the op. fn must

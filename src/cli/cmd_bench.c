@@ -36,7 +36,8 @@ static void bench_usage(FILE *f)
                "  --tg N         decode steps (default 128; 0 skips)\n"
                "  --reps N       repetitions of each test (default 3)\n"
                "  --depth N      tokens already in the context when each test starts, prefilled\n"
-               "                 untimed (llama-bench's -d); tests read pp512 @ d4096 (default 0)\n\n");
+               "                 untimed (llama-bench's -d); rows read pp512 @ d4096 (default 0)\n"
+               "\n");
     engine_args_usage(f, BENCH_ENGINE_OPTS);
 }
 
