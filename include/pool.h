@@ -44,6 +44,18 @@ void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx);
  * compute a unit the same way whichever thread runs it. */
 typedef void (*ll_pool_range_fn)(void *ctx, int lo, int hi);
 void ll_pool_run_ranges(struct ll_pool *pool, int n, int grain, ll_pool_range_fn fn, void *ctx);
+
+/* The grain with which a matmul runs its n output units (both GEMMs use this one policy): a
+ * single row of x (decode) streams unit by unit, so grain 1; up to LL_POOL_PIECES_MAX_ROWS rows,
+ * pieces of whole panels (panel: a multiple of every variant's tile width, in units); larger
+ * batches keep each share whole (grain n), because a kernel walks its share once per block of x
+ * that fits in L2 and pieces would switch between those blocks (q4_0 pp512 ran 0.88-1.00x with
+ * pieces on an AMD EPYC). */
+#define LL_POOL_PIECES_MAX_ROWS 16
+static inline int ll_pool_matmul_grain(int rows, int n, int panel)
+{
+    return rows == 1 ? 1 : rows <= LL_POOL_PIECES_MAX_ROWS ? panel : n;
+}
 /* Number of threads (1 for NULL). */
 int ll_pool_size(const struct ll_pool *pool);
 /* Stop and join the workers and free the pool; NULL is a no-op. Not during ll_pool_run. */

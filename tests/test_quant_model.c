@@ -702,8 +702,7 @@ static void test_copied_weights(void **state)
                 assert_false(inside(l->dense.data, a->wmem, a->wmem_bytes));
             } else {
                 assert_true(inside(l->dense.data, a->wmem, a->wmem_bytes));
-                assert_memory_equal(l->dense.data, k->dense.data,
-                                    (size_t)l->n * l->k * ll_dtype_size(l->dense.dtype));
+                assert_memory_equal(l->dense.data, k->dense.data, model_linear_dense_bytes(l));
             }
         }
         float *la = prompt_logits(a), *lb = prompt_logits(b);

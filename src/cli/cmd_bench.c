@@ -122,7 +122,7 @@ int cmd_bench(int argc, char **argv)
     double load_s = ll_now() - t0;
     int V = m->config.vocab_size;
     logits = malloc(sizeof(float) * V);
-    ids = malloc(sizeof(int32_t) * ((size_t)n_ctx + (size_t)max_pp));
+    ids = malloc(sizeof(int32_t) * (size_t)n_ctx); /* >= depth + each pp, and the tg prompt */
     if (!logits || !ids || !t) {
         ll_err_set(&err, LL_ENOMEM, "out of memory");
         goto fail;

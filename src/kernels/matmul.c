@@ -219,13 +219,11 @@ static void mm_call_round(void *ctx, int ith, int nth)
 }
 
 /* Threads take units of SPLIT_COLS columns, or rows of x when there are fewer units than
- * threads and enough rows (then one share each). Up to PIECES_MAX_M rows of x (decode), a share
- * of units is run in pieces that a thread done early takes over from a late one
- * (ll_pool_run_ranges), holding whole panels of every variant's tiles (6 rows of W in avx512, 2
- * in avx2: 3 units; a single row of x streams 8 or 16 rows of W at a time, within a unit).
- * Larger batches keep one piece a share, as the integer GEMM does (qmatmul.c). */
-#define UNIT_GRAIN 3
-#define PIECES_MAX_M 16
+ * threads and enough rows (then one share each), through ll_pool_run_ranges with the grain of
+ * ll_pool_matmul_grain: a thread done early takes over a late one's pieces. A panel of UNIT_PANEL
+ * units holds whole tiles of every variant (6 rows of W in avx512, 2 in avx2); a single row of x
+ * streams 8 or 16 rows of W at a time, within a unit. */
+#define UNIT_PANEL 3
 static void mm_call_cols(void *ctx, int lo, int hi)
 {
     const struct mm_call *c = ctx;
@@ -283,8 +281,8 @@ static void matmul_run(float *out, const float *x, const void *w, enum ll_dtype 
     }
     int units = (N + SPLIT_COLS - 1) / SPLIT_COLS, nth = ll_pool_size(pool);
     if (units >= nth || M < nth)
-        ll_pool_run_ranges(pool, units, M == 1 ? 1 : M <= PIECES_MAX_M ? UNIT_GRAIN : units,
-                           mm_call_cols, &call);
+        ll_pool_run_ranges(pool, units, ll_pool_matmul_grain(M, units, UNIT_PANEL), mm_call_cols,
+                           &call);
     else
         ll_pool_run_ranges(pool, M, M, mm_call_rows, &call);
 }

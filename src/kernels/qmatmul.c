@@ -266,15 +266,11 @@ static void qmm_call_quant(void *ctx, int ith, int nth)
 }
 
 /* Threads take whole groups of 16 output rows, or rows of x when there are fewer groups than
- * threads and enough rows (then one share each). Up to PIECES_MAX_M rows of x (decode), a share
- * of groups is run in pieces that a thread done early takes over from a late one
- * (ll_pool_run_ranges), holding whole panels of every variant's tiles (3 groups in avx512vnni,
- * 2 in amx, 1 in avx2 / avxvnni; a single row of x streams one group at a time everywhere).
- * Larger batches keep one piece a share: a kernel walks its groups once per block of x that
- * fits in L2, and pieces would switch between those blocks (q4_0 pp512 ran 0.88-1.00x with
- * pieces on an AMD EPYC). */
-#define GROUP_GRAIN 6
-#define PIECES_MAX_M 16
+ * threads and enough rows (then one share each), through ll_pool_run_ranges with the grain of
+ * ll_pool_matmul_grain: a thread done early takes over a late one's pieces. A panel of
+ * GROUP_PANEL groups holds whole tiles of every variant (3 groups in avx512vnni, 2 in amx, 1 in
+ * avx2 / avxvnni); a single row of x streams one group at a time everywhere. */
+#define GROUP_PANEL 6
 static void qmm_call_groups(void *ctx, int lo, int hi)
 {
     const struct qmm_call *c = ctx;
@@ -304,7 +300,7 @@ void ll_qmatmul(float *out, const float *x, const struct ll_qweight *w, const fl
         call_quant_rows(&call, 0, M);
     int groups = (w->n + LL_QGROUP - 1) / LL_QGROUP, nth = ll_pool_size(pool);
     if (groups >= nth || M < nth)
-        ll_pool_run_ranges(pool, groups, M == 1 ? 1 : M <= PIECES_MAX_M ? GROUP_GRAIN : groups,
+        ll_pool_run_ranges(pool, groups, ll_pool_matmul_grain(M, groups, GROUP_PANEL),
                            qmm_call_groups, &call);
     else
         ll_pool_run_ranges(pool, M, M, qmm_call_rows, &call);
