@@ -81,6 +81,7 @@ struct engine_opts {
     int spec_max_draft;   /* draft tokens per sequence and step at most (default 4) */
     bool mmap;            /* read the weights in place from the file mapping instead of copying
                              them into memory at load (model_copy.h) */
+    bool fixed_threads;   /* every compute thread always (runtime_opts.fixed_threads) */
 };
 
 /* The values of --quant: "none", the quantization schemes (model_qscheme.h), "bf16p";
@@ -105,6 +106,7 @@ enum engine_opt_id {
     ENGINE_OPT_SPEC,
     ENGINE_OPT_SPEC_MAX_DRAFT,
     ENGINE_OPT_MMAP,
+    ENGINE_OPT_FIXED_THREADS,
     ENGINE_OPT_COUNT
 };
 

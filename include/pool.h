@@ -12,13 +12,19 @@
  * ops (a decode step issues a few hundred) cost well under a microsecond each, and an idle pool
  * uses no CPU. When waits keep outlasting the spin (another process holds a core and one of our
  * threads is descheduled), each waiter's spin shrinks to a few microseconds, so it sleeps and
- * frees its core for the late thread (pool.c explains the rule).
+ * frees its core for the late thread (pool.c explains the rule). An adaptive pool
+ * (ll_pool_set_adaptive; the model runtimes make theirs adaptive unless told --fixed-threads)
+ * also runs its ops on fewer threads while other processes keep the cores busy, and on all of
+ * them again once a core is idle (ll_pool_adapt_rule). Results never depend on the thread count
+ * (every op splits its work so that each output is computed the same way by whichever thread).
  */
 #ifndef LLAISYS_POOL_H
 #define LLAISYS_POOL_H
 
 /* Compute threads when nobody says how many (the engine options and the runtime use it). */
 #define LL_POOL_DEFAULT_THREADS 2
+
+#include <stdbool.h>
 
 #include "errors.h"
 
@@ -58,6 +64,26 @@ static inline int ll_pool_matmul_grain(int rows, int n, int panel)
 }
 /* Number of threads (1 for NULL). */
 int ll_pool_size(const struct ll_pool *pool);
+
+/* Adaptive thread count (off when a pool is created). On: every quarter second of ops the pool
+ * measures the cores of its affinity mask (cpu_avail.h) and moves the number of threads its next
+ * ops run on by ll_pool_adapt_rule; the extra workers sleep meanwhile. Off: all threads again. */
+void ll_pool_set_adaptive(struct ll_pool *pool, bool on);
+bool ll_pool_adaptive(const struct ll_pool *pool);
+/* Cores idle below which, with other processes using at least ..._OTHERS cores, a thread is
+ * dropped; cores idle from which one is added back. The idle threshold keeps a pool on a machine
+ * with spare cores at full size; the gap between the two keeps it from flapping (tick accounting
+ * over a window is good to about a tenth of a core). */
+#define LL_POOL_SHRINK_IDLE 0.25
+#define LL_POOL_SHRINK_OTHERS 0.35
+#define LL_POOL_GROW_IDLE 0.75
+/* The thread count after a window with `idle` cores idle and `others` cores used by other
+ * processes, from cur (1 <= cur <= n). */
+int ll_pool_adapt_rule(int cur, int n, double idle, double others);
+/* Run the next ops on n threads (clamped to 1 .. size; an adaptive pool moves on from there). */
+void ll_pool_set_active(struct ll_pool *pool, int n);
+/* The number of threads the next op runs on (1 for NULL). */
+int ll_pool_active(const struct ll_pool *pool);
 /* Stop and join the workers and free the pool; NULL is a no-op. Not during ll_pool_run. */
 void ll_pool_free(struct ll_pool *pool);
 

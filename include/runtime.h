@@ -41,6 +41,8 @@ struct runtime_opts {
                            LL_POOL_DEFAULT_THREADS) */
     enum ll_math math;  /* LL_MATH_FAST (bf16 activations in matmul, bf16 KV; the usual choice)
                            or LL_MATH_EXACT (f32 activations, f32 KV) */
+    bool fixed_threads; /* run every thread whatever else runs on the cores (default: the pool
+                           runs fewer while other processes keep them busy, pool.h) */
 };
 
 /* The family-independent part of a runtime; a family's runtime struct starts with it. */

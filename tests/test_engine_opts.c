@@ -350,8 +350,9 @@ static void test_print(void **state)
                             .max_queue = 9, .kv_blocks = 8, .kv_memory = 3 << 19,
                             .block_size = 16, .exact = true, .quant = 2,
                             .itl_target_ms = 250, .itl_max_ratio = 300,
-                            .spec = ENGINE_SPEC_NGRAM, .spec_max_draft = 3, .mmap = true};
-    char buf[512] = "";
+                            .spec = ENGINE_SPEC_NGRAM, .spec_max_draft = 3, .mmap = true,
+                            .fixed_threads = true};
+    char buf[640] = "";
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
     assert_non_null(f);
     engine_opts_print(f, &o, ", ");
@@ -359,7 +360,8 @@ static void test_print(void **state)
     assert_string_equal(buf, "threads: 2, ctx: 64, max-seqs: 4, max-batch-tokens: 32, "
                              "max-queue: 9, kv-blocks: 8, kv-memory: 1.5 MiB, block-size: 16, "
                              "no-prefix-cache: no, exact: yes, quant: q4_0, itl-target-ms: 250, "
-                             "itl-max-ratio: 300, spec: ngram, spec-max-draft: 3, mmap: yes");
+                             "itl-max-ratio: 300, spec: ngram, spec-max-draft: 3, mmap: yes, "
+                             "fixed-threads: yes");
     /* --mmap reaches model_open as keep_mapped */
     assert_true(engine_opts_model_open(&o).keep_mapped);
     o.mmap = false;

@@ -342,6 +342,38 @@ static void test_paged_batch(void **state)
     free(got);
 }
 
+/* A runtime's pool is adaptive unless fixed_threads, and a step gives the same bits whether the
+ * pool runs it on two threads or one (it moves between them while a neighbour comes and goes). */
+static void test_threads_adapt(void **state)
+{
+    (void)state;
+    struct model_runtime *rt = make_runtime(LL_MATH_FAST, 2, CHUNK);
+    assert_true(ll_pool_adaptive(rt->pool));
+    runtime_free(rt);
+    struct runtime_opts o = {.n_ctx = 1024, .max_batch = CHUNK, .n_threads = 2,
+                             .math = LL_MATH_FAST, .fixed_threads = true};
+    struct ll_err err = {0};
+    assert_int_equal(runtime_create(&rt, model, &o, &err), LL_OK);
+    assert_false(ll_pool_adaptive(rt->pool));
+    const cJSON *cases = cJSON_GetObjectItem(expected, "cases");
+    int n;
+    int32_t *ids = json_ids(cJSON_GetObjectItem(cJSON_GetArrayItem(cases, 1), "ids"), &n);
+    n = n < 20 ? n : 20;
+    size_t row = sizeof(float) * vocab;
+    float *two = malloc(row * n), *one = malloc(row * n);
+    assert_non_null(two);
+    assert_non_null(one);
+    run_tokens(rt, ids, n, 0, 7, two, NULL);
+    ll_pool_set_active(rt->pool, 1);
+    run_tokens(rt, ids, n, 0, 7, one, NULL);
+    assert_int_equal(ll_pool_active(rt->pool), 1);
+    assert_memory_equal(two, one, row * n);
+    runtime_free(rt);
+    free(ids);
+    free(two);
+    free(one);
+}
+
 static void test_bad_batch(void **state)
 {
     (void)state;
@@ -385,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_exact_parity),      cmocka_unit_test(test_fast_parity),
         cmocka_unit_test(test_determinism_exact), cmocka_unit_test(test_determinism_fast),
         cmocka_unit_test(test_paged_batch),       cmocka_unit_test(test_bad_batch),
+        cmocka_unit_test(test_threads_adapt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

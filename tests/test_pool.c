@@ -2,7 +2,10 @@
  * test_pool.c: the compute thread pool: every index covered exactly once per run, many runs in a
  * row (spinning and sleeping workers), the NULL pool, a NULL pool used inside a task (no nesting
  * of the same pool), create/free cycles, bad sizes; ranges: every unit once, pieces cut from the
- * start of each thread's share in multiples of the grain, a late thread's pieces taken over.
+ * start of each thread's share in multiples of the grain, a late thread's pieces taken over;
+ * fewer threads: the rule, ops on any thread count with workers parked and released in between
+ * (and freed while parked), and an adaptive pool that shrinks beside busy processes and grows
+ * back once they are gone.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,10 +14,15 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pool.h"
 
@@ -241,7 +249,7 @@ static void rcover_fn(void *ctx, int lo, int hi)
 static void run_rcover(struct rcover *c, struct ll_pool *pool, int n, int grain, bool sleeps)
 {
     memset(c, 0, sizeof *c);
-    c->n = n, c->grain = grain, c->nth = ll_pool_size(pool), c->worker_sleeps = sleeps;
+    c->n = n, c->grain = grain, c->nth = ll_pool_active(pool), c->worker_sleeps = sleeps;
     c->main_thread = pthread_self();
     ll_pool_run_ranges(pool, n, grain, rcover_fn, c);
     assert_int_equal(atomic_load(&c->bad), 0);
@@ -294,6 +302,138 @@ static void test_ranges_take_over(void **state)
     ll_pool_free(pool);
 }
 
+/* ---- fewer threads ---- */
+
+static void test_adapt_rule(void **state)
+{
+    (void)state;
+    /* a quiet machine: our own threads keep the cores busy, nobody else runs */
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.02, 0.05), 2);
+    /* a busy neighbour on one of two cores: one thread less, and it stays so while no core is
+     * idle (the neighbour then has a core of its own) */
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.0, 0.99), 1);
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.1, 0.4), 1);
+    assert_int_equal(ll_pool_adapt_rule(1, 2, 0.0, 1.0), 1);
+    assert_int_equal(ll_pool_adapt_rule(1, 1, 0.0, 1.0), 1); /* never below one */
+    /* the neighbour is gone: a core is idle again */
+    assert_int_equal(ll_pool_adapt_rule(1, 2, 0.98, 0.01), 2);
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 1.5, 0.0), 2); /* never above the pool's size */
+    /* spare cores: others may be busy, we keep every thread */
+    assert_int_equal(ll_pool_adapt_rule(4, 4, 6.0, 2.0), 4);
+    /* between the thresholds nothing moves (no flapping on tick noise) */
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.5, 0.5), 2);
+    assert_int_equal(ll_pool_adapt_rule(1, 2, 0.5, 0.5), 1);
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.1, 0.2), 2);
+    /* one step at a time */
+    assert_int_equal(ll_pool_adapt_rule(8, 8, 0.0, 3.0), 7);
+    assert_int_equal(ll_pool_adapt_rule(3, 8, 4.0, 0.0), 4);
+}
+
+/* Ops on every thread count in turn: the extra workers park and come back, each op is covered
+ * exactly once by exactly its threads, pauses let parked and awake workers fall asleep, and a
+ * pool is freed with workers parked. */
+static void test_active_changes(void **state)
+{
+    (void)state;
+    static struct rcover rc;
+    for (int n = 2; n <= 4; n++) {
+        struct ll_pool *pool;
+        assert_int_equal(ll_pool_create(&pool, n, NULL), LL_OK);
+        const int seq[] = {n, 1, n, 1, 2, n, 2, 1, 1, 3, n - 1, n, 1};
+        for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+            ll_pool_set_active(pool, seq[i]);
+            int want = seq[i] < n ? seq[i] : n;
+            assert_int_equal(ll_pool_active(pool), want);
+            for (int run = 0; run < 50; run++)
+                check_cover(pool, want);
+            run_rcover(&rc, pool, 561, 3, false);
+            if (i % 3 == 2)
+                nanosleep(&(struct timespec){0, 1 * 1000 * 1000}, NULL);
+        }
+        ll_pool_set_active(pool, 0); /* clamped */
+        assert_int_equal(ll_pool_active(pool), 1);
+        check_cover(pool, 1);
+        ll_pool_set_active(pool, 99);
+        assert_int_equal(ll_pool_active(pool), n);
+        ll_pool_set_active(pool, 1);
+        check_cover(pool, 1); /* parks them ... */
+        ll_pool_free(pool);   /* ... and frees the pool with them parked */
+    }
+    assert_int_equal(ll_pool_active(NULL), 1);
+}
+
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
+static void count_fn(void *ctx, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    atomic_fetch_add((_Atomic int *)ctx, 1);
+}
+
+/* Run ops for up to `secs` until the adaptive pool runs on `want` threads (or fewer than its
+ * size when want is 0); returns the seconds it took, or -1. */
+static double ops_until(struct ll_pool *pool, int want, double secs)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int a = ll_pool_active(pool);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double el = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (want ? a == want : a < ll_pool_size(pool))
+            return el;
+        if (el > secs)
+            return -1;
+        _Atomic int done = 0; /* the op may run on a thread count decided as it starts */
+        ll_pool_run(pool, count_fn, &done);
+        assert_true(atomic_load(&done) >= 1 && atomic_load(&done) <= ll_pool_size(pool));
+    }
+}
+
+/* Beside as many busy processes as there are cores, an adaptive pool drops to fewer threads;
+ * once they are gone it returns to all of them. */
+static void test_adapt_busy_neighbours(void **state)
+{
+    (void)state;
+    int ncpu = cpus_allowed();
+    if (ncpu < 2 || ncpu > 8) {
+        print_message("SKIP busy neighbours: %d CPUs allowed (the test fills 2 to 8)\n", ncpu);
+        return;
+    }
+    struct ll_pool *pool;
+    assert_int_equal(ll_pool_create(&pool, 2, NULL), LL_OK);
+    ll_pool_set_adaptive(pool, true);
+    pid_t kids[8];
+    for (int i = 0; i < ncpu; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            alarm(30); /* never outlive a stuck test */
+            for (volatile unsigned long x = 0;; x++)
+                ;
+        }
+    }
+    double shrink = ops_until(pool, 0, 5.0);
+    for (int i = 0; i < ncpu; i++) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+    }
+    double grow = ops_until(pool, 2, 5.0);
+    print_message("%d busy processes: one thread dropped after %.2f s; all back %.2f s after "
+                  "they ended\n", ncpu, shrink, grow);
+    assert_true(shrink >= 0);
+    assert_true(grow >= 0);
+    ll_pool_set_adaptive(pool, false);
+    assert_int_equal(ll_pool_active(pool), 2);
+    ll_pool_free(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +448,9 @@ int main(void)
         cmocka_unit_test(test_bad_size),
         cmocka_unit_test(test_ranges_cover),
         cmocka_unit_test(test_ranges_take_over),
+        cmocka_unit_test(test_adapt_rule),
+        cmocka_unit_test(test_active_changes),
+        cmocka_unit_test(test_adapt_busy_neighbours),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

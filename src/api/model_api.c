@@ -225,7 +225,7 @@ int32_t llaisys_model_create(const char *model_dir, const struct llaisys_model_p
     struct runtime_opts ro = {
         .n_ctx = o.n_ctx, .n_slots = o.kv_blocks * o.block_size, .block_size = o.block_size,
         .max_batch = o.max_batch_tokens, .n_threads = o.n_threads,
-        .math = o.exact ? LL_MATH_EXACT : LL_MATH_FAST,
+        .math = o.exact ? LL_MATH_EXACT : LL_MATH_FAST, .fixed_threads = o.fixed_threads,
     };
     if ((s = runtime_create(&m->rt, m->model, &ro, &err)) != LL_OK ||
         (s = kv_pool_init(&m->pool, o.kv_blocks, o.block_size, &err)) != LL_OK)

@@ -25,7 +25,8 @@
  * what the test needs). */
 #define BENCH_ENGINE_OPTS                                                                    \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT) |                     \
-     ENGINE_OPT_BIT(ENGINE_OPT_QUANT) | ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
+     ENGINE_OPT_BIT(ENGINE_OPT_QUANT) | ENGINE_OPT_BIT(ENGINE_OPT_MMAP) |                        \
+     ENGINE_OPT_BIT(ENGINE_OPT_FIXED_THREADS))
 
 static void bench_usage(FILE *f)
 {
@@ -116,7 +117,8 @@ int cmd_bench(int argc, char **argv)
     if (n_ctx < WARMUP_TOKENS)
         n_ctx = WARMUP_TOKENS;
     struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 512, .n_threads = eo.n_threads,
-                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST};
+                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST,
+                             .fixed_threads = eo.fixed_threads};
     if (runtime_create(&rt, m, &o, &err) != LL_OK)
         goto fail;
     double load_s = ll_now() - t0;

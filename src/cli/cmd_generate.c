@@ -32,7 +32,8 @@
 #define GENERATE_ENGINE_OPTS                                                                 \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_CTX) |                     \
      ENGINE_OPT_BIT(ENGINE_OPT_EXACT) | ENGINE_OPT_BIT(ENGINE_OPT_QUANT) |                     \
-     ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
+     ENGINE_OPT_BIT(ENGINE_OPT_MMAP) |                                                         \
+     ENGINE_OPT_BIT(ENGINE_OPT_FIXED_THREADS))
 
 static void generate_usage(FILE *f)
 {
@@ -223,7 +224,8 @@ int cmd_generate(int argc, char **argv)
         }
     engine_opts_resolve(&g.engine, &m->config);
     struct runtime_opts o = {.n_ctx = g.engine.n_ctx, .n_threads = g.engine.n_threads,
-                             .math = g.engine.exact ? LL_MATH_EXACT : LL_MATH_FAST};
+                             .math = g.engine.exact ? LL_MATH_EXACT : LL_MATH_FAST,
+                             .fixed_threads = g.engine.fixed_threads};
     if (n_prompt >= o.n_ctx) {
         ll_err_set(&err, LL_ETOOLONG, "the prompt has %d tokens, the context only %d (--ctx)",
                    n_prompt, o.n_ctx);

@@ -30,7 +30,8 @@
 
 #define KL_ENGINE_OPTS                                                                         \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_QUANT) |                      \
-     ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
+     ENGINE_OPT_BIT(ENGINE_OPT_MMAP) |                                                            \
+     ENGINE_OPT_BIT(ENGINE_OPT_FIXED_THREADS))
 
 static void kl_usage(FILE *f)
 {
@@ -175,7 +176,8 @@ int cmd_kl(int argc, char **argv)
     struct runtime_opts ro = {.n_ctx = C,
                               .max_batch = C < 512 ? C : 512,
                               .n_threads = eo.n_threads,
-                              .math = LL_MATH_FAST};
+                              .math = LL_MATH_FAST,
+                              .fixed_threads = eo.fixed_threads};
     size_t rows = (size_t)per_chunk * (size_t)V;
     chunk = malloc(sizeof(int32_t) * (size_t)C);
     lb = malloc(sizeof(float) * rows);

@@ -21,7 +21,8 @@
  * what the test needs). */
 #define SCORE_ENGINE_OPTS                                                                    \
     (ENGINE_OPT_BIT(ENGINE_OPT_THREADS) | ENGINE_OPT_BIT(ENGINE_OPT_EXACT) |                     \
-     ENGINE_OPT_BIT(ENGINE_OPT_QUANT) | ENGINE_OPT_BIT(ENGINE_OPT_MMAP))
+     ENGINE_OPT_BIT(ENGINE_OPT_QUANT) | ENGINE_OPT_BIT(ENGINE_OPT_MMAP) |                        \
+     ENGINE_OPT_BIT(ENGINE_OPT_FIXED_THREADS))
 
 static void score_usage(FILE *f)
 {
@@ -87,7 +88,8 @@ int cmd_score(int argc, char **argv)
     engine_opts_resolve(&eo, NULL); /* threads; the context is the ids given */
     struct runtime_opts o = {.n_ctx = n, .max_batch = n < SCORE_CHUNK ? n : SCORE_CHUNK,
                              .n_threads = eo.n_threads,
-                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST};
+                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST,
+                             .fixed_threads = eo.fixed_threads};
     if (runtime_create(&rt, m, &o, &err) != LL_OK)
         goto fail;
     int V = m->config.vocab_size;

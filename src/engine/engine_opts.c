@@ -112,6 +112,11 @@ const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
                          "instead of copying them into memory at load: a faster start, pages "
                          "shared through the page cache, slower decode (the copy gets huge "
                          "pages)"},
+    [ENGINE_OPT_FIXED_THREADS] = {"--fixed-threads", "LLAISYS_FIXED_THREADS", NULL,
+                                  ENGINE_OPT_BOOL, OFF(fixed_threads), 0, 1,
+                                  "run every compute thread even while other processes keep the "
+                                  "cores busy (by default the pool then runs on fewer, which "
+                                  "decodes faster than threads that wait for a core)"},
 };
 
 const struct engine_opt_def *engine_opts_find(const char *name, size_t len)
@@ -221,6 +226,9 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
         break;
     case ENGINE_OPT_MMAP:
         snprintf(dflt, sizeof dflt, "off: copied");
+        break;
+    case ENGINE_OPT_FIXED_THREADS:
+        snprintf(dflt, sizeof dflt, "off: fewer threads while the cores are busy");
         break;
     case ENGINE_OPT_NO_PREFIX_CACHE:
     case ENGINE_OPT_COUNT:

@@ -28,8 +28,20 @@
  * one, each by compare-and-swap, so a piece runs exactly once and the owner's word is contended
  * only once it has fallen behind.
  *
+ * Fewer threads under contention (ll_pool_set_adaptive): even with the spin collapsed, a thread
+ * descheduled in the middle of its part holds up the op until it runs again, so with another
+ * process on one of two cores decode ran at about half its quiet speed, while one thread alone
+ * keeps about two thirds of it (q4_0 tg64 on an AMD EPYC: 15.7 t/s on two threads, 22.6-26.2 on
+ * one, 30-37 quiet). Every ADAPT_WINDOW seconds of ops the caller samples the CPUs
+ * (cpu_avail.h) and ll_pool_adapt_rule moves the thread count by one. An op runs on its own
+ * thread count nth (published with fn); a worker with ith >= nth takes part in that op only to
+ * park: it counts down `pending` like the others, then sleeps on the `park` word, out of every
+ * later op, until an op that wants more threads bumps `park` (and `resume_gen`, the generation
+ * it was released at, tells it where to continue).
+ *
  * Invariants: ll_pool_run is called by one thread at a time and never from inside fn (asserted);
- * fn/ctx are written only while no worker is running them.
+ * fn/ctx/op_nth are written only while no worker is running them; the awake workers are always
+ * 1 .. unparked - 1.
  */
 #include "pool.h"
 
@@ -43,10 +55,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cpu_avail.h"
+#include "log.h"
 #include "util.h"
 
 #define SPIN_MAX 200e-6 /* the spin budget on a quiet machine */
 #define SPIN_MIN 4e-6   /* ... and under contention: about a futex round trip */
+#define ADAPT_WINDOW 0.25 /* seconds between two looks at the CPUs (adaptive pools) */
 
 /* One waiter's spin budget (each worker and the caller have their own: no sharing). */
 struct spin {
@@ -75,14 +90,24 @@ struct ll_pool {
 
     ll_pool_fn fn; /* the op being run, published before `gen` is bumped */
     void *ctx;
-    bool stop;    /* set (then `gen` bumped) by ll_pool_free */
+    int op_nth;   /* ... and its thread count */
+    bool stop;    /* set (then `gen` and `park` bumped) by ll_pool_free */
     bool running; /* inside ll_pool_run (reentrancy check) */
+    int unparked; /* threads awake (the caller included): workers 1 .. unparked - 1 */
+
+    /* the thread count of the next op, and its adaptation (the calling thread only) */
+    int active;
+    bool adaptive;
+    bool have_sample;
+    struct ll_cpu_sample sample;
 
     _Alignas(64) _Atomic uint32_t gen; /* futex word of the workers: one increment per op */
     _Atomic int sleepers;              /* workers asleep on `gen`, or about to be */
     _Alignas(64) _Atomic uint32_t pending; /* futex word of the caller: workers still running */
     _Atomic int caller_sleeping;
     struct spin caller_spin; /* the calling thread's budget (one caller at a time) */
+    _Alignas(64) _Atomic uint32_t park; /* futex word of parked workers: bumped to release */
+    _Atomic uint32_t resume_gen;        /* the generation released workers continue from */
 };
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
@@ -141,9 +166,21 @@ static void *worker_main(void *arg)
         seen = g;
         if (pool->stop)
             return NULL;
-        pool->fn(pool->ctx, self->ith, pool->n_threads);
+        const int nth = pool->op_nth;
+        const bool park = self->ith >= nth;
+        /* read before counting down: no release can come before this op ends */
+        const uint32_t parked_at = park ? atomic_load(&pool->park) : 0;
+        if (!park)
+            pool->fn(pool->ctx, self->ith, nth);
         if (atomic_fetch_sub(&pool->pending, 1) == 1 && atomic_load(&pool->caller_sleeping))
             futex_wake(&pool->pending, 1);
+        if (park) {
+            while (atomic_load(&pool->park) == parked_at)
+                futex_wait(&pool->park, parked_at);
+            if (pool->stop)
+                return NULL;
+            seen = atomic_load(&pool->resume_gen);
+        }
     }
 }
 
@@ -158,6 +195,8 @@ static void pool_kick(struct ll_pool *pool)
 static void pool_stop(struct ll_pool *pool)
 {
     pool->stop = true;
+    atomic_fetch_add(&pool->park, 1);
+    futex_wake(&pool->park, INT_MAX);
     pool_kick(pool);
     for (int i = 0; i < pool->n_started; i++)
         pthread_join(pool->threads[i], NULL);
@@ -172,7 +211,8 @@ enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err
     struct ll_pool *pool = aligned_alloc(64, sizeof *pool);
     if (!pool)
         return ll_err_set(err, LL_ENOMEM, "thread pool: out of memory");
-    *pool = (struct ll_pool){.n_threads = n_threads, .caller_spin = {SPIN_MAX}};
+    *pool = (struct ll_pool){.n_threads = n_threads, .unparked = n_threads, .active = n_threads,
+                             .caller_spin = {SPIN_MAX}};
     int nw = n_threads - 1;
     if (nw > 0) {
         pool->threads = calloc((size_t)nw, sizeof *pool->threads);
@@ -197,20 +237,67 @@ enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err
     return LL_OK;
 }
 
-void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx)
+int ll_pool_adapt_rule(int cur, int n, double idle, double others)
 {
-    if (!pool || pool->n_threads == 1) {
-        fn(ctx, 0, 1);
+    if (cur > 1 && idle < LL_POOL_SHRINK_IDLE && others >= LL_POOL_SHRINK_OTHERS)
+        return cur - 1;
+    if (cur < n && idle >= LL_POOL_GROW_IDLE)
+        return cur + 1;
+    return cur;
+}
+
+/* An adaptive pool's look at the CPUs, at most once a window: the thread count for the next op. */
+static void pool_adapt(struct ll_pool *pool)
+{
+    double now = ll_now();
+    if (pool->have_sample && now - pool->sample.wall < ADAPT_WINDOW)
+        return;
+    struct ll_cpu_sample s;
+    if (!ll_cpu_sample(&s)) {
+        log_msg(LOG_WARN, "compute pool: cannot read /proc/stat; running all %d threads whatever "
+                          "else runs on the cores", pool->n_threads);
+        pool->adaptive = false;
+        pool->active = pool->n_threads;
         return;
     }
+    double idle, others;
+    if (pool->have_sample && ll_cpu_between(&pool->sample, &s, &idle, &others)) {
+        int next = ll_pool_adapt_rule(pool->active, pool->n_threads, idle, others);
+        if (next != pool->active)
+            log_msg(LOG_INFO, "compute pool: %d of %d threads (other processes used %.2f cores, "
+                              "%.2f idle, over %.2f s)",
+                    next, pool->n_threads, others, idle, s.wall - pool->sample.wall);
+        pool->active = next;
+    }
+    pool->sample = s;
+    pool->have_sample = true;
+}
+
+/* Run fn on threads 0 .. nth - 1 (1 <= nth <= n_threads) and wait; workers beyond nth park. */
+static void pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx, int nth)
+{
     LL_ASSERT(!pool->running);
+    if (nth == 1 && pool->unparked == 1) { /* every worker parked: nothing to wake or wait for */
+        pool->running = true;
+        fn(ctx, 0, 1);
+        pool->running = false;
+        return;
+    }
     pool->running = true;
+    if (nth > pool->unparked) {
+        /* release every parked worker (this op parks again any beyond nth) */
+        atomic_store(&pool->resume_gen, atomic_load(&pool->gen));
+        atomic_fetch_add(&pool->park, 1);
+        futex_wake(&pool->park, INT_MAX);
+        pool->unparked = pool->n_threads;
+    }
     pool->fn = fn;
     pool->ctx = ctx;
-    atomic_store(&pool->pending, (uint32_t)(pool->n_threads - 1));
+    pool->op_nth = nth;
+    atomic_store(&pool->pending, (uint32_t)(pool->unparked - 1));
     pool_kick(pool);
 
-    fn(ctx, 0, pool->n_threads);
+    fn(ctx, 0, nth);
 
     uint32_t p = spin_on(&pool->pending, 0, true, &pool->caller_spin);
     while (p != 0) {
@@ -221,7 +308,52 @@ void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx)
         atomic_store(&pool->caller_sleeping, 0);
         p = atomic_load(&pool->pending);
     }
+    pool->unparked = nth;
     pool->running = false;
+}
+
+/* The thread count of the next op (after an adaptive pool's look at the CPUs). */
+static int pool_next_nth(struct ll_pool *pool)
+{
+    if (pool->adaptive)
+        pool_adapt(pool);
+    return pool->active;
+}
+
+void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx)
+{
+    if (!pool || pool->n_threads == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    pool_run(pool, fn, ctx, pool_next_nth(pool));
+}
+
+void ll_pool_set_adaptive(struct ll_pool *pool, bool on)
+{
+    if (!pool || pool->n_threads == 1)
+        return;
+    pool->adaptive = on;
+    pool->have_sample = false;
+    if (!on)
+        pool->active = pool->n_threads;
+}
+
+bool ll_pool_adaptive(const struct ll_pool *pool)
+{
+    return pool && pool->adaptive;
+}
+
+void ll_pool_set_active(struct ll_pool *pool, int n)
+{
+    if (!pool)
+        return;
+    pool->active = n < 1 ? 1 : n > pool->n_threads ? pool->n_threads : n;
+}
+
+int ll_pool_active(const struct ll_pool *pool)
+{
+    return pool ? pool->active : 1;
 }
 
 /* ---- ranges ---- */
@@ -276,7 +408,7 @@ void ll_pool_run_ranges(struct ll_pool *pool, int n, int grain, ll_pool_range_fn
         fn(ctx, 0, n);
         return;
     }
-    int nth = pool->n_threads, widest = (n + nth - 1) / nth;
+    int nth = pool_next_nth(pool), widest = (n + nth - 1) / nth;
     int chunk = (widest + CHUNKS_PER_THREAD - 1) / CHUNKS_PER_THREAD;
     chunk = (chunk + grain - 1) / grain * grain;
     struct ranges r = {pool->shares, chunk, fn, ctx};
@@ -286,8 +418,8 @@ void ll_pool_run_ranges(struct ll_pool *pool, int n, int grain, ll_pool_range_fn
         uint32_t pieces = (uint32_t)((sh->hi - sh->lo + chunk - 1) / chunk);
         atomic_store_explicit(&sh->fb, pieces, memory_order_relaxed);
     }
-    /* published to the workers by ll_pool_run's generation bump (sequentially consistent) */
-    ll_pool_run(pool, ranges_worker, &r);
+    /* published to the workers by pool_run's generation bump (sequentially consistent) */
+    pool_run(pool, ranges_worker, &r, nth);
 }
 
 int ll_pool_size(const struct ll_pool *pool)

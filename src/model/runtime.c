@@ -26,7 +26,10 @@ enum ll_status runtime_create(struct model_runtime **out, const struct model *m,
     if (!m->family || !m->family->runtime_create)
         return ll_err_set(err, LL_EUNSUPPORTED, "model family '%s' has no forward pass",
                           m->config.model_type);
-    return m->family->runtime_create(out, m, opts, err);
+    enum ll_status s = m->family->runtime_create(out, m, opts, err);
+    if (s == LL_OK)
+        ll_pool_set_adaptive((*out)->pool, !opts->fixed_threads);
+    return s;
 }
 
 void runtime_free(struct model_runtime *rt)
