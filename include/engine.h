@@ -209,6 +209,8 @@ struct engine_stats {
     uint64_t spec_drafted;      /* draft tokens verified (--spec) */
     uint64_t spec_accepted;     /* draft tokens accepted */
     double busy_s;              /* time spent in steps that did work */
+    int compute_threads;        /* threads the compute pool runs its next op on (fewer than
+                                   --threads while other processes keep the cores busy) */
     /* the scheduler's step-cost estimate (scheduler.c), as of the last step; < 0: unknown */
     double cost_step_s;         /* a step of the running sequences' decode rows alone */
     double cost_prompt_token_s; /* one more row (a prompt token, a draft) beside them */

@@ -188,8 +188,9 @@ metric() {
 [ "$(metric llaisys_requests_per_second)" = 0 ] &&
     [ "$(metric llaisys_time_to_first_token_seconds_p50)" = NaN ] &&
     [ "$(metric llaisys_kv_cache_capacity_tokens)" = 4800 ] &&
-    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" = 0 ]
-check "metrics before any request: 0 requests/s, p50 NaN, KV capacity 4800 tokens, peak 0" $?
+    [ "$(metric llaisys_kv_cache_usage_tokens_peak)" = 0 ] &&
+    [ "$(metric llaisys_compute_threads)" = 1 ]
+check "metrics before any request: 0 requests/s, p50 NaN, KV capacity 4800 tokens, peak 0, 1 compute thread" $?
 st() { c -H "$1" "$URL/v1/requests/$2"; }
 # wait_state KEY ID JQ: up to 30 s for the status to satisfy JQ
 wait_state() {

@@ -322,7 +322,7 @@ static void test_metrics_text(void **state)
     struct engine_stats st = {.running = 2, .waiting = 1, .kv_blocks = 100, .kv_in_use = 25,
                               .prompt_tokens = 30, .cached_tokens = 10, .preemptions = 4,
                               .queued = 1, .held = 3, .admission_limit = 7, .block_size = 16,
-                              .kv_tokens = 390, .kv_tokens_peak = 700};
+                              .kv_tokens = 390, .kv_tokens_peak = 700, .compute_threads = 3};
     char *t = metrics_render(&m, &st, "my\"model", true);
     assert_non_null(t);
     static const char *const lines[] = {
@@ -354,6 +354,7 @@ static void test_metrics_text(void **state)
         "llaisys_kv_cache_usage_tokens{model_name=\"my\\\"model\"} 390\n",
         "llaisys_kv_cache_usage_tokens_peak{model_name=\"my\\\"model\"} 700\n",
         "llaisys_kv_cache_capacity_tokens{model_name=\"my\\\"model\"} 1600\n",
+        "llaisys_compute_threads{model_name=\"my\\\"model\"} 3\n",
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         if (!strstr(t, lines[i]))

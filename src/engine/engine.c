@@ -407,6 +407,7 @@ static void snapshot_stats(struct engine *e)
     st.kv_cached = ps.cached;
     st.kv_free = ps.free;
     st.block_size = e->opts.block_size;
+    st.compute_threads = ll_pool_active(e->rt->pool);
     st.pins = e->n_pins;
     for (int i = 0; i < e->n_pins; i++)
         st.kv_pinned += e->pins[i].n;
@@ -608,6 +609,8 @@ void engine_get_stats(struct engine *e, struct engine_stats *st)
     st->held = e->mbox->held;
     st->admission_limit = e->opts.max_seqs + e->opts.max_queue;
     st->kv_blocks = e->opts.kv_blocks; /* fixed: right before the first step too */
+    if (st->compute_threads == 0) /* no step yet: the pool starts with every thread */
+        st->compute_threads = e->opts.n_threads;
     st->block_size = e->opts.block_size;
     pthread_mutex_unlock(&e->mbox->lock);
 }

@@ -444,6 +444,10 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
         one_u(&t, "llaisys_kv_cache_usage_tokens_peak", "gauge",
               "The most llaisys_kv_cache_usage_tokens seen since start",
               (uint64_t)st->kv_tokens_peak);
+        one_u(&t, "llaisys_compute_threads", "gauge",
+              "Threads the compute pool runs on (fewer than --threads while other processes keep "
+              "the cores busy)",
+              (uint64_t)st->compute_threads);
         one_u(&t, "llaisys_kv_cache_capacity_tokens", "gauge", "Tokens the KV pool holds",
               (uint64_t)st->kv_blocks * (uint64_t)st->block_size);
         family(&t, "llaisys_kv_cache_blocks", "gauge", "KV cache blocks by state");
