@@ -120,7 +120,9 @@ struct llaisys_model_params {
     int32_t block_size; /* tokens per KV block; 0: 16 */
     int32_t n_seq_max;  /* sequence ids are 0..n_seq_max-1; 0: 16 */
     int32_t n_batch;    /* most tokens in one llaisys_decode; 0: max(512, n_seq_max) */
-    int32_t n_threads;  /* compute threads, the calling one included; 0: 2 */
+    int32_t n_threads;  /* compute threads, the calling one included; 0: 2 (fewer run while
+                           other processes keep every core busy: llaisys-server's
+                           --fixed-threads explains it) */
     int32_t math;       /* enum llaisys_math */
 };
 
@@ -299,7 +301,8 @@ typedef struct llaisys_request llaisys_request;
  * llaisys-server's flags without "--" ('_' may replace '-'): threads, ctx, max-seqs,
  * max-batch-tokens, max-queue, kv-blocks, kv-memory (e.g. 512M), block-size, no-prefix-cache,
  * exact, quant (q8_0, q4_0, q4_k, q4_k_m: quantize the weights while loading; bf16p), mmap,
- * itl-target-ms, itl-max-ratio, spec, spec-max-draft. Example: "threads=2 ctx=2048 max-seqs=8".
+ * itl-target-ms, itl-max-ratio, spec, spec-max-draft, fixed-threads (every compute thread even
+ * while other processes keep the cores busy). Example: "threads=2 ctx=2048 max-seqs=8".
  * The engine is stepped by the caller (llaisys_engine_step) until llaisys_engine_start gives it
  * its own thread. Returns
  * LLAISYS_OK, LLAISYS_ERR_INVALID_ARG (an unknown option or a bad value: the message names it),

@@ -841,10 +841,11 @@ static void test_engine_create_describe(void **state)
     assert_int_equal(llaisys_engine_create(NULL, NULL, &e), LLAISYS_ERR_INVALID_ARG);
     assert_int_equal(llaisys_engine_create(TINY, NULL, NULL), LLAISYS_ERR_INVALID_ARG);
 
-    e = open_engine(TINY, " threads=1, max_seqs=4  ctx=512 kv-memory=1M exact ");
+    e = open_engine(TINY, " threads=1, max_seqs=4  ctx=512 kv-memory=1M exact fixed_threads");
     char *d = llaisys_engine_describe(e);
     cJSON *j = cJSON_Parse(d);
     assert_non_null(j);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "fixed-threads")));
     assert_int_equal(cJSON_GetObjectItem(j, "max-seqs")->valueint, 4);
     assert_int_equal(cJSON_GetObjectItem(j, "ctx")->valueint, 512);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "exact")));
