@@ -4,7 +4,8 @@
 # and the slots of clients that hung up are free again at once); the metrics the design names,
 # with their values; GET /v1/requests/{id} and its ownership; per-key budgets (requests per
 # minute, tokens per minute, concurrency) with OpenAI's x-ratelimit-* headers, and one key's
-# flood not starving another key. The server under test is $LLAISYS_SERVER.
+# flood not starving another key; the compute pool dropping to one thread beside busy
+# processes and back (and not with --fixed-threads). The server under test is $LLAISYS_SERVER.
 model=tests/fixtures/tiny-qwen2
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
 
@@ -284,3 +285,42 @@ echo "$kvpre" | jq -e 'add >= 1' >/dev/null && [ "$npre" -ge 1 ] && [ "$kvpeak" 
     [ "$kvpeak" -le 250 ] && [ "$kvnow" = 0 ]
 check "KV pressure: a choice preempted (choices $kvpre, metric $npre), KV tokens peak $kvpeak in 120..250, now $kvnow" $?
 stop kv
+
+# ---- fewer compute threads while busy processes hold every core ----
+ncpu=$(nproc)
+if [ "$ncpu" -lt 2 ] || [ "$ncpu" -gt 8 ]; then
+    echo "# SKIP compute threads beside busy processes: $ncpu CPUs (the check fills 2 to 8)"
+    exit 0
+fi
+req='{"prompt":"Once upon a time","max_tokens":48,"ignore_eos":true}'
+# requests 0.3 s apart: the pool looks at the CPUs at most every quarter second of its ops
+requests() { for _ in 1 2 3 4 5 6; do c -o /dev/null -d "$req" "$URL/v1/completions"; sleep 0.3; done; }
+busy_start() {
+    busy=""
+    for _ in $(seq "$ncpu"); do
+        (while :; do :; done) &
+        busy="$busy $!"
+    done
+    pids="$pids $busy"
+}
+busy_stop() { kill $busy 2>/dev/null; wait $busy 2>/dev/null; }
+start adapt --model "$model" --threads 2 --log-level info || exit 0
+busy_start
+requests
+n_busy=$(metric llaisys_compute_threads)
+busy_stop
+requests
+n_quiet=$(metric llaisys_compute_threads)
+[ "$n_busy" = 1 ] && [ "$n_quiet" = 2 ] &&
+    grep -q 'compute pool: 1 of 2 threads (other processes used' "$tmp/adapt.err" &&
+    grep -q 'compute pool: 2 of 2 threads' "$tmp/adapt.err"
+check "beside $ncpu busy processes the pool runs 1 of 2 threads (metric $n_busy, logged), then 2 again once they end (metric $n_quiet)" $?
+stop adapt
+start fixed --model "$model" --threads 2 --log-level info --fixed-threads || exit 0
+busy_start
+requests
+n_fixed=$(metric llaisys_compute_threads)
+busy_stop
+[ "$n_fixed" = 2 ] && ! grep -q 'compute pool:' "$tmp/fixed.err"
+check "--fixed-threads: 2 of 2 threads beside the busy processes (metric $n_fixed), no change logged" $?
+stop fixed
