@@ -6,9 +6,10 @@
  * A sample reads the per-CPU lines of /proc/stat for the CPUs in this thread's affinity mask
  * (ticks of USER_HZ: idle = idle + iowait; busy = user + nice + system + irq + softirq + steal,
  * steal counting as a core taken by someone else) and this process's CPU time
- * (CLOCK_PROCESS_CPUTIME_ID). Between two samples, others = busy time - our CPU time, both per
- * second of wall time, in cores. Tick accounting makes a window of a quarter second good to
- * about a tenth of a core.
+ * (CLOCK_PROCESS_CPUTIME_ID). Between two samples, idle and busy are their shares of the ticks
+ * accounted (times the number of CPUs: cores), and others = busy - our CPU time per second of
+ * wall time. Tick accounting makes a window of a quarter second good to about a tenth of a
+ * core.
  */
 #ifndef LLAISYS_CPU_AVAIL_H
 #define LLAISYS_CPU_AVAIL_H
@@ -27,7 +28,8 @@ struct ll_cpu_sample {
 bool ll_cpu_sample(struct ll_cpu_sample *s);
 
 /* Between samples a and b (b later): *idle cores idle on average, *others cores busy with other
- * processes (never negative). False when the window is empty or the CPU sets differ. */
+ * processes (never negative). False when the window is empty (no wall time or no ticks) or the
+ * CPU sets differ. */
 bool ll_cpu_between(const struct ll_cpu_sample *a, const struct ll_cpu_sample *b, double *idle,
                     double *others);
 

@@ -70,16 +70,19 @@ int ll_pool_size(const struct ll_pool *pool);
  * ops run on by ll_pool_adapt_rule; the extra workers sleep meanwhile. Off: all threads again. */
 void ll_pool_set_adaptive(struct ll_pool *pool, bool on);
 bool ll_pool_adaptive(const struct ll_pool *pool);
-/* Cores idle below which, with other processes using at least ..._OTHERS cores, a thread is
- * dropped; cores idle from which one is added back. The idle threshold keeps a pool on a machine
- * with spare cores at full size; the gap between the two keeps it from flapping (tick accounting
- * over a window is good to about a tenth of a core). */
-#define LL_POOL_SHRINK_IDLE 0.25
-#define LL_POOL_SHRINK_OTHERS 0.35
-#define LL_POOL_GROW_IDLE 0.75
-/* The thread count after a window with `idle` cores idle and `others` cores used by other
- * processes, from cur (1 <= cur <= n). */
-int ll_pool_adapt_rule(int cur, int n, double idle, double others);
+/* The pool's threads and the other processes' use of the n_cpus cores it may run on: past
+ * n_cpus + LL_POOL_SHRINK_OVER cores (our cur threads counted as one core each, busy through an
+ * op) a thread is dropped, after LL_POOL_SHRINK_WINDOWS such windows in a row; one is added
+ * back when cur + 1 of ours and the others fit in n_cpus + LL_POOL_GROW_OVER. So a pool with
+ * spare cores stays whole, each step settles (at cur - 1 the sum fits again), and the gap
+ * between the two and the windows in a row keep tick noise (about a tenth of a core over a
+ * window) from moving it. */
+#define LL_POOL_SHRINK_OVER 0.35
+#define LL_POOL_GROW_OVER 0.2
+#define LL_POOL_SHRINK_WINDOWS 2
+/* The thread count after a window in which other processes used `others` cores, from cur
+ * (1 <= cur <= n); *strikes counts the windows in a row that asked for fewer (start it at 0). */
+int ll_pool_adapt_rule(int cur, int n, int n_cpus, double others, int *strikes);
 /* Run the next ops on n threads (clamped to 1 .. size; an adaptive pool moves on from there). */
 void ll_pool_set_active(struct ll_pool *pool, int n);
 /* The number of threads the next op runs on (1 for NULL). */

@@ -18,12 +18,14 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <math.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_avail.h"
 #include "pool.h"
 
 #define N_ITEMS 1000
@@ -304,29 +306,46 @@ static void test_ranges_take_over(void **state)
 
 /* ---- fewer threads ---- */
 
+/* rule(cur, n, n_cpus, others) after `windows` windows alike, strikes starting at 0 */
+static int rule_after(int windows, int cur, int n, int n_cpus, double others)
+{
+    int strikes = 0;
+    for (int i = 0; i < windows; i++)
+        cur = ll_pool_adapt_rule(cur, n, n_cpus, others, &strikes);
+    return cur;
+}
+
 static void test_adapt_rule(void **state)
 {
     (void)state;
-    /* a quiet machine: our own threads keep the cores busy, nobody else runs */
-    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.02, 0.05), 2);
-    /* a busy neighbour on one of two cores: one thread less, and it stays so while no core is
-     * idle (the neighbour then has a core of its own) */
-    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.0, 0.99), 1);
-    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.1, 0.4), 1);
-    assert_int_equal(ll_pool_adapt_rule(1, 2, 0.0, 1.0), 1);
-    assert_int_equal(ll_pool_adapt_rule(1, 1, 0.0, 1.0), 1); /* never below one */
-    /* the neighbour is gone: a core is idle again */
-    assert_int_equal(ll_pool_adapt_rule(1, 2, 0.98, 0.01), 2);
-    assert_int_equal(ll_pool_adapt_rule(2, 2, 1.5, 0.0), 2); /* never above the pool's size */
-    /* spare cores: others may be busy, we keep every thread */
-    assert_int_equal(ll_pool_adapt_rule(4, 4, 6.0, 2.0), 4);
-    /* between the thresholds nothing moves (no flapping on tick noise) */
-    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.5, 0.5), 2);
-    assert_int_equal(ll_pool_adapt_rule(1, 2, 0.5, 0.5), 1);
-    assert_int_equal(ll_pool_adapt_rule(2, 2, 0.1, 0.2), 2);
-    /* one step at a time */
-    assert_int_equal(ll_pool_adapt_rule(8, 8, 0.0, 3.0), 7);
-    assert_int_equal(ll_pool_adapt_rule(3, 8, 4.0, 0.0), 4);
+    /* a quiet machine: nobody else runs (tick noise up to a tenth of a core) */
+    assert_int_equal(rule_after(10, 2, 2, 2, 0.1), 2);
+    /* a busy neighbour on one of two cores: 0.7-1 core against our two threads. One window is
+     * not enough (noise), two in a row drop a thread, and it stays at one while the neighbour
+     * keeps its core */
+    assert_int_equal(rule_after(1, 2, 2, 2, 0.99), 2);
+    assert_int_equal(rule_after(2, 2, 2, 2, 0.99), 1);
+    assert_int_equal(rule_after(2, 2, 2, 2, 0.4), 1);
+    assert_int_equal(rule_after(10, 2, 2, 2, 1.0), 1);
+    assert_int_equal(rule_after(10, 1, 1, 2, 1.0), 1); /* never below one */
+    int strikes = 0; /* a window that does not ask for fewer resets the count */
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 2, 0.9, &strikes), 2);
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 2, 0.1, &strikes), 2);
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 2, 0.9, &strikes), 2);
+    assert_int_equal(ll_pool_adapt_rule(2, 2, 2, 0.9, &strikes), 1);
+    /* the neighbour is gone: back at once */
+    assert_int_equal(rule_after(1, 1, 2, 2, 0.05), 2);
+    assert_int_equal(rule_after(3, 2, 2, 2, 0.0), 2); /* never above the pool's size */
+    /* spare cores: two threads on 16, others busy on 10 of them: nothing moves */
+    assert_int_equal(rule_after(10, 2, 2, 16, 10.0), 2);
+    assert_int_equal(rule_after(1, 1, 2, 16, 10.0), 2);
+    /* between the margins nothing moves (no flapping on tick noise) */
+    assert_int_equal(rule_after(10, 2, 2, 2, 0.3), 2);
+    assert_int_equal(rule_after(10, 1, 2, 2, 0.3), 1);
+    /* one step, and it settles: 8 threads on 8 cores beside one busy process stop at 7 */
+    assert_int_equal(rule_after(2, 8, 8, 8, 0.9), 7);
+    assert_int_equal(rule_after(20, 8, 8, 8, 1.0), 7);
+    assert_int_equal(rule_after(20, 3, 8, 8, 1.0), 7);
 }
 
 /* Ops on every thread count in turn: the extra workers park and come back, each op is covered
@@ -395,6 +414,48 @@ static double ops_until(struct ll_pool *pool, int want, double secs)
     }
 }
 
+/* The samples the rule is fed: the CPUs of the affinity mask, monotonic counters, our own CPU
+ * time not counted as others', and the arithmetic between two samples. */
+static void test_cpu_samples(void **state)
+{
+    (void)state;
+    struct ll_cpu_sample a, b;
+    assert_true(ll_cpu_sample(&a));
+    assert_int_equal(a.n_cpus, cpus_allowed());
+    /* burn ~0.3 s of this thread's CPU */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    volatile unsigned long x = 0;
+    do {
+        for (int i = 0; i < 100000; i++)
+            x += (unsigned long)i;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < 0.3);
+    assert_true(ll_cpu_sample(&b));
+    assert_true(b.wall > a.wall && b.own - a.own > 0.2);
+    assert_true(b.idle >= a.idle && b.busy >= a.busy);
+    double idle, others;
+    assert_true(ll_cpu_between(&a, &b, &idle, &others));
+    print_message("0.3 s busy on one thread: %.2f cores idle, %.2f used by other processes "
+                  "(of %d)\n", idle, others, a.n_cpus);
+    assert_true(idle >= 0 && idle <= a.n_cpus + 0.5);
+    assert_true(others >= 0 && others <= a.n_cpus + 0.5);
+
+    /* the arithmetic: 2 CPUs over 0.5 s, 0.6 s of them idle, 0.4 s busy of which 0.3 s ours */
+    struct ll_cpu_sample p = {.wall = 10, .own = 1, .idle = 100, .busy = 50, .n_cpus = 2};
+    struct ll_cpu_sample q = {.wall = 10.5, .own = 1.3, .idle = 100.6, .busy = 50.4, .n_cpus = 2};
+    assert_true(ll_cpu_between(&p, &q, &idle, &others));
+    assert_true(fabs(idle - 1.2) < 1e-9 && fabs(others - 0.2) < 1e-9);
+    q.own = 2; /* ours more than the busy ticks counted (tick sampling): never negative */
+    assert_true(ll_cpu_between(&p, &q, &idle, &others));
+    assert_true(others == 0);
+    q.n_cpus = 3; /* the affinity changed between the two */
+    assert_false(ll_cpu_between(&p, &q, &idle, &others));
+    q.n_cpus = 2;
+    q.wall = p.wall;
+    assert_false(ll_cpu_between(&p, &q, &idle, &others));
+}
+
 /* Beside as many busy processes as there are cores, an adaptive pool drops to fewer threads;
  * once they are gone it returns to all of them. */
 static void test_adapt_busy_neighbours(void **state)
@@ -450,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_ranges_take_over),
         cmocka_unit_test(test_adapt_rule),
         cmocka_unit_test(test_active_changes),
+        cmocka_unit_test(test_cpu_samples),
         cmocka_unit_test(test_adapt_busy_neighbours),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -29,10 +29,13 @@ bool ll_cpu_sample(struct ll_cpu_sample *s)
     *s = (struct ll_cpu_sample){.wall = ll_now(), .own = (double)ts.tv_sec + ts.tv_nsec * 1e-9};
     unsigned long long idle = 0, busy = 0;
     char line[512];
+    bool at_start = true; /* the "intr" line is longer than the buffer: read it in pieces */
     while (fgets(line, sizeof line, f)) {
+        bool start = at_start;
+        at_start = strchr(line, '\n') != NULL;
         /* "cpuN user nice system idle iowait irq softirq steal ..." (the total line "cpu " is
          * skipped: it has no number) */
-        if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9')
+        if (!start || strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9')
             continue;
         char *p;
         long cpu = strtol(line + 3, &p, 10);
@@ -54,11 +57,14 @@ bool ll_cpu_sample(struct ll_cpu_sample *s)
 bool ll_cpu_between(const struct ll_cpu_sample *a, const struct ll_cpu_sample *b, double *idle,
                     double *others)
 {
-    double dt = b->wall - a->wall;
-    if (!(dt > 0) || a->n_cpus != b->n_cpus)
+    double dt = b->wall - a->wall, di = b->idle - a->idle, db = b->busy - a->busy;
+    if (!(dt > 0) || a->n_cpus != b->n_cpus || !(di + db > 0))
         return false;
-    double o = (b->busy - a->busy) - (b->own - a->own);
-    *idle = (b->idle - a->idle) / dt;
-    *others = o > 0 ? o / dt : 0;
+    /* shares of the ticks accounted in the window, not of the wall time: in a VM the ticks of a
+     * second can add up to more or less than n_cpus seconds (275 for 200 seen), which would
+     * read as someone else's work */
+    double busy = db / (di + db) * a->n_cpus, o = busy - (b->own - a->own) / dt;
+    *idle = di / (di + db) * a->n_cpus;
+    *others = o > 0 ? o : 0;
     return true;
 }

@@ -100,6 +100,7 @@ struct ll_pool {
     bool adaptive;
     bool have_sample;
     struct ll_cpu_sample sample;
+    int strikes; /* windows in a row that asked for fewer threads */
 
     _Alignas(64) _Atomic uint32_t gen; /* futex word of the workers: one increment per op */
     _Atomic int sleepers;              /* workers asleep on `gen`, or about to be */
@@ -237,11 +238,16 @@ enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err
     return LL_OK;
 }
 
-int ll_pool_adapt_rule(int cur, int n, double idle, double others)
+int ll_pool_adapt_rule(int cur, int n, int n_cpus, double others, int *strikes)
 {
-    if (cur > 1 && idle < LL_POOL_SHRINK_IDLE && others >= LL_POOL_SHRINK_OTHERS)
+    if (cur > 1 && cur + others > n_cpus + LL_POOL_SHRINK_OVER) {
+        if (++*strikes < LL_POOL_SHRINK_WINDOWS)
+            return cur;
+        *strikes = 0;
         return cur - 1;
-    if (cur < n && idle >= LL_POOL_GROW_IDLE)
+    }
+    *strikes = 0;
+    if (cur < n && cur + 1 + others <= n_cpus + LL_POOL_GROW_OVER)
         return cur + 1;
     return cur;
 }
@@ -262,7 +268,8 @@ static void pool_adapt(struct ll_pool *pool)
     }
     double idle, others;
     if (pool->have_sample && ll_cpu_between(&pool->sample, &s, &idle, &others)) {
-        int next = ll_pool_adapt_rule(pool->active, pool->n_threads, idle, others);
+        int next = ll_pool_adapt_rule(pool->active, pool->n_threads, s.n_cpus, others,
+                                      &pool->strikes);
         if (next != pool->active)
             log_msg(LOG_INFO, "compute pool: %d of %d threads (other processes used %.2f cores, "
                               "%.2f idle, over %.2f s)",
@@ -335,6 +342,7 @@ void ll_pool_set_adaptive(struct ll_pool *pool, bool on)
         return;
     pool->adaptive = on;
     pool->have_sample = false;
+    pool->strikes = 0;
     if (!on)
         pool->active = pool->n_threads;
 }
