@@ -15,7 +15,7 @@
  * frees its core for the late thread (pool.c explains the rule). An adaptive pool
  * (ll_pool_set_adaptive; the model runtimes make theirs adaptive unless told --fixed-threads)
  * also runs its ops on fewer threads while other processes keep the cores busy, and on all of
- * them again once a core is idle (ll_pool_adapt_rule). Results never depend on the thread count
+ * them again once they fit (ll_pool_adapt_rule). Results never depend on the thread count
  * (every op splits its work so that each output is computed the same way by whichever thread).
  */
 #ifndef LLAISYS_POOL_H
