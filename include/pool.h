@@ -77,7 +77,7 @@ bool ll_pool_adaptive(const struct ll_pool *pool);
  * spare cores stays whole, each step settles (at cur - 1 the sum fits again), and the gap
  * between the two and the windows in a row keep tick noise (about a tenth of a core over a
  * window) from moving it. */
-#define LL_POOL_SHRINK_OVER 0.35
+#define LL_POOL_SHRINK_OVER 0.5
 #define LL_POOL_GROW_OVER 0.2
 #define LL_POOL_SHRINK_WINDOWS 2
 /* The thread count after a window in which other processes used `others` cores, from cur

@@ -325,7 +325,8 @@ static void test_adapt_rule(void **state)
      * keeps its core */
     assert_int_equal(rule_after(1, 2, 2, 2, 0.99), 2);
     assert_int_equal(rule_after(2, 2, 2, 2, 0.99), 1);
-    assert_int_equal(rule_after(2, 2, 2, 2, 0.4), 1);
+    assert_int_equal(rule_after(2, 2, 2, 2, 0.6), 1);
+    assert_int_equal(rule_after(10, 2, 2, 2, 0.45), 2); /* a third of a core now and then: no */
     assert_int_equal(rule_after(10, 2, 2, 2, 1.0), 1);
     assert_int_equal(rule_after(10, 1, 1, 2, 1.0), 1); /* never below one */
     int strikes = 0; /* a window that does not ask for fewer resets the count */
@@ -340,7 +341,7 @@ static void test_adapt_rule(void **state)
     assert_int_equal(rule_after(10, 2, 2, 16, 10.0), 2);
     assert_int_equal(rule_after(1, 1, 2, 16, 10.0), 2);
     /* between the margins nothing moves (no flapping on tick noise) */
-    assert_int_equal(rule_after(10, 2, 2, 2, 0.3), 2);
+    assert_int_equal(rule_after(10, 2, 2, 2, 0.4), 2);
     assert_int_equal(rule_after(10, 1, 2, 2, 0.3), 1);
     /* one step, and it settles: 8 threads on 8 cores beside one busy process stop at 7 */
     assert_int_equal(rule_after(2, 8, 8, 8, 0.9), 7);
