@@ -4,7 +4,7 @@
  * fewer threads while another process holds a core.
  *
  * A sample reads the per-CPU lines of /proc/stat for the CPUs in this thread's affinity mask
- * (ticks of USER_HZ: idle = idle + iowait; busy = user + nice + system + irq + softirq + steal,
+ * (ticks: idle = idle + iowait; busy = user + nice + system + irq + softirq + steal,
  * steal counting as a core taken by someone else) and this process's CPU time
  * (CLOCK_PROCESS_CPUTIME_ID). Between two samples, idle and busy are their shares of the ticks
  * accounted (times the number of CPUs: cores), and others = busy - our CPU time per second of
@@ -19,8 +19,8 @@
 struct ll_cpu_sample {
     double wall;   /* ll_now() */
     double own;    /* this process's CPU time, seconds */
-    double idle;   /* idle seconds summed over the CPUs sampled */
-    double busy;   /* busy seconds summed over the same CPUs */
+    double idle;   /* idle ticks summed over the CPUs sampled */
+    double busy;   /* busy ticks summed over the same CPUs */
     int n_cpus;    /* CPUs sampled */
 };
 

@@ -4,53 +4,40 @@
 #include "cpu_avail.h"
 
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "errors.h"
 #include "util.h"
 
 bool ll_cpu_sample(struct ll_cpu_sample *s)
 {
     cpu_set_t mask;
-    if (sched_getaffinity(0, sizeof mask, &mask) != 0)
+    char *text;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0 ||
+        ll_read_file("/proc/stat", &text, NULL, NULL) != LL_OK)
         return false;
-    long hz = sysconf(_SC_CLK_TCK);
-    FILE *f = fopen("/proc/stat", "re");
-    if (!f || hz <= 0) {
-        if (f)
-            fclose(f);
-        return false;
-    }
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     *s = (struct ll_cpu_sample){.wall = ll_now(), .own = (double)ts.tv_sec + ts.tv_nsec * 1e-9};
-    unsigned long long idle = 0, busy = 0;
-    char line[512];
-    bool at_start = true; /* the "intr" line is longer than the buffer: read it in pieces */
-    while (fgets(line, sizeof line, f)) {
-        bool start = at_start;
-        at_start = strchr(line, '\n') != NULL;
-        /* "cpuN user nice system idle iowait irq softirq steal ..." (the total line "cpu " is
-         * skipped: it has no number) */
-        if (!start || strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9')
+    /* lines "cpuN user nice system idle iowait irq softirq steal ..." (the total line "cpu " is
+     * skipped: it has no number) */
+    for (char *line = text; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9')
             continue;
         char *p;
         long cpu = strtol(line + 3, &p, 10);
         if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET((int)cpu, &mask))
             continue;
-        unsigned long long v[8] = {0};
+        unsigned long long v[8];
         for (int i = 0; i < 8; i++)
             v[i] = strtoull(p, &p, 10);
-        idle += v[3] + v[4];
-        busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        s->idle += (double)(v[3] + v[4]);
+        s->busy += (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
         s->n_cpus++;
     }
-    fclose(f);
-    s->idle = (double)idle / (double)hz;
-    s->busy = (double)busy / (double)hz;
+    free(text);
     return s->n_cpus > 0;
 }
 
