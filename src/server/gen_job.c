@@ -91,6 +91,9 @@ struct gen_job {
     double keepalive;            /* seconds between SSE comments while nothing comes */
     struct sse_buf sse;          /* stream: the chunks waiting to be written */
     bool role_sent, sent_done;
+    bool settled;                /* job_settle has run */
+    double ttft, tpot;           /* (job_settle) seconds, -1: none */
+    int completion;              /* (job_settle) tokens generated over all choices */
     bool broken;                 /* out of memory while formatting: the response is cut */
     int status;                  /* HTTP status answered */
     struct live_entry live;      /* registration with the watcher (its flags: [live]) */
@@ -505,6 +508,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
 }
 
 static void gen_job_finish(struct gen_job *j);
+static void job_settle(struct gen_job *j);
 
 static bool gen_job_done(const struct gen_job *j)
 {
@@ -914,6 +918,8 @@ static void handle(struct gen_job *j, struct gen_choice *c)
         c->queue_s = o->timings.queue_s;
         if (o->finish == ENGINE_FINISH_ERROR)
             log_msg(LOG_ERROR, "request %s choice %d failed: %s", j->xrid, c->index, o->error);
+        if (j->stream && gen_job_done(j))
+            job_settle(j); /* before the stream's last events (see job_settle) */
         if (j->meta.kind == OAI_RESPONSES) {
             if (j->stream)
                 responses_final(j, c);
@@ -1135,10 +1141,17 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     return res;
 }
 
-/* Release the engine requests (cancelling unfinished ones), unregister, record metrics, write
- * the log line, free. */
-static void gen_job_finish(struct gen_job *j)
+/* Settle the job once: release the engine requests (cancelling unfinished ones), keep its final
+ * status, unregister, record the session's turn and the metrics, give the key's budgets back.
+ * Everything a client can observe of a finished request happens here, so a stream runs it before
+ * its end reaches the client (handle(), when the last choice finishes): a client that sends its
+ * next request the moment it reads [DONE] finds its key's concurrency slot free and its session's
+ * turn recorded. Any other job is settled by gen_job_finish. */
+static void job_settle(struct gen_job *j)
 {
+    if (j->settled)
+        return;
+    j->settled = true;
     struct server *srv = j->srv;
     j->t_end = ll_now();
     for (int i = 0; i < j->n_choices; i++) {
@@ -1148,17 +1161,17 @@ static void gen_job_finish(struct gen_job *j)
             c->done = true;
         }
     }
-    double ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
+    j->ttft = j->t_first > 0 ? j->t_first - j->t_arrival : -1;
     const struct gen_choice *c0 = &j->ch[0]; /* TPOT: choice 0's, as in the log line */
-    double tpot = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : -1;
+    j->tpot = c0->n_seen > 1 ? (c0->t_last - j->t_first) / (c0->n_seen - 1) : -1;
     /* kept for GET /v1/requests/{id} before it leaves the live table: always one or the other */
     req_history_add(&srv->history, j->id, j->xrid, j->live.key,
-                    job_final_status(j, finish_reason(j, c0), tpot, ttft));
+                    job_final_status(j, finish_reason(j, c0), j->tpot, j->ttft));
     live_remove(srv->live, &j->live);
     enum cancel_reason why = (enum cancel_reason)atomic_load(&j->live.reason);
     if (why == CANCEL_NONE)
         why = CANCEL_DISCONNECT; /* ended before the engine did: the connection went away */
-    int completion = 0;
+    j->completion = 0;
     for (int i = 0; i < j->n_choices; i++) {
         struct gen_choice *c = &j->ch[i];
         engine_req_release(c->req);
@@ -1171,7 +1184,7 @@ static void gen_job_finish(struct gen_job *j)
                 seen = ENGINE_FINISH_LENGTH;
         }
         int gen = c->usage.completion_tokens > c->n_seen ? c->usage.completion_tokens : c->n_seen;
-        completion += gen;
+        j->completion += gen;
         bool first_of_prompt = i == 0 || j->ch[i - 1].prompt != c->prompt;
         metrics_finish(&srv->metrics, seen, r, first_of_prompt ? c->usage.prompt_tokens : 0, gen,
                        c->queue_s);
@@ -1183,12 +1196,20 @@ static void gen_job_finish(struct gen_job *j)
         sessions_end(&srv->sessions, j->session_key, ok, j->sess_ids, np, j->sess_ids + np,
                      j->n_sess - np, c0->usage.cached_tokens);
     }
-    metrics_request(&srv->metrics, ttft, tpot, j->t_end - j->t_arrival);
-    ratelimit_end(&srv->limits, j->rl_key, j->rl_prompt, completion, false);
+    metrics_request(&srv->metrics, j->ttft, j->tpot, j->t_end - j->t_arrival);
+    ratelimit_end(&srv->limits, j->rl_key, j->rl_prompt, j->completion, false);
+}
+
+/* Settle the job if it is not yet, write the log line, free. */
+static void gen_job_finish(struct gen_job *j)
+{
+    struct server *srv = j->srv;
+    job_settle(j);
+    const struct gen_choice *c0 = &j->ch[0];
     if (log_enabled(LOG_INFO)) {
         struct oai_usage u;
         usage_of(j, &u);
-        double itl = tpot > 0 ? tpot : 0;
+        double itl = j->tpot > 0 ? j->tpot : 0;
         char spec[48] = "";
         if (u.spec_drafted > 0)
             snprintf(spec, sizeof spec, " spec=%d/%d", u.spec_accepted, u.spec_drafted);
@@ -1196,8 +1217,8 @@ static void gen_job_finish(struct gen_job *j)
                 "%s %s %s %d model=%s finish=%s choices=%d prompt=%d cached=%d completion=%d "
                 "ttft=%.3fs itl=%.1fms e2e=%.3fs%s%s",
                 j->xrid, j->method, j->url, j->status, srv->served_name, finish_reason(j, c0),
-                j->n_choices, u.prompt_tokens, u.cached_tokens, completion,
-                ttft > 0 ? ttft : 0, itl * 1e3, j->t_end - j->t_arrival,
+                j->n_choices, u.prompt_tokens, u.cached_tokens, j->completion,
+                j->ttft > 0 ? j->ttft : 0, itl * 1e3, j->t_end - j->t_arrival,
                 j->stream ? " stream" : "", spec);
     }
     job_free(j);

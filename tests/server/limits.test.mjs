@@ -4,6 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer, http, metric, waitMetric } from './helpers.mjs';
 
@@ -108,4 +111,61 @@ test('SIGTERM: a short request in flight finishes normally within the grace peri
   assert.equal(finish, 'length');
   assert.equal(usage.completion_tokens, 300);
   assert.deepEqual(await srv.exited, { code: 0, sig: null });
+});
+
+// Read one HTTP/1.1 exchange on a fresh connection until `until` appears in what came back
+// (the end of a stream: [DONE] or the Responses API's final event) or the connection closes.
+function exchange(port, method, path, body, headers, until) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const data = body === undefined ? '' : JSON.stringify(body);
+    let got = '';
+    const timer = setTimeout(() => { sock.destroy(); reject(new Error(`no end: ${got}`)); }, 30000);
+    const done = () => { clearTimeout(timer); sock.destroy(); resolve(got); };
+    sock.on('data', (d) => {
+      got += d;
+      if (until(got)) done();
+    });
+    sock.on('end', done);
+    sock.on('error', (e) => { clearTimeout(timer); reject(e); });
+    sock.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headers}` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(data)}\r\n\r\n${data}`);
+  });
+}
+
+// A stream's request is settled (its key's concurrency slot freed, its session's turn recorded,
+// counted in /metrics) before the client can read its end: the next request, sent the moment
+// [DONE] arrives, sees all of it. Until session 11 that happened when the response finished
+// sending, just after [DONE]; the race lost about one turn in 200-300 on a 2-core VM, so this
+// runs 400 back-to-back turns of each kind (a regression fails it with high probability, not
+// certainty; a correct server never does).
+test('a stream is settled before its end: back-to-back streams of a concurrency-1 key', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'llaisys-keys-'));
+  const keys = path.join(dir, 'keys');
+  await writeFile(keys, 'key-one name=one concurrency=1\n');
+  const srv = await startServer(['--api-key-file', keys, '--threads', '1'], { apiKey: 'key-one' });
+  const auth = 'Authorization: Bearer key-one\r\n';
+  const body = (r) => JSON.parse(r.slice(r.indexOf('\r\n\r\n') + 4));
+  const sess = body(await exchange(srv.port, 'POST', '/v1/sessions', {}, auth, () => false));
+  const kinds = [
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }, 'data: [DONE]'],
+    ['/v1/completions', { prompt: 'Once', max_tokens: 2 }, 'data: [DONE]'],
+    ['/v1/responses', { input: 'hi', max_output_tokens: 2 }, 'event: response.completed'],
+  ];
+  let turns = 0;
+  for (let i = 0; i < 400; i++) {
+    const [route, req, end] = kinds[i % kinds.length];
+    const r = await exchange(srv.port, 'POST', route,
+      { ...req, stream: true, ...(route === '/v1/chat/completions' ? { session_id: sess.id } : {}) },
+      auth, (g) => g.includes(end) || g.startsWith('HTTP/1.1 4'));
+    assert.match(r, /^HTTP\/1\.1 200/, `turn ${i} (${route}): ${r.slice(0, 300)}`);
+    if (route !== '/v1/chat/completions') continue;
+    turns++;
+    const s = await exchange(srv.port, 'GET', `/v1/sessions/${sess.id}`, undefined, auth, () => false);
+    assert.equal(body(s).turns, turns, `turn ${i}: the session has not recorded it yet`);
+  }
+  assert.equal(await metric(srv, 'llaisys_key_requests_active', 'key="one"',
+    { Authorization: 'Bearer key-one' }), 0);
+  assert.deepEqual(await srv.stop(), { code: 0, sig: null });
+  await rm(dir, { recursive: true });
 });
