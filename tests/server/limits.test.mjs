@@ -1,6 +1,6 @@
 // limits.test.mjs: llaisys-server's guards seen through the OpenAI Node SDK and raw sockets:
-// API keys, queue-full 429, a client that stops reading (write timeout), and SIGTERM with
-// streams in flight.
+// API keys, queue-full 429, a client that stops reading (write timeout), SIGTERM with
+// streams in flight, and a stream's request settled before its end (a concurrency-1 key).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
