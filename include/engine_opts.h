@@ -22,6 +22,7 @@
 
 #include "errors.h"
 #include "model.h"
+#include "runtime.h"
 
 struct model_config;
 
@@ -167,6 +168,13 @@ enum ll_status engine_opts_check(const struct engine_opts *o, struct ll_err *err
 /* What model_open should do with the weights under o: quantize them at load (--quant) on
  * o->n_threads threads (the default count when 0), or take them as stored. */
 struct model_open_opts engine_opts_model_open(const struct engine_opts *o);
+
+/* The runtime that o asks for (resolved with a model): the engine's paged KV pool (n_ctx,
+ * kv_blocks x block_size slots, max_batch_tokens), o's threads and math. */
+struct runtime_opts engine_opts_runtime(const struct engine_opts *o);
+/* The same threads and math for one contiguous sequence of n_ctx positions and max_batch tokens
+ * a step (0: the default): the runtime of the CLI's one-sequence commands. */
+struct runtime_opts engine_opts_runtime_seq(const struct engine_opts *o, int n_ctx, int max_batch);
 
 /* Print o as "name: value" items (names: the flags without "--", in table order) separated by
  * sep, e.g. "threads: 2" sep "ctx: 4096" ... "exact: no". Nothing before the first or after the

@@ -222,11 +222,7 @@ int32_t llaisys_model_create(const char *model_dir, const struct llaisys_model_p
     m->max_blocks = blocks_for(o.n_ctx, o.block_size);
     m->vocab = m->model->config.vocab_size;
     m->prefix_cache = !o.no_prefix_cache;
-    struct runtime_opts ro = {
-        .n_ctx = o.n_ctx, .n_slots = o.kv_blocks * o.block_size, .block_size = o.block_size,
-        .max_batch = o.max_batch_tokens, .n_threads = o.n_threads,
-        .math = o.exact ? LL_MATH_EXACT : LL_MATH_FAST, .fixed_threads = o.fixed_threads,
-    };
+    struct runtime_opts ro = engine_opts_runtime(&o);
     if ((s = runtime_create(&m->rt, m->model, &ro, &err)) != LL_OK ||
         (s = kv_pool_init(&m->pool, o.kv_blocks, o.block_size, &err)) != LL_OK)
         goto fail;

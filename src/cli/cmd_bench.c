@@ -116,9 +116,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (n_ctx < WARMUP_TOKENS)
         n_ctx = WARMUP_TOKENS;
-    struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 512, .n_threads = eo.n_threads,
-                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST,
-                             .fixed_threads = eo.fixed_threads};
+    struct runtime_opts o = engine_opts_runtime_seq(&eo, n_ctx, 512);
     if (runtime_create(&rt, m, &o, &err) != LL_OK)
         goto fail;
     double load_s = ll_now() - t0;

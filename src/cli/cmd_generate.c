@@ -223,9 +223,7 @@ int cmd_generate(int argc, char **argv)
             goto fail;
         }
     engine_opts_resolve(&g.engine, &m->config);
-    struct runtime_opts o = {.n_ctx = g.engine.n_ctx, .n_threads = g.engine.n_threads,
-                             .math = g.engine.exact ? LL_MATH_EXACT : LL_MATH_FAST,
-                             .fixed_threads = g.engine.fixed_threads};
+    struct runtime_opts o = engine_opts_runtime_seq(&g.engine, g.engine.n_ctx, 0);
     if (n_prompt >= o.n_ctx) {
         ll_err_set(&err, LL_ETOOLONG, "the prompt has %d tokens, the context only %d (--ctx)",
                    n_prompt, o.n_ctx);

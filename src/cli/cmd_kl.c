@@ -173,11 +173,7 @@ int cmd_kl(int argc, char **argv)
                    n_ids, C);
         goto fail;
     }
-    struct runtime_opts ro = {.n_ctx = C,
-                              .max_batch = C < 512 ? C : 512,
-                              .n_threads = eo.n_threads,
-                              .math = LL_MATH_FAST,
-                              .fixed_threads = eo.fixed_threads};
+    struct runtime_opts ro = engine_opts_runtime_seq(&eo, C, C < 512 ? C : 512);
     size_t rows = (size_t)per_chunk * (size_t)V;
     chunk = malloc(sizeof(int32_t) * (size_t)C);
     lb = malloc(sizeof(float) * rows);

@@ -86,10 +86,7 @@ int cmd_score(int argc, char **argv)
     if (model_open(&m, dir, &mo, &err) != LL_OK)
         goto fail;
     engine_opts_resolve(&eo, NULL); /* threads; the context is the ids given */
-    struct runtime_opts o = {.n_ctx = n, .max_batch = n < SCORE_CHUNK ? n : SCORE_CHUNK,
-                             .n_threads = eo.n_threads,
-                             .math = eo.exact ? LL_MATH_EXACT : LL_MATH_FAST,
-                             .fixed_threads = eo.fixed_threads};
+    struct runtime_opts o = engine_opts_runtime_seq(&eo, n, n < SCORE_CHUNK ? n : SCORE_CHUNK);
     if (runtime_create(&rt, m, &o, &err) != LL_OK)
         goto fail;
     int V = m->config.vocab_size;

@@ -80,11 +80,7 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     }
     if ((s = tokenizer_load(&e->tok, model_dir, err)) != LL_OK)
         goto fail;
-    struct runtime_opts ro = {
-        .n_ctx = o->n_ctx, .n_slots = o->kv_blocks * o->block_size, .block_size = o->block_size,
-        .max_batch = o->max_batch_tokens, .n_threads = o->n_threads,
-        .math = o->exact ? LL_MATH_EXACT : LL_MATH_FAST, .fixed_threads = o->fixed_threads,
-    };
+    struct runtime_opts ro = engine_opts_runtime(o);
     e->vocab = e->model->config.vocab_size;
     if ((s = runtime_create(&e->rt, e->model, &ro, err)) != LL_OK ||
         (s = sampler_init(&e->smp, e->vocab, err)) != LL_OK ||

@@ -179,6 +179,21 @@ struct model_open_opts engine_opts_model_open(const struct engine_opts *o)
     return mo;
 }
 
+struct runtime_opts engine_opts_runtime_seq(const struct engine_opts *o, int n_ctx, int max_batch)
+{
+    return (struct runtime_opts){.n_ctx = n_ctx, .max_batch = max_batch, .n_threads = o->n_threads,
+                                 .math = o->exact ? LL_MATH_EXACT : LL_MATH_FAST,
+                                 .fixed_threads = o->fixed_threads};
+}
+
+struct runtime_opts engine_opts_runtime(const struct engine_opts *o)
+{
+    struct runtime_opts r = engine_opts_runtime_seq(o, o->n_ctx, o->max_batch_tokens);
+    r.n_slots = o->kv_blocks * o->block_size;
+    r.block_size = o->block_size;
+    return r;
+}
+
 void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, char *buf, size_t n)
 {
     LL_ASSERT((unsigned)p < ENGINE_PROFILE_COUNT);
