@@ -10,10 +10,17 @@
  * accounted (times the number of CPUs: cores), and others = busy - our CPU time per second of
  * wall time. Tick accounting makes a window of a quarter second good to about a tenth of a
  * core.
+ *
+ * The cores this process may use (the default compute thread count, pool.h): the CPUs of its
+ * affinity mask counted once per physical core (SMT siblings share a core's units and its
+ * bandwidth, and a matmul thread gains nothing from the second one), at most its cgroup's CPU
+ * quota rounded up (`docker --cpus 1.5` gives 2; cgroup v2 cpu.max or v1 cpu.cfs_quota_us /
+ * cpu.cfs_period_us, the tightest on the path from its cgroup to the root).
  */
 #ifndef LLAISYS_CPU_AVAIL_H
 #define LLAISYS_CPU_AVAIL_H
 
+#include <sched.h>
 #include <stdbool.h>
 
 struct ll_cpu_sample {
@@ -32,5 +39,14 @@ bool ll_cpu_sample(struct ll_cpu_sample *s);
  * CPU sets differ. */
 bool ll_cpu_between(const struct ll_cpu_sample *a, const struct ll_cpu_sample *b, double *idle,
                     double *others);
+
+/* The cores this process may use (see above), at least 1. Reads /sys and /proc each call. */
+int ll_cpu_cores_usable(void);
+/* The parts, readable from other roots (tests): the physical cores among the CPUs of mask, from
+ * sys_cpu/cpuN/topology/{physical_package_id,core_id} (a CPU whose topology cannot be read counts
+ * as a core of its own); and the tightest CPU quota in cores (0: none) of the cgroups named by
+ * the text of /proc/self/cgroup, under cgroup_root (v1 hierarchies as cgroup_root/CONTROLLERS). */
+int ll_cpu_physical_cores(const cpu_set_t *mask, const char *sys_cpu);
+double ll_cgroup_cpu_quota(const char *proc_cgroup, const char *cgroup_root);
 
 #endif

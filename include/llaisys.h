@@ -120,9 +120,10 @@ struct llaisys_model_params {
     int32_t block_size; /* tokens per KV block; 0: 16 */
     int32_t n_seq_max;  /* sequence ids are 0..n_seq_max-1; 0: 16 */
     int32_t n_batch;    /* most tokens in one llaisys_decode; 0: max(512, n_seq_max) */
-    int32_t n_threads;  /* compute threads, the calling one included; 0: 2 (fewer run while
-                           other processes keep every core busy: llaisys-server's
-                           --fixed-threads explains it) */
+    int32_t n_threads;  /* compute threads, the calling one included; 0: the physical cores
+                           this process may use (affinity mask, SMT siblings once, cgroup CPU
+                           quota rounded up); fewer run while other processes keep every core
+                           busy: llaisys-server's --fixed-threads explains it */
     int32_t math;       /* enum llaisys_math */
 };
 

@@ -97,7 +97,7 @@ struct model_open_opts {
     bool pack_bf16;      /* pack every bf16 linear weight losslessly while loading (model_pack.h) */
     bool keep_mapped;    /* read the linear weights in place from the file mapping instead of
                             copying them into memory (model_copy.h) */
-    int n_threads;       /* threads that quantize (default LL_POOL_DEFAULT_THREADS) */
+    int n_threads;       /* threads that quantize (default ll_pool_default_threads()) */
 };
 
 struct model_family; /* model_registry.h */

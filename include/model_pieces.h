@@ -20,7 +20,7 @@ typedef enum ll_status (*model_piece_fn)(void *ctx, struct model_linear *l, int 
 int64_t model_pieces_count(const struct model *m, int piece_rows);
 
 /* fn on every piece, taken from one atomic counter by the threads of a temporary pool of
- * n_threads (< 1: LL_POOL_DEFAULT_THREADS), so a thread that falls behind (a busy core) holds up
+ * n_threads (< 1: the default, pool.h), so a thread that falls behind (a busy core) holds up
  * nobody. The first piece to fail stops the others from taking more; its error is returned,
  * naming the weight ("DIR: weight 'NAME': ..."). LL_OK, that error, or LL_ENOMEM. */
 enum ll_status model_pieces_run(struct model *m, int piece_rows, int n_threads, model_piece_fn fn,

@@ -21,12 +21,15 @@
 #ifndef LLAISYS_POOL_H
 #define LLAISYS_POOL_H
 
-/* Compute threads when nobody says how many (the engine options and the runtime use it). */
-#define LL_POOL_DEFAULT_THREADS 2
-
 #include <stdbool.h>
 
 #include "errors.h"
+
+/* Compute threads when nobody says how many (the engine options, the runtime and the loaders use
+ * it): the cores this process may use (cpu_avail.h's ll_cpu_cores_usable, read once), at most
+ * LL_POOL_MAX_THREADS. */
+#define LL_POOL_MAX_THREADS 256
+int ll_pool_default_threads(void);
 
 struct ll_pool;
 

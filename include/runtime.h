@@ -38,7 +38,7 @@ struct runtime_opts {
     int block_size;     /* slots per KV block (default n_slots) */
     int max_batch;      /* tokens per forward step (default 512) */
     int n_threads;      /* compute threads, the caller's included (default
-                           LL_POOL_DEFAULT_THREADS) */
+                           ll_pool_default_threads()) */
     enum ll_math math;  /* LL_MATH_FAST (bf16 activations in matmul, bf16 KV; the usual choice)
                            or LL_MATH_EXACT (f32 activations, f32 KV) */
     bool fixed_threads; /* run every thread whatever else runs on the cores (default: the pool

@@ -134,7 +134,7 @@ check "generate takes --ctx=N and stops when the context is full" $?
 "$cli" score --model "$model" --ids "1 2" --threads 300 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q -- "--threads: must be an integer from 1 to 256" "$tmp/err"
 check "score --threads uses the engine's range" $?
-"$cli" generate --help | grep -q -- '--threads N .*compute threads (1 to 256; default 2)'
+"$cli" generate --help | grep -q -- '--threads N .*compute threads (1 to 256; default the physical cores this process may use, [0-9]* here)'
 check "generate --help prints the engine-option lines" $?
 "$cli" generate --model "$model" >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q -- "--prompt" "$tmp/err"

@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "model.h"
 #include "parse.h"
+#include "pool.h"
 #include "server.h"
 
 #define FIXTURE "tests/fixtures/tiny-qwen2"
@@ -325,7 +326,11 @@ static void test_help(void **state)
     engine_opts_help(def(ENGINE_OPT_CTX), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     assert_non_null(strstr(h, "(2 to 16777216; default min(4096, max_position_embeddings))"));
     engine_opts_help(def(ENGINE_OPT_THREADS), ENGINE_PROFILE_DEFAULT, h, sizeof h);
-    assert_string_equal(h, "compute threads (1 to 256; default 2)");
+    char want_threads[128];
+    snprintf(want_threads, sizeof want_threads,
+             "compute threads (1 to 256; default the physical cores this process may use, %d here)",
+             ll_pool_default_threads());
+    assert_string_equal(h, want_threads);
     engine_opts_help(def(ENGINE_OPT_EXACT), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     assert_string_equal(h, "f32 activations and KV cache (default bf16 fast path)");
     engine_opts_help(def(ENGINE_OPT_SPEC), ENGINE_PROFILE_DEFAULT, h, sizeof h);

@@ -20,7 +20,10 @@
 #include <stdbool.h>
 #include <math.h>
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -417,6 +420,92 @@ static double ops_until(struct ll_pool *pool, int want, double secs)
 
 /* The samples the rule is fed: the CPUs of the affinity mask, monotonic counters, our own CPU
  * time not counted as others', and the arithmetic between two samples. */
+/* Write text to root/rel, making its directories. */
+static void put_file(const char *root, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *q = path + strlen(root) + 1; (q = strchr(q, '/')) != NULL; q++) {
+        *q = '\0';
+        mkdir(path, 0755);
+        *q = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The default thread count: physical cores of the affinity mask (SMT siblings once), capped by
+ * the cgroup CPU quota, read from fake /sys trees. */
+static void test_default_threads(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/llaisys-cores-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    /* 6 CPUs: 0/1 and 2/3 SMT siblings of cores 0 and 1, 4 core 0 of package 1, 5 unreadable */
+    const int topo[5][2] = {{0, 0}, {0, 0}, {0, 1}, {0, 1}, {1, 0}};
+    for (int c = 0; c < 5; c++) {
+        char rel[96], v[16];
+        snprintf(rel, sizeof rel, "cpu/cpu%d/topology/physical_package_id", c);
+        snprintf(v, sizeof v, "%d\n", topo[c][0]);
+        put_file(root, rel, v);
+        snprintf(rel, sizeof rel, "cpu/cpu%d/topology/core_id", c);
+        snprintf(v, sizeof v, "%d\n", topo[c][1]);
+        put_file(root, rel, v);
+    }
+    char sys[600];
+    snprintf(sys, sizeof sys, "%s/cpu", root);
+    cpu_set_t m;
+    CPU_ZERO(&m);
+    for (int c = 0; c < 6; c++)
+        CPU_SET(c, &m);
+    assert_int_equal(ll_cpu_physical_cores(&m, sys), 4); /* cores (0,0) (0,1) (1,0) and cpu5 */
+    CPU_CLR(5, &m);
+    CPU_CLR(4, &m);
+    assert_int_equal(ll_cpu_physical_cores(&m, sys), 2);
+    CPU_CLR(1, &m);
+    CPU_CLR(3, &m);
+    assert_int_equal(ll_cpu_physical_cores(&m, sys), 2);
+    CPU_CLR(2, &m);
+    assert_int_equal(ll_cpu_physical_cores(&m, sys), 1);
+
+    /* cgroup v2: 1.5 cores on the parent, none on the leaf, 3 on the root */
+    char cg[600];
+    snprintf(cg, sizeof cg, "%s/cg2", root);
+    put_file(root, "cg2/cpu.max", "300000 100000\n");
+    put_file(root, "cg2/app/cpu.max", "150000 100000\n");
+    put_file(root, "cg2/app/web/cpu.max", "max 100000\n");
+    assert_true(fabs(ll_cgroup_cpu_quota("0::/app/web\n", cg) - 1.5) < 1e-9);
+    assert_true(fabs(ll_cgroup_cpu_quota("0::/\n", cg) - 3.0) < 1e-9);
+    assert_true(fabs(ll_cgroup_cpu_quota("0::/elsewhere\n", cg) - 3.0) < 1e-9);
+    put_file(root, "cg2/cpu.max", "max 100000\n");
+    assert_true(ll_cgroup_cpu_quota("0::/\n", cg) == 0);
+    /* cgroup v1, cpu and cpuacct mounted together; -1 is no quota */
+    snprintf(cg, sizeof cg, "%s/cg1", root);
+    put_file(root, "cg1/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    put_file(root, "cg1/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    put_file(root, "cg1/cpu,cpuacct/docker/x/cpu.cfs_quota_us", "50000\n");
+    put_file(root, "cg1/cpu,cpuacct/docker/x/cpu.cfs_period_us", "100000\n");
+    const char *v1 = "12:pids:/docker/x\n4:cpu,cpuacct:/docker/x\n1:name=systemd:/docker/x\n";
+    assert_true(fabs(ll_cgroup_cpu_quota(v1, cg) - 0.5) < 1e-9);
+    assert_true(ll_cgroup_cpu_quota("4:cpu,cpuacct:/\n", cg) == 0);
+    assert_true(ll_cgroup_cpu_quota("4:cpuacct:/docker/x\n", cg) == 0); /* not the cpu one */
+    assert_true(ll_cgroup_cpu_quota("", cg) == 0);
+    assert_true(ll_cgroup_cpu_quota("garbage\n0:\n", cg) == 0);
+
+    /* this process: between 1 and the CPUs it may run on, and the same on every call */
+    int d = ll_pool_default_threads();
+    print_message("default threads here: %d (of %d CPUs allowed)\n", d, cpus_allowed());
+    assert_true(d >= 1 && d <= cpus_allowed());
+    assert_int_equal(d, ll_pool_default_threads());
+    assert_int_equal(ll_cpu_cores_usable() < LL_POOL_MAX_THREADS ? ll_cpu_cores_usable()
+                                                                  : LL_POOL_MAX_THREADS, d);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_cpu_samples(void **state)
 {
     (void)state;
@@ -513,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_adapt_rule),
         cmocka_unit_test(test_active_changes),
         cmocka_unit_test(test_cpu_samples),
+        cmocka_unit_test(test_default_threads),
         cmocka_unit_test(test_adapt_busy_neighbours),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

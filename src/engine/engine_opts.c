@@ -5,7 +5,7 @@
  * limit), a context of at least 2 positions (one prompt token and one new token), at most
  * 65536 tokens per step (the batch buffers are sized by it at creation), at most 2^24 KV blocks
  * and 2^30 KV slots. The default values live only in this file, in resolve (and the profile
- * table it reads), except the thread count, which the runtime shares (LL_POOL_DEFAULT_THREADS);
+ * table it reads), except the thread count, which the runtime shares (pool.h);
  * the help text is written from the same constants.
  */
 #include "engine_opts.h"
@@ -48,7 +48,7 @@ const char *const engine_quant_names[] = {"none",   "q8_0",  "q4_0", "q4_k",
 
 const struct engine_opt_def engine_opt_defs[ENGINE_OPT_COUNT] = {
     [ENGINE_OPT_THREADS] = {"--threads", "LLAISYS_THREADS", "N", ENGINE_OPT_INT, OFF(n_threads),
-                            1, 256, "compute threads"},
+                            1, LL_POOL_MAX_THREADS, "compute threads"},
     [ENGINE_OPT_CTX] = {"--ctx", "LLAISYS_CTX", "N", ENGINE_OPT_INT, OFF(n_ctx), 2, 1 << 24,
                         "context length: positions per sequence, prompt and output together"},
     [ENGINE_OPT_MAX_SEQS] = {"--max-seqs", "LLAISYS_MAX_SEQS", "N", ENGINE_OPT_INT, OFF(max_seqs),
@@ -168,7 +168,7 @@ enum ll_status engine_opts_set(struct engine_opts *o, const struct engine_opt_de
 struct model_open_opts engine_opts_model_open(const struct engine_opts *o)
 {
     struct model_open_opts mo = {
-        .n_threads = o->n_threads > 0 ? o->n_threads : LL_POOL_DEFAULT_THREADS};
+        .n_threads = o->n_threads > 0 ? o->n_threads : ll_pool_default_threads()};
     if (o->quant > 0) {
         LL_ASSERT(o->quant < (int)LL_ARRAY_LEN(engine_quant_names) - 1);
         mo.quantize = model_qscheme_parse(engine_quant_names[o->quant], &mo.qscheme);
@@ -200,7 +200,8 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
     char dflt[96] = "";
     switch ((enum engine_opt_id)(d - engine_opt_defs)) {
     case ENGINE_OPT_THREADS:
-        snprintf(dflt, sizeof dflt, "%d", LL_POOL_DEFAULT_THREADS);
+        snprintf(dflt, sizeof dflt, "the physical cores this process may use, %d here",
+                 ll_pool_default_threads());
         break;
     case ENGINE_OPT_CTX:
         snprintf(dflt, sizeof dflt, "min(%d, max_position_embeddings)", CTX_CAP);
@@ -269,7 +270,7 @@ void engine_opts_resolve(struct engine_opts *o, const struct model_config *c)
 {
     LL_ASSERT((unsigned)o->profile < ENGINE_PROFILE_COUNT);
     if (o->n_threads <= 0)
-        o->n_threads = LL_POOL_DEFAULT_THREADS;
+        o->n_threads = ll_pool_default_threads();
     if (o->block_size <= 0)
         o->block_size = DEFAULT_BLOCK_SIZE;
     if (o->max_seqs <= 0)

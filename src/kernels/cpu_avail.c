@@ -1,9 +1,12 @@
 /*
- * cpu_avail.c: idle cores and cores used by other processes, from /proc/stat (see cpu_avail.h).
+ * cpu_avail.c: idle cores and cores used by other processes, from /proc/stat; the cores this
+ * process may use, from its affinity mask, the CPU topology and its cgroup (see cpu_avail.h).
  */
 #include "cpu_avail.h"
 
+#include <math.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,4 +57,140 @@ bool ll_cpu_between(const struct ll_cpu_sample *a, const struct ll_cpu_sample *b
     *idle = di / (di + db) * a->n_cpus;
     *others = o > 0 ? o : 0;
     return true;
+}
+
+int ll_cpu_physical_cores(const cpu_set_t *mask, const char *sys_cpu)
+{
+    int n = 0, cores = 0, cap = CPU_COUNT(mask);
+    long(*seen)[2] = calloc(cap > 0 ? (size_t)cap : 1, sizeof *seen);
+    if (!seen)
+        return cap;
+    for (int cpu = 0; cpu < CPU_SETSIZE && n < cap; cpu++) {
+        if (!CPU_ISSET(cpu, mask))
+            continue;
+        n++;
+        long id[2] = {-1, -1}; /* package, core */
+        const char *name[2] = {"physical_package_id", "core_id"};
+        for (int f = 0; f < 2; f++) {
+            char path[256], *text;
+            snprintf(path, sizeof path, "%s/cpu%d/topology/%s", sys_cpu, cpu, name[f]);
+            if (ll_read_file(path, &text, NULL, NULL) == LL_OK) {
+                char *end;
+                long v = strtol(text, &end, 10);
+                if (end != text)
+                    id[f] = v;
+                free(text);
+            }
+        }
+        bool dup = false;
+        for (int i = 0; i < cores && id[1] >= 0; i++)
+            dup |= seen[i][0] == id[0] && seen[i][1] == id[1];
+        if (!dup) { /* an unreadable topology counts the CPU as its own core */
+            seen[cores][0] = id[0];
+            seen[cores][1] = id[1];
+            cores++;
+        }
+    }
+    free(seen);
+    return cores;
+}
+
+/* The tightest quota along dir and its ancestors up to root (cores; 0 when none). v2 reads
+ * "cpu.max" ("max 100000" or "QUOTA PERIOD"), v1 "cpu.cfs_quota_us" (-1: none) and
+ * "cpu.cfs_period_us". */
+static double quota_along(const char *root, const char *dir, bool v2)
+{
+    char path[1024];
+    double best = 0;
+    size_t len = strlen(dir);
+    for (;;) {
+        double q = -1, p = 0;
+        char *text = NULL, *text2 = NULL;
+        snprintf(path, sizeof path, "%s%.*s/%s", root, (int)len, dir,
+                 v2 ? "cpu.max" : "cpu.cfs_quota_us");
+        if (ll_read_file(path, &text, NULL, NULL) == LL_OK) {
+            if (v2) {
+                char *end;
+                q = strtod(text, &end);
+                if (end != text)
+                    p = strtod(end, NULL);
+            } else {
+                snprintf(path, sizeof path, "%s%.*s/cpu.cfs_period_us", root, (int)len, dir);
+                if (ll_read_file(path, &text2, NULL, NULL) == LL_OK) {
+                    q = strtod(text, NULL);
+                    p = strtod(text2, NULL);
+                }
+            }
+        }
+        free(text);
+        free(text2);
+        if (q > 0 && p > 0 && (best == 0 || q / p < best))
+            best = q / p;
+        if (len == 0)
+            return best;
+        while (len > 0 && dir[len - 1] != '/') /* the parent directory */
+            len--;
+        while (len > 0 && dir[len - 1] == '/')
+            len--;
+    }
+}
+
+double ll_cgroup_cpu_quota(const char *proc_cgroup, const char *cgroup_root)
+{
+    double best = 0;
+    for (const char *line = proc_cgroup; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t n = eol ? (size_t)(eol - line) : strlen(line);
+        /* "ID:CONTROLLERS:PATH"; v2 is "0::PATH" */
+        const char *c1 = memchr(line, ':', n), *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - line)) : NULL;
+        if (c2 && c2[1] == '/') {
+            char dir[768], root[512];
+            size_t dn = n - (size_t)(c2 + 1 - line);
+            snprintf(dir, sizeof dir, "%.*s", (int)dn, c2 + 1);
+            if (dn > 1 && dir[strlen(dir) - 1] == '/')
+                dir[strlen(dir) - 1] = '\0';
+            if (!strcmp(dir, "/"))
+                dir[0] = '\0';
+            double q = 0;
+            if (c2 == c1 + 1) { /* v2 */
+                q = quota_along(cgroup_root, dir, true);
+            } else {
+                /* v1: the hierarchy whose controllers include cpu ("cpu", "cpu,cpuacct") */
+                char ctl[128];
+                snprintf(ctl, sizeof ctl, "%.*s", (int)(c2 - c1 - 1), c1 + 1);
+                bool has_cpu = false;
+                for (char *sv, *t = strtok_r(ctl, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+                    has_cpu |= !strcmp(t, "cpu");
+                if (has_cpu) {
+                    snprintf(ctl, sizeof ctl, "%.*s", (int)(c2 - c1 - 1), c1 + 1);
+                    snprintf(root, sizeof root, "%s/%s", cgroup_root, ctl);
+                    q = quota_along(root, dir, false);
+                    if (q == 0) { /* mounted as "cpu" beside a "cpu,cpuacct" link */
+                        snprintf(root, sizeof root, "%s/cpu", cgroup_root);
+                        q = quota_along(root, dir, false);
+                    }
+                }
+            }
+            if (q > 0 && (best == 0 || q < best))
+                best = q;
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    return best;
+}
+
+int ll_cpu_cores_usable(void)
+{
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0)
+        return 1;
+    int cores = ll_cpu_physical_cores(&mask, "/sys/devices/system/cpu");
+    char *cg;
+    if (ll_read_file("/proc/self/cgroup", &cg, NULL, NULL) == LL_OK) {
+        double q = ll_cgroup_cpu_quota(cg, "/sys/fs/cgroup");
+        free(cg);
+        if (q > 0 && q < cores)
+            cores = (int)ceil(q - 1e-9);
+    }
+    return cores > 0 ? cores : 1;
 }

@@ -203,6 +203,21 @@ static void pool_stop(struct ll_pool *pool)
         pthread_join(pool->threads[i], NULL);
 }
 
+static int default_threads;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void find_default_threads(void)
+{
+    int n = ll_cpu_cores_usable();
+    default_threads = n < LL_POOL_MAX_THREADS ? n : LL_POOL_MAX_THREADS;
+}
+
+int ll_pool_default_threads(void)
+{
+    pthread_once(&default_once, find_default_threads);
+    return default_threads;
+}
+
 enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err *err)
 {
     *out = NULL;

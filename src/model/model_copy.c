@@ -135,6 +135,6 @@ enum ll_status model_copy_weights(struct model *m, int n_threads, struct ll_err 
     log_msg(LOG_INFO,
             "%s: copied the linear weights into memory (%.0f MiB) in %.2f s on %d threads", m->dir,
             (double)total / (1 << 20), ll_now() - t0,
-            n_threads < 1 ? LL_POOL_DEFAULT_THREADS : n_threads);
+            n_threads < 1 ? ll_pool_default_threads() : n_threads);
     return LL_OK;
 }

@@ -98,7 +98,7 @@ enum ll_status model_pack_bf16(struct model *m, int n_threads, struct ll_err *er
             "%s: packed %d bf16 linear weights (%.3g G weights) losslessly to 12.5 bits in "
             "%.2f s on %d threads (%.0f MiB, and %.2f MiB for the %.3f %% of blocks kept whole)",
             m->dir, nl, weights * 1e-9, m->pack_seconds,
-            n_threads < 1 ? LL_POOL_DEFAULT_THREADS : n_threads,
+            n_threads < 1 ? ll_pool_default_threads() : n_threads,
             (double)total / (1 << 20), (double)escapes * 64 / (1 << 20),
             blocks > 0 ? 100.0 * (double)escapes / blocks : 0.0);
     goto out;

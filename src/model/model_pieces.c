@@ -76,7 +76,7 @@ enum ll_status model_pieces_run(struct model *m, int piece_rows, int n_threads, 
         j.first[i + 1] = j.first[i] + (m->linears[i]->n + piece_rows - 1) / piece_rows;
     struct ll_pool *pool;
     enum ll_status s =
-        ll_pool_create(&pool, n_threads < 1 ? LL_POOL_DEFAULT_THREADS : n_threads, err);
+        ll_pool_create(&pool, n_threads < 1 ? ll_pool_default_threads() : n_threads, err);
     if (s == LL_OK) {
         pthread_mutex_init(&j.lock, NULL);
         ll_pool_run(pool, run_worker, &j);

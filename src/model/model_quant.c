@@ -103,7 +103,7 @@ enum ll_status model_quantize(struct model *m, enum model_qscheme scheme, int n_
         p += round64(ll_qweight_d_bytes(j.t[i], l->n, l->k));
     }
     if (n_threads < 1)
-        n_threads = LL_POOL_DEFAULT_THREADS;
+        n_threads = ll_pool_default_threads();
     double t0 = ll_now();
     if ((s = model_pieces_run(m, PIECE_ROWS, n_threads, quantize_piece, &j, err)))
         goto out;

@@ -16,7 +16,7 @@ void runtime_opts_resolve(struct runtime_opts *o)
     if (o->max_batch <= 0)
         o->max_batch = 512;
     if (o->n_threads <= 0)
-        o->n_threads = LL_POOL_DEFAULT_THREADS;
+        o->n_threads = ll_pool_default_threads();
 }
 
 enum ll_status runtime_create(struct model_runtime **out, const struct model *m,
