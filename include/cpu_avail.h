@@ -42,6 +42,10 @@ bool ll_cpu_between(const struct ll_cpu_sample *a, const struct ll_cpu_sample *b
 
 /* The cores this process may use (see above), at least 1. Reads /sys and /proc each call. */
 int ll_cpu_cores_usable(void);
+/* This process's cgroup CPU quota in cores (0: none), and the threads it gives work to (rounded
+ * up; 0 for none). */
+double ll_cpu_quota(void);
+int ll_cpu_quota_threads(double quota);
 /* The parts, readable from other roots (tests): the physical cores among the CPUs of mask, from
  * sys_cpu/cpuN/topology/{physical_package_id,core_id} (a CPU whose topology cannot be read counts
  * as a core of its own); and the tightest CPU quota in cores (0: none) of the cgroups named by

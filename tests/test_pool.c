@@ -506,6 +506,77 @@ static void test_default_threads(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Write text to path; false when it cannot be opened or written. */
+static bool write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    bool ok = fputs(text, f) >= 0;
+    return (fclose(f) == 0) && ok;
+}
+
+/* A pool under a real cgroup CPU quota of one core runs one thread when adaptive, two when not.
+ * Needs a writable cgroup hierarchy (root, v1 cpu controller or v2 with cpu delegated); skipped
+ * with the reason otherwise. */
+static void test_quota_cap(void **state)
+{
+    (void)state;
+    char dir[256] = "", why[400] = "";
+    bool v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+    char base[128];
+    snprintf(base, sizeof base, "%s",
+             v2 ? "/sys/fs/cgroup" : access("/sys/fs/cgroup/cpu", F_OK) == 0
+                                         ? "/sys/fs/cgroup/cpu"
+                                         : "/sys/fs/cgroup/cpu,cpuacct");
+    snprintf(dir, sizeof dir, "%s/llaisys-test-%d", base, (int)getpid());
+    char quota_file[300];
+    snprintf(quota_file, sizeof quota_file, "%s/%s", dir, v2 ? "cpu.max" : "cpu.cfs_quota_us");
+    if (v2) { /* the cpu controller must be enabled for the root's children */
+        if (!write_text("/sys/fs/cgroup/cgroup.subtree_control", "+cpu"))
+            snprintf(why, sizeof why, "cannot enable the cpu controller in /sys/fs/cgroup");
+    }
+    if (!why[0] && mkdir(dir, 0755) != 0)
+        snprintf(why, sizeof why, "cannot make %s", dir);
+    if (!why[0] && !write_text(quota_file, v2 ? "100000 100000" : "100000")) {
+        snprintf(why, sizeof why, "cannot write %s", quota_file);
+        rmdir(dir);
+    }
+    if (why[0]) {
+        print_message("SKIP quota cap: %s (needs root and a writable cgroup cpu controller)\n",
+                      why);
+        return;
+    }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char procs[320], me[32];
+        snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+        snprintf(me, sizeof me, "%d", (int)getpid());
+        if (!write_text(procs, me))
+            _exit(3);
+        if (fabs(ll_cpu_quota() - 1.0) > 1e-9 || ll_cpu_cores_usable() != 1)
+            _exit(4);
+        struct ll_pool *pool;
+        if (ll_pool_create(&pool, 2, NULL) != LL_OK)
+            _exit(5);
+        int adaptive_active, fixed_active;
+        ll_pool_set_adaptive(pool, true);
+        adaptive_active = ll_pool_active(pool);
+        ll_pool_set_adaptive(pool, false);
+        fixed_active = ll_pool_active(pool);
+        ll_pool_free(pool);
+        _exit(adaptive_active == 1 && fixed_active == 2 ? 0 : 6);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    rmdir(dir);
+    print_message("a 1-core quota (%s): child exit %d\n", v2 ? "cgroup v2" : "cgroup v1",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static void test_cpu_samples(void **state)
 {
     (void)state;
@@ -603,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_active_changes),
         cmocka_unit_test(test_cpu_samples),
         cmocka_unit_test(test_default_threads),
+        cmocka_unit_test(test_quota_cap),
         cmocka_unit_test(test_adapt_busy_neighbours),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

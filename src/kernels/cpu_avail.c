@@ -179,18 +179,29 @@ double ll_cgroup_cpu_quota(const char *proc_cgroup, const char *cgroup_root)
     return best;
 }
 
+double ll_cpu_quota(void)
+{
+    char *cg;
+    if (ll_read_file("/proc/self/cgroup", &cg, NULL, NULL) != LL_OK)
+        return 0;
+    double q = ll_cgroup_cpu_quota(cg, "/sys/fs/cgroup");
+    free(cg);
+    return q;
+}
+
+int ll_cpu_quota_threads(double quota)
+{
+    return quota > 0 ? (int)ceil(quota - 1e-9) : 0;
+}
+
 int ll_cpu_cores_usable(void)
 {
     cpu_set_t mask;
     if (sched_getaffinity(0, sizeof mask, &mask) != 0)
         return 1;
     int cores = ll_cpu_physical_cores(&mask, "/sys/devices/system/cpu");
-    char *cg;
-    if (ll_read_file("/proc/self/cgroup", &cg, NULL, NULL) == LL_OK) {
-        double q = ll_cgroup_cpu_quota(cg, "/sys/fs/cgroup");
-        free(cg);
-        if (q > 0 && q < cores)
-            cores = (int)ceil(q - 1e-9);
-    }
+    int q = ll_cpu_quota_threads(ll_cpu_quota());
+    if (q > 0 && q < cores)
+        cores = q;
     return cores > 0 ? cores : 1;
 }
