@@ -79,7 +79,8 @@ void ll_attention(float *out, const float *q, const struct ll_kv_cache *kv, int 
 void ll_attention_ref(float *out, const float *q, const struct ll_kv_cache *kv, int layer,
                       const struct ll_attn_batch *b, int n_heads, float *scratch, int max_keys);
 
-/* Name of the inner-loop variant in use for this head_dim ("avx512" or "scalar"). */
+/* Name of the inner-loop variant in use for this head_dim ("avx512", "avx2" or "scalar": the ops'
+ * variant, ops.h, where head_dim is a multiple of its 16 or 8 lanes). */
 const char *ll_attention_variant(int head_dim);
 
 #endif

@@ -11,6 +11,7 @@
 #ifndef LLAISYS_OPS_H
 #define LLAISYS_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -62,8 +63,12 @@ int ll_argmax(const float *x, int n);
  * out may equal x. */
 void ll_exp(float *out, const float *x, int n);
 
-/* Name of the variant the ops use on this CPU ("avx512" or "scalar"; LLAISYS_KERNEL=scalar|avx2
- * caps it to "scalar", see matmul.h). */
+/* Name of the variant the ops and attention use on this CPU ("avx512", "avx2" or "scalar";
+ * LLAISYS_KERNEL caps it, see isa.h). */
 const char *ll_ops_variant(void);
+/* Switch the ops' and attention's variant by name, for tests and benchmarks; not safe while
+ * another thread is inside an op. Returns false, changing nothing, for an unknown name or a
+ * variant this CPU cannot run. */
+bool ll_ops_set_variant(const char *name);
 
 #endif

@@ -14,8 +14,9 @@ log=$(mktemp); trap 'rm -f "$log"' EXIT
 for t in $bins; do
     "$t" >"$log" 2>&1; rc=$?
     cat "$log"
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+    # (a binary may run several groups: each prints its own totals)
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { if (NR) print s }')
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { if (NR) print s }')
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
     if [ "$rc" -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); broken="$broken $t"; fi
 done

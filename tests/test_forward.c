@@ -409,15 +409,26 @@ static void test_bad_batch(void **state)
     free(logits);
 }
 
+/* The whole suite on every kernel level this CPU can run (matmul, ops and attention together);
+ * the others are named with the reason. */
 int main(void)
 {
-    printf("ops %s, attention %s, matmul %s\n", ll_ops_variant(), ll_attention_variant(16),
-           ll_matmul_variant());
+    static const char *const levels[] = {"avx512", "avx2", "scalar"};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_parity),      cmocka_unit_test(test_fast_parity),
         cmocka_unit_test(test_determinism_exact), cmocka_unit_test(test_determinism_fast),
         cmocka_unit_test(test_paged_batch),       cmocka_unit_test(test_bad_batch),
         cmocka_unit_test(test_threads_adapt),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    int failed = 0;
+    for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+        if (!ll_ops_set_variant(levels[l]) || !ll_matmul_set_variant(levels[l])) {
+            printf("SKIP forward pass on %s kernels: this CPU cannot run them\n", levels[l]);
+            continue;
+        }
+        printf("ops %s, attention %s, matmul %s\n", ll_ops_variant(), ll_attention_variant(16),
+               ll_matmul_variant());
+        failed += cmocka_run_group_tests_name(levels[l], tests, setup, teardown);
+    }
+    return failed;
 }

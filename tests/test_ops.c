@@ -401,10 +401,11 @@ static void test_attention_threads(void **state)
     ll_pool_free(pool);
 }
 
+/* Every variant this CPU can run (ll_ops_set_variant), each through the whole suite; the ones it
+ * cannot run are named with the reason. */
 int main(void)
 {
-    printf("ops variant: %s, attention variant (hd 128): %s\n", ll_ops_variant(),
-           ll_attention_variant(128));
+    static const char *const variants[] = {"avx512", "avx2", "scalar"};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embedding), cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_rope),      cmocka_unit_test(test_swiglu),
@@ -412,5 +413,15 @@ int main(void)
         cmocka_unit_test(test_argmax_add), cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_threads),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = 0;
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        if (!ll_ops_set_variant(variants[v])) {
+            printf("SKIP ops and attention variant %s: this CPU cannot run it\n", variants[v]);
+            continue;
+        }
+        printf("ops variant: %s, attention variant (hd 128): %s, (hd 24): %s\n",
+               ll_ops_variant(), ll_attention_variant(128), ll_attention_variant(24));
+        failed += cmocka_run_group_tests_name(variants[v], tests, NULL, NULL);
+    }
+    return failed;
 }

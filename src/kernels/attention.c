@@ -85,7 +85,7 @@ void ll_kv_cache_write(struct ll_kv_cache *kv, int layer, const int32_t *slot, c
     }
 }
 
-/* ---- scalar inner loops (the reference); same contract as the AVX-512 ones (ops_simd.h) ---- */
+/* ---- scalar inner loops (the reference); same contract as the SIMD ones (ops_simd.h) ---- */
 
 static inline float kv_elem(const void *p, enum ll_dtype t, size_t i)
 {
@@ -144,15 +144,31 @@ struct attn_loops {
 static const struct attn_loops loops_ref = {scores_ref, max_ref, expsum_ref, accum_ref};
 static const struct attn_loops loops_avx512 = {ll_attn_scores_avx512, ll_attn_max_avx512,
                                                 ll_attn_expsum_avx512, ll_attn_accum_avx512};
+static const struct attn_loops loops_avx2 = {ll_attn_scores_avx2, ll_attn_max_avx2,
+                                              ll_attn_expsum_avx2, ll_attn_accum_avx2};
 
+/* The ops' variant (ll_simd_level), where head_dim is a whole number of its vectors. */
 static const struct attn_loops *pick_loops(int head_dim)
 {
-    return (head_dim % 16 == 0 && ll_simd_avx512()) ? &loops_avx512 : &loops_ref;
+    switch (ll_simd_level()) {
+    case LL_SIMD_AVX512:
+        if (head_dim % 16 == 0)
+            return &loops_avx512;
+        break;
+    case LL_SIMD_AVX2:
+        if (head_dim % 8 == 0)
+            return &loops_avx2;
+        break;
+    case LL_SIMD_SCALAR:
+        break;
+    }
+    return &loops_ref;
 }
 
 const char *ll_attention_variant(int head_dim)
 {
-    return pick_loops(head_dim) == &loops_avx512 ? "avx512" : "scalar";
+    const struct attn_loops *l = pick_loops(head_dim);
+    return l == &loops_avx512 ? "avx512" : l == &loops_avx2 ? "avx2" : "scalar";
 }
 
 size_t ll_attention_scratch_floats(int n_threads, int n_heads, int n_kv_heads, int max_keys)

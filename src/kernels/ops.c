@@ -1,7 +1,8 @@
 /*
  * ops.c: scalar references of the row-wise ops (embedding, RMSNorm, RoPE, SwiGLU, add, softmax,
- * argmax) and the one-time choice of their SIMD variants (ops_avx512.c; used when the CPU has
- * AVX-512 F/BW/VL/DQ and LLAISYS_KERNEL, isa.h, does not cap below avx512).
+ * argmax) and the one-time choice of their SIMD variants, which attention.c shares: ops_avx512.c
+ * where the CPU has AVX-512 F/BW/VL/DQ, else ops_avx2.c where it has AVX2, FMA and F16C, each
+ * unless LLAISYS_KERNEL (isa.h) caps below it.
  *
  * Called from any thread (the forward pass calls them from pool workers on disjoint rows).
  * The variant is chosen once under pthread_once and never changes afterwards, so a value is
@@ -20,26 +21,55 @@
 #include "ops_simd.h"
 #include "util.h"
 
-static int ops_use_avx512;
+static enum ll_simd ops_level;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+static bool cpu_runs(enum ll_simd v)
+{
+    __builtin_cpu_init();
+    switch (v) {
+    case LL_SIMD_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    case LL_SIMD_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case LL_SIMD_SCALAR:
+        break;
+    }
+    return true;
+}
 
 static void ops_pick_variant(void)
 {
-    __builtin_cpu_init();
-    ops_use_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                     ll_isa_cap(NULL) >= LL_ISA_AVX512;
+    enum ll_isa cap = ll_isa_cap(NULL);
+    ops_level = cpu_runs(LL_SIMD_AVX512) && cap >= LL_ISA_AVX512 ? LL_SIMD_AVX512
+                : cpu_runs(LL_SIMD_AVX2) && cap >= LL_ISA_AVX2   ? LL_SIMD_AVX2
+                                                                  : LL_SIMD_SCALAR;
 }
 
-int ll_simd_avx512(void)
+enum ll_simd ll_simd_level(void)
 {
     pthread_once(&ops_once, ops_pick_variant);
-    return ops_use_avx512;
+    return ops_level;
 }
 
-static int use_avx512(void) { return ll_simd_avx512(); }
+static const char *const level_names[] = {"scalar", "avx2", "avx512"};
 
-const char *ll_ops_variant(void) { return use_avx512() ? "avx512" : "scalar"; }
+const char *ll_ops_variant(void) { return level_names[ll_simd_level()]; }
+
+bool ll_ops_set_variant(const char *name)
+{
+    for (int v = LL_SIMD_SCALAR; v <= LL_SIMD_AVX512; v++)
+        if (!strcmp(name, level_names[v])) {
+            if (!cpu_runs((enum ll_simd)v))
+                return false;
+            pthread_once(&ops_once, ops_pick_variant);
+            ops_level = (enum ll_simd)v;
+            return true;
+        }
+    return false;
+}
 
 static inline float load_elem(const void *p, enum ll_dtype t, size_t i)
 {
@@ -73,10 +103,17 @@ void ll_embedding(float *out, const void *table, enum ll_dtype ttype, const int3
 void ll_rms_norm(float *out, const float *x, const void *w, enum ll_dtype wtype, int n, int dim,
                  float eps)
 {
-    if (use_avx512())
+    switch (ll_simd_level()) {
+    case LL_SIMD_AVX512:
         ll_rms_norm_avx512(out, x, w, wtype, n, dim, eps);
-    else
+        break;
+    case LL_SIMD_AVX2:
+        ll_rms_norm_avx2(out, x, w, wtype, n, dim, eps);
+        break;
+    case LL_SIMD_SCALAR:
         ll_rms_norm_ref(out, x, w, wtype, n, dim, eps);
+        break;
+    }
 }
 
 void ll_rms_norm_ref(float *out, const float *x, const void *w, enum ll_dtype wtype, int n,
@@ -160,10 +197,17 @@ void ll_swiglu_ref(float *out, const float *gate, const float *up, int n)
 
 void ll_swiglu(float *out, const float *gate, const float *up, int n)
 {
-    if (use_avx512())
+    switch (ll_simd_level()) {
+    case LL_SIMD_AVX512:
         ll_swiglu_avx512(out, gate, up, n);
-    else
+        break;
+    case LL_SIMD_AVX2:
+        ll_swiglu_avx2(out, gate, up, n);
+        break;
+    case LL_SIMD_SCALAR:
         ll_swiglu_ref(out, gate, up, n);
+        break;
+    }
 }
 
 void ll_add(float *out, const float *a, const float *b, int n)
@@ -190,10 +234,17 @@ void ll_softmax_ref(float *x, int n)
 
 void ll_softmax(float *x, int n)
 {
-    if (use_avx512())
+    switch (ll_simd_level()) {
+    case LL_SIMD_AVX512:
         ll_softmax_avx512(x, n);
-    else
+        break;
+    case LL_SIMD_AVX2:
+        ll_softmax_avx2(x, n);
+        break;
+    case LL_SIMD_SCALAR:
         ll_softmax_ref(x, n);
+        break;
+    }
 }
 
 int ll_argmax(const float *x, int n)
@@ -215,11 +266,17 @@ int ll_argmax(const float *x, int n)
 
 void ll_exp(float *out, const float *x, int n)
 {
-    if (use_avx512()) {
+    switch (ll_simd_level()) {
+    case LL_SIMD_AVX512:
         ll_exp_avx512(out, x, n);
-    } else {
+        break;
+    case LL_SIMD_AVX2:
+        ll_exp_avx2(out, x, n);
+        break;
+    case LL_SIMD_SCALAR:
         /* Same clamp as the vector exp: finite for large x, 0 far below. */
         for (int i = 0; i < n; i++)
             out[i] = expf(fminf(fmaxf(x[i], -104.0f), 88.7f));
+        break;
     }
 }

@@ -1,6 +1,7 @@
 /*
  * ops_simd.h: private prototypes of the SIMD variants behind ops.h and attention.h
- * (defined in *_avx512.c, compiled with AVX-512 flags, called only after a CPU feature check).
+ * (defined in *_avx512.c and *_avx2.c, compiled with their flags, called only after a CPU
+ * feature check).
  */
 #ifndef LLAISYS_OPS_SIMD_H
 #define LLAISYS_OPS_SIMD_H
@@ -9,9 +10,17 @@
 
 #include "dtype.h"
 
-/* 1 when the AVX-512 variants are in use (F, BW, VL, DQ present and LLAISYS_KERNEL, isa.h, not
- * below avx512); decided once per process (ops.c). */
-int ll_simd_avx512(void);
+/* The variant the ops and attention use: AVX-512 (F, BW, VL, DQ), else AVX2 (with FMA and F16C),
+ * each only where LLAISYS_KERNEL (isa.h) does not cap below it, else scalar; decided once per
+ * process (ops.c; ll_ops_set_variant switches it for tests and benchmarks). */
+enum ll_simd { LL_SIMD_SCALAR, LL_SIMD_AVX2, LL_SIMD_AVX512 };
+enum ll_simd ll_simd_level(void);
+
+void ll_swiglu_avx2(float *out, const float *gate, const float *up, int n);
+void ll_rms_norm_avx2(float *out, const float *x, const void *w, enum ll_dtype wtype, int n,
+                      int dim, float eps);
+void ll_softmax_avx2(float *x, int n);
+void ll_exp_avx2(float *out, const float *x, int n);
 
 void ll_swiglu_avx512(float *out, const float *gate, const float *up, int n);
 void ll_rms_norm_avx512(float *out, const float *x, const void *w, enum ll_dtype wtype, int n,
@@ -33,5 +42,12 @@ float ll_attn_max_avx512(const float *s, int n);
 float ll_attn_expsum_avx512(float *s, int n, float max);
 void ll_attn_accum_avx512(float *acc, const float *p, size_t p_stride, int G, const void *v,
                           enum ll_dtype kv_type, size_t stride, int n, int hd);
+/* The same contract on 8 lanes (attention_avx2.c); head_dim must be a multiple of 8. */
+void ll_attn_scores_avx2(float *s, size_t s_stride, const float *q, int G, const void *k,
+                         enum ll_dtype kv_type, size_t stride, int n, int hd, float scale);
+float ll_attn_max_avx2(const float *s, int n);
+float ll_attn_expsum_avx2(float *s, int n, float max);
+void ll_attn_accum_avx2(float *acc, const float *p, size_t p_stride, int G, const void *v,
+                        enum ll_dtype kv_type, size_t stride, int n, int hd);
 
 #endif
