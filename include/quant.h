@@ -137,10 +137,11 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
                                 struct ll_err *err);
 
 /* The quantizer ll_quantize_rows uses: "avx512" (when the CPU has AVX-512 and LLAISYS_KERNEL
- * allows it) or "scalar", the reference; both write the same bytes. Chosen once. */
+ * allows it), else "avx2" (q8_0 and q4_0; q4_k then takes the reference), else "scalar", the
+ * reference; all write the same bytes. Chosen once. */
 const char *ll_quantize_variant(void);
 
-/* Switch the quantizer ("scalar" or "avx512"), for tests and benchmarks; not while another
+/* Switch the quantizer ("scalar", "avx2" or "avx512"), for tests and benchmarks; not while another
  * thread quantizes. Returns false, changing nothing, for an unknown name or one the CPU cannot
  * run. */
 bool ll_quantize_set_variant(const char *name);

@@ -957,17 +957,9 @@ static void quantize_with(const char *name, struct qmat *q, enum ll_qtype t, con
     strcpy(msg, *s == LL_OK ? "" : err.msg);
 }
 
-static void test_quantizer_variants(void **state)
+/* Variant `name` against the reference: the same bytes, statuses and messages. */
+static void check_quantizer_variant(const char *name)
 {
-    (void)state;
-    char fast[32];
-    strcpy(fast, ll_quantize_variant());
-    assert_true(!strcmp(fast, "avx512") || !strcmp(fast, "scalar"));
-    assert_false(ll_quantize_set_variant("avx9"));
-    if (!ll_quantize_set_variant("avx512")) {
-        print_message("skipped: this CPU has no AVX-512 quantizer (%s only)\n", fast);
-        return;
-    }
     const int N = 45, K = 128; /* three groups, the last one padded */
     for (int st = LL_F32; st <= LL_F16; st++)
         for (int t = 0; t < 3; t++)
@@ -1002,7 +994,7 @@ static void test_quantizer_variants(void **state)
                 char ma[512], mb[512];
                 quantize_with("scalar", &a, (enum ll_qtype)t, src, (enum ll_dtype)st, N, K, &sa,
                               ma);
-                quantize_with("avx512", &b, (enum ll_qtype)t, src, (enum ll_dtype)st, N, K, &sb,
+                quantize_with(name, &b, (enum ll_qtype)t, src, (enum ll_dtype)st, N, K, &sb,
                               mb);
                 assert_int_equal(sa, sb);
                 assert_string_equal(ma, mb);
@@ -1054,13 +1046,31 @@ static void test_quantizer_variants(void **state)
     enum ll_status sa, sb;
     char ma[512], mb[512];
     quantize_with("scalar", &a, LL_Q4_K, x, LL_F32, NK, KK, &sa, ma);
-    quantize_with("avx512", &b, LL_Q4_K, x, LL_F32, NK, KK, &sb, mb);
+    quantize_with(name, &b, LL_Q4_K, x, LL_F32, NK, KK, &sb, mb);
     assert_true(sa == LL_OK && sb == LL_OK);
     assert_memory_equal(a.qs, b.qs, ll_qweight_qs_bytes(LL_Q4_K, NK, KK));
     assert_memory_equal(a.d, b.d, ll_qweight_d_bytes(LL_Q4_K, NK, KK));
     qmat_free(&a);
     qmat_free(&b);
     free(x);
+}
+
+static void test_quantizer_variants(void **state)
+{
+    (void)state;
+    char fast[32];
+    strcpy(fast, ll_quantize_variant());
+    assert_true(!strcmp(fast, "avx512") || !strcmp(fast, "avx2") || !strcmp(fast, "scalar"));
+    assert_false(ll_quantize_set_variant("avx9"));
+    static const char *const names[] = {"avx512", "avx2"};
+    for (int v = 0; v < 2; v++) {
+        if (!ll_quantize_set_variant(names[v])) {
+            print_message("SKIP quantizer %s: this CPU cannot run it\n", names[v]);
+            continue;
+        }
+        print_message("quantizer %s against the reference\n", names[v]);
+        check_quantizer_variant(names[v]);
+    }
     assert_true(ll_quantize_set_variant(fast));
 }
 

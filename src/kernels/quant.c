@@ -4,7 +4,8 @@
  * fit per block, one super-block at a time; in plain C: they run once per model, at quantize or
  * load time, not per token), the choice of the AVX-512 quantizer (quant_avx512.c, the same bytes
  * ~10x faster, so quantizing q8_0 / q4_0 at load costs about the time of reading the weights;
- * for q4_k it runs the block fits of 16 rows at once) and dequantization.
+ * for q4_k it runs the block fits of 16 rows at once) or, without AVX-512, the AVX2 one for q8_0
+ * and q4_0 (quant_avx2.c), and dequantization.
  *
  * Any thread; every function works only on the caller's buffers. Offsets are computed in size_t
  * (two int dimensions multiply to less than 2⁶², so they cannot overflow).
@@ -332,37 +333,52 @@ static bool quantize_rows_k_avx512(uint8_t *qs, uint8_t *dp, const void *src,
 /* ---- variants ---- */
 
 static pthread_once_t variant_once = PTHREAD_ONCE_INIT;
-static bool use_avx512; /* else the reference below */
+enum qvariant { QV_SCALAR, QV_AVX2, QV_AVX512 };
+static enum qvariant variant; /* QV_SCALAR: the reference below */
+static const char *const variant_names[] = {"scalar", "avx2", "avx512"};
 
-static bool cpu_runs_avx512(void)
+static bool cpu_runs(enum qvariant v)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("f16c");
+    switch (v) {
+    case QV_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("f16c");
+    case QV_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case QV_SCALAR:
+        break;
+    }
+    return true;
 }
 
 static void variant_init(void)
 {
-    use_avx512 = ll_isa_cap(NULL) >= LL_ISA_AVX512 && cpu_runs_avx512();
+    enum ll_isa cap = ll_isa_cap(NULL);
+    variant = cap >= LL_ISA_AVX512 && cpu_runs(QV_AVX512) ? QV_AVX512
+              : cap >= LL_ISA_AVX2 && cpu_runs(QV_AVX2)   ? QV_AVX2
+                                                          : QV_SCALAR;
 }
 
 const char *ll_quantize_variant(void)
 {
     pthread_once(&variant_once, variant_init);
-    return use_avx512 ? "avx512" : "scalar";
+    return variant_names[variant];
 }
 
 bool ll_quantize_set_variant(const char *name)
 {
     pthread_once(&variant_once, variant_init);
-    if (!strcmp(name, "scalar"))
-        use_avx512 = false;
-    else if (!strcmp(name, "avx512") && cpu_runs_avx512())
-        use_avx512 = true;
-    else
-        return false;
-    return true;
+    for (int v = QV_SCALAR; v <= QV_AVX512; v++)
+        if (!strcmp(name, variant_names[v])) {
+            if (!cpu_runs((enum qvariant)v))
+                return false;
+            variant = (enum qvariant)v;
+            return true;
+        }
+    return false;
 }
 
 /* The error for block b (q4_k: super-block b) of row n of a K-column matrix. */
@@ -390,11 +406,15 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
     pthread_once(&variant_once, variant_init);
     int bad_n, bad_b;
     if (t == LL_Q4_K) {
-        if (!(use_avx512 ? quantize_rows_k_avx512 : quantize_rows_k)(qs, (uint8_t *)d, src, stype,
-                                                                     K, n0, n1, &bad_n, &bad_b))
+        if (!(variant == QV_AVX512 ? quantize_rows_k_avx512
+                                   : quantize_rows_k)(qs, (uint8_t *)d, src, stype, K, n0, n1,
+                                                      &bad_n, &bad_b))
             return block_error(t, K, bad_n, bad_b, err);
-    } else if (use_avx512) {
+    } else if (variant == QV_AVX512) {
         if (!ll_quantize_rows_avx512(qs, d, t, src, stype, K, n0, n1, &bad_n, &bad_b))
+            return block_error(t, K, bad_n, bad_b, err);
+    } else if (variant == QV_AVX2) {
+        if (!ll_quantize_rows_avx2(qs, d, t, src, stype, K, n0, n1, &bad_n, &bad_b))
             return block_error(t, K, bad_n, bad_b, err);
     } else {
         float x[LL_QBLOCK];

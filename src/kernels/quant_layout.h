@@ -96,5 +96,9 @@ void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a[LL_QGROUP],
 bool ll_quantize_rows_avx512(uint8_t *qs, uint16_t *d, enum ll_qtype t, const void *src,
                              enum ll_dtype stype, int K, int n0, int n1, int *bad_row,
                              int *bad_block);
+/* The same contract for q8_0 and q4_0 on AVX2 (quant_avx2.c). */
+bool ll_quantize_rows_avx2(uint8_t *qs, uint16_t *d, enum ll_qtype t, const void *src,
+                           enum ll_dtype stype, int K, int n0, int n1, int *bad_row,
+                           int *bad_block);
 
 #endif
