@@ -142,7 +142,8 @@ double ll_cgroup_cpu_quota(const char *proc_cgroup, const char *cgroup_root)
         const char *eol = strchr(line, '\n');
         size_t n = eol ? (size_t)(eol - line) : strlen(line);
         /* "ID:CONTROLLERS:PATH"; v2 is "0::PATH" */
-        const char *c1 = memchr(line, ':', n), *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - line)) : NULL;
+        const char *c1 = memchr(line, ':', n);
+        const char *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - line)) : NULL;
         if (c2 && c2[1] == '/') {
             char dir[768], root[512];
             size_t dn = n - (size_t)(c2 + 1 - line);
