@@ -5,11 +5,13 @@
  * every head of the group. The value for a (head, key), and the running sum for a (head, output
  * element), go through the same instruction sequence whatever G is: one accumulator per head
  * over head_dim in order for scores, keys in position order for accum. G is a compile-time
- * constant in each specialisation (1..8), so the per-head accumulators live in registers.
+ * constant in each specialisation (1..8, attention_simd.h), so the per-head accumulators live in
+ * registers.
  * Called by attention.c on pool threads after the CPU feature check.
  */
 #include <stdint.h>
 
+#include "attention_simd.h"
 #include "exp_avx512.h"
 #include "ops_simd.h"
 
@@ -88,53 +90,7 @@ INLINE void accum_all(float *acc, const float *p, size_t p_stride, const int G, 
         accum_g(acc, p, p_stride, G, 1, v, t, stride, n, hd, d);
 }
 
-#define BY_TYPE(call_f32, call_bf16)                                                          \
-    do {                                                                                      \
-        if (t == LL_F32)                                                                      \
-            call_f32;                                                                         \
-        else                                                                                  \
-            call_bf16;                                                                        \
-    } while (0)
-
-void ll_attn_scores_avx512(float *s, size_t s_stride, const float *q, int G, const void *k,
-                           enum ll_dtype t, size_t stride, int n, int hd, float scale)
-{
-#define SC(g)                                                                                 \
-    case g:                                                                                   \
-        BY_TYPE(scores_g(s, s_stride, q, g, k, LL_F32, stride, n, hd, scale),                 \
-                scores_g(s, s_stride, q, g, k, LL_BF16, stride, n, hd, scale));               \
-        return;
-    switch (G) {
-        SC(1) SC(2) SC(3) SC(4) SC(5) SC(6) SC(7) SC(8)
-    default:
-        for (int h = 0; h < G; h++)
-            BY_TYPE(scores_g(s + h * s_stride, s_stride, q + (size_t)h * hd, 1, k, LL_F32, stride,
-                             n, hd, scale),
-                    scores_g(s + h * s_stride, s_stride, q + (size_t)h * hd, 1, k, LL_BF16,
-                             stride, n, hd, scale));
-    }
-#undef SC
-}
-
-void ll_attn_accum_avx512(float *acc, const float *p, size_t p_stride, int G, const void *v,
-                          enum ll_dtype t, size_t stride, int n, int hd)
-{
-#define AC(g)                                                                                 \
-    case g:                                                                                   \
-        BY_TYPE(accum_all(acc, p, p_stride, g, v, LL_F32, stride, n, hd),                     \
-                accum_all(acc, p, p_stride, g, v, LL_BF16, stride, n, hd));                   \
-        return;
-    switch (G) {
-        AC(1) AC(2) AC(3) AC(4) AC(5) AC(6) AC(7) AC(8)
-    default:
-        for (int h = 0; h < G; h++)
-            BY_TYPE(accum_all(acc + (size_t)h * hd, p + h * p_stride, p_stride, 1, v, LL_F32,
-                              stride, n, hd),
-                    accum_all(acc + (size_t)h * hd, p + h * p_stride, p_stride, 1, v, LL_BF16,
-                              stride, n, hd));
-    }
-#undef AC
-}
+LL_ATTN_SIMD_DEFINE(avx512)
 
 float ll_attn_max_avx512(const float *s, int n)
 {
