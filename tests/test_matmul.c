@@ -270,16 +270,27 @@ static void check_all_shapes(enum ll_dtype t, enum ll_math math)
         }
 }
 
+/* A lone row of x against long rows of W: the AVX2 variant streams rows of W one at a time up
+ * to K = 4096 and four at a time beyond (matmul_avx2.c); both sides of the switch. */
+static void check_long_rows(enum ll_math math)
+{
+    check_shape(1, 37, 4096, LL_BF16, math, 1);
+    check_shape(1, 37, 4097, LL_BF16, math, 0);
+    check_shape(1, 19, 8960 + 7, LL_BF16, math, 1);
+}
+
 static void test_bf16_exact(void **state)
 {
     (void)state;
     check_all_shapes(LL_BF16, LL_MATH_EXACT);
+    check_long_rows(LL_MATH_EXACT);
 }
 
 static void test_bf16_fast(void **state)
 {
     (void)state;
     check_all_shapes(LL_BF16, LL_MATH_FAST);
+    check_long_rows(LL_MATH_FAST);
 }
 
 static void test_f16_exact(void **state)

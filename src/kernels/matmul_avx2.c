@@ -23,6 +23,11 @@
 #define TILE_M 2
 #define TILE_N 2
 #define GEMV_N 4
+/* A lone row of x (decode) walks rows of W up to this K one at a time, so the weights are read
+ * as one forward stream (bench-matmul --variant avx2 --m 1 on an AMD EPYC, alternating runs:
+ * K = 1536 shapes 23-26 -> 29-35 GB/s, bf16 tg64 8.5 -> 11.0-15.4 t/s), and longer rows GEMV_N
+ * at a time (down, K = 8960: one at a time ran 0.7-0.87x). */
+#define GEMV_ONE_ROW_K 4096
 #define MAX_ACC 4
 
 static const size_t x_block_bytes = 256 * 1024;
@@ -208,7 +213,7 @@ void ll_mm_kernel_avx2(const struct ll_mm_job *j, int m0, int m1, int n0, int n1
 
     for (int mb = m0; mb < m1; mb += block) {
         const int mb_end = min_int(m1, mb + block);
-        const int panel = mb_end - mb == 1 ? GEMV_N : TILE_N;
+        const int panel = mb_end - mb == 1 ? (K <= GEMV_ONE_ROW_K ? 1 : GEMV_N) : TILE_N;
         for (int n = n0; n < n1; n += panel) {
             const int nr = min_int(panel, n1 - n);
             const char *wp = (const char *)j->w + (size_t)n * K * esize;
