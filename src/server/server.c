@@ -129,7 +129,7 @@ int server_run(const struct server_opts *o)
     engine_set_pin_limit(srv.engine,
                          (int)((long long)engine_get_opts(srv.engine)->kv_blocks *
                                o->session_kv_share / 100));
-    srv.sessions.engine = srv.engine;
+    sessions_set_engine(&srv.sessions, srv.engine);
     server_opts_print(o, engine_get_opts(srv.engine), stderr);
     fprintf(stderr, "  reasoning-parser: %s\n", srv.reasoning_why);
     fprintf(stderr, "  tool-parser: %s\n", srv.tools.why);
@@ -169,7 +169,7 @@ int server_run(const struct server_opts *o)
     rc = 0;
 out:
     http_stop(&srv, listen_fd); /* joins every connection thread: no job is left after it */
-    srv.sessions.engine = NULL;
+    sessions_set_engine(&srv.sessions, NULL);
     engine_destroy(srv.engine);
     sessions_free(&srv.sessions);
     live_destroy(srv.live);

@@ -21,6 +21,13 @@ void sessions_init(struct sessions *ss, double ttl, int max)
     ss->max = max;
 }
 
+void sessions_set_engine(struct sessions *ss, struct engine *engine)
+{
+    pthread_mutex_lock(&ss->lock);
+    ss->engine = engine;
+    pthread_mutex_unlock(&ss->lock);
+}
+
 void sessions_free(struct sessions *ss)
 {
     for (int i = 0; i < ss->n; i++)
@@ -224,8 +231,9 @@ char *sessions_describe(struct sessions *ss, const char *id, uint64_t owner, str
         return NULL;
     }
     struct session s = ss->s[i];
+    struct engine *engine = ss->engine;
     pthread_mutex_unlock(&ss->lock);
-    int pinned = ss->engine ? engine_pinned_blocks(ss->engine, s.key) : 0;
+    int pinned = engine ? engine_pinned_blocks(engine, s.key) : 0;
     ll_buf_printf(&b,
                   "{\"id\":\"%s\",\"object\":\"session\",\"tokens\":%d,\"pinned_blocks\":%d,"
                   "\"turns\":%llu,\"cached_tokens\":%llu,\"in_flight\":%d,"

@@ -37,7 +37,8 @@ struct session {
 
 struct sessions {
     pthread_mutex_t lock;
-    struct engine *engine; /* for unpinning (set once the engine is up) */
+    struct engine *engine; /* for unpinning (set under lock once the engine is up: HTTP threads
+                              serve sessions while the model loads) */
     struct session *s;     /* (n, cap) */
     int n, cap;
     uint64_t next_key;
@@ -53,6 +54,8 @@ struct sessions_stats {
 };
 
 void sessions_init(struct sessions *ss, double ttl, int max);
+/* The engine whose pins the sessions own, or NULL (any thread). */
+void sessions_set_engine(struct sessions *ss, struct engine *engine);
 void sessions_free(struct sessions *ss);
 
 /* Whether id is a valid session id (names the problem in e when not). */

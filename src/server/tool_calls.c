@@ -44,9 +44,11 @@ static bool renders_tools(const struct chat_template *tmpl, const char *bos, con
                         "\"add_generation_prompt\":true,\"tools\":[{\"type\":\"function\","
                         "\"function\":{\"name\":\"llaisys_probe_tool\",\"description\":\"d\","
                         "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}";
-    cJSON *ctx = cJSON_Parse(probe);
+    cJSON *ctx = NULL; /* (through ll_json_parse: HTTP threads parse while the model loads) */
     char *text = NULL;
     struct ll_err err = {0};
+    if (ll_json_parse(&ctx, probe, strlen(probe), "the tool probe", &err) != LL_OK)
+        ctx = NULL;
     bool yes = ctx && chat_template_render(tmpl, ctx, bos, eos, &text, &err) == LL_OK &&
                strstr(text, "llaisys_probe_tool");
     free(text);
