@@ -101,7 +101,7 @@ struct ll_pool {
     bool have_sample;
     struct ll_cpu_sample sample;
     int strikes; /* windows in a row that asked for fewer threads */
-    int quota_cap; /* adaptive: the most threads the cgroup's CPU quota gives work (0: no quota) */
+    int limit;   /* adaptive: the most threads it runs (n_threads, or fewer under a CPU quota) */
 
     _Alignas(64) _Atomic uint32_t gen; /* futex word of the workers: one increment per op */
     _Atomic int sleepers;              /* workers asleep on `gen`, or about to be */
@@ -284,10 +284,8 @@ static void pool_adapt(struct ll_pool *pool)
     }
     double idle, others;
     if (pool->have_sample && ll_cpu_between(&pool->sample, &s, &idle, &others)) {
-        int next = ll_pool_adapt_rule(pool->active, pool->n_threads, s.n_cpus, others,
+        int next = ll_pool_adapt_rule(pool->active, pool->limit, s.n_cpus, others,
                                       &pool->strikes);
-        if (pool->quota_cap > 0 && next > pool->quota_cap)
-            next = pool->quota_cap;
         if (next != pool->active)
             log_msg(LOG_INFO, "compute pool: %d of %d threads (other processes used %.2f cores, "
                               "%.2f idle, over %.2f s)",
@@ -361,7 +359,7 @@ void ll_pool_set_adaptive(struct ll_pool *pool, bool on)
     pool->adaptive = on;
     pool->have_sample = false;
     pool->strikes = 0;
-    pool->quota_cap = 0;
+    pool->limit = pool->n_threads;
     if (!on) {
         pool->active = pool->n_threads;
         return;
@@ -370,9 +368,11 @@ void ll_pool_set_adaptive(struct ll_pool *pool, bool on)
      * (q4_0 tg32 under a 1-core quota on an AMD EPYC: 16.3-17.1 t/s on 2 threads, 25.2-25.5 on
      * 1); read once: a quota changed while running is not seen */
     double q = ll_cpu_quota();
-    pool->quota_cap = ll_cpu_quota_threads(q);
-    if (pool->quota_cap > 0 && pool->quota_cap < pool->active) {
-        pool->active = pool->quota_cap;
+    int cap = ll_cpu_quota_threads(q);
+    if (cap > 0 && cap < pool->limit)
+        pool->limit = cap;
+    if (pool->limit < pool->active) {
+        pool->active = pool->limit;
         log_msg(LOG_INFO, "compute pool: %d of %d threads (the cgroup's CPU quota is %.2f cores)",
                 pool->active, pool->n_threads, q);
     }
