@@ -59,6 +59,23 @@ bool ll_cpu_between(const struct ll_cpu_sample *a, const struct ll_cpu_sample *b
     return true;
 }
 
+/* The leading numbers of a small text file, up to `max` of them ("max", say, ends them): how many
+ * were read (0 when the file cannot be read). */
+static int read_numbers(const char *path, double *v, int max)
+{
+    char *text;
+    if (ll_read_file(path, &text, NULL, NULL) != LL_OK)
+        return 0;
+    int n = 0;
+    for (char *p = text, *end; n < max; p = end, n++) {
+        v[n] = strtod(p, &end);
+        if (end == p)
+            break;
+    }
+    free(text);
+    return n;
+}
+
 int ll_cpu_physical_cores(const cpu_set_t *mask, const char *sys_cpu)
 {
     int n = 0, cores = 0, cap = CPU_COUNT(mask);
@@ -72,15 +89,11 @@ int ll_cpu_physical_cores(const cpu_set_t *mask, const char *sys_cpu)
         long id[2] = {-1, -1}; /* package, core */
         const char *name[2] = {"physical_package_id", "core_id"};
         for (int f = 0; f < 2; f++) {
-            char path[256], *text;
+            char path[256];
+            double v;
             snprintf(path, sizeof path, "%s/cpu%d/topology/%s", sys_cpu, cpu, name[f]);
-            if (ll_read_file(path, &text, NULL, NULL) == LL_OK) {
-                char *end;
-                long v = strtol(text, &end, 10);
-                if (end != text)
-                    id[f] = v;
-                free(text);
-            }
+            if (read_numbers(path, &v, 1) == 1)
+                id[f] = (long)v;
         }
         bool dup = false;
         for (int i = 0; i < cores && id[1] >= 0; i++)
@@ -104,28 +117,15 @@ static double quota_along(const char *root, const char *dir, bool v2)
     double best = 0;
     size_t len = strlen(dir);
     for (;;) {
-        double q = -1, p = 0;
-        char *text = NULL, *text2 = NULL;
+        double qp[2] = {0, 0}; /* quota, period */
         snprintf(path, sizeof path, "%s%.*s/%s", root, (int)len, dir,
                  v2 ? "cpu.max" : "cpu.cfs_quota_us");
-        if (ll_read_file(path, &text, NULL, NULL) == LL_OK) {
-            if (v2) {
-                char *end;
-                q = strtod(text, &end);
-                if (end != text)
-                    p = strtod(end, NULL);
-            } else {
-                snprintf(path, sizeof path, "%s%.*s/cpu.cfs_period_us", root, (int)len, dir);
-                if (ll_read_file(path, &text2, NULL, NULL) == LL_OK) {
-                    q = strtod(text, NULL);
-                    p = strtod(text2, NULL);
-                }
-            }
+        if (read_numbers(path, qp, v2 ? 2 : 1) > 0 && !v2) {
+            snprintf(path, sizeof path, "%s%.*s/cpu.cfs_period_us", root, (int)len, dir);
+            read_numbers(path, qp + 1, 1);
         }
-        free(text);
-        free(text2);
-        if (q > 0 && p > 0 && (best == 0 || q / p < best))
-            best = q / p;
+        if (qp[0] > 0 && qp[1] > 0 && (best == 0 || qp[0] / qp[1] < best))
+            best = qp[0] / qp[1];
         if (len == 0)
             return best;
         while (len > 0 && dir[len - 1] != '/') /* the parent directory */
