@@ -48,6 +48,20 @@ enum ll_isa ll_isa_cap(bool *requested)
     return cap;
 }
 
+bool ll_isa_cpu_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+bool ll_isa_cpu_avx512(void)
+{
+    return ll_isa_cpu_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
+}
+
 const char *ll_isa_name(enum ll_isa isa)
 {
     return names[isa];

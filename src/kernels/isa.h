@@ -4,8 +4,8 @@
  *
  * The one dispatch knob is the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512|amx
  * (avx512bf16 and avx512vnni, the variants' names, are taken as avx512): the highest instruction
- * set any kernel may use (scalar: the plain C references everywhere; avx2: the AVX2 matmul and
- * qmatmul, scalar ops and attention; avxvnni: as avx2, but the qmatmul may use AVX-VNNI; avx512:
+ * set any kernel may use (scalar: the plain C references everywhere; avx2: every family's AVX2
+ * variant; avxvnni: as avx2, but the qmatmul may use AVX-VNNI; avx512:
  * everything may use AVX-512, the qmatmul AVX-512 VNNI, but no AMX; amx: as avx512, and the
  * qmatmul may use AMX int8 tiles). Unset or empty, each family uses the best variant the CPU runs.
  * Each family still checks the CPU for its own variant's features and falls back to what the CPU
@@ -28,6 +28,12 @@ enum ll_isa {
  * An unknown value is reported on the log (log.h) and ignored (no cap). *requested (may be
  * NULL) tells whether a valid value was given. Any thread. */
 enum ll_isa ll_isa_cap(bool *requested);
+
+/* Whether the CPU has what every family's variant of a level needs: AVX2 with FMA and F16C;
+ * AVX-512 F, BW, VL and DQ with those. A family checks its own extras on top (AVX-512 BF16,
+ * VNNI, VBMI, AVX-VNNI). Not capped by LLAISYS_KERNEL. Any thread. */
+bool ll_isa_cpu_avx2(void);
+bool ll_isa_cpu_avx512(void);
 
 /* The name of a level as LLAISYS_KERNEL spells it ("scalar", "avx2", "avxvnni", "avx512",
  * "amx"). */

@@ -131,16 +131,11 @@ static const struct variant *variant_cur;
 
 static bool cpu_runs(int v)
 {
-    __builtin_cpu_init();
     switch (v) {
     case V_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return ll_isa_cpu_avx512() && __builtin_cpu_supports("avx512bf16");
     case V_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return ll_isa_cpu_avx2();
     default:
         return true;
     }

@@ -26,18 +26,7 @@ static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
 static bool cpu_runs(enum ll_simd v)
 {
-    __builtin_cpu_init();
-    switch (v) {
-    case LL_SIMD_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    case LL_SIMD_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    case LL_SIMD_SCALAR:
-        break;
-    }
-    return true;
+    return v == LL_SIMD_AVX512 ? ll_isa_cpu_avx512() : v == LL_SIMD_AVX2 ? ll_isa_cpu_avx2() : true;
 }
 
 static void ops_pick_variant(void)

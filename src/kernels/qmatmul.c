@@ -129,12 +129,8 @@ static const struct variant *variant_cur;
 
 static bool cpu_runs(int v)
 {
-    __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
-    bool vnni512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    bool avx2 = ll_isa_cpu_avx2();
+    bool vnni512 = ll_isa_cpu_avx512() && __builtin_cpu_supports("avx512vnni");
     switch (v) {
     case V_AMX: /* asks Linux for the tile state, once per process, before any kernel runs */
         return vnni512 && ll_isa_amx_ready(NULL);

@@ -339,19 +339,7 @@ static const char *const variant_names[] = {"scalar", "avx2", "avx512"};
 
 static bool cpu_runs(enum qvariant v)
 {
-    __builtin_cpu_init();
-    switch (v) {
-    case QV_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("f16c");
-    case QV_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    case QV_SCALAR:
-        break;
-    }
-    return true;
+    return v == QV_AVX512 ? ll_isa_cpu_avx512() : v == QV_AVX2 ? ll_isa_cpu_avx2() : true;
 }
 
 static void variant_init(void)
