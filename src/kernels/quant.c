@@ -3,9 +3,10 @@
  * reference quantizers (q8_0 / q4_0: round to nearest, one block at a time; q4_k: a least-squares
  * fit per block, one super-block at a time; in plain C: they run once per model, at quantize or
  * load time, not per token), the choice of the AVX-512 quantizer (quant_avx512.c, the same bytes
- * ~10x faster, so quantizing q8_0 / q4_0 at load costs about the time of reading the weights;
- * for q4_k it runs the block fits of 16 rows at once) or, without AVX-512, the AVX2 one for q8_0
- * and q4_0 (quant_avx2.c), and dequantization.
+ * ~10x faster, so quantizing q8_0 / q4_0 at load costs about the time of reading the weights)
+ * or, without AVX-512, the AVX2 one (quant_avx2.c); for q4_k they fit and round the blocks of 16
+ * (AVX-512) or 8 (AVX2) rows at once, driven from here (quantize_rows_k_lanes); and
+ * dequantization.
  *
  * Any thread; every function works only on the caller's buffers. Offsets are computed in size_t
  * (two int dimensions multiply to less than 2⁶², so they cannot overflow).
@@ -73,9 +74,8 @@ size_t ll_qweight_d_bytes(enum ll_qtype t, int N, int K)
     return (size_t)groups(N) * LL_QGROUP * (size_t)(K / LL_QBLOCK) * sizeof(uint16_t);
 }
 
-enum ll_status ll_qweight_init(struct ll_qweight *w, enum ll_qtype t, int N, int K,
-                               const void *qs, size_t qs_bytes, const void *d, size_t d_bytes,
-                               struct ll_err *err)
+enum ll_status ll_qweight_init(struct ll_qweight *w, enum ll_qtype t, int N, int K, const void *qs,
+                               size_t qs_bytes, const void *d, size_t d_bytes, struct ll_err *err)
 {
     enum ll_status st = ll_qweight_check_shape(N, K, err);
     if (st != LL_OK)
@@ -107,6 +107,33 @@ static float src_at(const void *src, enum ll_dtype t, size_t i)
         break;
     }
     return ((const float *)src)[i];
+}
+
+/* n elements of src from index i into out as f32 (a loop per type, so each vectorises); false if
+ * one is not finite. */
+static bool src_run(float *out, const void *src, enum ll_dtype t, size_t i, int n)
+{
+    const uint16_t *h = (const uint16_t *)src + i;
+    switch (t) {
+    case LL_BF16:
+        for (int k = 0; k < n; k++)
+            out[k] = ll_bf16_to_f32(h[k]);
+        break;
+    case LL_F16:
+        for (int k = 0; k < n; k++)
+            out[k] = ll_f16_to_f32(h[k]);
+        break;
+    case LL_F32:
+        memcpy(out, (const float *)src + i, (size_t)n * sizeof *out);
+        break;
+    }
+    uint32_t bad = 0;
+    for (int k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, &out[k], 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
 }
 
 /* v rounded to nearest, ties away from zero (as roundf), then clamped to [lo, hi]. Clamping
@@ -215,10 +242,11 @@ static void qk_fit(const float x[LL_QBLOCK], float *a_out, float *b_out)
     }
 }
 
-/* Super-block B of row n, x[0 .. 32·nsub) (nsub blocks, finite) with the fits a[j], b[j] of its
- * blocks, into the planes (nb blocks per row). Returns false if a scale overflows f16. */
-static bool qk_encode(uint8_t *qs, uint8_t *dp, int nb, int n, int B, const float *x, int nsub,
-                      const float a[LL_QK_BLOCKS], const float b[LL_QK_BLOCKS])
+/* The scales of super-block B of row n (nb blocks per row) from the fits a[j], b[j] of its nsub
+ * blocks, into the d plane: d and dmin in f16, the 6-bit codes; block j's step and offset into
+ * ds[j * stride], dm[j * stride]. Returns false if a scale overflows f16. */
+static bool qk_scales(uint8_t *dp, int nb, int n, int B, int nsub, const float a[LL_QK_BLOCKS],
+                      const float b[LL_QK_BLOCKS], float *ds, float *dm, int stride)
 {
     float amax = 0.0f, bmax = 0.0f;
     for (int j = 0; j < nsub; j++) {
@@ -233,6 +261,8 @@ static bool qk_encode(uint8_t *qs, uint8_t *dp, int nb, int n, int B, const floa
     for (int j = 0; j < nsub; j++) {
         codes[j] = (uint8_t)(d > 0.0f ? round_clamp(a[j] / d, 0, 63) : 0);
         codes[LL_QK_BLOCKS + j] = (uint8_t)(dmin > 0.0f ? round_clamp(b[j] / dmin, 0, 63) : 0);
+        ds[j * stride] = d * (float)codes[j];
+        dm[j * stride] = dmin * (float)codes[LL_QK_BLOCKS + j];
     }
     const int r = n % LL_QGROUP, nsb = ll_qk_nsb(nb);
     uint8_t *sb = dp + ll_qk_sb_offset(nsb, n, B);
@@ -242,12 +272,24 @@ static bool qk_encode(uint8_t *qs, uint8_t *dp, int nb, int n, int B, const floa
     memcpy(sb + 32 + 2 * r, &mh, 2);
     for (int t = 0; t < 3; t++)
         memcpy(sb + 64 + 64 * t + 4 * r, &c[t], 4);
+    return true;
+}
+
+/* Super-block B of row n, x[0 .. 32·nsub) (nsub blocks, finite) with the fits a[j], b[j] of its
+ * blocks, into the planes (nb blocks per row): element i of block j is
+ * q = round((x + dm_j) / ds_j) clamped to [0, 15] (0 where ds_j = 0). Returns false if a scale
+ * overflows f16. */
+static bool qk_encode(uint8_t *qs, uint8_t *dp, int nb, int n, int B, const float *x, int nsub,
+                      const float a[LL_QK_BLOCKS], const float b[LL_QK_BLOCKS])
+{
+    float ds[LL_QK_BLOCKS], dm[LL_QK_BLOCKS];
+    if (!qk_scales(dp, nb, n, B, nsub, a, b, ds, dm, 1))
+        return false;
     for (int j = 0; j < nsub; j++) {
-        const float ds = d * (float)codes[j], dm = dmin * (float)codes[LL_QK_BLOCKS + j];
         const float *xb = x + j * LL_QBLOCK;
         int q[LL_QBLOCK];
         for (int i = 0; i < LL_QBLOCK; i++)
-            q[i] = ds > 0.0f ? round_clamp((xb[i] + dm) / ds, 0, 15) : 0;
+            q[i] = ds[j] > 0.0f ? round_clamp((xb[i] + dm[j]) / ds[j], 0, 15) : 0;
         const int blk = B * LL_QK_BLOCKS + j;
         for (int i = 0; i < LL_QBLOCK / 2; i++)
             qs[ll_q_offset(LL_Q4_K, nb, n, blk, i)] = (uint8_t)(q[i] | q[i + LL_QBLOCK / 2] << 4);
@@ -288,44 +330,57 @@ static bool quantize_rows_k(uint8_t *qs, uint8_t *dp, const void *src, enum ll_d
     return true;
 }
 
-/* The same bytes as quantize_rows_k, with the fits of 16 rows' blocks at once on AVX-512
- * (ll_qk_fit_avx512), a group of rows at a time. A group holding a value that is not finite, or
- * a scale that overflows, is done again by quantize_rows_k, which then fails as the reference
- * does, with its message. */
-static bool quantize_rows_k_avx512(uint8_t *qs, uint8_t *dp, const void *src,
-                                   enum ll_dtype stype, int K, int n0, int n1, int *bad_n,
-                                   int *bad_b)
+/* A SIMD form of the q4_k quantizer: the fit and the encoding of G rows' blocks at once, lane r
+ * holding row n0 + r (quant_layout.h). */
+struct qk_lanes {
+    int G;
+    void (*fit)(const float *xt, float *a, float *b);
+    void (*encode)(uint8_t *qs, int nb, int n0, int blk, const float *xt, const float *ds,
+                   const float *dm);
+};
+
+static const struct qk_lanes qk_avx512 = {16, ll_qk_fit_avx512, ll_qk_encode_avx512};
+static const struct qk_lanes qk_avx2 = {8, ll_qk_fit_avx2, ll_qk_encode_avx2};
+
+/* The same bytes as quantize_rows_k, G rows at a time with v's fit and encoding; only the scales
+ * (qk_scales) are computed row by row. A short last group of rows, or a group holding a value
+ * that is not finite or a scale that overflows, is done again by quantize_rows_k, which then
+ * fails as the reference does, with its message. */
+static bool quantize_rows_k_lanes(const struct qk_lanes *v, uint8_t *qs, uint8_t *dp,
+                                  const void *src, enum ll_dtype stype, int K, int n0, int n1,
+                                  int *bad_n, int *bad_b)
 {
-    const int nb = K / LL_QBLOCK, nsb = ll_qk_nsb(nb);
-    float xt[LL_QBLOCK][LL_QGROUP], fa[LL_QGROUP], fb[LL_QGROUP];
-    float x[LL_QK_BLOCKS * LL_QBLOCK], a[LL_QGROUP][LL_QK_BLOCKS], b[LL_QGROUP][LL_QK_BLOCKS];
-    for (int g0 = n0; g0 < n1; g0 += LL_QGROUP) {
-        const int rows = n1 - g0 < LL_QGROUP ? n1 - g0 : LL_QGROUP;
-        bool ok = true;
-        for (size_t i = (size_t)g0 * (size_t)K; ok && i < (size_t)(g0 + rows) * (size_t)K; i++)
-            ok = isfinite(src_at(src, stype, i));
-        for (int B = 0; ok && B < nsb; B++) {
+    const int nb = K / LL_QBLOCK, nsb = ll_qk_nsb(nb), G = v->G;
+    float xt[LL_QK_BLOCKS][LL_QBLOCK * LL_QGROUP]; /* block j: element i of lane r at i·G + r */
+    float a[LL_QGROUP][LL_QK_BLOCKS], b[LL_QGROUP][LL_QK_BLOCKS], fa[LL_QGROUP], fb[LL_QGROUP];
+    float ds[LL_QK_BLOCKS][LL_QGROUP], dm[LL_QK_BLOCKS][LL_QGROUP], x[LL_QK_BLOCKS * LL_QBLOCK];
+    for (int g0 = n0; g0 < n1; g0 += G) {
+        if (n1 - g0 < G)
+            return quantize_rows_k(qs, dp, src, stype, K, g0, n1, bad_n, bad_b);
+        for (int B = 0; B < nsb; B++) {
             const int nsub = qk_nsub(nb, B);
-            for (int j = 0; j < nsub; j++) {
-                size_t k0 = (size_t)(B * LL_QK_BLOCKS + j) * LL_QBLOCK;
-                for (int i = 0; i < LL_QBLOCK; i++)
-                    for (int r = 0; r < LL_QGROUP; r++)
-                        xt[i][r] = r < rows ? src_at(src, stype,
-                                                     (size_t)(g0 + r) * (size_t)K + k0 + (size_t)i)
-                                            : 0.0f;
-                ll_qk_fit_avx512(xt, fa, fb);
-                for (int r = 0; r < rows; r++)
+            bool ok = true;
+            for (int r = 0; r < G; r++) {
+                const size_t base = (size_t)(g0 + r) * (size_t)K +
+                                    (size_t)B * LL_QK_BLOCKS * LL_QBLOCK;
+                ok &= src_run(x, src, stype, base, nsub * LL_QBLOCK);
+                for (int j = 0; j < nsub; j++)
+                    for (int i = 0; i < LL_QBLOCK; i++)
+                        xt[j][i * G + r] = x[j * LL_QBLOCK + i];
+            }
+            for (int j = 0; ok && j < nsub; j++) {
+                v->fit(xt[j], fa, fb);
+                for (int r = 0; r < G; r++)
                     a[r][j] = fa[r], b[r][j] = fb[r];
             }
-            for (int r = 0; ok && r < rows; r++) {
-                size_t base = (size_t)(g0 + r) * (size_t)K + (size_t)B * LL_QK_BLOCKS * LL_QBLOCK;
-                for (int i = 0; i < nsub * LL_QBLOCK; i++)
-                    x[i] = src_at(src, stype, base + (size_t)i);
-                ok = qk_encode(qs, dp, nb, g0 + r, B, x, nsub, a[r], b[r]);
-            }
+            for (int r = 0; ok && r < G; r++)
+                ok =
+                    qk_scales(dp, nb, g0 + r, B, nsub, a[r], b[r], &ds[0][r], &dm[0][r], LL_QGROUP);
+            if (!ok)
+                return quantize_rows_k(qs, dp, src, stype, K, g0, n1, bad_n, bad_b);
+            for (int j = 0; j < nsub; j++)
+                v->encode(qs, nb, g0, B * LL_QK_BLOCKS + j, xt[j], ds[j], dm[j]);
         }
-        if (!ok)
-            return quantize_rows_k(qs, dp, src, stype, K, g0, n1, bad_n, bad_b);
     }
     return true;
 }
@@ -388,15 +443,17 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
         return st;
     if (n0 < 0 || n0 > n1 || n1 > N || n0 % LL_QGROUP || (n1 % LL_QGROUP && n1 != N))
         return ll_err_set(err, LL_EINVAL,
-                          "quantize: rows [%d, %d) of %d do not start and end on groups of %d",
-                          n0, n1, N, LL_QGROUP);
+                          "quantize: rows [%d, %d) of %d do not start and end on groups of %d", n0,
+                          n1, N, LL_QGROUP);
     const int nb = K / LL_QBLOCK;
     pthread_once(&variant_once, variant_init);
     int bad_n, bad_b;
     if (t == LL_Q4_K) {
-        if (!(variant == QV_AVX512 ? quantize_rows_k_avx512
-                                   : quantize_rows_k)(qs, (uint8_t *)d, src, stype, K, n0, n1,
-                                                      &bad_n, &bad_b))
+        uint8_t *dp = (uint8_t *)d;
+        if (!(variant == QV_SCALAR
+                  ? quantize_rows_k(qs, dp, src, stype, K, n0, n1, &bad_n, &bad_b)
+                  : quantize_rows_k_lanes(variant == QV_AVX512 ? &qk_avx512 : &qk_avx2, qs, dp, src,
+                                          stype, K, n0, n1, &bad_n, &bad_b)))
             return block_error(t, K, bad_n, bad_b, err);
     } else if (variant == QV_AVX512) {
         if (!ll_quantize_rows_avx512(qs, d, t, src, stype, K, n0, n1, &bad_n, &bad_b))
@@ -409,8 +466,7 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
         for (int n = n0; n < n1; n++)
             for (int b = 0; b < nb; b++) {
                 for (int i = 0; i < LL_QBLOCK; i++)
-                    x[i] = src_at(src, stype,
-                                  (size_t)n * (size_t)K + (size_t)(b * LL_QBLOCK + i));
+                    x[i] = src_at(src, stype, (size_t)n * (size_t)K + (size_t)(b * LL_QBLOCK + i));
                 if (!quantize_block(qs, d, t, nb, n, b, x))
                     return block_error(t, K, n, b, err);
             }

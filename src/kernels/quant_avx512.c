@@ -1,8 +1,8 @@
 /*
  * quant_avx512.c: the AVX-512 variant of the weight quantizers (quant.h; AVX-512 F, BW, VL, DQ
  * and F16C), which quantize.c calls for ll_quantize_rows when the CPU and LLAISYS_KERNEL allow;
- * for q4_k only the block fit (ll_qk_fit_avx512, 16 rows' blocks at once, the reference's
- * operations lane by lane), the rest stays in quant.c.
+ * for q4_k the block fit and the encoding of 16 rows' blocks at once (ll_qk_fit_avx512,
+ * ll_qk_encode_avx512: the reference's operations lane by lane), the scales staying in quant.c.
  * It writes exactly the bytes of the reference (quant.c), block for block: the same maximum
  * (and, for q4_0, the first element of largest magnitude with its sign), the same f16 scale
  * (ll_f32_to_f16 on the same quotient), x / d with IEEE division in f32, rounding half away
@@ -135,14 +135,13 @@ INLINE __m512d half_epi32_pd(__m512i v, int h)
 
 /* qk_fit of quant.c with lane r doing block r: each lane runs the reference's operations in
  * its order and precision (min/max operand order included), so a and b are its bits. */
-void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a_out[LL_QGROUP],
-                      float b_out[LL_QGROUP])
+void ll_qk_fit_avx512(const float *xt, float *a_out, float *b_out)
 {
     const __m512 sign = _mm512_set1_ps(-0.0f), inf = _mm512_set1_ps(INFINITY);
-    __m512 lo = _mm512_setzero_ps(), hi = _mm512_loadu_ps(xt[0]);
+    __m512 lo = _mm512_setzero_ps(), hi = _mm512_loadu_ps(xt);
     __m512d sx[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, sxx[2] = {sx[0], sx[0]};
     for (int i = 0; i < LL_QBLOCK; i++) {
-        __m512 v = _mm512_loadu_ps(xt[i]);
+        __m512 v = _mm512_loadu_ps(xt + 16 * i);
         lo = _mm512_min_ps(v, lo); /* v < lo ? v : lo */
         hi = _mm512_max_ps(v, hi); /* v > hi ? v : hi */
         for (int h = 0; h < 2; h++) {
@@ -165,7 +164,7 @@ void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a_out[LL_QGROU
         __m512i sq = _mm512_setzero_si512(), sqq = sq;
         __m512 sqx = _mm512_setzero_ps();
         for (int i = 0; i < LL_QBLOCK; i++) {
-            __m512 v = _mm512_loadu_ps(xt[i]);
+            __m512 v = _mm512_loadu_ps(xt + 16 * i);
             __m512 f = _mm512_add_ps(_mm512_mul_ps(s, _mm512_sub_ps(v, lo)), _mm512_set1_ps(0.5f));
             __m512i q = _mm512_min_epi32(_mm512_cvttps_epi32(f), _mm512_set1_epi32(15));
             sq = _mm512_add_epi32(sq, q);
@@ -178,8 +177,8 @@ void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a_out[LL_QGROU
             const __m512d dq = half_epi32_pd(sq, h), dqq = half_epi32_pd(sqq, h);
             const __m512d dqx = half_pd(sqx, h);
             __m512d det = _mm512_sub_pd(_mm512_mul_pd(n, dqq), _mm512_mul_pd(dq, dq));
-            __m512d a = _mm512_div_pd(
-                _mm512_sub_pd(_mm512_mul_pd(n, dqx), _mm512_mul_pd(dq, sx[h])), det);
+            __m512d a =
+                _mm512_div_pd(_mm512_sub_pd(_mm512_mul_pd(n, dqx), _mm512_mul_pd(dq, sx[h])), det);
             __m512d c = _mm512_div_pd(
                 _mm512_sub_pd(_mm512_mul_pd(dqq, sx[h]), _mm512_mul_pd(dq, dqx)), det);
             __mmask8 cpos = _mm512_cmp_pd_mask(c, _mm512_setzero_pd(), _CMP_GT_OQ);
@@ -209,4 +208,27 @@ void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a_out[LL_QGROU
     }
     _mm512_storeu_ps(a_out, a_best);
     _mm512_storeu_ps(b_out, b_best);
+}
+
+/* qk_encode's element loop for 16 rows: the 4 steps of 64 bytes of block blk of the group, lane
+ * r's 32-bit word of step s holding elements 4s .. 4s+3 (low nibbles) and 16 + 4s .. (high). */
+void ll_qk_encode_avx512(uint8_t *qs, int nb, int n0, int blk, const float *xt, const float *ds,
+                         const float *dm)
+{
+    const __m512 vds = _mm512_loadu_ps(ds), vdm = _mm512_loadu_ps(dm);
+    const __mmask16 pos = _mm512_cmp_ps_mask(vds, _mm512_setzero_ps(), _CMP_GT_OQ);
+    uint8_t *base = qs + ll_q_offset(LL_Q4_K, nb, n0, blk, 0);
+    for (int s = 0; s < 4; s++) {
+        __m512i word = _mm512_setzero_si512();
+        for (int e = 0; e < 4; e++) {
+            const int i = 4 * s + e;
+            __m512i lo = round_clamp16(
+                _mm512_div_ps(_mm512_add_ps(_mm512_loadu_ps(xt + 16 * i), vdm), vds), 0, 15);
+            __m512i hi = round_clamp16(
+                _mm512_div_ps(_mm512_add_ps(_mm512_loadu_ps(xt + 16 * (i + 16)), vdm), vds), 0, 15);
+            __m512i byte = _mm512_maskz_or_epi32(pos, lo, _mm512_slli_epi32(hi, 4));
+            word = _mm512_or_si512(word, _mm512_slli_epi32(byte, 8 * e));
+        }
+        _mm512_storeu_si512(base + 64 * s, word);
+    }
 }

@@ -84,10 +84,20 @@ static inline float ll_qk_candidate(int t)
     return 15.0f + (float)(t - 10) * 0.1f;
 }
 
-/* The q4_k block fit of quant.c (qk_fit) on 16 blocks at once (quant_avx512.c): block r is
- * xt[0..32)[r], all finite; its a and b into a[r], b[r], bit for bit those of qk_fit. */
-void ll_qk_fit_avx512(const float xt[LL_QBLOCK][LL_QGROUP], float a[LL_QGROUP],
-                      float b[LL_QGROUP]);
+/* q4_k on G rows at once, lane r holding row n0 + r, with xt the G rows' blocks transposed
+ * (element i of lane r at xt[i·G + r]): G = 16 on AVX-512 (quant_avx512.c), 8 on AVX2
+ * (quant_avx2.c).
+ * fit: quant.c's block fit (qk_fit) of each lane's block, all finite, into a[r], b[r], bit for
+ * bit the reference's.
+ * encode: the nibbles of block blk of rows n0 .. n0 + G (n0 a multiple of G; nb blocks a row)
+ * into the qs plane: element i of lane r is round((xt[i·G + r] + dm[r]) / ds[r]), half away
+ * from zero, clamped to [0, 15], and 0 where ds[r] = 0: the bytes of quant.c's qk_encode. */
+void ll_qk_fit_avx512(const float *xt, float *a, float *b);
+void ll_qk_encode_avx512(uint8_t *qs, int nb, int n0, int blk, const float *xt, const float *ds,
+                         const float *dm);
+void ll_qk_fit_avx2(const float *xt, float *a, float *b);
+void ll_qk_encode_avx2(uint8_t *qs, int nb, int n0, int blk, const float *xt, const float *ds,
+                       const float *dm);
 
 /* The AVX-512 quantizer (quant_avx512.c): rows [n0, n1) of src (N, K) into the planes, the same
  * bytes as the reference block for block. On a block that cannot be quantized (a value not
