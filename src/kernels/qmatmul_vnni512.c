@@ -39,6 +39,8 @@
 static const size_t x_block_bytes = 512 * 1024;
 /* Bytes of a weight panel's slice of K kept in L1 while every tile of a block of x runs on it. */
 static const size_t panel_slice_bytes = 16 * 1024;
+/* q4_k: blocks of a slice whose scales fit the driver's table (a 16 KiB slice holds 21) */
+#define SCT_BLOCKS 32
 
 /* The tile's f32 accumulators (mr rows of x by ng groups of 16 columns, ncols of them real) and
  * each group's column mask: zero when b0 is 0 (the first blocks), else the partial sums already
@@ -147,17 +149,46 @@ INLINE void tile(const int q4, const int mr, const int ng, const struct ll_qmm_j
     }
 }
 
+/* q4_k: the scales of block jb (0..7) of a super-block for the 16 rows of a group, from its d-plane
+ * bytes sb: ds = d · sc_j and dm = dmin · m_j from the codes (one shift and mask; m_7 from the
+ * words' top bits). */
+INLINE void qk_scales16(const uint8_t *sb, int jb, __m512 *ds, __m512 *dm)
+{
+    const __m512i six = _mm512_set1_epi32(63);
+    const int cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
+    const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
+    const __m128i sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
+    __m512i csc =
+        _mm512_and_si512(_mm512_srl_epi32(_mm512_loadu_si512(sb + 64 + 64 * (jb / 5)), sh_sc), six);
+    __m512i cmin;
+    if (cm < 15) {
+        cmin = _mm512_and_si512(_mm512_srl_epi32(_mm512_loadu_si512(sb + 64 + 64 * (cm / 5)), sh_m),
+                                six);
+    } else {
+        __m512i w0 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 64), 30);
+        __m512i w1 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 128), 30);
+        __m512i w2 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 192), 30);
+        cmin = _mm512_or_si512(w0, _mm512_or_si512(_mm512_slli_epi32(w1, 2),
+                                                   _mm512_slli_epi32(w2, 4)));
+    }
+    *ds = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb)),
+                        _mm512_cvtepi32_ps(csc));
+    *dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32))),
+                        _mm512_cvtepi32_ps(cmin));
+}
+
 /* The q4_k tile: as tile() for q4_0 (the nibbles unsigned as they are, no correction), then per
- * block and group the super-block's scales: ds = d · sc_j and dm = dmin · m_j from the codes
- * (one shift and mask; m_7 from the words' top bits), then per row of x the two fused steps of
- * qmatmul.h. wd points at the d plane bytes of the tile's first group. */
+ * block and group the scales ds and dm (qk_scales16), then per row of x the two fused steps of
+ * qmatmul.h. wd points at the d plane bytes of the tile's first group; the scales come from the
+ * table sct when it is given (group g, block b at sct[(g·(b1 − b0) + b − b0)·32]: ds, then dm),
+ * else from the codes. */
 INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const int8_t *xq,
                    const float *xd, const float *xm, const uint8_t *wq, const uint8_t *wd,
-                   float *out, const float *bias, int ncols, size_t b0, size_t b1)
+                   const float *sct, float *out, const float *bias, int ncols, size_t b0,
+                   size_t b1)
 {
     const size_t K = (size_t)j->K, nb = (size_t)j->nb;
     const size_t wq_g = nb * 4 * 64, wd_g = (size_t)ll_qk_nsb(j->nb) * LL_QK_SB_BYTES;
-    const __m512i six = _mm512_set1_epi32(63);
     __m512 acc[MAX_ACC];
     __mmask16 mask[TILE_G > GEMV_G ? TILE_G : GEMV_G];
     acc_start(acc, mask, mr, ng, out, (size_t)j->N, ncols, b0);
@@ -169,31 +200,17 @@ INLINE void tile_k(const int mr, const int ng, const struct ll_qmm_job *j, const
             s[i] = _mm512_setzero_si512();
         const int8_t *xb = xq + b * LL_QBLOCK;
         dot_q4_block(s, mr, ng, wq, wq_g, b, xb, K);
-        const int jb = (int)(b % LL_QK_BLOCKS), cm = LL_QK_BLOCKS + jb; /* codes sc_j, m_j */
-        const size_t sb_off = b / LL_QK_BLOCKS * LL_QK_SB_BYTES;
-        const __m128i sh_sc = _mm_cvtsi32_si128(6 * (jb % 5));
-        const __m128i sh_m = _mm_cvtsi32_si128(6 * (cm % 5));
 #pragma GCC unroll 4
         for (int g = 0; g < ng; g++) {
-            const uint8_t *sb = wd + (size_t)g * wd_g + sb_off;
-            __m512i csc = _mm512_and_si512(
-                _mm512_srl_epi32(_mm512_loadu_si512(sb + 64 + 64 * (jb / 5)), sh_sc), six);
-            __m512i cmin;
-            if (cm < 15) {
-                cmin = _mm512_and_si512(
-                    _mm512_srl_epi32(_mm512_loadu_si512(sb + 64 + 64 * (cm / 5)), sh_m), six);
+            __m512 ds, dm;
+            if (sct) {
+                const float *t = sct + ((size_t)g * (b1 - b0) + (b - b0)) * 32;
+                ds = _mm512_loadu_ps(t);
+                dm = _mm512_loadu_ps(t + 16);
             } else {
-                __m512i w0 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 64), 30);
-                __m512i w1 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 128), 30);
-                __m512i w2 = _mm512_srli_epi32(_mm512_loadu_si512(sb + 192), 30);
-                cmin = _mm512_or_si512(w0, _mm512_or_si512(_mm512_slli_epi32(w1, 2),
-                                                           _mm512_slli_epi32(w2, 4)));
+                qk_scales16(wd + (size_t)g * wd_g + b / LL_QK_BLOCKS * LL_QK_SB_BYTES,
+                            (int)(b % LL_QK_BLOCKS), &ds, &dm);
             }
-            __m512 ds = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb)),
-                                      _mm512_cvtepi32_ps(csc));
-            __m512 dm = _mm512_mul_ps(
-                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32))),
-                _mm512_cvtepi32_ps(cmin));
 #pragma GCC unroll 4
             for (int m = 0; m < mr; m++) {
                 __m512 scale = _mm512_mul_ps(ds, _mm512_set1_ps(xd[m * nb + b]));
@@ -241,12 +258,13 @@ static void tile_any(int q4, int mr, int ng, const struct ll_qmm_job *j, const i
 
 #define TILE_K_CASE(MR, NG)                                                                    \
     case (MR) * 16 + (NG):                                                                     \
-        tile_k(MR, NG, j, xq, xd, xm, wq, wd, out, bias, ncols, b0, b1);                       \
+        tile_k(MR, NG, j, xq, xd, xm, wq, wd, sct, out, bias, ncols, b0, b1);                  \
         break;
 
 static void tile_k_any(int mr, int ng, const struct ll_qmm_job *j, const int8_t *xq,
                        const float *xd, const float *xm, const uint8_t *wq, const uint8_t *wd,
-                       float *out, const float *bias, int ncols, size_t b0, size_t b1)
+                       const float *sct, float *out, const float *bias, int ncols, size_t b0,
+                       size_t b1)
 {
     switch (mr * 16 + ng) {
         TILE_K_CASE(1, 1) TILE_K_CASE(1, 2) TILE_K_CASE(1, 3)
@@ -276,6 +294,7 @@ void ll_qmm_kernel_vnni512(const struct ll_qmm_job *j, int m0, int m1, int g0, i
     size_t slice = panel_slice_bytes / (wq_g / nb * TILE_G);
     slice = slice < 1 ? 1 : slice;
 
+    _Alignas(64) float sc_table[TILE_G * SCT_BLOCKS * 32];
     for (int mb = m0; mb < m1; mb += block) {
         const int mb_end = min_int(m1, mb + block);
         const int panel = mb_end - mb == 1 ? GEMV_G : TILE_G;
@@ -289,13 +308,31 @@ void ll_qmm_kernel_vnni512(const struct ll_qmm_job *j, int m0, int m1, int g0, i
             const float *bias = j->bias ? j->bias + (size_t)g * LL_QGROUP : NULL;
             for (size_t b0 = 0; b0 < nb; b0 += kc) {
                 const size_t b1 = b0 + kc < nb ? b0 + kc : nb;
+                /* q4_k with several tiles on the slice: its scales once, not once per tile
+                 * (AMD EPYC, alternating runs: bench-matmul --wtype q4_k M = 128 and 512
+                 * 525-558 -> 562-623 GOP/s on most shapes, M = 16 +3-5 %; pp512 q4_k_m
+                 * 183-192 -> 198-215 t/s) */
+                const float *sct = NULL;
+                if (qk && mb_end - mb > TILE_M && b1 - b0 <= SCT_BLOCKS) {
+                    for (int gg = 0; gg < ng; gg++)
+                        for (size_t b = b0; b < b1; b++) {
+                            __m512 ds, dm;
+                            qk_scales16((const uint8_t *)(wd + (size_t)gg * wd_g) +
+                                            b / LL_QK_BLOCKS * LL_QK_SB_BYTES,
+                                        (int)(b % LL_QK_BLOCKS), &ds, &dm);
+                            float *t = sc_table + ((size_t)gg * (b1 - b0) + (b - b0)) * 32;
+                            _mm512_store_ps(t, ds);
+                            _mm512_store_ps(t + 16, dm);
+                        }
+                    sct = sc_table;
+                }
                 for (int m = mb; m < mb_end; m += TILE_M) {
                     const int mr = min_int(TILE_M, mb_end - m);
                     float *o = j->out + (size_t)m * (size_t)j->N + (size_t)g * LL_QGROUP;
                     if (qk)
                         tile_k_any(mr, ng, j, j->xq + (size_t)m * (size_t)j->K,
                                    j->xd + (size_t)m * nb, j->xm + (size_t)m * nb, wq,
-                                   (const uint8_t *)wd, o, bias, ncols, b0, b1);
+                                   (const uint8_t *)wd, sct, o, bias, ncols, b0, b1);
                     else
                         tile_any(q4, mr, ng, j, j->xq + (size_t)m * (size_t)j->K,
                                  j->xd + (size_t)m * nb, j->xs + (size_t)m * nb, wq, wd, o, bias,
