@@ -71,10 +71,13 @@ int ll_pool_size(const struct ll_pool *pool);
 /* Adaptive thread count (off when a pool is created). On: every quarter second of ops the pool
  * measures the cores of its affinity mask (cpu_avail.h) and moves the number of threads its next
  * ops run on by ll_pool_adapt_rule; the extra workers sleep meanwhile. It never runs more threads
- * than its cgroup's CPU quota gives work (rounded up; read when turned on, cpu_avail.h). Off: all
- * threads again. */
+ * than its cgroup's CPU quota gives work (rounded up; read when turned on and every two seconds
+ * of ops after, cpu_avail.h). Off: all threads again. */
 void ll_pool_set_adaptive(struct ll_pool *pool, bool on);
 bool ll_pool_adaptive(const struct ll_pool *pool);
+/* The most threads the next ops may run on: the size, or for an adaptive pool fewer under a CPU
+ * quota (1 for NULL). */
+int ll_pool_limit(const struct ll_pool *pool);
 /* The pool's threads and the other processes' use of the n_cpus cores it may run on: past
  * n_cpus + LL_POOL_SHRINK_OVER cores (our cur threads counted as one core each, busy through an
  * op) a thread is dropped, after LL_POOL_SHRINK_WINDOWS such windows in a row; one is added

@@ -517,7 +517,8 @@ static bool write_text(const char *path, const char *text)
     return (fclose(f) == 0) && ok;
 }
 
-/* A pool under a real cgroup CPU quota of one core runs one thread when adaptive, two when not.
+/* A pool under a real cgroup CPU quota of one core runs one thread when adaptive, two when not;
+ * the quota raised to two cores while it runs lifts its cap, lowered again drops its threads.
  * Needs a writable cgroup hierarchy (root, v1 cpu controller or v2 with cpu delegated); skipped
  * with the reason otherwise. */
 static void test_quota_cap(void **state)
@@ -569,16 +570,33 @@ static void test_quota_cap(void **state)
         for (double end = ll_now() + 0.6; ll_now() < end;)
             ll_pool_run(pool, count_fn, &calls);
         later_active = ll_pool_active(pool);
+        /* the quota raised to two cores while running: the cap follows within the two seconds
+         * between reads; then lowered to one again, with the pool on two threads: it drops */
+        if (!write_text(quota_file, v2 ? "200000 100000" : "200000"))
+            _exit(7);
+        for (double end = ll_now() + 2.6; ll_now() < end;)
+            ll_pool_run(pool, count_fn, &calls);
+        int raised_limit = ll_pool_limit(pool);
+        ll_pool_set_active(pool, 2);
+        if (!write_text(quota_file, v2 ? "100000 100000" : "100000"))
+            _exit(8);
+        for (double end = ll_now() + 2.6; ll_now() < end;)
+            ll_pool_run(pool, count_fn, &calls);
+        int lowered_limit = ll_pool_limit(pool), lowered_active = ll_pool_active(pool);
         ll_pool_set_adaptive(pool, false);
         fixed_active = ll_pool_active(pool);
         ll_pool_free(pool);
+        if (raised_limit != 2)
+            _exit(9);
+        if (lowered_limit != 1 || lowered_active != 1)
+            _exit(10);
         _exit(adaptive_active == 1 && later_active == 1 && fixed_active == 2 ? 0 : 6);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     rmdir(dir);
-    print_message("a 1-core quota (%s): child exit %d\n", v2 ? "cgroup v2" : "cgroup v1",
-                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    print_message("a 1-core quota, raised to 2 and lowered again (%s): child exit %d\n",
+                  v2 ? "cgroup v2" : "cgroup v1", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
 }

@@ -62,6 +62,7 @@
 #define SPIN_MAX 200e-6 /* the spin budget on a quiet machine */
 #define SPIN_MIN 4e-6   /* ... and under contention: about a futex round trip */
 #define ADAPT_WINDOW 0.25 /* seconds between two looks at the CPUs (adaptive pools) */
+#define QUOTA_WINDOW 2.0  /* seconds between two reads of the cgroup CPU quota (adaptive pools) */
 
 /* One waiter's spin budget (each worker and the caller have their own: no sharing). */
 struct spin {
@@ -102,6 +103,7 @@ struct ll_pool {
     struct ll_cpu_sample sample;
     int strikes; /* windows in a row that asked for fewer threads */
     int limit;   /* adaptive: the most threads it runs (n_threads, or fewer under a CPU quota) */
+    double quota_read; /* ll_now() of the last read of the quota */
 
     _Alignas(64) _Atomic uint32_t gen; /* futex word of the workers: one increment per op */
     _Atomic int sleepers;              /* workers asleep on `gen`, or about to be */
@@ -268,12 +270,37 @@ int ll_pool_adapt_rule(int cur, int n, int n_cpus, double others, int *strikes)
     return cur;
 }
 
+/* An adaptive pool's cap: threads beyond the cgroup's CPU quota (rounded up) only make every op
+ * wait for the throttled one (q4_0 tg32 under a 1-core quota on an AMD EPYC: 16.3-17.1 t/s on 2
+ * threads, 25.2-25.5 on 1). Read when the pool turns adaptive and every QUOTA_WINDOW after, so a
+ * quota changed while running (`docker update --cpus`) is followed both ways. */
+static void pool_read_quota(struct ll_pool *pool, double now)
+{
+    double q = ll_cpu_quota();
+    int cap = ll_cpu_quota_threads(q);
+    int limit = cap > 0 && cap < pool->n_threads ? cap : pool->n_threads;
+    pool->quota_read = now;
+    if (limit != pool->limit) {
+        if (cap > 0)
+            log_msg(LOG_INFO, "compute pool: at most %d of %d threads (the cgroup's CPU quota is "
+                              "%.2f cores)", limit, pool->n_threads, q);
+        else
+            log_msg(LOG_INFO, "compute pool: at most %d of %d threads (no cgroup CPU quota)",
+                    limit, pool->n_threads);
+        pool->limit = limit;
+    }
+    if (pool->active > pool->limit)
+        pool->active = pool->limit;
+}
+
 /* An adaptive pool's look at the CPUs, at most once a window: the thread count for the next op. */
 static void pool_adapt(struct ll_pool *pool)
 {
     double now = ll_now();
     if (pool->have_sample && now - pool->sample.wall < ADAPT_WINDOW)
         return;
+    if (now - pool->quota_read >= QUOTA_WINDOW)
+        pool_read_quota(pool, now);
     struct ll_cpu_sample s;
     if (!ll_cpu_sample(&s)) {
         log_msg(LOG_WARN, "compute pool: cannot read /proc/stat; running all %d threads whatever "
@@ -364,18 +391,12 @@ void ll_pool_set_adaptive(struct ll_pool *pool, bool on)
         pool->active = pool->n_threads;
         return;
     }
-    /* threads beyond the cgroup's CPU quota only make every op wait for the throttled one
-     * (q4_0 tg32 under a 1-core quota on an AMD EPYC: 16.3-17.1 t/s on 2 threads, 25.2-25.5 on
-     * 1); read once: a quota changed while running is not seen */
-    double q = ll_cpu_quota();
-    int cap = ll_cpu_quota_threads(q);
-    if (cap > 0 && cap < pool->limit)
-        pool->limit = cap;
-    if (pool->limit < pool->active) {
-        pool->active = pool->limit;
-        log_msg(LOG_INFO, "compute pool: %d of %d threads (the cgroup's CPU quota is %.2f cores)",
-                pool->active, pool->n_threads, q);
-    }
+    pool_read_quota(pool, ll_now());
+}
+
+int ll_pool_limit(const struct ll_pool *pool)
+{
+    return !pool ? 1 : pool->adaptive ? pool->limit : pool->n_threads;
 }
 
 bool ll_pool_adaptive(const struct ll_pool *pool)
