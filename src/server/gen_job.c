@@ -503,6 +503,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->live.owner = j;
     j->live.key = c->key;
     live_add(srv->live, &j->live);
+    atomic_fetch_add(&srv->gen_open, 1);
+    c->gen_open = true;
     *out = j;
     return LL_OK;
 }

@@ -364,6 +364,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!q)
         return;
     struct http_ctx *c = &q->c;
+    if (c->gen_open)
+        atomic_fetch_sub(&srv->gen_open, 1);
     if (c->status) {
         metrics_http(&srv->metrics, c->status);
         if (!c->log_done) {

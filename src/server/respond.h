@@ -28,6 +28,7 @@ struct http_ctx {
     double t_arrival;            /* when the request line arrived */
     int status;                  /* status of the response queued (for the log), 0: none */
     bool log_done;               /* a generation job wrote the log line */
+    bool gen_open;               /* counted in srv->gen_open until the response completes */
     int key;                     /* the caller's API key (auth_key_index), -1 for public routes
                                     called without one: owns the requests it starts */
     const char *allow;           /* a 405 answer's Allow header */

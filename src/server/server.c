@@ -35,6 +35,12 @@ static int wait_signal(const sigset_t *set, double timeout_s)
     return sig > 0 ? sig : 0;
 }
 
+/* Requests still running or still sending their end (server_impl.h, gen_open). */
+static bool in_flight(struct server *srv)
+{
+    return live_count(srv->live) > 0 || atomic_load(&srv->gen_open) > 0;
+}
+
 static enum ll_status load_template(struct server *srv, const char *model_dir,
                                     struct ll_err *err)
 {
@@ -154,7 +160,7 @@ int server_run(const struct server_opts *o)
         listen_fd = -1;
     }
     double until = ll_now() + o->shutdown_grace;
-    while (live_count(srv.live) > 0 && ll_now() < until) {
+    while (in_flight(&srv) && ll_now() < until) {
         if (wait_signal(&set, 0.05)) {
             log_msg(LOG_INFO, "second signal: cancelling now");
             break;
@@ -163,9 +169,10 @@ int server_run(const struct server_opts *o)
     if (live_count(srv.live) > 0) {
         log_msg(LOG_INFO, "cancelling %d request(s) still in flight", live_count(srv.live));
         live_cancel_all(srv.live, CANCEL_SHUTDOWN);
-        for (double end = ll_now() + 10; live_count(srv.live) > 0 && ll_now() < end;)
-            wait_signal(&set, 0.02);
     }
+    /* the cancelled (or just finished) streams send their last events and [DONE] */
+    for (double end = ll_now() + 10; in_flight(&srv) && ll_now() < end;)
+        wait_signal(&set, 0.02);
     rc = 0;
 out:
     http_stop(&srv, listen_fd); /* joins every connection thread: no job is left after it */

@@ -59,6 +59,10 @@ struct server {
     long long started;           /* Unix seconds */
     struct MHD_Daemon *mhd;      /* http.c's */
     struct live_table *live;
+    /* requests holding a generation job whose response has not completed (on_completed in
+     * http.c): a stream's last events may still be on their way after its job has left `live`
+     * (gen_job.c settles a job before its end reaches the client), so shutdown waits on both */
+    atomic_int gen_open;
     struct live_table *heads;  /* connections whose request head/body is still arriving
                                   (http.c): cut at --header-timeout */
     struct metrics metrics;
