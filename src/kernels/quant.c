@@ -96,19 +96,6 @@ enum ll_status ll_qweight_init(struct ll_qweight *w, enum ll_qtype t, int N, int
 
 /* ---- quantizing ---- */
 
-static float src_at(const void *src, enum ll_dtype t, size_t i)
-{
-    switch (t) {
-    case LL_BF16:
-        return ll_bf16_to_f32(((const uint16_t *)src)[i]);
-    case LL_F16:
-        return ll_f16_to_f32(((const uint16_t *)src)[i]);
-    case LL_F32:
-        break;
-    }
-    return ((const float *)src)[i];
-}
-
 /* n elements of src from index i into out as f32 (a loop per type, so each vectorises); false if
  * one is not finite. */
 static bool src_run(float *out, const void *src, enum ll_dtype t, size_t i, int n)
@@ -314,11 +301,7 @@ static bool quantize_rows_k(uint8_t *qs, uint8_t *dp, const void *src, enum ll_d
         for (int B = 0; B < nsb; B++) {
             const int nsub = qk_nsub(nb, B);
             size_t base = (size_t)n * (size_t)K + (size_t)B * LL_QK_BLOCKS * LL_QBLOCK;
-            bool ok = true;
-            for (int i = 0; i < nsub * LL_QBLOCK; i++) {
-                x[i] = src_at(src, stype, base + (size_t)i);
-                ok = ok && isfinite(x[i]);
-            }
+            bool ok = src_run(x, src, stype, base, nsub * LL_QBLOCK);
             for (int j = 0; ok && j < nsub; j++)
                 qk_fit(x + j * LL_QBLOCK, &a[j], &b[j]);
             if (!ok || !qk_encode(qs, dp, nb, n, B, x, nsub, a, b)) {
@@ -465,8 +448,7 @@ enum ll_status ll_quantize_rows(uint8_t *qs, uint16_t *d, enum ll_qtype t, const
         float x[LL_QBLOCK];
         for (int n = n0; n < n1; n++)
             for (int b = 0; b < nb; b++) {
-                for (int i = 0; i < LL_QBLOCK; i++)
-                    x[i] = src_at(src, stype, (size_t)n * (size_t)K + (size_t)(b * LL_QBLOCK + i));
+                src_run(x, src, stype, (size_t)n * (size_t)K + (size_t)b * LL_QBLOCK, LL_QBLOCK);
                 if (!quantize_block(qs, d, t, nb, n, b, x))
                     return block_error(t, K, n, b, err);
             }
