@@ -28,8 +28,9 @@
  * flush denormal products and sums (so it can differ where such tiny values arise).
  *
  * Scratch: the fast path with bf16 weights rounds x once into a bf16 copy in caller-owned scratch
- * (sized by ll_matmul_scratch_bytes for the largest M and K the caller will use, allocated once,
- * e.g. at runtime creation), so ll_matmul never allocates and cannot fail. Work is split over the
+ * (sized by ll_matmul_scratch_bytes for the largest M and K and the thread count the caller will
+ * use, allocated once, e.g. at runtime creation; each thread also gets room there for a panel of
+ * W), so ll_matmul never allocates and cannot fail. Work is split over the
  * pool's threads; pool may be NULL (single thread). Not reentrant on one pool (see pool.h), nor
  * on one scratch buffer.
  */
@@ -48,12 +49,12 @@ enum ll_math {
     LL_MATH_FAST,
 };
 
-/* Bytes of scratch that ll_matmul calls with M <= max_m and K <= max_k need (a multiple of 64;
- * max_m, max_k >= 0). */
-size_t ll_matmul_scratch_bytes(int max_m, int max_k);
+/* Bytes of scratch that ll_matmul calls with M <= max_m and K <= max_k on a pool of at most
+ * n_threads threads need (a multiple of 64; max_m, max_k >= 0, n_threads >= 1). */
+size_t ll_matmul_scratch_bytes(int max_m, int max_k, int n_threads);
 
 /* out = x · Wᵀ + bias (shapes above); M, N, K >= 0. scratch: 64-byte aligned, scratch_bytes >=
- * ll_matmul_scratch_bytes(M, K), caller-owned; only the fast path with bf16 weights uses it (it
+ * ll_matmul_scratch_bytes(M, K, ll_pool_size(pool)), caller-owned; only the fast path with bf16 weights uses it (it
  * may be NULL, 0 for any other call). Cannot fail. */
 void ll_matmul(float *out, const float *x, const void *w, enum ll_dtype wtype, const float *bias,
                int M, int N, int K, enum ll_math math, void *scratch, size_t scratch_bytes,

@@ -42,16 +42,17 @@ enum ll_status ll_pool_create(struct ll_pool **out, int n_threads, struct ll_err
 /* Run fn on all threads and wait for all of them. pool may be NULL: runs fn(ctx, 0, 1). */
 void ll_pool_run(struct ll_pool *pool, ll_pool_fn fn, void *ctx);
 /* Run fn over units [0, n) on all threads, each unit exactly once, and wait (n >= 0, grain >= 1;
- * with a NULL or one-thread pool: fn(ctx, 0, n)). Thread ith owns its ll_split share of the
+ * with a NULL or one-thread pool: fn(ctx, 0, n, 0)). Thread ith owns its ll_split share of the
  * units, cut from its start into pieces of a multiple of grain units (about 8 pieces a share; the
  * last one shorter; grain >= n leaves each share whole, a static split), and calls
- * fn(ctx, lo, hi) on them front to back; a thread done with its own share then takes the
+ * fn(ctx, lo, hi, ith) on them front to back (ith: the thread's index in the op, below
+ * ll_pool_size, for scratch of its own); a thread done with its own share then takes the
  * others' remaining pieces from the back. So each thread reads long
  * contiguous runs (what the prefetchers follow), a kernel's panels stay whole when grain is a
  * multiple of them, and a thread that falls behind (descheduled by another process, or given
  * less memory bandwidth) hands its tail to the others instead of holding up the op. fn must
  * compute a unit the same way whichever thread runs it. */
-typedef void (*ll_pool_range_fn)(void *ctx, int lo, int hi);
+typedef void (*ll_pool_range_fn)(void *ctx, int lo, int hi, int ith);
 void ll_pool_run_ranges(struct ll_pool *pool, int n, int grain, ll_pool_range_fn fn, void *ctx);
 
 /* The grain with which a matmul runs its n output units (both GEMMs use this one policy): a

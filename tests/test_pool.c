@@ -222,14 +222,15 @@ static void test_bad_size(void **state)
 struct rcover {
     _Atomic int hits[R_MAX];
     _Atomic int calls;
-    _Atomic int bad; /* pieces that are empty, or cross a share's edge, or miss the grain */
+    _Atomic int bad; /* pieces that are empty, or cross a share's edge, or miss the grain, or
+                      * come with a thread index that is not the caller's 0 or a worker's 1.. */
     int n, grain, nth;
     pthread_t main_thread;
     bool worker_sleeps; /* a worker sleeps 20 ms in every piece it runs */
     _Atomic int main_units_of_late; /* units of the last share run by the calling thread */
 };
 
-static void rcover_fn(void *ctx, int lo, int hi)
+static void rcover_fn(void *ctx, int lo, int hi, int ith)
 {
     struct rcover *c = ctx;
     atomic_fetch_add(&c->calls, 1);
@@ -244,6 +245,8 @@ static void rcover_fn(void *ctx, int lo, int hi)
         ((hi - lo) % c->grain != 0 && hi != shi))
         atomic_fetch_add(&c->bad, 1);
     bool main = pthread_equal(pthread_self(), c->main_thread);
+    if (ith < 0 || ith >= c->nth || main != (ith == 0))
+        atomic_fetch_add(&c->bad, 1);
     if (main && t == c->nth - 1)
         atomic_fetch_add(&c->main_units_of_late, hi - lo);
     if (!main && c->worker_sleeps)

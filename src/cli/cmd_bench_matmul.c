@@ -372,7 +372,7 @@ int cmd_bench_matmul(int argc, char **argv)
         float *x = malloc((size_t)max_m * sh->k * sizeof *x);
         float *out = malloc((size_t)max_m * sh->n * sizeof *out);
         size_t scratch_bytes = quant ? ll_qmatmul_scratch_bytes(max_m, sh->k)
-                                     : ll_matmul_scratch_bytes(max_m, sh->k);
+                                     : ll_matmul_scratch_bytes(max_m, sh->k, threads);
         void *scratch = aligned_alloc(64, scratch_bytes);
         if (!w || !x || !out || !scratch || (use_blas && !w32)) {
             fprintf(stderr, "bench-matmul: out of memory for shape %s\n", sh->name);

@@ -2,7 +2,8 @@
  * matmul.c: ll_matmul's dispatch (variant chosen once by CPU features, capped by LLAISYS_KERNEL),
  * its split over the thread pool, and the scalar variant, which is also the reference
  * ll_matmul_ref (see matmul.h for the contract and reduction order). The bf16 copy of the
- * activations on the fast path goes into the caller's scratch: nothing here allocates.
+ * activations on the fast path goes into the caller's scratch: nothing here allocates (the AVX2
+ * variant's prompt path allocates the panel of W it regroups, one per thread and call).
  *
  * Called from the thread that owns the pool (scheduler / CLI / tests); the kernels run on the
  * pool's threads on disjoint output ranges. The scalar code below spells out the reduction order
@@ -85,8 +86,9 @@ static float dot_fast(const uint16_t *xb, const uint16_t *w, int K)
     return lanes_sum(lane);
 }
 
-static void kernel_scalar(const struct ll_mm_job *j, int m0, int m1, int n0, int n1)
+static void kernel_scalar(const struct ll_mm_job *j, int m0, int m1, int n0, int n1, int ith)
 {
+    (void)ith;
     for (int m = m0; m < m1; m++)
         for (int n = n0; n < n1; n++) {
             size_t w_off = (size_t)n * (size_t)j->K;
@@ -219,19 +221,19 @@ static void mm_call_round(void *ctx, int ith, int nth)
  * units holds whole tiles of every variant (6 rows of W in avx512, 2 in avx2); a single row of x
  * streams 8 or 16 rows of W at a time, within a unit. */
 #define UNIT_PANEL 3
-static void mm_call_cols(void *ctx, int lo, int hi)
+static void mm_call_cols(void *ctx, int lo, int hi, int ith)
 {
     const struct mm_call *c = ctx;
     const struct ll_mm_job *j = c->job;
     lo *= SPLIT_COLS;
     hi = hi * SPLIT_COLS < j->N ? hi * SPLIT_COLS : j->N;
-    c->v->kernel(j, 0, j->M, lo, hi);
+    c->v->kernel(j, 0, j->M, lo, hi, ith);
 }
 
-static void mm_call_rows(void *ctx, int lo, int hi)
+static void mm_call_rows(void *ctx, int lo, int hi, int ith)
 {
     const struct mm_call *c = ctx;
-    c->v->kernel(c->job, lo, hi, 0, c->job->N);
+    c->v->kernel(c->job, lo, hi, 0, c->job->N, ith);
 }
 
 /* Elements per row of the bf16 copy of x: K rounded up to whole chunks (64-byte multiples). */
@@ -240,10 +242,20 @@ static size_t xb_stride_for(int K)
     return ((size_t)K + LL_MM_CHUNK_FAST - 1) / LL_MM_CHUNK_FAST * LL_MM_CHUNK_FAST;
 }
 
-size_t ll_matmul_scratch_bytes(int max_m, int max_k)
+/* Bytes of the rows of x: room for them as bf16 (xb_stride elements a row), or as floats in the
+ * split order the AVX2 variant's prompt path reads (matmul_avx2.c); a multiple of 64. */
+static size_t x_bytes(int m, int k)
 {
-    LL_ASSERT(max_m >= 0 && max_k >= 0);
-    return (size_t)max_m * xb_stride_for(max_k) * sizeof(uint16_t);
+    return (size_t)m * xb_stride_for(k) * sizeof(float);
+}
+
+/* The rows of x, then one panel of W per thread (LL_MM_PANEL_BYTES). */
+size_t ll_matmul_scratch_bytes(int max_m, int max_k, int n_threads)
+{
+    LL_ASSERT(max_m >= 0 && max_k >= 0 && n_threads >= 1);
+    if (max_m == 0 || max_k == 0)
+        return 0;
+    return x_bytes(max_m, max_k) + (size_t)n_threads * LL_MM_PANEL_BYTES(xb_stride_for(max_k));
 }
 
 static void matmul_run(float *out, const float *x, const void *w, enum ll_dtype wtype,
@@ -267,8 +279,10 @@ static void matmul_run(float *out, const float *x, const void *w, enum ll_dtype 
     if (job.fast) {
         job.xb_stride = xb_stride_for(K);
         LL_ASSERT(scratch && ((uintptr_t)scratch & 63) == 0 &&
-                  scratch_bytes >= ll_matmul_scratch_bytes(M, K));
+                  scratch_bytes >= ll_matmul_scratch_bytes(M, K, ll_pool_size(pool)));
         job.xb = scratch;
+        job.panels = (char *)scratch + x_bytes(M, K);
+        job.panel_bytes = LL_MM_PANEL_BYTES(job.xb_stride);
         if ((size_t)M * (size_t)K >= ROUND_PARALLEL_MIN && ll_pool_size(pool) > 1 && M > 1)
             ll_pool_run(pool, mm_call_round, &call);
         else
@@ -327,6 +341,6 @@ void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtyp
         job.xb = xb;
         round_scalar(&job, 0, M);
     }
-    kernel_scalar(&job, 0, M, 0, N);
+    kernel_scalar(&job, 0, M, 0, N, 0);
     free(xb);
 }

@@ -410,8 +410,9 @@ static int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int n1)
+void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int n1, int ith)
 {
+    (void)ith;
     const size_t K = (size_t)j->K, ldo = (size_t)j->N;
     const size_t esize = ll_dtype_size(j->wtype);
     const int chunk = j->fast ? LL_MM_CHUNK_FAST : LL_MM_CHUNK_EXACT;

@@ -26,7 +26,8 @@
 struct ll_mm_job {
     float *out;         /* (M, N) */
     const float *x;     /* (M, K) f32; read on the exact path */
-    const uint16_t *xb; /* (M, xb_stride) bf16 copy of x, zero-padded rows; read on the fast path */
+    const uint16_t *xb; /* (M, xb_stride) bf16 copy of x, zero-padded rows; read on the fast path
+                         * (the AVX2 variant's prompt path keeps floats there, see uses_split) */
     size_t xb_stride;   /* elements between rows of xb: K rounded up to LL_MM_CHUNK_FAST */
     const void *w;      /* (N, K) in wtype */
     enum ll_dtype wtype;
@@ -36,16 +37,26 @@ struct ll_mm_job {
     /* w packed (bf16pack.h; w is its raw matrix): set only for M = 1 in fast math on the
      * AVX-512 variant with VBMI (matmul.c), read by its stream path; every other path reads w */
     const struct ll_bf16p *packed;
+    /* scratch of each thread of the op (panel_bytes apart, thread ith's at panels + ith *
+     * panel_bytes): where the AVX2 variant's prompt path regroups a panel of W */
+    char *panels;
+    size_t panel_bytes;
 };
 
-/* Compute out[m0..m1)[n0..n1) of the job. Called concurrently on disjoint ranges. */
-typedef void (*ll_mm_kernel_fn)(const struct ll_mm_job *job, int m0, int m1, int n0, int n1);
+/* Bytes of one thread's panel scratch for rows of xb_stride elements: 16 lanes x chunks x 32
+ * floats (matmul_avx2.c, pack_panel). */
+#define LL_MM_PANEL_BYTES(xb_stride) ((size_t)(xb_stride) * 64)
+
+/* Compute out[m0..m1)[n0..n1) of the job on thread ith of the op. Called concurrently on
+ * disjoint ranges. */
+typedef void (*ll_mm_kernel_fn)(const struct ll_mm_job *job, int m0, int m1, int n0, int n1,
+                                int ith);
 /* Round rows m0..m1) of x to bf16 into job->xb (round to nearest even) and zero the padding. */
 typedef void (*ll_mm_round_fn)(const struct ll_mm_job *job, int m0, int m1);
 
-void ll_mm_kernel_avx512(const struct ll_mm_job *job, int m0, int m1, int n0, int n1);
+void ll_mm_kernel_avx512(const struct ll_mm_job *job, int m0, int m1, int n0, int n1, int ith);
 void ll_mm_round_avx512(const struct ll_mm_job *job, int m0, int m1);
-void ll_mm_kernel_avx2(const struct ll_mm_job *job, int m0, int m1, int n0, int n1);
+void ll_mm_kernel_avx2(const struct ll_mm_job *job, int m0, int m1, int n0, int n1, int ith);
 void ll_mm_round_avx2(const struct ll_mm_job *job, int m0, int m1);
 
 #endif

@@ -451,11 +451,11 @@ static void ranges_worker(void *ctx, int ith, int nth)
     const struct ranges *r = ctx;
     int lo, hi;
     while (share_take(&r->shares[ith], true, r->chunk, &lo, &hi))
-        r->fn(r->ctx, lo, hi);
+        r->fn(r->ctx, lo, hi, ith);
     for (int k = 1; k < nth; k++) {
         struct share *victim = &r->shares[(ith + k) % nth];
         while (share_take(victim, false, r->chunk, &lo, &hi))
-            r->fn(r->ctx, lo, hi);
+            r->fn(r->ctx, lo, hi, ith);
     }
 }
 
@@ -465,7 +465,7 @@ void ll_pool_run_ranges(struct ll_pool *pool, int n, int grain, ll_pool_range_fn
     if (n == 0)
         return;
     if (!pool || pool->n_threads == 1) {
-        fn(ctx, 0, n);
+        fn(ctx, 0, n, 0);
         return;
     }
     int nth = pool_next_nth(pool), widest = (n + nth - 1) / nth;

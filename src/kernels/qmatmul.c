@@ -267,14 +267,16 @@ static void qmm_call_quant(void *ctx, int ith, int nth)
  * GROUP_PANEL groups holds whole tiles of every variant (3 groups in avx512vnni, 2 in amx, 1 in
  * avx2 / avxvnni); a single row of x streams one group at a time everywhere. */
 #define GROUP_PANEL 6
-static void qmm_call_groups(void *ctx, int lo, int hi)
+static void qmm_call_groups(void *ctx, int lo, int hi, int ith)
 {
+    (void)ith;
     const struct qmm_call *c = ctx;
     c->kernel(c->job, 0, c->job->M, lo, hi);
 }
 
-static void qmm_call_rows(void *ctx, int lo, int hi)
+static void qmm_call_rows(void *ctx, int lo, int hi, int ith)
 {
+    (void)ith;
     const struct qmm_call *c = ctx;
     c->kernel(c->job, lo, hi, 0, (c->job->N + LL_QGROUP - 1) / LL_QGROUP);
 }

@@ -204,7 +204,8 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     int widest_k = r->hidden > r->qdim ? r->hidden : r->qdim;
     widest_k = r->inter > widest_k ? r->inter : widest_k;
     /* one scratch serves both GEMMs (never in use at once): the larger of what each needs */
-    size_t mm_dense = o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k) : 0;
+    size_t mm_dense =
+        o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k, o.n_threads) : 0;
     size_t mm_quant = m->quantized ? ll_qmatmul_scratch_bytes(o.max_batch, widest_k) : 0;
     r->mm_bytes = mm_dense > mm_quant ? mm_dense : mm_quant;
     size_t bytes = r->mm_bytes + floats * sizeof(float) + 3 * B * sizeof(int32_t);
