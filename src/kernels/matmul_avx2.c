@@ -378,7 +378,7 @@ static void kernel_split(const struct ll_mm_job *j, int m0, int m1, int n0, int 
     const int nc = (int)(stride / LL_MM_CHUNK_FAST);
     const float *xs = (const float *)j->xb;
     float *wp = (float *)(j->panels + (size_t)ith * j->panel_bytes);
-    LL_ASSERT((size_t)nc * 16 * 2 * BT_N * sizeof *wp <= j->panel_bytes);
+    LL_ASSERT(LL_MM_PANEL_BYTES(stride) <= j->panel_bytes); /* what pack_panel fills */
     _Alignas(32) float lr[BT_M * 16 * BT_N];
     for (int mb = m0; mb < m1; mb += BT_BLOCK_ROWS) {
         const int mb_end = min_int(m1, mb + BT_BLOCK_ROWS);
@@ -399,14 +399,14 @@ static void kernel_split(const struct ll_mm_job *j, int m0, int m1, int n0, int 
 
 void ll_mm_kernel_avx2(const struct ll_mm_job *j, int m0, int m1, int n0, int n1, int ith)
 {
-    const size_t K = (size_t)j->K, ldo = (size_t)j->N;
-    const size_t esize = ll_dtype_size(j->wtype);
-    const int chunk = j->fast ? LL_MM_CHUNK_FAST : LL_MM_CHUNK_EXACT;
-    const int nfull = j->K / chunk, rem = j->K % chunk;
     if (uses_split(j)) {
         kernel_split(j, m0, m1, n0, n1, ith);
         return;
     }
+    const size_t K = (size_t)j->K, ldo = (size_t)j->N;
+    const size_t esize = ll_dtype_size(j->wtype);
+    const int chunk = j->fast ? LL_MM_CHUNK_FAST : LL_MM_CHUNK_EXACT;
+    const int nfull = j->K / chunk, rem = j->K % chunk;
     const size_t x_row_bytes = j->fast ? j->xb_stride * 2 : K * 4;
     int block = (int)(x_block_bytes / (x_row_bytes ? x_row_bytes : 1));
     block = block < min_block_rows ? min_block_rows : block / TILE_M * TILE_M;
