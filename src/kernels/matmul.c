@@ -1,9 +1,9 @@
 /*
  * matmul.c: ll_matmul's dispatch (variant chosen once by CPU features, capped by LLAISYS_KERNEL),
  * its split over the thread pool, and the scalar variant, which is also the reference
- * ll_matmul_ref (see matmul.h for the contract and reduction order). The bf16 copy of the
- * activations on the fast path goes into the caller's scratch: nothing here allocates (the AVX2
- * variant's prompt path allocates the panel of W it regroups, one per thread and call).
+ * ll_matmul_ref (see matmul.h for the contract and reduction order). The copy of the
+ * activations on the fast path, and each thread's panel of W for the AVX2 variant's prompt path,
+ * go into the caller's scratch: nothing here allocates.
  *
  * Called from the thread that owns the pool (scheduler / CLI / tests); the kernels run on the
  * pool's threads on disjoint output ranges. The scalar code below spells out the reduction order
