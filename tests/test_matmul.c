@@ -250,7 +250,7 @@ static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math,
     free(mag);
 }
 
-static const int shape_m[] = {1, 2, 3, 7, 16, 33, 130};
+static const int shape_m[] = {1, 2, 3, 7, 16, 33, 48, 130};
 static const int shape_n[] = {1, 15, 17, 63, 257};
 static const int shape_k[] = {1, 31, 32, 33, 100, 1536};
 

@@ -129,6 +129,74 @@ static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const 
 #undef FAST_CASE
 }
 
+/* ---- batch path: x as float planes of its odd and even elements ----
+ *
+ * For 2 <= M < SPLIT_MIN_ROWS (batched decode, short prompt chunks) the round step writes each
+ * row of x as floats, per half chunk its 8 odd elements then its 8 even ones (round_plane_row),
+ * so a tile splits only the weights: per half chunk of one row of W a load, an and and a shift,
+ * then two FMAs for each of up to PL_M rows of x, which come straight from memory. The lanes,
+ * their accumulators and the order of their FMAs are tile_fast's, so the bits are the same.
+ * One thread on a Zen 1 EPYC (bench-matmul --threads 1, against the 2 x 2 tiles, two runs
+ * each): q/o M = 2 / 4 / 8 / 16 / 23: 15 / 19 / 21.5 / 23 / 22 -> 20 / 25.6 / 26.4 / 27.4 /
+ * 27.8 GFLOP/s; down the same from M = 4 (M = 2: 21 -> 20). Tiles of 3 x 2 or 2 x 2 (two rows
+ * of W sharing each load of x) ran 0-10 % above the old tiles, 4 x 1 4-8 % below 6 x 1. */
+
+#define PL_M 6 /* rows of x per tile: 12 accumulators, the weight's two halves, the mask */
+
+static bool uses_planes(const struct ll_mm_job *j);
+
+/* Chunk offset k (elements) of one row of W against mr rows of x in plane order. */
+INLINE void step_planes(__m256 *lo, __m256 *hi, const int mr, const float *xp, size_t ldx,
+                        const uint16_t *w, size_t k)
+{
+    const __m256i odd_mask = _mm256_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256 *acc = h ? hi : lo;
+        __m256i v = _mm256_loadu_si256((const __m256i *)(w + k + 16 * h));
+        __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
+        __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+#pragma GCC unroll 6
+        for (int m = 0; m < mr; m++) {
+            const float *x = xp + (size_t)m * ldx + k + 16 * h;
+            __m256 t = _mm256_fmadd_ps(_mm256_loadu_ps(x), wo, acc[m]);
+            acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8), we, t);
+        }
+    }
+}
+
+INLINE void tile_planes(const int mr, const float *xp, size_t ldx, const uint16_t *w,
+                        int nfull, int rem, float *out, size_t ldo, const float *bias)
+{
+    __m256 lo[PL_M], hi[PL_M];
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++)
+        lo[i] = hi[i] = _mm256_setzero_ps();
+    for (int c = 0; c < nfull; c++)
+        step_planes(lo, hi, mr, xp, ldx, w, (size_t)c * LL_MM_CHUNK_FAST);
+    if (rem) {
+        uint16_t wt[LL_MM_CHUNK_FAST] = {0};
+        size_t k = (size_t)nfull * LL_MM_CHUNK_FAST;
+        memcpy(wt, w + k, (size_t)rem * 2);
+        step_planes(lo, hi, mr, xp + k, ldx, wt, 0);
+    }
+    tile_store(lo, hi, mr, 1, out, ldo, bias);
+}
+
+static void tile_planes_any(int mr, const float *xp, size_t ldx, const uint16_t *w, int nfull,
+                            int rem, float *out, size_t ldo, const float *bias)
+{
+    switch (mr) {
+    case 1: tile_planes(1, xp, ldx, w, nfull, rem, out, ldo, bias); break;
+    case 2: tile_planes(2, xp, ldx, w, nfull, rem, out, ldo, bias); break;
+    case 3: tile_planes(3, xp, ldx, w, nfull, rem, out, ldo, bias); break;
+    case 4: tile_planes(4, xp, ldx, w, nfull, rem, out, ldo, bias); break;
+    case 5: tile_planes(5, xp, ldx, w, nfull, rem, out, ldo, bias); break;
+    case 6: tile_planes(6, xp, ldx, w, nfull, rem, out, ldo, bias); break;
+    default: __builtin_unreachable();
+    }
+}
+
 /* ---- exact path: f32 × widened weights ---- */
 
 /* Eight weights widened to f32 (exactly). */
@@ -207,8 +275,8 @@ EXACT_ANY(tile_exact_f32, LL_F32)
 
 /* ---- prompt path: lanes split into floats, products broadcast across 16 columns ----
  *
- * The tiles above run at about 60 % of the FMA peak on an AVX2-only AMD EPYC (Zen 1): each
- * bf16 pair is split (an and, a shift) for every two FMAs. For calls of at least SPLIT_MIN_ROWS
+ * The 2 x 2 tiles above run at about 60 % of the FMA peak on an AVX2-only AMD EPYC (Zen 1):
+ * each bf16 pair is split (an and, a shift) for every two FMAs. For calls of at least SPLIT_MIN_ROWS
  * rows of x the round step writes x as floats in lane-major order instead (split_index), and the
  * weights are regrouped 16 rows at a time into a panel of the thread's scratch holding, for each
  * lane and chunk, the odd and the even element of the lane's pair of all 16 rows as floats
@@ -218,9 +286,12 @@ EXACT_ANY(tile_exact_f32, LL_F32)
  * thread, M = 120, K = 1536, on a Zen 1 EPYC: 23.6 -> 31.0 GFLOP/s). Every lane still takes its
  * pairs in increasing k, odd element first, from zero, and the 16 lanes are then summed by
  * lanes_sum2's tree, across 8 columns at a time: the same operations as the tiles above, so the
- * same bits. Below SPLIT_MIN_ROWS the regrouping costs more than it saves (even at M = 20). */
+ * same bits. Below SPLIT_MIN_ROWS the batch path is faster: one thread on the Zen 1, the batch
+ * path against this one at M = 24 / 32 / 48 / 64: q/o 27.7 / 27.4 / 26.9 / 27.2 against
+ * 24.3 / 26.0 / 28.6 / 29.7 GFLOP/s, down 27.0 / 27.0 / 26.7 / 24 against 26.2 / 28.0 / 30.8 /
+ * 32.1. */
 
-#define SPLIT_MIN_ROWS 24
+#define SPLIT_MIN_ROWS 40
 #define BT_M 6                         /* rows of x per broadcast tile */
 #define BT_N 16                        /* columns per panel (two ymm of floats) */
 #define BT_BLOCK_ROWS (BT_M * 32)      /* rows of x per block (their floats stay in L3): a panel
@@ -230,6 +301,11 @@ EXACT_ANY(tile_exact_f32, LL_F32)
 static bool uses_split(const struct ll_mm_job *j)
 {
     return j->fast && j->M >= SPLIT_MIN_ROWS;
+}
+
+static bool uses_planes(const struct ll_mm_job *j)
+{
+    return j->fast && j->M >= 2 && j->M < SPLIT_MIN_ROWS;
 }
 
 /* Offset of lane i's (odd, even) floats of chunk c in a split row of nc chunks. */
@@ -395,12 +471,31 @@ static void kernel_split(const struct ll_mm_job *j, int m0, int m1, int n0, int 
     }
 }
 
+/* The batch path's walk: one row of W at a time against every row of x (all M rows are one
+ * block: at M < SPLIT_MIN_ROWS their planes stay in L2 for K up to 1536, L3 beyond). */
+static void kernel_planes(const struct ll_mm_job *j, int m0, int m1, int n0, int n1)
+{
+    const size_t K = (size_t)j->K, ldo = (size_t)j->N, stride = j->xb_stride;
+    const int nfull = j->K / LL_MM_CHUNK_FAST, rem = j->K % LL_MM_CHUNK_FAST;
+    const float *xp = (const float *)j->xb;
+    for (int n = n0; n < n1; n++)
+        for (int m = m0; m < m1; m += PL_M)
+            tile_planes_any(min_int(PL_M, m1 - m), xp + (size_t)m * stride, stride,
+                            (const uint16_t *)j->w + (size_t)n * K, nfull, rem,
+                            j->out + (size_t)m * ldo + (size_t)n, ldo,
+                            j->bias ? j->bias + n : NULL);
+}
+
 /* ---- the blocked loops (same walk as the AVX-512 variant) ---- */
 
 void ll_mm_kernel_avx2(const struct ll_mm_job *j, int m0, int m1, int n0, int n1, int ith)
 {
     if (uses_split(j)) {
         kernel_split(j, m0, m1, n0, n1, ith);
+        return;
+    }
+    if (uses_planes(j)) {
+        kernel_planes(j, m0, m1, n0, n1);
         return;
     }
     const size_t K = (size_t)j->K, ldo = (size_t)j->N;
@@ -488,12 +583,44 @@ static void round_split_row(const struct ll_mm_job *j, int m)
     }
 }
 
+/* Row m of x rounded to bf16 as in ll_mm_round_avx2, written as floats in plane order: per
+ * chunk and half chunk, the 8 odd elements then the 8 even ones (zero past K). */
+static void round_plane_row(const struct ll_mm_job *j, int m)
+{
+    const int K = j->K, nh = (int)(j->xb_stride / 16);
+    const float *xr = j->x + (size_t)m * (size_t)K;
+    float *d = (float *)j->xb + (size_t)m * j->xb_stride;
+    for (int q = 0; q < nh; q++) {
+        const int k0 = q * 16;
+        float buf[16];
+        const float *src = xr + k0;
+        if (k0 + 16 > K) {
+            memset(buf, 0, sizeof buf);
+            if (k0 < K)
+                memcpy(buf, src, (size_t)(K - k0) * sizeof *buf);
+            src = buf;
+        }
+        __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(round8(_mm256_loadu_ps(src)), 16));
+        __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(round8(_mm256_loadu_ps(src + 8)), 16));
+        /* per 128-bit lane: a1 a3 b1 b3 | a5 a7 b5 b7, then the 64-bit pairs put in order */
+        __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+        __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+        _mm256_storeu_ps(d + k0, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xd8)));
+        _mm256_storeu_ps(d + k0 + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xd8)));
+    }
+}
+
 void ll_mm_round_avx2(const struct ll_mm_job *j, int m0, int m1)
 {
     const int K = j->K;
     if (uses_split(j)) {
         for (int m = m0; m < m1; m++)
             round_split_row(j, m);
+        return;
+    }
+    if (uses_planes(j)) {
+        for (int m = m0; m < m1; m++)
+            round_plane_row(j, m);
         return;
     }
     for (int m = m0; m < m1; m++) {
