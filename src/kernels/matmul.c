@@ -243,7 +243,7 @@ static size_t xb_stride_for(int K)
 }
 
 /* Bytes of the rows of x: room for them as bf16 (xb_stride elements a row), or as floats in the
- * split order the AVX2 variant's prompt path reads (matmul_avx2.c); a multiple of 64. */
+ * orders the AVX2 variant's prompt and batch paths read (matmul_avx2.c); a multiple of 64. */
 static size_t x_bytes(int m, int k)
 {
     return (size_t)m * xb_stride_for(k) * sizeof(float);

@@ -143,8 +143,6 @@ static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const 
 
 #define PL_M 6 /* rows of x per tile: 12 accumulators, the weight's two halves, the mask */
 
-static bool uses_planes(const struct ll_mm_job *j);
-
 /* Chunk offset k (elements) of one row of W against mr rows of x in plane order. */
 INLINE void step_planes(__m256 *lo, __m256 *hi, const int mr, const float *xp, size_t ldx,
                         const uint16_t *w, size_t k)

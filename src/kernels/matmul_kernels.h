@@ -27,7 +27,8 @@ struct ll_mm_job {
     float *out;         /* (M, N) */
     const float *x;     /* (M, K) f32; read on the exact path */
     const uint16_t *xb; /* (M, xb_stride) bf16 copy of x, zero-padded rows; read on the fast path
-                         * (the AVX2 variant's prompt path keeps floats there, see uses_split) */
+                         * (the AVX2 variant's prompt and batch paths keep floats there, see
+                         * uses_split and uses_planes in matmul_avx2.c) */
     size_t xb_stride;   /* elements between rows of xb: K rounded up to LL_MM_CHUNK_FAST */
     const void *w;      /* (N, K) in wtype */
     enum ll_dtype wtype;
