@@ -9,8 +9,11 @@
  * left 16, and each lane does the odd FMA then the even FMA. Unlike vdpbf16ps it does not flush
  * denormal products or sums (activations are flushed when rounded to bf16).
  *
- * Tiles of TILE_M rows of x × TILE_N rows of W (16 ymm registers limit them); K tails are copied
- * into zero-padded stack buffers, so no load reaches past K.
+ * Fast math takes one of three paths by M: a lone row (decode) streams W through tile_fast; 2 to
+ * SPLIT_MIN_ROWS - 1 rows take the batch path (x as odd and even float planes) and more the
+ * prompt path (x in lane order, W regrouped into panels); the exact path uses tiles of TILE_M
+ * rows of x × TILE_N rows of W (16 ymm registers limit them). K tails are copied into
+ * zero-padded stack buffers, so no load reaches past K.
  */
 #include <float.h>
 #include <immintrin.h>
@@ -62,7 +65,7 @@ INLINE void tile_store(const __m256 *lo, const __m256 *hi, const int mr, const i
         }
 }
 
-/* ---- fast path: emulated bf16 dot products ---- */
+/* ---- fast path, one row of x: emulated bf16 dot products ---- */
 
 /* One chunk of 32 bf16 (16 pairs) for every accumulator of the tile. */
 INLINE void step_fast(__m256 *lo, __m256 *hi, const int mr, const int nr, const uint16_t *xb,
@@ -120,9 +123,9 @@ static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const 
     case (MR) * 16 + (NR):                                                                     \
         tile_fast(MR, NR, xb, ldx, w, ldw, nfull, rem, out, ldo, bias);                        \
         break;
+    LL_ASSERT(mr == 1); /* M >= 2 takes the batch or the prompt path */
     switch (mr * 16 + nr) {
         FAST_CASE(1, 1) FAST_CASE(1, 2) FAST_CASE(1, 3) FAST_CASE(1, 4)
-        FAST_CASE(2, 1) FAST_CASE(2, 2)
     default:
         __builtin_unreachable();
     }
@@ -273,8 +276,9 @@ EXACT_ANY(tile_exact_f32, LL_F32)
 
 /* ---- prompt path: lanes split into floats, products broadcast across 16 columns ----
  *
- * The 2 x 2 tiles above run at about 60 % of the FMA peak on an AVX2-only AMD EPYC (Zen 1):
- * each bf16 pair is split (an and, a shift) for every two FMAs. For calls of at least SPLIT_MIN_ROWS
+ * Tiles that split both operands per use (2 x 2, as tile_fast) run at about 60 % of the FMA
+ * peak on an AVX2-only AMD EPYC (Zen 1): each bf16 pair is split (an and, a shift) for every two
+ * FMAs. For calls of at least SPLIT_MIN_ROWS
  * rows of x the round step writes x as floats in lane-major order instead (split_index), and the
  * weights are regrouped 16 rows at a time into a panel of the thread's scratch holding, for each
  * lane and chunk, the odd and the even element of the lane's pair of all 16 rows as floats
@@ -603,8 +607,10 @@ static void round_plane_row(const struct ll_mm_job *j, int m)
         /* per 128-bit lane: a1 a3 b1 b3 | a5 a7 b5 b7, then the 64-bit pairs put in order */
         __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
         __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-        _mm256_storeu_ps(d + k0, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xd8)));
-        _mm256_storeu_ps(d + k0 + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xd8)));
+        odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xd8));
+        even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xd8));
+        _mm256_storeu_ps(d + k0, odd);
+        _mm256_storeu_ps(d + k0 + 8, even);
     }
 }
 
