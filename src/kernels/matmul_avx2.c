@@ -65,13 +65,24 @@ INLINE void tile_store(const __m256 *lo, const __m256 *hi, const int mr, const i
         }
 }
 
+/* The odd and the even element of each of 8 bf16 pairs (one pair a 32-bit lane), as floats:
+ * the odd one by masking the low half, the even one by shifting it up. */
+INLINE __m256 pair_odd(__m256i v)
+{
+    return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+INLINE __m256 pair_even(__m256i v)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
 /* ---- fast path, one row of x: emulated bf16 dot products ---- */
 
 /* One chunk of 32 bf16 (16 pairs) for every accumulator of the tile. */
 INLINE void step_fast(__m256 *lo, __m256 *hi, const int mr, const int nr, const uint16_t *xb,
                       size_t ldx, const uint16_t *w, size_t ldw, size_t k)
 {
-    const __m256i odd_mask = _mm256_set1_epi32((int)0xffff0000u);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m256 wo[GEMV_N], we[GEMV_N];
@@ -79,14 +90,13 @@ INLINE void step_fast(__m256 *lo, __m256 *hi, const int mr, const int nr, const 
 #pragma GCC unroll 4
         for (int n = 0; n < nr; n++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(w + (size_t)n * ldw + k + 16 * h));
-            wo[n] = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
-            we[n] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+            wo[n] = pair_odd(v);
+            we[n] = pair_even(v);
         }
 #pragma GCC unroll 2
         for (int m = 0; m < mr; m++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(xb + (size_t)m * ldx + k + 16 * h));
-            __m256 xo = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
-            __m256 xe = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+            __m256 xo = pair_odd(v), xe = pair_even(v);
 #pragma GCC unroll 4
             for (int n = 0; n < nr; n++) {
                 __m256 t = _mm256_fmadd_ps(xo, wo[n], acc[m * nr + n]);
@@ -150,13 +160,11 @@ static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const 
 INLINE void step_planes(__m256 *lo, __m256 *hi, const int mr, const float *xp, size_t ldx,
                         const uint16_t *w, size_t k)
 {
-    const __m256i odd_mask = _mm256_set1_epi32((int)0xffff0000u);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m256 *acc = h ? hi : lo;
         __m256i v = _mm256_loadu_si256((const __m256i *)(w + k + 16 * h));
-        __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
-        __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        __m256 wo = pair_odd(v), we = pair_even(v);
 #pragma GCC unroll 6
         for (int m = 0; m < mr; m++) {
             const float *x = xp + (size_t)m * ldx + k + 16 * h;
@@ -333,13 +341,12 @@ INLINE void pack_8x8(float *wp, int nc, int c, int h, int nh, const uint32_t *co
         u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
         u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
     }
-    const __m256i odd_mask = _mm256_set1_epi32((int)0xffff0000u);
     for (int p = 0; p < 8; p++) {
         __m256i v = p < 4 ? _mm256_permute2x128_si256(u[p], u[p + 4], 0x20)
                           : _mm256_permute2x128_si256(u[p - 4], u[p], 0x31);
         float *d = wp + ((size_t)(8 * h + p) * nc + c) * 2 * BT_N + 8 * nh;
-        _mm256_storeu_ps(d, _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask)));
-        _mm256_storeu_ps(d + BT_N, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+        _mm256_storeu_ps(d, pair_odd(v));
+        _mm256_storeu_ps(d + BT_N, pair_even(v));
     }
 }
 
