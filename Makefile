@@ -41,7 +41,7 @@ AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 AVXVNNI_FLAGS  := $(AVX2_FLAGS) -mavxvnni
 VNNI512_FLAGS  := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
-AMX_FLAGS      := $(VNNI512_FLAGS) -mamx-tile -mamx-int8
+AMX_FLAGS      := $(VNNI512_FLAGS) -mamx-tile -mamx-int8 -mamx-bf16
 
 ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -61,8 +61,9 @@ SERVER_SRC := src/server/server_main.c
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-# qmatmul_amx.c is compiled a second time with its tiles emulated in C (the amx-emul variant).
-LIB_OBJ  += $(BUILD)/src/kernels/qmatmul_amx_emul.o
+# qmatmul_amx.c and matmul_amx.c are compiled a second time with their tiles emulated in C (the
+# amx-emul variants).
+LIB_OBJ  += $(BUILD)/src/kernels/qmatmul_amx_emul.o $(BUILD)/src/kernels/matmul_amx_emul.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/webui_assets.o
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -248,6 +249,8 @@ $(API_EXAMPLE): tests/api_example.c $(TEST_PREFIX)/lib/pkgconfig/llaisys.pc
 # Unit tests: one cmocka binary per module, linked dynamically.
 # test_qmatmul_amx checks the kernels' private tile layer (src/kernels/amx_ops.h) directly.
 $(BUILD)/tests/test_qmatmul_amx.o: CFLAGS += -Isrc/kernels
+# test_matmul asks isa.h whether the AMX tiles can run here.
+$(BUILD)/tests/test_matmul.o: CFLAGS += -Isrc/kernels
 $(TEST_SUPPORT): $(TEST_SUPPORT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

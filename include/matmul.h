@@ -15,17 +15,26 @@
  *                  multiply-add; denormal inputs read as zero, denormal results flushed to zero).
  *                  f16 and f32 weights take the exact path in this mode.
  *
- * Reduction order (identical in every variant, which is what the guarantees below rest on):
- * out[m][n] is a sum over 16 f32 lanes, each zero-initialised and accumulating its own slice of K
- * in increasing k: the exact path in chunks of 16 (lane i takes k ≡ i mod 16), the fast path in
- * chunks of 32 (lane i takes the pair 2i, 2i+1), the last chunk zero-padded; then the lanes are
- * added as the tree ((l[i] + l[i+8]) → + [i+4] → + [i+2] → + [i+1]), then bias[n] is added.
+ * Reduction order (the lanes order: the exact path of every variant, and the fast path of every
+ * variant but the AMX ones; which is what the guarantees below rest on): out[m][n] is a sum over
+ * 16 f32 lanes, each zero-initialised and accumulating its own slice of K in increasing k: the
+ * exact path in chunks of 16 (lane i takes k ≡ i mod 16), the fast path in chunks of 32 (lane i
+ * takes the pair 2i, 2i+1), the last chunk zero-padded; then the lanes are added as the tree
+ * ((l[i] + l[i+8]) → + [i+4] → + [i+2] → + [i+1]), then bias[n] is added.
  *
- * Determinism: out[m][n] depends only on x[m], w[n], bias[n] and the math mode; it is
- * bit-identical whatever M is, where row m sits in the batch, and how many threads run (threads
- * split over N, or over M when N is small, never over K). On the exact path the scalar, AVX2 and
- * AVX-512 variants agree bit for bit; on the fast path too, except that the AVX2 variant does not
- * flush denormal products and sums (so it can differ where such tiny values arise).
+ * Tile order (the fast path of the AMX variant, which serves every M so that no row ever meets
+ * the other order): AMX's TDPBF16PS as the Intel SDM specifies it, one instruction per chunk of
+ * 32 of K (the last zero-padded): an even and an odd f32 sum from zero, each taking the products
+ * of its elements of the chunk's pairs in increasing k by fused multiply-adds, then acc = acc +
+ * (even + odd), chunk after chunk from acc = 0; then bias[n] is added. Denormals as above.
+ *
+ * Determinism: out[m][n] depends only on x[m], w[n], bias[n], the math mode and the variant; it
+ * is bit-identical whatever M is, where row m sits in the batch, and how many threads run
+ * (threads split over N, or over M when N is small, never over K). On the exact path the scalar,
+ * AVX2, AVX-512 and AMX variants agree bit for bit; on the fast path the scalar and AVX-512 ones
+ * too, and the AVX2 one except that it does not flush denormal products and sums (so it can
+ * differ where such tiny values arise); the AMX ones agree with each other (with the scalar
+ * ll_matmul_ref_tiles) and differ from the others in the last bits.
  *
  * Scratch: the fast path with bf16 weights rounds x once into a bf16 copy in caller-owned scratch
  * (sized by ll_matmul_scratch_bytes for the largest M and K and the thread count the caller will
@@ -70,21 +79,31 @@ void ll_matmul_packed(float *out, const float *x, const struct ll_bf16p *w, cons
  * *why (when non-NULL) says why. */
 bool ll_matmul_reads_packed(const char **why);
 
-/* The plain scalar reference for the same contract and the same reduction order, single thread
- * (used by tests; slow). Its results equal the exact path of every variant bit for bit, and the
- * fast path of the AVX-512 variant bit for bit. */
+/* The plain scalar reference for the same contract and the lanes order, single thread (used by
+ * tests; slow). Its results equal the exact path of every variant bit for bit, and the fast path
+ * of the AVX-512 variant bit for bit. */
 void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,
                    const float *bias, int M, int N, int K, enum ll_math math);
 
-/* Name of the variant ll_matmul uses ("avx512bf16", "avx2", "scalar"): the best this CPU runs
- * within the cap of the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512|amx
- * (avxvnni caps matmul at avx2; amx means avx512 here), the kernels' one dispatch knob (it caps ops and attention the same way; a
- * level the CPU lacks falls back to the best one it has, with a warning on the log). Chosen once. */
+/* The same for the fast path with bf16 weights in the tile order: the AMX variants' bits. */
+void ll_matmul_ref_tiles(float *out, const float *x, const uint16_t *w, const float *bias, int M,
+                         int N, int K);
+
+/* Whether the variant in use sums the fast path in the tile order (amx, amx-emul). */
+bool ll_matmul_tile_order(void);
+
+/* Name of the variant ll_matmul uses ("amx", "avx512bf16", "avx2", "scalar"): the best this CPU
+ * runs within the cap of the environment variable LLAISYS_KERNEL=scalar|avx2|avxvnni|avx512|amx
+ * (avxvnni caps matmul at avx2; amx needs amx_bf16 and the tile permission on top of AVX-512
+ * BF16), the kernels' one dispatch knob (it caps ops and attention the same way; a level the CPU
+ * lacks falls back to the best one it has, with a warning on the log when it was asked for).
+ * Chosen once. */
 const char *ll_matmul_variant(void);
 
-/* Switch variant by name ("scalar", "avx2", "avx512" or "avx512bf16"), for tests and benchmarks;
- * not safe while another thread is inside ll_matmul. Returns false, changing nothing, for an
- * unknown name or a variant this CPU cannot run. */
+/* Switch variant by name ("scalar", "avx2", "avx512" or "avx512bf16", "amx", or "amx-emul": the
+ * AMX variant on tiles emulated in C, any CPU, never chosen by dispatch), for tests and
+ * benchmarks; not safe while another thread is inside ll_matmul. Returns false, changing nothing,
+ * for an unknown name or a variant this CPU cannot run. */
 bool ll_matmul_set_variant(const char *name);
 
 #endif

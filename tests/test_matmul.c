@@ -1,12 +1,15 @@
 /*
- * test_matmul.c: ll_matmul in every variant this CPU runs, against the scalar reference and a
+ * test_matmul.c: ll_matmul in every variant this CPU runs, against the scalar references and a
  * double-precision sum, plus the determinism guarantee, bias handling, f16 conversions and an
  * OpenBLAS sgemm baseline.
  *
- * Tolerances: the reference (and so every variant) must be within 1e-5 · Σ|x·w| (+|bias|) of the
- * double-precision sum of the same products (activations rounded to bf16 first on the fast
- * path). Variants must equal the reference bit for bit (matmul.h, "Reduction order"); the test
- * data stay far from denormals, where the AVX2 fast path is allowed to differ.
+ * Tolerances: the references (and so every variant) must be within 1e-5 · Σ|x·w| (+|bias|) of
+ * the double-precision sum of the same products (activations rounded to bf16 first on the fast
+ * path). Variants must equal their reference bit for bit (matmul.h, "Reduction order" and "Tile
+ * order": ll_matmul_ref_tiles for the fast path of amx and amx-emul, ll_matmul_ref for the rest);
+ * the test data stay far from denormals, where the AVX2 fast path is allowed to differ. amx-emul
+ * (the AMX kernel on tiles emulated in C) runs on every CPU; amx, the real tiles, where the CPU
+ * has amx_bf16 and Linux grants the tiles (else its skip says why).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,10 +28,17 @@
 
 #include "bf16pack.h"
 #include "dtype.h"
+#include "isa.h"
 #include "matmul.h"
 #include "pool.h"
 
-static const char *const variant_names[] = {"scalar", "avx2", "avx512"};
+static const char *const variant_names[] = {"scalar", "avx2", "avx512", "amx", "amx-emul"};
+
+/* Whether variant v sums the fast path in the tile order. */
+static int tiles_variant(size_t v)
+{
+    return !strncmp(variant_names[v], "amx", 3);
+}
 static char default_variant[32];
 static struct ll_pool *pool2, *pool3;
 
@@ -213,17 +223,26 @@ static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math,
     double *d = malloc(n_out * sizeof *d), *mag = malloc(n_out * sizeof *mag);
     assert_true(ref && got && d && mag);
 
+    const int tiles_apply = t == LL_BF16 && math == LL_MATH_FAST;
+    float *ref_tiles = tiles_apply ? malloc(n_out * sizeof *ref_tiles) : NULL;
     ll_matmul_ref(ref, x, w, t, bias, M, N, K, math);
+    if (tiles_apply)
+        ll_matmul_ref_tiles(ref_tiles, x, w, bias, M, N, K);
     matmul_double(d, mag, x, w, t, bias, M, N, K, math);
-    for (size_t i = 0; i < n_out; i++)
+    for (size_t i = 0; i < n_out; i++) {
         if (!(fabs(ref[i] - d[i]) <= 1e-5 * mag[i] + 1e-30))
             fail_msg("ref %s %s M=%d N=%d K=%d [%zu]: %.9g vs double %.12g (tolerance %.3g)",
                      ll_dtype_name(t), math_name(math), M, N, K, i, ref[i], d[i], 1e-5 * mag[i]);
+        if (tiles_apply && !(fabs(ref_tiles[i] - d[i]) <= 1e-5 * mag[i] + 1e-30))
+            fail_msg("ref_tiles M=%d N=%d K=%d [%zu]: %.9g vs double %.12g (tolerance %.3g)", M, N,
+                     K, i, ref_tiles[i], d[i], 1e-5 * mag[i]);
+    }
 
     char what[160];
     for (size_t v = 0; v < sizeof variant_names / sizeof variant_names[0]; v++) {
         if (!ll_matmul_set_variant(variant_names[v]))
             continue; /* this CPU cannot run it */
+        const float *want = tiles_apply && tiles_variant(v) ? ref_tiles : ref;
         struct ll_pool *pools[] = {NULL, pool2, pool3};
         /* the slow scalar variant runs with one pool only */
         for (int p = v == 0 ? 1 : 0; p < (v == 0 ? 2 : 3); p++) {
@@ -237,7 +256,7 @@ static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math,
             free(scratch);
             snprintf(what, sizeof what, "%s %s %s M=%d N=%d K=%d threads=%d", variant_names[v],
                      ll_dtype_name(t), math_name(math), M, N, K, ll_pool_size(pools[p]));
-            expect_same_bits(got, ref, n_out, what);
+            expect_same_bits(got, want, n_out, what);
         }
     }
     restore_variant();
@@ -245,6 +264,7 @@ static void check_shape(int M, int N, int K, enum ll_dtype t, enum ll_math math,
     free(w);
     free(bias);
     free(ref);
+    free(ref_tiles);
     free(got);
     free(d);
     free(mag);
@@ -389,6 +409,8 @@ static void test_determinism(void **state)
             for (int b = 0; b < 2; b++) {
                 if (v == 0 && ks[b] > 100)
                     continue; /* scalar: keep it quick */
+                if (!strcmp(variant_names[v], "amx-emul") && ks[b] > 100 && ns[a] != 67)
+                    continue; /* the emulated tiles too, but for one long K */
                 check_determinism(LL_BF16, LL_MATH_FAST, ns[a], ks[b]);
                 check_determinism(LL_BF16, LL_MATH_EXACT, ns[a], ks[b]);
             }
@@ -433,28 +455,36 @@ static void test_bias(void **state)
     free(bias);
 }
 
-/* Values at the edge of the f32 range: the fast path flushes denormals as vdpbf16ps does, and
- * the AVX-512 variant and the reference agree on that too. */
+/* Values at the edge of the f32 range: the fast path flushes denormals as vdpbf16ps and
+ * TDPBF16PS do, and the AVX-512 and AMX variants agree with their references on that too (the
+ * AVX2 fast path does not flush denormal products and sums, so it is left out). */
 static void test_denormals(void **state)
 {
     (void)state;
-    if (!ll_matmul_set_variant("avx512")) {
-        print_message("SKIP denormals: this CPU lacks AVX-512 BF16 (the AVX2 fast path does not "
-                      "flush denormal weights, so only avx512 and the reference are compared)\n");
-        skip();
-    }
     rng_seed(17);
     int M = 3, N = 20, K = 64;
     float *x = rand_f32((size_t)M * K, 1.0);
     void *w = rand_w(LL_BF16, (size_t)N * K, 1.0);
     for (int i = 0; i < M * K; i++)
         x[i] = ldexpf(x[i], -60 - (i % 80)); /* products from normal down to zero */
+    static const char *const names[] = {"avx512", "amx", "amx-emul"};
     float ref[3 * 20], got[3 * 20];
-    for (int mode = 0; mode < 2; mode++) {
-        enum ll_math math = mode ? LL_MATH_FAST : LL_MATH_EXACT;
-        ll_matmul_ref(ref, x, w, LL_BF16, NULL, M, N, K, math);
-        ll_matmul(got, x, w, LL_BF16, NULL, M, N, K, math, SCRATCH, NULL);
-        expect_same_bits(got, ref, (size_t)M * N, mode ? "tiny values, fast" : "tiny values, exact");
+    char what[80];
+    for (size_t v = 0; v < sizeof names / sizeof names[0]; v++) {
+        if (!ll_matmul_set_variant(names[v])) {
+            printf("SKIP denormals on %s: this CPU cannot run it\n", names[v]);
+            continue;
+        }
+        for (int mode = 0; mode < 2; mode++) {
+            enum ll_math math = mode ? LL_MATH_FAST : LL_MATH_EXACT;
+            if (mode && ll_matmul_tile_order())
+                ll_matmul_ref_tiles(ref, x, w, NULL, M, N, K);
+            else
+                ll_matmul_ref(ref, x, w, LL_BF16, NULL, M, N, K, math);
+            ll_matmul(got, x, w, LL_BF16, NULL, M, N, K, math, SCRATCH, NULL);
+            snprintf(what, sizeof what, "%s tiny values, %s", names[v], math_name(math));
+            expect_same_bits(got, ref, (size_t)M * N, what);
+        }
     }
     restore_variant();
     free(x);
@@ -607,11 +637,13 @@ static void test_scratch_size(void **state)
     (void)state;
     assert_int_equal(ll_matmul_scratch_bytes(0, 100, 1), 0);
     assert_int_equal(ll_matmul_scratch_bytes(5, 0, 2), 0);
-    /* M rows of K rounded up to a chunk of 32, as floats (the AVX2 prompt path's split rows),
-     * then a panel of 16 rows of W as floats per thread: 64 bytes per element of a row */
-    assert_int_equal(ll_matmul_scratch_bytes(1, 1, 1), 128 + 64 * 32);
-    assert_int_equal(ll_matmul_scratch_bytes(1, 32, 1), 128 + 64 * 32);
-    assert_int_equal(ll_matmul_scratch_bytes(3, 33, 2), 3 * 256 + 2 * 64 * 64);
+    /* M rows (at least 8: the AMX layout's panel of 16 bf16 rows) of K rounded up to a chunk of
+     * 32, as floats (the AVX2 prompt path's split rows), then a panel of 16 rows of W as floats
+     * per thread: 64 bytes per element of a row */
+    assert_int_equal(ll_matmul_scratch_bytes(1, 1, 1), 8 * 128 + 64 * 32);
+    assert_int_equal(ll_matmul_scratch_bytes(1, 32, 1), 8 * 128 + 64 * 32);
+    assert_int_equal(ll_matmul_scratch_bytes(3, 33, 2), 8 * 256 + 2 * 64 * 64);
+    assert_int_equal(ll_matmul_scratch_bytes(17, 32, 1), 17 * 128 + 64 * 32);
     assert_int_equal(ll_matmul_scratch_bytes(512, 8960, 2),
                      (size_t)512 * 8960 * 4 + (size_t)2 * 64 * 8960);
 }
@@ -676,7 +708,22 @@ static void test_variant_names(void **state)
 {
     (void)state;
     const char *v = ll_matmul_variant();
-    assert_true(!strcmp(v, "scalar") || !strcmp(v, "avx2") || !strcmp(v, "avx512bf16"));
+    assert_true(!strcmp(v, "scalar") || !strcmp(v, "avx2") || !strcmp(v, "avx512bf16") ||
+                !strcmp(v, "amx"));
+    /* dispatch takes the real tiles exactly where they run, never the emulation */
+    const char *why = NULL;
+    const int amx = ll_isa_amx_ready(&why) && ll_isa_cpu_amx_bf16() && ll_isa_cpu_avx512() &&
+                    __builtin_cpu_supports("avx512bf16");
+    if (!getenv("LLAISYS_KERNEL"))
+        assert_int_equal(!strcmp(v, "amx"), amx);
+    assert_int_equal(ll_matmul_set_variant("amx"), amx);
+    assert_int_equal(ll_matmul_tile_order(), amx ? 1 : !strcmp(v, "amx"));
+    if (!amx)
+        printf("SKIP matmul amx: %s\n", why ? why : "CPU lacks amx_bf16 or AVX-512 BF16");
+    assert_true(ll_matmul_set_variant("amx-emul"));
+    assert_string_equal(ll_matmul_variant(), "amx-emul");
+    assert_true(ll_matmul_tile_order());
+    restore_variant();
     assert_false(ll_matmul_set_variant("sse9"));
     assert_string_equal(ll_matmul_variant(), v);
     assert_true(ll_matmul_set_variant("scalar"));

@@ -1,20 +1,21 @@
 /*
- * amx_ops.h: private to the kernels: the AMX tile operations the int8 GEMM uses (configure,
- * zero, load, TDPBSSD, store, release), either as the real instructions (-mamx-tile
- * -mamx-int8) or, when LL_AMX_EMULATE is defined, as plain C with the semantics of the Intel
- * SDM (palette 1: eight tiles of up to 16 rows × 64 bytes).
+ * amx_ops.h: private to the kernels: the AMX tile operations the int8 and bf16 GEMMs use
+ * (configure, zero, load, TDPBSSD, TDPBF16PS, store, release), either as the real instructions
+ * (-mamx-tile -mamx-int8 -mamx-bf16) or, when LL_AMX_EMULATE is defined, as plain C with the
+ * semantics of the Intel SDM (palette 1: eight tiles of up to 16 rows × 64 bytes).
  *
- * qmatmul_amx.c is compiled both ways from one source (Makefile), so its tiling, unpacking and
- * epilogue run on every CPU through the emulation, and only the instruction encoding is left to
- * hardware with AMX. Tile numbers must be integer constant expressions written as literals or
+ * qmatmul_amx.c and matmul_amx.c are compiled both ways (Makefile), so their tiling, unpacking
+ * and epilogues run on every CPU through the emulation, and only the instruction encoding (and,
+ * for TDPBF16PS, whether the hardware rounds as the SDM's pseudocode says) is left to hardware
+ * with AMX. Tile numbers must be integer constant expressions written as literals or
  * macros (the real instructions encode them in the opcode; enum constants do not work).
  *
  * Tile state is per thread: a kernel configures at entry and releases before it returns. The
  * emulation keeps the eight tiles and the configuration in thread-local storage and asserts
  * (LL_ASSERT) every condition on which the hardware faults: a palette other than 0 or 1, rows or
- * bytes per row beyond 16 / 64, a tile used unconfigured, TDPBSSD on tiles whose shapes do not
- * chain (C rows = A rows, C bytes = B bytes, A bytes = 4 · B rows) or that are not three
- * different tiles. So a kernel that passes in emulation configures what the hardware accepts.
+ * bytes per row beyond 16 / 64, a tile used unconfigured, TDPBSSD or TDPBF16PS on tiles whose
+ * shapes do not chain (C rows = A rows, C bytes = B bytes, A bytes = 4 · B rows) or that are not
+ * three different tiles. So a kernel that passes in emulation configures what the hardware accepts.
  */
 #ifndef LLAISYS_AMX_OPS_H
 #define LLAISYS_AMX_OPS_H
@@ -58,6 +59,7 @@ _Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
         _tile_loadd(t, base, stride);                                                              \
     } while (0)
 #define AMX_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define AMX_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
 #define AMX_STORE(t, base, stride)                                                                 \
     do {                                                                                           \
         _tile_stored(t, base, stride);                                                             \
@@ -66,6 +68,9 @@ _Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
 #define AMX_RELEASE() _tile_release()
 
 #else /* LL_AMX_EMULATE */
+
+#include <float.h>
+#include <math.h>
 
 struct amx_emul {
     struct amx_tilecfg cfg;
@@ -164,10 +169,60 @@ static inline void amx_emul_dpbssd(int c, int a, int b)
         }
 }
 
+/* TDPBF16PS reads its bf16 inputs with denormals as zero and flushes every f32 result that is
+ * denormal to zero (sign kept); f32 inputs (the accumulator) are read the same way. */
+static inline float amx_emul_ftz(float f)
+{
+    return f != 0.0f && f > -FLT_MIN && f < FLT_MIN ? copysignf(0.0f, f) : f;
+}
+
+static inline float amx_emul_bf16(const uint8_t *p)
+{
+    uint32_t u = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return amx_emul_ftz(f);
+}
+
+/* TDPBF16PS c, a, b (the SDM's pseudocode): for each row m of c and float n of a row of c, two
+ * f32 sums start at zero, the even one taking the products of the elements 2k and the odd one
+ * those of 2k + 1, for k < colsb(a) / 4 in increasing order, each product added by one fused
+ * multiply-add rounded to nearest even:
+ *   even = fma(a[m].bf16[2k], b[k].bf16[2n], even),  odd = fma(a[m].bf16[2k+1], b[k].bf16[2n+1], odd)
+ * then c[m].f32[n] = c[m].f32[n] + (even + odd), two more roundings. Denormals as above. */
+static inline void amx_emul_dpbf16ps(int c, int a, int b)
+{
+    amx_emul_check(c);
+    amx_emul_check(a);
+    amx_emul_check(b);
+    const struct amx_tilecfg *cf = &amx_emul_state.cfg;
+    LL_ASSERT(c != a && c != b && a != b);
+    LL_ASSERT(cf->rows[c] == cf->rows[a] && cf->colsb[c] == cf->colsb[b] &&
+              cf->colsb[a] == 4 * cf->rows[b] && cf->colsb[c] % 4 == 0);
+    const int rows = cf->rows[c], nd = cf->colsb[c] / 4, kd = cf->colsb[a] / 4;
+    uint8_t(*tc)[AMX_MAX_COLSB] = amx_emul_state.tile[c];
+    const uint8_t(*ta)[AMX_MAX_COLSB] = (const uint8_t(*)[AMX_MAX_COLSB])amx_emul_state.tile[a];
+    const uint8_t(*tb)[AMX_MAX_COLSB] = (const uint8_t(*)[AMX_MAX_COLSB])amx_emul_state.tile[b];
+    for (int m = 0; m < rows; m++)
+        for (int n = 0; n < nd; n++) {
+            float even = 0.0f, odd = 0.0f, acc;
+            for (int k = 0; k < kd; k++) {
+                even = amx_emul_ftz(fmaf(amx_emul_bf16(&ta[m][4 * k]),
+                                         amx_emul_bf16(&tb[k][4 * n]), even));
+                odd = amx_emul_ftz(fmaf(amx_emul_bf16(&ta[m][4 * k + 2]),
+                                        amx_emul_bf16(&tb[k][4 * n + 2]), odd));
+            }
+            memcpy(&acc, &tc[m][4 * n], 4);
+            acc = amx_emul_ftz(amx_emul_ftz(acc) + amx_emul_ftz(even + odd));
+            memcpy(&tc[m][4 * n], &acc, 4);
+        }
+}
+
 #define AMX_CONFIG(cfg) amx_emul_config(cfg)
 #define AMX_ZERO(t) amx_emul_zero(t)
 #define AMX_LOAD(t, base, stride) amx_emul_load(t, base, stride)
 #define AMX_DPBSSD(c, a, b) amx_emul_dpbssd(c, a, b)
+#define AMX_DPBF16PS(c, a, b) amx_emul_dpbf16ps(c, a, b)
 #define AMX_STORE(t, base, stride) amx_emul_store(t, base, stride)
 #define AMX_RELEASE() amx_emul_release()
 

@@ -123,3 +123,9 @@ bool ll_isa_amx_ready(const char **why)
         *why = amx_ready ? NULL : amx_why;
     return amx_ready;
 }
+
+bool ll_isa_cpu_amx_bf16(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & 1u << 22);
+}

@@ -7,7 +7,7 @@
  * set any kernel may use (scalar: the plain C references everywhere; avx2: every family's AVX2
  * variant; avxvnni: as avx2, but the qmatmul may use AVX-VNNI; avx512:
  * everything may use AVX-512, the qmatmul AVX-512 VNNI, but no AMX; amx: as avx512, and the
- * qmatmul may use AMX int8 tiles). Unset or empty, each family uses the best variant the CPU runs.
+ * qmatmul may use AMX int8 tiles, the matmul AMX bf16 tiles). Unset or empty, each family uses the best variant the CPU runs.
  * Each family still checks the CPU for its own variant's features and falls back to what the CPU
  * runs (matmul and qmatmul report it).
  */
@@ -46,5 +46,9 @@ const char *ll_isa_name(enum ll_isa isa);
  * be NULL) says why, e.g. "CPU lacks amx_int8" or "permission refused: ..."; a refusal on a CPU
  * that has AMX is also logged once. Any thread; not capped by LLAISYS_KERNEL. */
 bool ll_isa_amx_ready(const char **why);
+
+/* Whether the CPU has amx_bf16 (CPUID.(EAX=7,ECX=0):EDX bit 22), which the bf16 tiles need on
+ * top of ll_isa_amx_ready. Any thread; not capped by LLAISYS_KERNEL. */
+bool ll_isa_cpu_amx_bf16(void);
 
 #endif

@@ -1,13 +1,15 @@
 /*
  * matmul.c: ll_matmul's dispatch (variant chosen once by CPU features, capped by LLAISYS_KERNEL),
  * its split over the thread pool, and the scalar variant, which is also the reference
- * ll_matmul_ref (see matmul.h for the contract and reduction order). The copy of the
- * activations on the fast path, and each thread's panel of W for the AVX2 variant's prompt path,
- * go into the caller's scratch: nothing here allocates.
+ * ll_matmul_ref; the reference of the tile order, ll_matmul_ref_tiles (see matmul.h for the
+ * contract and the two reduction orders). The copy of the activations on the fast path, and each
+ * thread's panel of W for the AVX2 variant's prompt path, go into the caller's scratch: nothing
+ * here allocates.
  *
  * Called from the thread that owns the pool (scheduler / CLI / tests); the kernels run on the
- * pool's threads on disjoint output ranges. The scalar code below spells out the reduction order
- * one lane at a time; the SIMD files do the same with vectors.
+ * pool's threads on disjoint output ranges. The scalar code below spells out the reduction orders
+ * one lane (or one tile step) at a time; the SIMD and AMX files do the same with vectors and
+ * tiles.
  */
 #include "matmul.h"
 
@@ -86,6 +88,27 @@ static float dot_fast(const uint16_t *xb, const uint16_t *w, int K)
     return lanes_sum(lane);
 }
 
+/* Tile order (TDPBF16PS, amx_ops.h): per chunk of 32 of K (xb zero-padded to whole chunks, w
+ * read as zero past K), an even and an odd sum from zero, each one fused multiply-add per pair;
+ * then acc = acc + (even + odd). Denormal inputs read as zero, denormal results flushed. */
+static float dot_tiles(const uint16_t *xb, const uint16_t *w, int K)
+{
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += LL_MM_CHUNK_FAST) {
+        float even = 0.0f, odd = 0.0f;
+        for (int k = k0; k < k0 + LL_MM_CHUNK_FAST; k += 2) {
+            float x0 = flush_denormal(ll_bf16_to_f32(xb[k]));
+            float x1 = flush_denormal(ll_bf16_to_f32(xb[k + 1]));
+            float w0 = k < K ? flush_denormal(ll_bf16_to_f32(w[k])) : 0.0f;
+            float w1 = k + 1 < K ? flush_denormal(ll_bf16_to_f32(w[k + 1])) : 0.0f;
+            even = flush_denormal(fmaf(w0, x0, even));
+            odd = flush_denormal(fmaf(w1, x1, odd));
+        }
+        acc = flush_denormal(acc + flush_denormal(even + odd));
+    }
+    return acc;
+}
+
 static void kernel_scalar(const struct ll_mm_job *j, int m0, int m1, int n0, int n1, int ith)
 {
     (void)ith;
@@ -114,18 +137,24 @@ static void round_scalar(const struct ll_mm_job *j, int m0, int m1)
 
 /* ---- variants and dispatch ---- */
 
+/* tiles: the fast path in the tile order, every M; the exact path is the best lanes variant's
+ * (exact_variant) */
 struct variant {
     const char *name;
     ll_mm_kernel_fn kernel;
     ll_mm_round_fn round;
+    bool tiles;
 };
 
-enum { V_SCALAR, V_AVX2, V_AVX512, V_COUNT };
+/* in dispatch's order (V_AMX_EMUL, for tests and benchmarks, is never picked) */
+enum { V_SCALAR, V_AVX2, V_AVX512, V_AMX, V_AMX_EMUL, V_COUNT };
 
 static const struct variant variants[V_COUNT] = {
-    [V_SCALAR] = {"scalar", kernel_scalar, round_scalar},
-    [V_AVX2] = {"avx2", ll_mm_kernel_avx2, ll_mm_round_avx2},
-    [V_AVX512] = {"avx512bf16", ll_mm_kernel_avx512, ll_mm_round_avx512},
+    [V_SCALAR] = {"scalar", kernel_scalar, round_scalar, false},
+    [V_AVX2] = {"avx2", ll_mm_kernel_avx2, ll_mm_round_avx2, false},
+    [V_AVX512] = {"avx512bf16", ll_mm_kernel_avx512, ll_mm_round_avx512, false},
+    [V_AMX] = {"amx", ll_mm_kernel_amx, ll_mm_round_amx, true},
+    [V_AMX_EMUL] = {"amx-emul", ll_mm_kernel_amx_emul, ll_mm_round_amx_emul, true},
 };
 
 static pthread_once_t variant_once = PTHREAD_ONCE_INIT;
@@ -134,6 +163,9 @@ static const struct variant *variant_cur;
 static bool cpu_runs(int v)
 {
     switch (v) {
+    case V_AMX: /* its exact path and the round step are avx512bf16's neighbours */
+        return ll_isa_cpu_avx512() && __builtin_cpu_supports("avx512bf16") &&
+               ll_isa_cpu_amx_bf16() && ll_isa_amx_ready(NULL);
     case V_AVX512:
         return ll_isa_cpu_avx512() && __builtin_cpu_supports("avx512bf16");
     case V_AVX2:
@@ -158,6 +190,10 @@ static int variant_by_name(const char *name)
         return V_AVX2;
     if (!strcmp(name, "avx512") || !strcmp(name, "avx512bf16"))
         return V_AVX512;
+    if (!strcmp(name, "amx"))
+        return V_AMX;
+    if (!strcmp(name, "amx-emul"))
+        return V_AMX_EMUL;
     return -1;
 }
 
@@ -166,7 +202,11 @@ static void variant_init(void)
 {
     bool requested;
     enum ll_isa cap = ll_isa_cap(&requested);
-    int want = cap >= LL_ISA_AVX512 ? V_AVX512 : cap >= LL_ISA_AVX2 ? V_AVX2 : V_SCALAR, v = want;
+    int want = cap >= LL_ISA_AMX      ? V_AMX
+               : cap >= LL_ISA_AVX512 ? V_AVX512
+               : cap >= LL_ISA_AVX2   ? V_AVX2
+                                      : V_SCALAR,
+        v = want;
     while (v > V_SCALAR && !cpu_runs(v))
         v--;
     if (requested && v != want)
@@ -184,6 +224,23 @@ static const struct variant *variant_get(void)
 const char *ll_matmul_variant(void)
 {
     return variant_get()->name;
+}
+
+bool ll_matmul_tile_order(void)
+{
+    return variant_get()->tiles;
+}
+
+/* The variant that runs the exact path of v: v itself, or for the tile variants the best lanes
+ * variant this CPU runs (the exact path has one order everywhere). */
+static const struct variant *exact_variant(const struct variant *v)
+{
+    if (!v->tiles)
+        return v;
+    int e = V_AVX512;
+    while (e > V_SCALAR && !cpu_runs(e))
+        e--;
+    return &variants[e];
 }
 
 bool ll_matmul_set_variant(const char *name)
@@ -242,11 +299,13 @@ static size_t xb_stride_for(int K)
     return ((size_t)K + LL_MM_CHUNK_FAST - 1) / LL_MM_CHUNK_FAST * LL_MM_CHUNK_FAST;
 }
 
-/* Bytes of the rows of x: room for them as bf16 (xb_stride elements a row), or as floats in the
- * orders the AVX2 variant's prompt and batch paths read (matmul_avx2.c); a multiple of 64. */
+/* Bytes of the rows of x: room for them as bf16 (xb_stride elements a row), as floats in the
+ * orders the AVX2 variant's prompt and batch paths read (matmul_avx2.c), or as bf16 in whole
+ * panels of 16 rows (the AMX layout, matmul_kernels.h: at most 8 floats' room a row beyond 8
+ * rows); a multiple of 64. */
 static size_t x_bytes(int m, int k)
 {
-    return (size_t)m * xb_stride_for(k) * sizeof(float);
+    return (size_t)(m > 8 ? m : 8) * xb_stride_for(k) * sizeof(float);
 }
 
 /* The rows of x, then one panel of W per thread (LL_MM_PANEL_BYTES). */
@@ -271,6 +330,8 @@ static void matmul_run(float *out, const float *x, const void *w, enum ll_dtype 
         .fast = math == LL_MATH_FAST && wtype == LL_BF16,
     };
     struct mm_call call = {.job = &job, .v = variant_get()};
+    if (!job.fast)
+        call.v = exact_variant(call.v);
     /* the packed planes only for a single row of x (measured with bench-matmul --paired on an
      * AMD EPYC: M = 1 streams 1.14-1.23x faster from them; M = 2-16 ran 0.6-1.15x, the decode
      * then costing more than the bytes it saves, and prefill-sized calls slower still) */
@@ -321,6 +382,25 @@ bool ll_matmul_reads_packed(const char **why)
     if (why)
         *why = r;
     return r == NULL;
+}
+
+void ll_matmul_ref_tiles(float *out, const float *x, const uint16_t *w, const float *bias, int M,
+                         int N, int K)
+{
+    LL_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0 || N == 0)
+        return;
+    struct ll_mm_job job = {.x = x, .M = M, .K = K, .xb_stride = xb_stride_for(K)};
+    uint16_t *xb = malloc(((size_t)M * job.xb_stride + 1) * sizeof *xb);
+    LL_ASSERT(xb != NULL);
+    job.xb = xb;
+    round_scalar(&job, 0, M);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float s = dot_tiles(xb + (size_t)m * job.xb_stride, w + (size_t)n * (size_t)K, K);
+            out[(size_t)m * (size_t)N + (size_t)n] = bias ? s + bias[n] : s;
+        }
+    free(xb);
 }
 
 void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,

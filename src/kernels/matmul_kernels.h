@@ -1,11 +1,12 @@
 /*
  * matmul_kernels.h: private interface between matmul.c (dispatch, threads, scratch, the scalar
- * reference) and the SIMD variants matmul_avx2.c / matmul_avx512.c.
+ * references) and the SIMD variants matmul_avx2.c / matmul_avx512.c / matmul_amx.c.
  *
- * Every variant computes one output element out[m][n] the same way (see matmul.h, "Reduction
- * order"): 16 f32 lanes, zero-initialised, each lane accumulating its own slice of K chunk by
- * chunk in increasing k, chunks zero-padded past K; then the fixed tree over the 16 lanes, then
- * + bias[n]. A variant may tile (m, n) any way it likes, since every element's sequence of
+ * Every variant computes one output element out[m][n] in one fixed order (see matmul.h,
+ * "Reduction order"): the lanes order (scalar, avx2, avx512: 16 f32 lanes, zero-initialised, each
+ * accumulating its own slice of K chunk by chunk in increasing k, chunks zero-padded past K, then
+ * the fixed tree over the 16 lanes, then + bias[n]), or on the fast path of amx and amx-emul the
+ * tile order. A variant may tile (m, n) any way it likes, since every element's sequence of
  * floating-point operations stays the same.
  */
 #ifndef LLAISYS_MATMUL_KERNELS_H
@@ -28,7 +29,8 @@ struct ll_mm_job {
     const float *x;     /* (M, K) f32; read on the exact path */
     const uint16_t *xb; /* (M, xb_stride) bf16 copy of x, zero-padded rows; read on the fast path
                          * (the AVX2 variant's prompt and batch paths keep floats there, see
-                         * uses_split and uses_planes in matmul_avx2.c) */
+                         * uses_split and uses_planes in matmul_avx2.c; the AMX variant keeps
+                         * the AMX layout below) */
     size_t xb_stride;   /* elements between rows of xb: K rounded up to LL_MM_CHUNK_FAST */
     const void *w;      /* (N, K) in wtype */
     enum ll_dtype wtype;
@@ -43,6 +45,12 @@ struct ll_mm_job {
     char *panels;
     size_t panel_bytes;
 };
+
+/* AMX layout of xb (matmul_amx.c): panels of LL_MM_AMX_ROWS rows of x, panel p (rows 16p ..
+ * 16p + 15) at element p · 16 · xb_stride; in it, element k of row 16p + c at (k / 2) · 32 + 2c +
+ * k % 2, so each chunk of 32 of K is one B tile (16 rows of 64 bytes) of TDPBF16PS. Rows past M
+ * in the last panel and elements past K are zero. */
+#define LL_MM_AMX_ROWS 16
 
 /* Bytes of one thread's panel scratch for rows of xb_stride elements: 16 lanes x chunks x 32
  * floats (matmul_avx2.c, pack_panel). */
@@ -59,5 +67,10 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *job, int m0, int m1, int n0, in
 void ll_mm_round_avx512(const struct ll_mm_job *job, int m0, int m1);
 void ll_mm_kernel_avx2(const struct ll_mm_job *job, int m0, int m1, int n0, int n1, int ith);
 void ll_mm_round_avx2(const struct ll_mm_job *job, int m0, int m1);
+/* fast path only (matmul.c gives the exact path to another variant) */
+void ll_mm_kernel_amx(const struct ll_mm_job *job, int m0, int m1, int n0, int n1, int ith);
+void ll_mm_round_amx(const struct ll_mm_job *job, int m0, int m1);
+void ll_mm_kernel_amx_emul(const struct ll_mm_job *job, int m0, int m1, int n0, int n1, int ith);
+void ll_mm_round_amx_emul(const struct ll_mm_job *job, int m0, int m1);
 
 #endif
