@@ -1,11 +1,12 @@
 /*
- * test_qmatmul_amx.c: the AMX int8 variant of the quantized GEMM (qmatmul_amx.c) and its tile
- * layer (amx_ops.h).
+ * test_qmatmul_amx.c: the AMX int8 variant of the quantized GEMM (qmatmul_amx.c) and the tile
+ * layer (amx_ops.h) it shares with the bf16 GEMM (matmul_amx.c, tested in test_matmul.c).
  *
  *   - The emulated tile layer against TDPBSSD computed by hand on crafted tiles (signed bytes,
  *     −128 · −128, accumulation onto loaded values, 32-bit wrap-around, the store writing only
- *     the configured rows and bytes), so a wrong emulation cannot make the kernel agree with the
- *     reference by accident; and what the hardware faults on (a bad configuration, a tile used
+ *     the configured rows and bytes), and against TDPBF16PS likewise (the even and odd sums, a
+ *     rounding tie, denormals read as zero and flushed), so a wrong emulation cannot make a
+ *     kernel agree with its reference by accident; and what the hardware faults on (a bad configuration, a tile used
  *     unconfigured, TDPBSSD on shapes that do not chain or on one tile twice) aborts it, each in
  *     a child process.
  *   - amx-emul (the kernel on emulated tiles, any CPU) against the scalar reference, bit for bit
@@ -29,6 +30,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <math.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -90,6 +92,45 @@ static void qmat_free(struct qmat *q)
 {
     free(q->qs);
     free(q->d);
+}
+
+/* TDPBF16PS by hand (the SDM's pseudocode): C (tile 0) 2 rows × 2 f32, A (tile 1) 2 rows × 2 pairs
+ * of bf16, B (tile 2) 2 pairs × 2 columns. Per element an even and an odd sum from zero, each a
+ * chain of fused multiply-adds, then c + (even + odd):
+ *   [0][0] A (4096, −4096, 1, 1), B (4096, 4096, 1, 1): even = 2²⁴ + 1 rounds to 2²⁴ (a tie, to
+ *          even), odd = −2²⁴ + 1 exactly, c = 1 + 1 = 2 (one chain over all four products would
+ *          give 1 + 2 = 3, the lanes of vdpbf16ps 1 + 1 = 2 only by another route)
+ *   [0][1] B (2⁻⁶⁰, 2⁻⁶⁰, 0, 0): even 2⁻⁴⁸, odd −2⁻⁴⁸, c = 3 + 0 = 3
+ *   [1][0] A (2⁻⁷⁰, 2⁻⁶⁶, 0, 0): 2⁻⁵⁸ + 2⁻⁵⁴ = 1.0625 · 2⁻⁵⁴, onto c = 2⁻¹⁴⁹ (denormal: read as 0)
+ *   [1][1] even 2⁻⁷⁰ · 2⁻⁶⁰ = 2⁻¹³⁰ (denormal: flushed to 0), odd 2⁻¹²⁶: c = 2⁻¹²⁶ (unflushed,
+ *          1.0625 · 2⁻¹²⁶) */
+static void test_emul_tdpbf16ps(void **state)
+{
+    (void)state;
+    struct amx_tilecfg cfg = {.palette = 1};
+    cfg.rows[0] = 2, cfg.colsb[0] = 8;
+    cfg.rows[1] = 2, cfg.colsb[1] = 8;
+    cfg.rows[2] = 2, cfg.colsb[2] = 8;
+#define BF(f) ll_f32_to_bf16(f)
+    const uint16_t a[2][4] = {{BF(4096), BF(-4096), BF(1), BF(1)},
+                              {BF(ldexpf(1, -70)), BF(ldexpf(1, -66)), 0, 0}};
+    const uint16_t b[2][4] = {{BF(4096), BF(4096), BF(ldexpf(1, -60)), BF(ldexpf(1, -60))},
+                              {BF(1), BF(1), 0, 0}};
+#undef BF
+    const float c0[2][2] = {{1.0f, 3.0f}, {ldexpf(1, -149), 0.0f}};
+    const float want[2][2] = {{2.0f, 3.0f}, {ldexpf(1.0625f, -54), ldexpf(1, -126)}};
+    float got[2][2];
+    AMX_CONFIG(&cfg);
+    AMX_LOAD(0, c0, 8);
+    AMX_LOAD(1, a, 8);
+    AMX_LOAD(2, b, 8);
+    AMX_DPBF16PS(0, 1, 2);
+    AMX_STORE(0, got, 8);
+    AMX_RELEASE();
+    for (int m = 0; m < 2; m++)
+        for (int n = 0; n < 2; n++)
+            if (memcmp(&got[m][n], &want[m][n], 4))
+                fail_msg("TDPBF16PS [%d][%d]: %a, want %a", m, n, got[m][n], want[m][n]);
 }
 
 /* ---- the emulated tiles against hand-computed TDPBSSD ---- */
@@ -503,7 +544,8 @@ int main(int argc, char **argv)
     if (argc == 2 && !strcmp(argv[1], "--deny-amx"))
         return child_refused();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_emul_tdpbssd), cmocka_unit_test(test_emul_faults),
+        cmocka_unit_test(test_emul_tdpbssd), cmocka_unit_test(test_emul_tdpbf16ps),
+        cmocka_unit_test(test_emul_faults),
         cmocka_unit_test(test_amx_emul),     cmocka_unit_test(test_amx),
         cmocka_unit_test(test_dispatch),     cmocka_unit_test(test_dispatch_refused),
     };
