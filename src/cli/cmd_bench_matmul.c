@@ -63,9 +63,9 @@ static void usage(FILE *f)
             "  --shape LIST        shapes among q/o,k/v,gate/up,down,lm_head (default all)\n"
             "  --time S            seconds to spend per measurement (default 0.3)\n"
             "  --no-blas           skip the OpenBLAS sgemm comparison (always for q8_0/q4_0/q4_k)\n"
-            "  --variant NAME      scalar|avx2|avx512 for matmul, scalar|avx2|avxvnni|avx512vnni|\n"
-            "                      amx|amx-emul for q8_0/q4_0/q4_k (default: the best this CPU\n"
-            "                      runs; amx-emul: the AMX kernel on emulated tiles, slow)\n");
+            "  --variant NAME      scalar|avx2|avx512|amx|amx-emul for matmul, scalar|avx2|avxvnni|\n"
+            "                      avx512vnni|amx|amx-emul for q8_0/q4_0/q4_k (default: the best\n"
+            "                      this CPU runs; amx-emul: the AMX kernel on emulated tiles, slow)\n");
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;

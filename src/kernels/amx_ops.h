@@ -189,7 +189,12 @@ static inline float amx_emul_bf16(const uint8_t *p)
  * those of 2k + 1, for k < colsb(a) / 4 in increasing order, each product added by one fused
  * multiply-add rounded to nearest even:
  *   even = fma(a[m].bf16[2k], b[k].bf16[2n], even),  odd = fma(a[m].bf16[2k+1], b[k].bf16[2n+1], odd)
- * then c[m].f32[n] = c[m].f32[n] + (even + odd), two more roundings. Denormals as above. */
+ * then c[m].f32[n] = c[m].f32[n] + (even + odd), two more roundings. Denormals as above.
+ *
+ * When every input is zero or of magnitude in [2⁻⁶³, 2⁶³), every product of two (8-bit
+ * significands, at most 16 significant bits, a normal float) is exact, so one rounded addition
+ * equals the fused operation: that loop runs over the columns at once (the compiler vectorizes
+ * it); otherwise each step calls fmaf. */
 static inline void amx_emul_dpbf16ps(int c, int a, int b)
 {
     amx_emul_check(c);
@@ -199,23 +204,46 @@ static inline void amx_emul_dpbf16ps(int c, int a, int b)
     LL_ASSERT(c != a && c != b && a != b);
     LL_ASSERT(cf->rows[c] == cf->rows[a] && cf->colsb[c] == cf->colsb[b] &&
               cf->colsb[a] == 4 * cf->rows[b] && cf->colsb[c] % 4 == 0);
+    enum { H = AMX_MAX_COLSB / 4 };
     const int rows = cf->rows[c], nd = cf->colsb[c] / 4, kd = cf->colsb[a] / 4;
-    uint8_t(*tc)[AMX_MAX_COLSB] = amx_emul_state.tile[c];
-    const uint8_t(*ta)[AMX_MAX_COLSB] = (const uint8_t(*)[AMX_MAX_COLSB])amx_emul_state.tile[a];
-    const uint8_t(*tb)[AMX_MAX_COLSB] = (const uint8_t(*)[AMX_MAX_COLSB])amx_emul_state.tile[b];
+    float fa[AMX_MAX_ROWS][2 * H], fe[AMX_MAX_ROWS][H] = {{0}}, fo[AMX_MAX_ROWS][H] = {{0}};
+    int exact = 1;
     for (int m = 0; m < rows; m++)
+        for (int e = 0; e < 2 * kd; e++) {
+            const float v = fa[m][e] = amx_emul_bf16(&amx_emul_state.tile[a][m][2 * e]);
+            exact &= v == 0.0f || (fabsf(v) >= 0x1p-63f && fabsf(v) < 0x1p63f);
+        }
+    for (int k = 0; k < kd; k++)
         for (int n = 0; n < nd; n++) {
-            float even = 0.0f, odd = 0.0f, acc;
-            for (int k = 0; k < kd; k++) {
-                even = amx_emul_ftz(fmaf(amx_emul_bf16(&ta[m][4 * k]),
-                                         amx_emul_bf16(&tb[k][4 * n]), even));
-                odd = amx_emul_ftz(fmaf(amx_emul_bf16(&ta[m][4 * k + 2]),
-                                        amx_emul_bf16(&tb[k][4 * n + 2]), odd));
+            const float v0 = fe[k][n] = amx_emul_bf16(&amx_emul_state.tile[b][k][4 * n]);
+            const float v1 = fo[k][n] = amx_emul_bf16(&amx_emul_state.tile[b][k][4 * n + 2]);
+            exact &= v0 == 0.0f || (fabsf(v0) >= 0x1p-63f && fabsf(v0) < 0x1p63f);
+            exact &= v1 == 0.0f || (fabsf(v1) >= 0x1p-63f && fabsf(v1) < 0x1p63f);
+        }
+    uint8_t(*tc)[AMX_MAX_COLSB] = amx_emul_state.tile[c];
+    for (int m = 0; m < rows; m++) {
+        float even[H] = {0}, odd[H] = {0};
+        for (int k = 0; k < kd; k++) {
+            const float ae = fa[m][2 * k], ao = fa[m][2 * k + 1];
+            if (exact) {
+                for (int n = 0; n < H; n++) {
+                    even[n] = amx_emul_ftz(ae * fe[k][n] + even[n]);
+                    odd[n] = amx_emul_ftz(ao * fo[k][n] + odd[n]);
+                }
+            } else {
+                for (int n = 0; n < nd; n++) {
+                    even[n] = amx_emul_ftz(fmaf(ae, fe[k][n], even[n]));
+                    odd[n] = amx_emul_ftz(fmaf(ao, fo[k][n], odd[n]));
+                }
             }
+        }
+        for (int n = 0; n < nd; n++) {
+            float acc;
             memcpy(&acc, &tc[m][4 * n], 4);
-            acc = amx_emul_ftz(amx_emul_ftz(acc) + amx_emul_ftz(even + odd));
+            acc = amx_emul_ftz(amx_emul_ftz(acc) + amx_emul_ftz(even[n] + odd[n]));
             memcpy(&tc[m][4 * n], &acc, 4);
         }
+    }
 }
 
 #define AMX_CONFIG(cfg) amx_emul_config(cfg)
