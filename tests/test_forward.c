@@ -420,8 +420,8 @@ int main(void)
         const char *ops, *matmul;
         int fast_only;
     } levels[] = {
-        {"avx512", "amx", 0},      {"avx512", "avx512", 0}, {"avx2", "avx2", 0},
-        {"scalar", "scalar", 0},   {NULL, "amx-emul", 1},
+        {"avx512", "amx", 0},    {"avx512", "avx512", 0}, {"avx2", "avx2", 0},
+        {"scalar", "scalar", 0}, {NULL, "amx-emul", 1},
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_parity),      cmocka_unit_test(test_fast_parity),

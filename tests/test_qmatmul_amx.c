@@ -544,10 +544,13 @@ int main(int argc, char **argv)
     if (argc == 2 && !strcmp(argv[1], "--deny-amx"))
         return child_refused();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_emul_tdpbssd), cmocka_unit_test(test_emul_tdpbf16ps),
+        cmocka_unit_test(test_emul_tdpbssd),
+        cmocka_unit_test(test_emul_tdpbf16ps),
         cmocka_unit_test(test_emul_faults),
-        cmocka_unit_test(test_amx_emul),     cmocka_unit_test(test_amx),
-        cmocka_unit_test(test_dispatch),     cmocka_unit_test(test_dispatch_refused),
+        cmocka_unit_test(test_amx_emul),
+        cmocka_unit_test(test_amx),
+        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_dispatch_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -29,6 +29,17 @@
 #define AMX_MAX_ROWS 16
 #define AMX_MAX_COLSB 64
 
+/* The tiles of a 2 × 2 step, as both kernels use them: C[i][j] = A[i] · B[j], from block i of the
+ * A operand and block j of the B operand. */
+#define T_C00 0
+#define T_C01 1
+#define T_C10 2
+#define T_C11 3
+#define T_A0 4
+#define T_A1 5
+#define T_B0 6
+#define T_B1 7
+
 /* The 64-byte operand of LDTILECFG (palette 1). Unused tiles have rows and colsb 0. */
 struct amx_tilecfg {
     uint8_t palette;      /* 1; 0 releases every tile */
@@ -140,11 +151,8 @@ static inline void amx_emul_store(int t, void *base, long stride)
         memcpy((uint8_t *)base + (long)r * stride, amx_emul_state.tile[t][r], (size_t)colsb);
 }
 
-/* TDPBSSD c, a, b: for each row m of c and dword n of a row of c,
- *   c[m].dword[n] += Σ_k Σ_i (int8)a[m].byte[4k + i] · (int8)b[k].byte[4n + i]
- * over k < colsb(a) / 4 and i < 4, with 32-bit wrap-around additions; bytes of c past its
- * configured shape stay zero. */
-static inline void amx_emul_dpbssd(int c, int a, int b)
+/* What TDPBSSD and TDPBF16PS fault on: three configured, different tiles whose shapes chain. */
+static inline const struct amx_tilecfg *amx_emul_check_dp(int c, int a, int b)
 {
     amx_emul_check(c);
     amx_emul_check(a);
@@ -153,6 +161,16 @@ static inline void amx_emul_dpbssd(int c, int a, int b)
     LL_ASSERT(c != a && c != b && a != b);
     LL_ASSERT(cf->rows[c] == cf->rows[a] && cf->colsb[c] == cf->colsb[b] &&
               cf->colsb[a] == 4 * cf->rows[b] && cf->colsb[c] % 4 == 0);
+    return cf;
+}
+
+/* TDPBSSD c, a, b: for each row m of c and dword n of a row of c,
+ *   c[m].dword[n] += Σ_k Σ_i (int8)a[m].byte[4k + i] · (int8)b[k].byte[4n + i]
+ * over k < colsb(a) / 4 and i < 4, with 32-bit wrap-around additions; bytes of c past its
+ * configured shape stay zero. */
+static inline void amx_emul_dpbssd(int c, int a, int b)
+{
+    const struct amx_tilecfg *cf = amx_emul_check_dp(c, a, b);
     const int rows = cf->rows[c], nd = cf->colsb[c] / 4, kd = cf->colsb[a] / 4;
     uint8_t(*tc)[AMX_MAX_COLSB] = amx_emul_state.tile[c];
     const uint8_t(*ta)[AMX_MAX_COLSB] = (const uint8_t(*)[AMX_MAX_COLSB])amx_emul_state.tile[a];
@@ -197,13 +215,7 @@ static inline float amx_emul_bf16(const uint8_t *p)
  * it); otherwise each step calls fmaf. */
 static inline void amx_emul_dpbf16ps(int c, int a, int b)
 {
-    amx_emul_check(c);
-    amx_emul_check(a);
-    amx_emul_check(b);
-    const struct amx_tilecfg *cf = &amx_emul_state.cfg;
-    LL_ASSERT(c != a && c != b && a != b);
-    LL_ASSERT(cf->rows[c] == cf->rows[a] && cf->colsb[c] == cf->colsb[b] &&
-              cf->colsb[a] == 4 * cf->rows[b] && cf->colsb[c] % 4 == 0);
+    const struct amx_tilecfg *cf = amx_emul_check_dp(c, a, b);
     enum { H = AMX_MAX_COLSB / 4 };
     const int rows = cf->rows[c], nd = cf->colsb[c] / 4, kd = cf->colsb[a] / 4;
     float fa[AMX_MAX_ROWS][2 * H], fe[AMX_MAX_ROWS][H] = {{0}}, fo[AMX_MAX_ROWS][H] = {{0}};

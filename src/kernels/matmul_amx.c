@@ -36,21 +36,12 @@
 #define ROUND ll_mm_round_amx
 #endif
 
-#define TR LL_MM_AMX_ROWS /* rows of W in an A tile; rows of x in a B tile */
+#define TR LL_MM_AMX_ROWS   /* rows of W in an A tile; rows of x in a B tile */
 #define TK LL_MM_CHUNK_FAST /* elements of K in a step */
 
-/* Tile numbers: C[w][q] for block w of W and panel q of x; A (W) and B (x). */
-#define T_C00 0
-#define T_C01 1
-#define T_C10 2
-#define T_C11 3
-#define T_A0 4
-#define T_A1 5
-#define T_B0 6
-#define T_B1 7
-
-/* Every tile 16 rows × 64 bytes: C 16 × 16 f32, A 16 rows × 32 bf16, B 16 pairs of K × 16 rows
- * of x × 2 bf16. */
+/* The tiles (named in amx_ops.h): C[w][q] for block w of W and panel q of x, A is W, B is x;
+ * every one 16 rows × 64 bytes: C 16 × 16 f32, A 16 rows × 32 bf16, B 16 pairs of K × 16 rows of
+ * x × 2 bf16. */
 static const struct amx_tilecfg tile_cfg = {
     .palette = 1,
     .rows = {TR, TR, TR, TR, TR, TR, TR, TR},
@@ -80,8 +71,8 @@ static const void *a_tile(const struct ll_mm_job *j, int r, int kc, uint16_t buf
     }
     for (int i = 0; i < TR; i++)
         for (int e = 0; e < TK; e++)
-            buf[i][e] = r + i < j->N && k0 + e < K ? w[(size_t)(r + i) * (size_t)K + (size_t)(k0 + e)]
-                                                   : 0;
+            buf[i][e] =
+                r + i < j->N && k0 + e < K ? w[(size_t)(r + i) * (size_t)K + (size_t)(k0 + e)] : 0;
     *stride = 2 * TK;
     return buf;
 }
@@ -94,8 +85,8 @@ static int block_base(int n, int N)
 
 /* One stored C tile (c[i][q]: row r + i of W, row 16·p + q of x) into out, rows of x [m0, m1)
  * and rows of W [n0, n1) of it, plus bias. */
-static void put_tile(const struct ll_mm_job *j, const float c[TR][TR], int r, int n0, int n1,
-                     int p, int m0, int m1)
+static void put_tile(const struct ll_mm_job *j, const float c[TR][TR], int r, int n0, int n1, int p,
+                     int m0, int m1)
 {
     const int ma = max_int(m0, p * TR), mb = min_int(m1, (p + 1) * TR);
     for (int m = ma; m < mb; m++) {

@@ -43,17 +43,8 @@
 #define TM LL_QMM_AMX_MIN_M /* rows of x in a tile */
 #define KC 16               /* blocks of K per slice */
 
-/* Tile numbers: C[t][g] for tile t of x and group g; A (x) and B (W). */
-#define T_C00 0
-#define T_C01 1
-#define T_C10 2
-#define T_C11 3
-#define T_A0 4
-#define T_A1 5
-#define T_B0 6
-#define T_B1 7
-
-/* C: 16 rows of x × 16 int32; A: 16 rows × one block of int8; B: 8 rows (k / 4) × 16 columns × 4
+/* The tiles (named in amx_ops.h): C[t][g] for tile t of x and group g, A is x, B is W. C: 16
+ * rows of x × 16 int32; A: 16 rows × one block of int8; B: 8 rows (k / 4) × 16 columns × 4
  * consecutive k. */
 static const struct amx_tilecfg tile_cfg = {
     .palette = 1,
