@@ -12,7 +12,8 @@
  *   LL_MATH_FAST:  for bf16 weights, activations rounded to bf16 (round-to-nearest-even) once per
  *                  call and the products are bf16×bf16 accumulated in f32 with the semantics of
  *                  AVX-512 BF16 `vdpbf16ps` (per lane: odd pair then even pair, each one fused
- *                  multiply-add; denormal inputs read as zero, denormal results flushed to zero).
+ *                  multiply-add; denormal inputs read as zero, denormal results flushed to zero),
+ *                  or on the AMX variant those of `TDPBF16PS` ("Tile order" below).
  *                  f16 and f32 weights take the exact path in this mode.
  *
  * Reduction order (the lanes order: the exact path of every variant, and the fast path of every
