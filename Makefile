@@ -61,9 +61,10 @@ SERVER_SRC := src/server/server_main.c
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-# qmatmul_amx.c and matmul_amx.c are compiled a second time with their tiles emulated in C (the
-# amx-emul variants).
-LIB_OBJ  += $(BUILD)/src/kernels/qmatmul_amx_emul.o $(BUILD)/src/kernels/matmul_amx_emul.o
+# qmatmul_amx.c, matmul_amx.c and probe_amx.c are compiled a second time with their tiles
+# emulated in C (the amx-emul variants, the probe's emulated twin).
+LIB_OBJ  += $(BUILD)/src/kernels/qmatmul_amx_emul.o $(BUILD)/src/kernels/matmul_amx_emul.o \
+            $(BUILD)/src/kernels/probe_amx_emul.o
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/webui_assets.o
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

@@ -90,6 +90,14 @@ void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtyp
 void ll_matmul_ref_tiles(float *out, const float *x, const uint16_t *w, const float *bias, int M,
                          int N, int K);
 
+/* Whether the amx variant may run here: the CPU has amx_bf16 and AVX-512 BF16 (its exact path
+ * and round step), the tiles are ready (isa.h: CPU, OS, permission, probe), and the tiles sum a
+ * check in the tile order bit for bit (matmul_kernels.h; Intel's own documents disagree on the
+ * order, so the hardware is asked once, before dispatch could pick the variant; a CPU whose
+ * tiles sum otherwise keeps bf16 on avx512bf16, with a warning on the log). When not, *why (may
+ * be NULL) says why. Settled once; any thread. */
+bool ll_matmul_tiles_ready(const char **why);
+
 /* Whether the variant in use sums the fast path in the tile order (amx, amx-emul). */
 bool ll_matmul_tile_order(void);
 

@@ -30,6 +30,7 @@
 #include "dtype.h"
 #include "isa.h"
 #include "matmul.h"
+#include "matmul_kernels.h"
 #include "pool.h"
 
 static const char *const variant_names[] = {"scalar", "avx2", "avx512", "amx", "amx-emul"};
@@ -710,16 +711,22 @@ static void test_variant_names(void **state)
     const char *v = ll_matmul_variant();
     assert_true(!strcmp(v, "scalar") || !strcmp(v, "avx2") || !strcmp(v, "avx512bf16") ||
                 !strcmp(v, "amx"));
-    /* dispatch takes the real tiles exactly where they run, never the emulation */
+    /* dispatch takes the real tiles exactly where they run and sum in the tile order, never the
+     * emulation */
     const char *why = NULL;
-    const int amx = ll_isa_amx_ready(&why) && ll_isa_cpu_amx_bf16() && ll_isa_cpu_avx512() &&
+    const int amx = ll_matmul_tiles_ready(&why),
+              cpu = ll_isa_amx_ready(NULL) && ll_isa_cpu_amx_bf16() && ll_isa_cpu_avx512() &&
                     __builtin_cpu_supports("avx512bf16");
+    assert_int_equal(amx, why == NULL);
+    /* on a CPU with everything, only the check of the order may refuse the tiles */
+    assert_true(amx || !cpu || strstr(why, "tile order"));
+    assert_true(!amx || cpu);
     if (!getenv("LLAISYS_KERNEL"))
         assert_int_equal(!strcmp(v, "amx"), amx);
     assert_int_equal(ll_matmul_set_variant("amx"), amx);
     assert_int_equal(ll_matmul_tile_order(), amx ? 1 : !strcmp(v, "amx"));
     if (!amx)
-        printf("SKIP matmul amx: %s\n", why ? why : "CPU lacks amx_bf16 or AVX-512 BF16");
+        printf("SKIP matmul amx: %s\n", why);
     assert_true(ll_matmul_set_variant("amx-emul"));
     assert_string_equal(ll_matmul_variant(), "amx-emul");
     assert_true(ll_matmul_tile_order());
@@ -729,6 +736,106 @@ static void test_variant_names(void **state)
     assert_true(ll_matmul_set_variant("scalar"));
     assert_string_equal(ll_matmul_variant(), "scalar");
     restore_variant();
+}
+
+/* ---- the check of the tile order (matmul_kernels.h) ---- */
+
+/* Orders a matrix unit could sum in instead of the tile order (ALT_TILES: the tile order itself,
+ * to show that this kernel is a faithful one): one chain over the pairs in k (as Intel's
+ * intrinsics guide prints TDPBF16PS), a chunk's 32 products summed wider and rounded once into
+ * the accumulator, and the tile order without reading denormal inputs as zero or without
+ * flushing denormal results. */
+enum alt_order { ALT_TILES, ALT_CHAIN, ALT_WIDE, ALT_NO_DAZ, ALT_NO_FTZ };
+static enum alt_order alt_order;
+
+static float alt_flush(float f, int on)
+{
+    return on && fabsf(f) < FLT_MIN ? copysignf(0.0f, f) : f;
+}
+
+/* rows of x as bf16, one after another, zeros past K */
+static void alt_round(const struct ll_mm_job *j, int m0, int m1)
+{
+    for (int m = m0; m < m1; m++) {
+        uint16_t *d = (uint16_t *)j->xb + (size_t)m * j->xb_stride;
+        for (size_t k = 0; k < j->xb_stride; k++)
+            d[k] = (int)k < j->K ? ll_f32_to_bf16(j->x[(size_t)m * (size_t)j->K + k]) : 0;
+    }
+}
+
+static void alt_kernel(const struct ll_mm_job *j, int m0, int m1, int n0, int n1, int ith)
+{
+    (void)ith;
+    const int daz = alt_order != ALT_NO_DAZ, ftz = alt_order != ALT_NO_FTZ;
+    for (int m = m0; m < m1; m++)
+        for (int n = n0; n < n1; n++) {
+            const uint16_t *xr = j->xb + (size_t)m * j->xb_stride,
+                           *wr = (const uint16_t *)j->w + (size_t)n * (size_t)j->K;
+            float acc = 0.0f;
+            for (int k0 = 0; k0 < j->K; k0 += 32) {
+                float even = 0.0f, odd = 0.0f;
+                double wide = 0.0;
+                for (int k = k0; k < k0 + 32; k += 2) {
+                    const float x0 = alt_flush(ll_bf16_to_f32(xr[k]), daz),
+                                x1 = alt_flush(ll_bf16_to_f32(xr[k + 1]), daz),
+                                w0 = k < j->K ? alt_flush(ll_bf16_to_f32(wr[k]), daz) : 0.0f,
+                                w1 = k + 1 < j->K ? alt_flush(ll_bf16_to_f32(wr[k + 1]), daz)
+                                                  : 0.0f;
+                    if (alt_order == ALT_CHAIN) {
+                        acc = alt_flush(fmaf(w0, x0, acc), 1);
+                        acc = alt_flush(fmaf(w1, x1, acc), 1);
+                    } else if (alt_order == ALT_WIDE) {
+                        wide += (double)w0 * x0 + (double)w1 * x1;
+                    } else {
+                        even = alt_flush(fmaf(w0, x0, even), ftz);
+                        odd = alt_flush(fmaf(w1, x1, odd), ftz);
+                    }
+                }
+                if (alt_order == ALT_WIDE)
+                    acc = alt_flush((float)((double)acc + wide), 1);
+                else if (alt_order != ALT_CHAIN)
+                    acc = alt_flush(acc + alt_flush(even + odd, ftz), ftz);
+            }
+            j->out[(size_t)m * (size_t)j->N + (size_t)n] = acc;
+        }
+}
+
+static void test_tiles_check(void **state)
+{
+    (void)state;
+    char why[300] = "";
+    /* the emulated tiles and a faithful scalar kernel pass */
+    assert_true(ll_mm_tiles_agree(ll_mm_kernel_amx_emul, ll_mm_round_amx_emul, why, sizeof why));
+    alt_order = ALT_TILES;
+    assert_true(ll_mm_tiles_agree(alt_kernel, alt_round, why, sizeof why));
+    /* every other order is caught, and the element named */
+    static const char *const names[] = {"", "one chain", "wide", "no daz", "no ftz"};
+    for (int a = ALT_CHAIN; a <= ALT_NO_FTZ; a++) {
+        alt_order = (enum alt_order)a;
+        why[0] = '\0';
+        assert_false(ll_mm_tiles_agree(alt_kernel, alt_round, why, sizeof why));
+        assert_non_null(strstr(why, "tile order: element ("));
+        printf("check refuses %s: %s\n", names[a], why);
+    }
+    /* so is the lanes order of the AVX2 kernel */
+    if (ll_isa_cpu_avx2()) {
+        assert_false(ll_mm_tiles_agree(ll_mm_kernel_avx2, ll_mm_round_avx2, why, sizeof why));
+        assert_non_null(strstr(why, "element ("));
+    } else {
+        printf("SKIP check against avx2: CPU lacks AVX2\n");
+    }
+    /* the check data's last element: a denormal input and a denormal product, so zero */
+    float *x = malloc(sizeof(float) * LL_MM_CHECK_M * LL_MM_CHECK_K),
+          *out = malloc(sizeof(float) * LL_MM_CHECK_M * LL_MM_CHECK_N);
+    uint16_t *w = malloc(sizeof(uint16_t) * LL_MM_CHECK_N * LL_MM_CHECK_K);
+    assert_true(x && out && w);
+    ll_mm_check_data(x, w);
+    ll_matmul_ref_tiles(out, x, w, NULL, LL_MM_CHECK_M, LL_MM_CHECK_N, LL_MM_CHECK_K);
+    assert_true(out[LL_MM_CHECK_M * LL_MM_CHECK_N - 1] == 0.0f);
+    assert_true(out[LL_MM_CHECK_M * LL_MM_CHECK_N - 2] != 0.0f);
+    free(x);
+    free(out);
+    free(w);
 }
 
 static void test_openblas_baseline(void **state)
@@ -791,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_f16_conversions),
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_variant_names),
+        cmocka_unit_test(test_tiles_check),
         cmocka_unit_test(test_bf16_exact),
         cmocka_unit_test(test_bf16_fast),
         cmocka_unit_test(test_f16_exact),

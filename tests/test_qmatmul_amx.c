@@ -387,6 +387,48 @@ static void test_amx(void **state)
     assert_true(ll_qmatmul_set_variant(default_variant));
 }
 
+/* ---- the tile probe (isa.h) ---- */
+
+static int probe_status(int status)
+{
+    return status;
+}
+
+static int probe_trap(int arg)
+{
+    (void)arg;
+    __builtin_trap(); /* ud2: SIGILL, as an instruction the CPU or the OS refuses */
+}
+
+static void test_probe(void **state)
+{
+    (void)state;
+    char why[200] = "";
+    /* how the child ends is read and said */
+    assert_true(ll_isa_probe_child(probe_status, 0, why, sizeof why));
+    assert_false(ll_isa_probe_child(probe_status, LL_AMX_PROBE_INT8, why, sizeof why));
+    assert_string_equal(why, "the tile probe: TDPBSSD gave wrong sums");
+    assert_false(ll_isa_probe_child(probe_status, LL_AMX_PROBE_BF16, why, sizeof why));
+    assert_string_equal(why, "the tile probe: TDPBF16PS gave wrong sums");
+    assert_false(ll_isa_probe_child(probe_status, 3, why, sizeof why));
+    assert_string_equal(why, "the tile probe's process exited with status 3");
+    assert_false(ll_isa_probe_child(probe_trap, 0, why, sizeof why));
+    assert_non_null(strstr(why, "the tile probe's process died of signal 4"));
+    printf("probe of a faulting instruction: %s\n", why);
+    /* the probe's sums are those of the tiles' semantics */
+    assert_int_equal(ll_amx_probe_emul(0), 0);
+    assert_int_equal(ll_amx_probe_emul(1), 0);
+    assert_true(ll_isa_probe_child(ll_amx_probe_emul, 1, why, sizeof why));
+    /* the real tiles, where this process may use them, passed it */
+    const char *amx_why = NULL;
+    if (ll_isa_amx_ready(&amx_why)) {
+        assert_true(ll_isa_probe_child(ll_amx_probe, ll_isa_cpu_amx_bf16(), why, sizeof why));
+        assert_int_equal(ll_amx_probe(ll_isa_cpu_amx_bf16()), 0);
+    } else {
+        printf("SKIP probe of the real tiles: %s\n", amx_why);
+    }
+}
+
 /* ---- dispatch, in child processes ---- */
 
 /* The variant a fresh process of this binary picks with LLAISYS_KERNEL set to kernel (NULL:
@@ -547,6 +589,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_emul_tdpbssd),
         cmocka_unit_test(test_emul_tdpbf16ps),
         cmocka_unit_test(test_emul_faults),
+        cmocka_unit_test(test_probe),
         cmocka_unit_test(test_amx_emul),
         cmocka_unit_test(test_amx),
         cmocka_unit_test(test_dispatch),

@@ -1,19 +1,24 @@
 /*
- * isa.c: LLAISYS_KERNEL, the kernels' one dispatch knob (see isa.h), and the AMX tile
- * permission. Both are settled once under pthread_once, so every family sees the same cap and
- * the same AMX answer for the life of the process.
+ * isa.c: LLAISYS_KERNEL, the kernels' one dispatch knob (see isa.h), and whether this process
+ * may use the AMX tiles (CPU, OS, palette, permission, then a probe of the instructions in a
+ * child process). Both are settled once under pthread_once, so every family sees the same cap
+ * and the same AMX answer for the life of the process.
  */
 #include "isa.h"
 
 #include <cpuid.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "amx_ops.h"
 #include "log.h"
 
 static const char *const names[] = {
@@ -67,7 +72,7 @@ const char *ll_isa_name(enum ll_isa isa)
     return names[isa];
 }
 
-/* ---- AMX: CPU, OS and the process's permission ---- */
+/* ---- AMX: CPU, OS, the process's permission and a probe of the tiles ---- */
 
 #define ARCH_GET_XCOMP_PERM 0x1022
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -82,6 +87,64 @@ static unsigned long long xcr0(void)
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (unsigned long long)hi << 32 | lo;
+}
+
+/* CPUID leaf 0x1D: palette 1 holds the tiles every kernel configures (amx_ops.h: 8 tiles of 16
+ * rows × 64 bytes), else LDTILECFG would fault on them. */
+static bool palette_fits(char *why, size_t n)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(0x1d, 0, &a, &b, &c, &d) || a < 1) {
+        snprintf(why, n, "CPUID leaf 0x1D lists no tile palette 1");
+        return false;
+    }
+    __get_cpuid_count(0x1d, 1, &a, &b, &c, &d);
+    const unsigned row_bytes = b & 0xffff, names = b >> 16, rows = c & 0xffff;
+    if (row_bytes < AMX_MAX_COLSB || names < AMX_TILES || rows < AMX_MAX_ROWS) {
+        snprintf(why, n,
+                 "tile palette 1 holds %u tiles of %u rows × %u bytes (CPUID leaf 0x1D); the "
+                 "kernels need %d of %d × %d",
+                 names, rows, row_bytes, AMX_TILES, AMX_MAX_ROWS, AMX_MAX_COLSB);
+        return false;
+    }
+    return true;
+}
+
+bool ll_isa_probe_child(int (*probe)(int), int arg, char *why, size_t n)
+{
+    const pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, n, "the tile probe could not start a process: %s", strerror(errno));
+        return false;
+    }
+    if (pid == 0) { /* a fault kills the child: no handler of the parent's, no core file */
+        static const int faults[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE};
+        for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+            signal(faults[i], SIG_DFL);
+        const struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        _exit(probe(arg));
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            snprintf(why, n, "the tile probe's process could not be waited for: %s",
+                     strerror(errno));
+            return false;
+        }
+    if (WIFSIGNALED(st))
+        snprintf(why, n, "the tile probe's process died of signal %d (%s)", WTERMSIG(st),
+                 strsignal(WTERMSIG(st)));
+    else if (!WIFEXITED(st))
+        snprintf(why, n, "the tile probe's process ended with status %#x", (unsigned)st);
+    else if (WEXITSTATUS(st) == LL_AMX_PROBE_INT8 || WEXITSTATUS(st) == LL_AMX_PROBE_BF16)
+        snprintf(why, n, "the tile probe: %s gave wrong sums",
+                 WEXITSTATUS(st) == LL_AMX_PROBE_INT8 ? "TDPBSSD" : "TDPBF16PS");
+    else if (WEXITSTATUS(st) != 0)
+        snprintf(why, n, "the tile probe's process exited with status %d", WEXITSTATUS(st));
+    else
+        return true;
+    return false;
 }
 
 static void amx_init(void)
@@ -101,6 +164,8 @@ static void amx_init(void)
                  "the OS does not enable the tile state (XCR0 bits 17, 18)");
         return;
     }
+    if (!palette_fits(amx_why, sizeof amx_why))
+        return;
     unsigned long perm = 0;
     if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0)
         snprintf(amx_why, sizeof amx_why,
@@ -111,7 +176,8 @@ static void amx_init(void)
         snprintf(amx_why, sizeof amx_why,
                  "permission refused: ARCH_GET_XCOMP_PERM does not list XTILEDATA");
     else
-        amx_ready = true;
+        amx_ready =
+            ll_isa_probe_child(ll_amx_probe, ll_isa_cpu_amx_bf16(), amx_why, sizeof amx_why);
     if (!amx_ready)
         log_msg(LOG_WARN, "AMX: %s; the kernels run without tiles", amx_why);
 }

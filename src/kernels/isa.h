@@ -15,6 +15,7 @@
 #define LLAISYS_ISA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum ll_isa {
     LL_ISA_SCALAR,
@@ -42,7 +43,9 @@ const char *ll_isa_name(enum ll_isa isa);
 /* Whether this process may run AMX int8 tiles: the CPU has amx_tile and amx_int8
  * (CPUID.(EAX=7,ECX=0):EDX bits 24, 25), the OS enables their state (XCR0 bits 17, 18), and
  * Linux granted the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once
- * per process, on the first call; callers ask before any thread uses tiles). When not, *why (may
+ * per process, on the first call; callers ask before any thread uses tiles), and then the tile
+ * probe below passed in a child process (after CPUID leaf 0x1D showed that palette 1 holds the
+ * kernels' 8 tiles of 16 rows × 64 bytes). When not, *why (may
  * be NULL) says why, e.g. "CPU lacks amx_int8" or "permission refused: ..."; a refusal on a CPU
  * that has AMX is also logged once. Any thread; not capped by LLAISYS_KERNEL. */
 bool ll_isa_amx_ready(const char **why);
@@ -50,5 +53,18 @@ bool ll_isa_amx_ready(const char **why);
 /* Whether the CPU has amx_bf16 (CPUID.(EAX=7,ECX=0):EDX bit 22), which the bf16 tiles need on
  * top of ll_isa_amx_ready. Any thread; not capped by LLAISYS_KERNEL. */
 bool ll_isa_cpu_amx_bf16(void);
+
+/* The tile probe (probe_amx.c): configures the kernels' tile shape, runs TDPBSSD and, when bf16
+ * is nonzero, TDPBF16PS on known data and returns 0 when the sums are right, else one of these
+ * codes. ll_amx_probe runs the instructions (only where the CPU has them and the permission is
+ * granted), ll_amx_probe_emul their emulation (amx_ops.h). Async-signal-safe. */
+enum { LL_AMX_PROBE_INT8 = 10, LL_AMX_PROBE_BF16 = 11 };
+int ll_amx_probe(int bf16);
+int ll_amx_probe_emul(int bf16);
+/* Runs probe(arg) in a child process (fork, no core file) and reads how it ended: true when it
+ * returned 0; otherwise false and why[0 .. n) says how it ended (killed by a signal, which probe
+ * code, which exit status). ll_isa_amx_ready runs ll_amx_probe through this, so that tiles that
+ * fault cost a child, not the process. */
+bool ll_isa_probe_child(int (*probe)(int), int arg, char *why, size_t n);
 
 #endif

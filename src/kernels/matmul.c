@@ -16,6 +16,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,9 +164,8 @@ static const struct variant *variant_cur;
 static bool cpu_runs(int v)
 {
     switch (v) {
-    case V_AMX: /* its exact path and the round step are avx512bf16's neighbours */
-        return ll_isa_cpu_avx512() && __builtin_cpu_supports("avx512bf16") &&
-               ll_isa_cpu_amx_bf16() && ll_isa_amx_ready(NULL);
+    case V_AMX:
+        return ll_matmul_tiles_ready(NULL);
     case V_AVX512:
         return ll_isa_cpu_avx512() && __builtin_cpu_supports("avx512bf16");
     case V_AVX2:
@@ -197,6 +197,14 @@ static int variant_by_name(const char *name)
     return -1;
 }
 
+/* The best variant at or below v in dispatch's order that this CPU runs. */
+static int runnable_from(int v)
+{
+    while (v > V_SCALAR && !cpu_runs(v))
+        v--;
+    return v;
+}
+
 /* The best variant within the LLAISYS_KERNEL cap (isa.h) that this CPU runs. */
 static void variant_init(void)
 {
@@ -206,9 +214,7 @@ static void variant_init(void)
                : cap >= LL_ISA_AVX512 ? V_AVX512
                : cap >= LL_ISA_AVX2   ? V_AVX2
                                       : V_SCALAR,
-        v = want;
-    while (v > V_SCALAR && !cpu_runs(v))
-        v--;
+        v = runnable_from(want);
     if (requested && v != want)
         log_msg(LOG_WARN, "LLAISYS_KERNEL=%s: this CPU cannot run the %s matmul; using %s",
                 ll_isa_name(cap), variants[want].name, variants[v].name);
@@ -235,12 +241,7 @@ bool ll_matmul_tile_order(void)
  * variant this CPU runs (the exact path has one order everywhere). */
 static const struct variant *exact_variant(const struct variant *v)
 {
-    if (!v->tiles)
-        return v;
-    int e = V_AVX512;
-    while (e > V_SCALAR && !cpu_runs(e))
-        e--;
-    return &variants[e];
+    return v->tiles ? &variants[runnable_from(V_AVX512)] : v;
 }
 
 bool ll_matmul_set_variant(const char *name)
@@ -384,43 +385,172 @@ bool ll_matmul_reads_packed(const char **why)
     return r == NULL;
 }
 
+/* The scalar references, one thread: x rounded to bf16 on the fast path, then every element in
+ * the lanes order (kernel_scalar) or, with tiles, the tile order (dot_tiles). */
+static void ref_run(struct ll_mm_job *job, bool tiles)
+{
+    LL_ASSERT(job->M >= 0 && job->N >= 0 && job->K >= 0 && (!tiles || job->fast));
+    if (job->M == 0 || job->N == 0)
+        return;
+    uint16_t *xb = NULL;
+    if (job->fast) {
+        job->xb_stride = xb_stride_for(job->K);
+        xb = malloc(((size_t)job->M * job->xb_stride + 1) * sizeof *xb);
+        LL_ASSERT(xb != NULL);
+        job->xb = xb;
+        round_scalar(job, 0, job->M);
+    }
+    if (!tiles)
+        kernel_scalar(job, 0, job->M, 0, job->N, 0);
+    else
+        for (int m = 0; m < job->M; m++)
+            for (int n = 0; n < job->N; n++) {
+                float s = dot_tiles(xb + (size_t)m * job->xb_stride,
+                                    (const uint16_t *)job->w + (size_t)n * (size_t)job->K, job->K);
+                job->out[(size_t)m * (size_t)job->N + (size_t)n] = job->bias ? s + job->bias[n] : s;
+            }
+    free(xb);
+}
+
 void ll_matmul_ref_tiles(float *out, const float *x, const uint16_t *w, const float *bias, int M,
                          int N, int K)
 {
-    LL_ASSERT(M >= 0 && N >= 0 && K >= 0);
-    if (M == 0 || N == 0)
-        return;
-    struct ll_mm_job job = {.x = x, .M = M, .K = K, .xb_stride = xb_stride_for(K)};
-    uint16_t *xb = malloc(((size_t)M * job.xb_stride + 1) * sizeof *xb);
-    LL_ASSERT(xb != NULL);
-    job.xb = xb;
-    round_scalar(&job, 0, M);
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            float s = dot_tiles(xb + (size_t)m * job.xb_stride, w + (size_t)n * (size_t)K, K);
-            out[(size_t)m * (size_t)N + (size_t)n] = bias ? s + bias[n] : s;
-        }
-    free(xb);
+    struct ll_mm_job job = {
+        .out = out,
+        .x = x,
+        .w = w,
+        .wtype = LL_BF16,
+        .bias = bias,
+        .M = M,
+        .N = N,
+        .K = K,
+        .fast = true,
+    };
+    ref_run(&job, true);
 }
 
 void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,
                    const float *bias, int M, int N, int K, enum ll_math math)
 {
-    LL_ASSERT(M >= 0 && N >= 0 && K >= 0);
-    if (M == 0 || N == 0)
-        return;
     struct ll_mm_job job = {
-        .out = out, .x = x, .w = w, .wtype = wtype, .bias = bias, .M = M, .N = N, .K = K,
+        .out = out,
+        .x = x,
+        .w = w,
+        .wtype = wtype,
+        .bias = bias,
+        .M = M,
+        .N = N,
+        .K = K,
         .fast = math == LL_MATH_FAST && wtype == LL_BF16,
     };
-    uint16_t *xb = NULL;
-    if (job.fast) {
-        job.xb_stride = xb_stride_for(K);
-        xb = malloc(((size_t)M * job.xb_stride + 1) * sizeof *xb);
-        LL_ASSERT(xb != NULL);
-        job.xb = xb;
-        round_scalar(&job, 0, M);
+    ref_run(&job, false);
+}
+
+/* ---- the tile order on this CPU's tiles ---- */
+
+/* The check data: wide-ranging bf16 values of both signs, so that sums in another order (the
+ * lanes order, one chain over the pairs as Intel's intrinsics guide prints TDPBF16PS, a wider
+ * accumulator) come out differently in some element (tests/test_matmul.c holds that); the last
+ * row of x is zero but for a denormal (read as zero) and a tiny value whose product with the
+ * last row of W is denormal (flushed), so that the last element is zero. Shapes: steps over two
+ * blocks of W and over one, a partial panel of x, an N tail (overlapping blocks) and a K tail (a
+ * padded chunk). */
+void ll_mm_check_data(float *x, uint16_t *w)
+{
+    uint64_t st = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < LL_MM_CHECK_M * LL_MM_CHECK_K + LL_MM_CHECK_N * LL_MM_CHECK_K; i++) {
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        /* sign, 7 bits of significand, exponent in [-12, 12] */
+        const uint32_t sign = (uint32_t)(st >> 63) << 31, frac = (uint32_t)(st >> 20) & 0x7f,
+                       e = (uint32_t)(127 - 12 + (int)((st >> 32) % 25));
+        const uint16_t h = (uint16_t)((sign | e << 23 | frac << 16) >> 16);
+        if (i < LL_MM_CHECK_M * LL_MM_CHECK_K)
+            x[i] = ll_bf16_to_f32(h);
+        else
+            w[i - LL_MM_CHECK_M * LL_MM_CHECK_K] = h;
     }
-    kernel_scalar(&job, 0, M, 0, N, 0);
-    free(xb);
+    float *xl = x + (size_t)(LL_MM_CHECK_M - 1) * LL_MM_CHECK_K;
+    uint16_t *wl = w + (size_t)(LL_MM_CHECK_N - 1) * LL_MM_CHECK_K;
+    for (int k = 0; k < LL_MM_CHECK_K; k++)
+        xl[k] = 0.0f;
+    xl[0] = 0x1p-130f; /* a bf16 denormal: read as zero (else its product, 2^-118, shows) */
+    wl[0] = ll_f32_to_bf16(0x1p12f);
+    xl[1] = 0x1p-70f; /* its product, 2^-140, a denormal: flushed */
+    wl[1] = ll_f32_to_bf16(0x1p-70f);
+}
+
+bool ll_mm_tiles_agree(ll_mm_kernel_fn kernel, ll_mm_round_fn round, char *why, size_t n)
+{
+    enum { M = LL_MM_CHECK_M, N = LL_MM_CHECK_N, K = LL_MM_CHECK_K };
+    const size_t scratch_bytes = ll_matmul_scratch_bytes(M, K, 1);
+    float *x = malloc(sizeof(float) * M * K), *got = malloc(sizeof(float) * M * N),
+          *want = malloc(sizeof(float) * M * N);
+    uint16_t *w = malloc(sizeof(uint16_t) * N * K);
+    void *scratch = aligned_alloc(64, scratch_bytes);
+    LL_ASSERT(x && got && want && w && scratch);
+    ll_mm_check_data(x, w);
+    struct ll_mm_job job = {
+        .out = got,
+        .x = x,
+        .w = w,
+        .wtype = LL_BF16,
+        .M = M,
+        .N = N,
+        .K = K,
+        .fast = true,
+        .xb_stride = xb_stride_for(K),
+        .xb = scratch,
+        .panels = (char *)scratch + x_bytes(M, K),
+        .panel_bytes = LL_MM_PANEL_BYTES(xb_stride_for(K)),
+    };
+    round(&job, 0, M);
+    kernel(&job, 0, M, 0, N, 0);
+    ll_matmul_ref_tiles(want, x, w, NULL, M, N, K);
+    bool same = true;
+    for (int i = 0; i < M * N && same; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float))) {
+            uint32_t g, e;
+            memcpy(&g, &got[i], 4);
+            memcpy(&e, &want[i], 4);
+            snprintf(why, n,
+                     "the tiles do not sum in the tile order: element (%d, %d) of a check came "
+                     "out %a (0x%08x), the order gives %a (0x%08x)",
+                     i / N, i % N, (double)got[i], g, (double)want[i], e);
+            same = false;
+        }
+    free(x);
+    free(got);
+    free(want);
+    free(w);
+    free(scratch);
+    return same;
+}
+
+static pthread_once_t tiles_once = PTHREAD_ONCE_INIT;
+static const char *tiles_why; /* NULL when the amx variant may run */
+static char tiles_why_buf[240];
+
+static void tiles_init(void)
+{
+    if (!ll_isa_cpu_amx_bf16())
+        tiles_why = "CPU lacks amx_bf16";
+    else if (!ll_isa_cpu_avx512() || !__builtin_cpu_supports("avx512bf16"))
+        tiles_why = "CPU lacks AVX-512 BF16"; /* the exact path's and the round step's variant */
+    else if (!ll_isa_amx_ready(&tiles_why))
+        ; /* why set; isa.c logged it */
+    else if (!ll_mm_tiles_agree(ll_mm_kernel_amx, ll_mm_round_amx, tiles_why_buf,
+                                sizeof tiles_why_buf)) {
+        tiles_why = tiles_why_buf;
+        log_msg(LOG_WARN, "AMX bf16: %s; bf16 matmuls stay on avx512bf16", tiles_why);
+    }
+}
+
+bool ll_matmul_tiles_ready(const char **why)
+{
+    pthread_once(&tiles_once, tiles_init);
+    if (why)
+        *why = tiles_why;
+    return tiles_why == NULL;
 }

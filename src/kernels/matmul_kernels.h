@@ -73,4 +73,13 @@ void ll_mm_round_amx(const struct ll_mm_job *job, int m0, int m1);
 void ll_mm_kernel_amx_emul(const struct ll_mm_job *job, int m0, int m1, int n0, int n1, int ith);
 void ll_mm_round_amx_emul(const struct ll_mm_job *job, int m0, int m1);
 
+/* The check of the tile order (matmul.c): ll_mm_check_data fills x (LL_MM_CHECK_M ×
+ * LL_MM_CHECK_K floats, each a bf16 value) and w (LL_MM_CHECK_N × LL_MM_CHECK_K bf16);
+ * ll_mm_tiles_agree runs round then kernel on them (fast path, one thread) and compares with
+ * ll_matmul_ref_tiles bit for bit: true when every element agrees, else false with the first
+ * that does not in why[0 .. n). Before dispatch picks the amx variant, its real tiles must pass. */
+enum { LL_MM_CHECK_M = 20, LL_MM_CHECK_N = 40, LL_MM_CHECK_K = 100 };
+void ll_mm_check_data(float *x, uint16_t *w);
+bool ll_mm_tiles_agree(ll_mm_kernel_fn kernel, ll_mm_round_fn round, char *why, size_t n);
+
 #endif
