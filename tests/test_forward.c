@@ -440,7 +440,11 @@ int main(void)
         char name[64];
         snprintf(name, sizeof name, "%s+%s", ops, levels[l].matmul);
         if (!ll_ops_set_variant(ops) || !ll_matmul_set_variant(levels[l].matmul)) {
-            printf("SKIP forward pass on %s kernels: this CPU cannot run them\n", name);
+            const char *why = NULL;
+            if (!strcmp(levels[l].matmul, "amx"))
+                ll_matmul_tiles_ready(&why);
+            printf("SKIP forward pass on %s kernels: %s\n", name,
+                   why ? why : "this CPU cannot run them");
             continue;
         }
         printf("ops %s, attention %s, matmul %s\n", ll_ops_variant(), ll_attention_variant(16),
