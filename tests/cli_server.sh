@@ -275,6 +275,9 @@ stop main
 start ctl --model "$model" --max-seqs 8 || exit 0
 grep -q 'reasoning-parser: auto: deepseek_r1 (the chat template opens <think>)' "$tmp/ctl.err"
 check "reasoning split chosen automatically: the template opens <think>" $?
+grep -Eq '^  kernels: matmul (scalar|avx2|avx512bf16|amx), ops (scalar|avx2|avx512), attention [a-z0-9]+$' \
+    "$tmp/ctl.err"
+check "start-up names the kernels chosen (a dense model: the dense matmul)" $?
 cp='{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"ignore_eos":true}'
 post /v1/completions "$cp" >"$tmp/k0"
 full=$(jq -r '.choices[0].text' "$tmp/k0")

@@ -15,12 +15,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "attention.h"
 #include "chat_template.h"
 #include "engine.h"
 #include "http.h"
 #include "live.h"
 #include "log.h"
+#include "matmul.h"
 #include "metrics.h"
+#include "model.h"
+#include "ops.h"
+#include "qmatmul.h"
 #include "reasoning.h"
 #include "server_impl.h"
 #include "tokenizer.h"
@@ -139,6 +144,10 @@ int server_run(const struct server_opts *o)
     server_opts_print(o, engine_get_opts(srv.engine), stderr);
     fprintf(stderr, "  reasoning-parser: %s\n", srv.reasoning_why);
     fprintf(stderr, "  tool-parser: %s\n", srv.tools.why);
+    const struct model *m = engine_model(srv.engine);
+    fprintf(stderr, "  kernels: matmul %s, ops %s, attention %s\n",
+            m->quantized ? ll_qmatmul_variant() : ll_matmul_variant(), ll_ops_variant(),
+            ll_attention_variant(m->config.head_dim));
     atomic_store(&srv.state, SERVER_READY);
     log_msg(LOG_INFO, "ready in %.1fs: model '%s' (context %d) at %s", ll_now() - t0,
             srv.served_name, srv.n_ctx, url);
