@@ -386,52 +386,13 @@ bool ll_matmul_reads_packed(const char **why)
 }
 
 /* The scalar references, one thread: x rounded to bf16 on the fast path, then every element in
- * the lanes order (kernel_scalar) or, with tiles, the tile order (dot_tiles). */
-static void ref_run(struct ll_mm_job *job, bool tiles)
+ * the lanes order (kernel_scalar) or, with tiles (fast path only), the tile order (dot_tiles). */
+static void ref_run(float *out, const float *x, const void *w, enum ll_dtype wtype,
+                    const float *bias, int M, int N, int K, bool fast, bool tiles)
 {
-    LL_ASSERT(job->M >= 0 && job->N >= 0 && job->K >= 0 && (!tiles || job->fast));
-    if (job->M == 0 || job->N == 0)
+    LL_ASSERT(M >= 0 && N >= 0 && K >= 0 && (!tiles || fast));
+    if (M == 0 || N == 0)
         return;
-    uint16_t *xb = NULL;
-    if (job->fast) {
-        job->xb_stride = xb_stride_for(job->K);
-        xb = malloc(((size_t)job->M * job->xb_stride + 1) * sizeof *xb);
-        LL_ASSERT(xb != NULL);
-        job->xb = xb;
-        round_scalar(job, 0, job->M);
-    }
-    if (!tiles)
-        kernel_scalar(job, 0, job->M, 0, job->N, 0);
-    else
-        for (int m = 0; m < job->M; m++)
-            for (int n = 0; n < job->N; n++) {
-                float s = dot_tiles(xb + (size_t)m * job->xb_stride,
-                                    (const uint16_t *)job->w + (size_t)n * (size_t)job->K, job->K);
-                job->out[(size_t)m * (size_t)job->N + (size_t)n] = job->bias ? s + job->bias[n] : s;
-            }
-    free(xb);
-}
-
-void ll_matmul_ref_tiles(float *out, const float *x, const uint16_t *w, const float *bias, int M,
-                         int N, int K)
-{
-    struct ll_mm_job job = {
-        .out = out,
-        .x = x,
-        .w = w,
-        .wtype = LL_BF16,
-        .bias = bias,
-        .M = M,
-        .N = N,
-        .K = K,
-        .fast = true,
-    };
-    ref_run(&job, true);
-}
-
-void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,
-                   const float *bias, int M, int N, int K, enum ll_math math)
-{
     struct ll_mm_job job = {
         .out = out,
         .x = x,
@@ -441,9 +402,38 @@ void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtyp
         .M = M,
         .N = N,
         .K = K,
-        .fast = math == LL_MATH_FAST && wtype == LL_BF16,
+        .fast = fast,
     };
-    ref_run(&job, false);
+    uint16_t *xb = NULL;
+    if (fast) {
+        job.xb_stride = xb_stride_for(K);
+        xb = malloc(((size_t)M * job.xb_stride + 1) * sizeof *xb);
+        LL_ASSERT(xb != NULL);
+        job.xb = xb;
+        round_scalar(&job, 0, M);
+    }
+    if (!tiles)
+        kernel_scalar(&job, 0, M, 0, N, 0);
+    else
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                float s = dot_tiles(xb + (size_t)m * job.xb_stride,
+                                    (const uint16_t *)w + (size_t)n * (size_t)K, K);
+                out[(size_t)m * (size_t)N + (size_t)n] = bias ? s + bias[n] : s;
+            }
+    free(xb);
+}
+
+void ll_matmul_ref_tiles(float *out, const float *x, const uint16_t *w, const float *bias, int M,
+                         int N, int K)
+{
+    ref_run(out, x, w, LL_BF16, bias, M, N, K, true, true);
+}
+
+void ll_matmul_ref(float *out, const float *x, const void *w, enum ll_dtype wtype,
+                   const float *bias, int M, int N, int K, enum ll_math math)
+{
+    ref_run(out, x, w, wtype, bias, M, N, K, math == LL_MATH_FAST && wtype == LL_BF16, false);
 }
 
 /* ---- the tile order on this CPU's tiles ---- */
