@@ -526,7 +526,7 @@ static void tiles_init(void)
 {
     if (!ll_isa_cpu_amx_bf16())
         tiles_why = "CPU lacks amx_bf16";
-    else if (!ll_isa_cpu_avx512() || !__builtin_cpu_supports("avx512bf16"))
+    else if (!cpu_runs(V_AVX512))
         tiles_why = "CPU lacks AVX-512 BF16"; /* the exact path's and the round step's variant */
     else if (!ll_isa_amx_ready(&tiles_why))
         ; /* why set; isa.c logged it */
