@@ -152,6 +152,9 @@ enum ll_status model_open(struct model **out, const char *dir, const struct mode
  * "bf16 (packed at load in 1.20 s)", "q4_0 (stored; bf16 embedding)" or "q8_0 (quantized at
  * load in 5.12 s; bf16 embedding)". */
 void model_weights_str(const struct model *m, char *buf, size_t size);
+/* The name of the matmul variant m's linear layers run on: the integer GEMM's (qmatmul.h) for a
+ * quantized model, else the dense GEMM's (matmul.h). */
+const char *model_matmul_variant(const struct model *m);
 
 /* Free everything model_open allocated (NULL is a no-op). */
 void model_close(struct model *m);

@@ -12,10 +12,8 @@
 #include "commands.h"
 #include "cli_args.h"
 #include "engine_args.h"
-#include "matmul.h"
 #include "model.h"
 #include "ops.h"
-#include "qmatmul.h"
 #include "run_common.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -142,7 +140,7 @@ int cmd_bench(int argc, char **argv)
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights)\n", dir, c->n_layers,
            c->hidden_size, V, wdesc);
     printf("kernels: matmul %s, ops %s, attention %s; math %s; threads %d; max batch %d\n",
-           m->quantized ? ll_qmatmul_variant() : ll_matmul_variant(), ll_ops_variant(),
+           model_matmul_variant(m), ll_ops_variant(),
            ll_attention_variant(c->head_dim), eo.exact ? "exact" : "fast", eo.n_threads,
            o.max_batch);
     printf("load: %.3f s (open%s + runtime), first pass %.3f s; memory after load: VmRSS %.0f MiB, "

@@ -33,9 +33,7 @@
 #include "engine_args.h"
 #include "grammar.h"
 #include "json.h"
-#include "matmul.h"
 #include "model.h"
-#include "qmatmul.h"
 #include "run_common.h"
 #include "sampler.h"
 #include "util.h"
@@ -459,7 +457,7 @@ int cmd_bench_engine(int argc, char **argv)
     model_weights_str(bm, wdesc, sizeof wdesc);
     printf("model: %s (%d layers, hidden %d, vocab %d, %s weights); load %.3f s\n", dir,
            c->n_layers, c->hidden_size, b.vocab, wdesc, ll_now() - t0);
-    printf("kernels: matmul %s\n", bm->quantized ? ll_qmatmul_variant() : ll_matmul_variant());
+    printf("kernels: matmul %s\n", model_matmul_variant(bm));
     engine_args_print(stdout, b.e);
     if (schema)
         printf("constrained: every stream follows %s\n", !strcmp(schema, "object")

@@ -15,11 +15,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "matmul.h"
 #include "model_config.h"
 #include "model_copy.h"
 #include "model_pack.h"
 #include "model_quant.h"
 #include "model_registry.h"
+#include "qmatmul.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -124,6 +126,11 @@ void model_weights_str(const struct model *m, char *buf, size_t size)
     else
         snprintf(buf, size, "%s (stored; %s embedding)", model_qscheme_name(m->qscheme),
                  ll_dtype_name(m->weight_dtype));
+}
+
+const char *model_matmul_variant(const struct model *m)
+{
+    return m->quantized ? ll_qmatmul_variant() : ll_matmul_variant();
 }
 
 void model_close(struct model *m)

@@ -21,11 +21,9 @@
 #include "http.h"
 #include "live.h"
 #include "log.h"
-#include "matmul.h"
 #include "metrics.h"
 #include "model.h"
 #include "ops.h"
-#include "qmatmul.h"
 #include "reasoning.h"
 #include "server_impl.h"
 #include "tokenizer.h"
@@ -146,7 +144,7 @@ int server_run(const struct server_opts *o)
     fprintf(stderr, "  tool-parser: %s\n", srv.tools.why);
     const struct model *m = engine_model(srv.engine);
     fprintf(stderr, "  kernels: matmul %s, ops %s, attention %s\n",
-            m->quantized ? ll_qmatmul_variant() : ll_matmul_variant(), ll_ops_variant(),
+            model_matmul_variant(m), ll_ops_variant(),
             ll_attention_variant(m->config.head_dim));
     atomic_store(&srv.state, SERVER_READY);
     log_msg(LOG_INFO, "ready in %.1fs: model '%s' (context %d) at %s", ll_now() - t0,
