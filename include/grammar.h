@@ -113,7 +113,9 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * number, integer, boolean, null, object, array; properties (generated in their order),
  * required, additionalProperties (false, true, or a schema: without properties, a map of
  * such values; beside properties, no extra property is generated), items, minItems, maxItems,
- * minLength, maxLength (at most GRAMMAR_MAX_REPEAT), enum, const, anyOf, allOf of one schema,
+ * minLength, maxLength (at most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum,
+ * exclusiveMaximum (numbers and integers, written without an exponent when bounded), format
+ * (date, time, date-time, uuid, ipv4), enum, const, anyOf, allOf of one schema,
  * $ref to "#" or "#/..." ($defs, definitions; recursion allowed), $defs / definitions;
  * annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
  * readOnly, writeOnly, strict) are ignored. Any other keyword is LL_EUNSUPPORTED, naming it and

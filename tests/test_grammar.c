@@ -269,6 +269,146 @@ static void test_schema_keywords(void **state)
     grammar_unref(g);
 }
 
+/* Whether grammar g accepts exactly the integers lo..hi among -300..300 (and no "-0"). */
+static void check_int_range(const char *schema, long lo, long hi)
+{
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar(schema, &err);
+    if (!g)
+        fail_msg("%s: %s", schema, err.msg);
+    for (long x = -300; x <= 300; x++) {
+        char t[32];
+        snprintf(t, sizeof t, "%ld", x);
+        if (acc(g, t) != (x >= lo && x <= hi))
+            fail_msg("%s: %s %s", schema, t, acc(g, t) ? "accepted" : "refused");
+    }
+    assert_false(acc(g, "-0"));
+    assert_false(acc(g, "1.0"));
+    assert_false(acc(g, "07"));
+    assert_false(acc(g, "-07"));
+    grammar_unref(g);
+}
+
+static void test_schema_bounds(void **state)
+{
+    (void)state;
+    check_int_range("{\"type\":\"integer\",\"minimum\":-5,\"maximum\":12}", -5, 12);
+    check_int_range("{\"type\":\"integer\",\"exclusiveMinimum\":-5,\"exclusiveMaximum\":12}", -4,
+                    11);
+    check_int_range("{\"type\":\"integer\",\"minimum\":2.5,\"maximum\":99.9}", 3, 99);
+    check_int_range("{\"type\":\"integer\",\"minimum\":-7.5,\"exclusiveMaximum\":-2.5}", -7, -3);
+    check_int_range("{\"type\":\"integer\",\"minimum\":100}", 100, 1000);
+    check_int_range("{\"type\":\"integer\",\"maximum\":-100}", -1000, -100);
+    check_int_range("{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true,"
+                    "\"maximum\":10,\"exclusiveMaximum\":false}", 1, 10); /* draft 4 */
+    check_int_range("{\"type\":\"integer\",\"minimum\":-1e300,\"maximum\":1e300}", -1000, 1000);
+    check_int_range("{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":10}", 11, 1000);
+    check_int_range("{\"type\":\"integer\",\"minimum\":7,\"maximum\":7}", 7, 7);
+
+    /* numbers: every decimal of up to 3 digits after the point in -4..4, each written with 0..4
+     * digits after the point (trailing zeros included) */
+    static const struct {
+        const char *schema;
+        double lo, hi;
+        bool lo_ex, hi_ex;
+    } nb[] = {
+        {"{\"type\":\"number\",\"minimum\":-1.5,\"exclusiveMaximum\":2.25}", -1.5, 2.25, 0, 1},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1}", 0, 1, 1, 0},
+        {"{\"type\":\"number\",\"minimum\":0.1,\"maximum\":0.125}", 0.1, 0.125, 0, 0},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-3.007,\"exclusiveMaximum\":-0.5}", -3.007,
+         -0.5, 1, 1},
+        {"{\"type\":[\"number\",\"null\"],\"minimum\":-2}", -2, 1e9, 0, 0},
+    };
+    for (size_t c = 0; c < sizeof nb / sizeof nb[0]; c++) {
+        struct ll_err err = {0};
+        struct grammar *g = schema_grammar(nb[c].schema, &err);
+        if (!g)
+            fail_msg("%s: %s", nb[c].schema, err.msg);
+        for (int k = -4000; k <= 4000; k++) {
+            for (int dig = 0; dig <= 4; dig++) {
+                if (dig < 3 && k % (dig == 0 ? 1000 : dig == 1 ? 100 : 10))
+                    continue; /* not representable with dig digits */
+                char t[32];
+                snprintf(t, sizeof t, "%.*f", dig, k / 1000.0);
+                double x = strtod(t, NULL);
+                bool in = (nb[c].lo_ex ? x > nb[c].lo : x >= nb[c].lo) &&
+                          (nb[c].hi_ex ? x < nb[c].hi : x <= nb[c].hi);
+                if (acc(g, t) != in)
+                    fail_msg("%s: %s %s", nb[c].schema, t, acc(g, t) ? "accepted" : "refused");
+            }
+        }
+        assert_false(acc(g, "1e0")); /* bounded numbers have no exponent */
+        assert_false(acc(g, "-0"));
+        if (c == 4)
+            assert_true(acc(g, "null") && acc(g, "123456789012345.123456789012345") &&
+                        !acc(g, "1234567890123456"));
+        grammar_unref(g);
+    }
+    /* a bound past 15 digits after the point: the nearest grid point inside it */
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar("{\"type\":\"number\",\"exclusiveMinimum\":1e-20,"
+                                       "\"maximum\":1}", &err);
+    assert_non_null(g);
+    assert_true(acc(g, "0.000000000000001") && acc(g, "1.000"));
+    assert_false(acc(g, "0") || acc(g, "0.000000000000000") || acc(g, "1.000000000000001"));
+    grammar_unref(g);
+    g = schema_grammar("{\"type\":\"number\",\"minimum\":1e-20}", &err);
+    assert_non_null(g);
+    assert_true(acc(g, "0.000000000000001") && acc(g, "3.5"));
+    assert_false(acc(g, "0") || acc(g, "0.0") || acc(g, "-1"));
+    grammar_unref(g);
+    check_int_range("{\"type\":\"integer\",\"minimum\":1e-300}", 1, 1000);
+}
+
+static void test_schema_formats(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *format;
+        const char *yes[6], *no[8];
+    } cases[] = {
+        {"date",
+         {"2024-02-28", "0000-01-31", "1999-12-31", "2023-04-30", "2023-11-30", NULL},
+         {"2024-02-29", "2024-04-31", "2024-13-01", "2024-00-10", "2024-1-01", "24-01-01",
+          "2024-01-00", NULL}},
+        {"time",
+         {"23:59:59Z", "00:00:00.123456789+05:30", "12:30:00-08:00", "07:05:09.5Z", NULL},
+         {"24:00:00Z", "12:60:00Z", "12:00:60Z", "12:00:00", "12:00:00.Z", "12:00:00.1234567890Z",
+          "12:00:00+24:00", NULL}},
+        {"date-time",
+         {"2024-06-01T12:00:00Z", "1970-01-01T00:00:00.000+00:00", NULL},
+         {"2024-06-01 12:00:00Z", "2024-06-01T12:00Z", "2024-06-01", NULL}},
+        {"uuid",
+         {"123e4567-e89b-12d3-a456-426614174000", "123E4567-E89B-12D3-A456-426614174000", NULL},
+         {"123e4567e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-42661417400g",
+          "123e4567-e89b-12d3-a456-4266141740001", NULL}},
+        {"ipv4",
+         {"0.0.0.0", "255.255.255.255", "192.168.1.10", "10.0.99.249", NULL},
+         {"256.1.1.1", "01.1.1.1", "1.1.1", "1.1.1.1.1", "1.2.3.260", NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char schema[128], t[96];
+        snprintf(schema, sizeof schema, "{\"type\":[\"string\",\"null\"],\"format\":\"%s\"}",
+                 cases[c].format);
+        struct ll_err err = {0};
+        struct grammar *g = schema_grammar(schema, &err);
+        if (!g)
+            fail_msg("%s: %s", schema, err.msg);
+        assert_true(acc(g, "null"));
+        for (int i = 0; cases[c].yes[i]; i++) {
+            snprintf(t, sizeof t, "\"%s\"", cases[c].yes[i]);
+            if (!acc(g, t))
+                fail_msg("%s: %s refused", cases[c].format, t);
+        }
+        for (int i = 0; cases[c].no[i]; i++) {
+            snprintf(t, sizeof t, "\"%s\"", cases[c].no[i]);
+            if (acc(g, t))
+                fail_msg("%s: %s accepted", cases[c].format, t);
+        }
+        grammar_unref(g);
+    }
+}
+
 static void test_schema_refused(void **state)
 {
     (void)state;
@@ -277,10 +417,25 @@ static void test_schema_refused(void **state)
         enum ll_status want;
         const char *names;
     } cases[] = {
-        {"{\"type\":\"integer\",\"minimum\":0}", LL_EUNSUPPORTED, "'minimum'"},
+        {"{\"type\":\"integer\",\"multipleOf\":3}", LL_EUNSUPPORTED, "'multipleOf'"},
+        {"{\"enum\":[1,5],\"minimum\":3}", LL_EUNSUPPORTED, "'minimum' is supported with"},
+        {"{\"maximum\":3}", LL_EUNSUPPORTED, "schema: 'maximum'"},
+        {"{\"type\":\"integer\",\"minimum\":\"3\"}", LL_EINVAL, "schema.minimum must be"},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":true}", LL_EINVAL, "'minimum' must"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", LL_EINVAL, "no integer"},
+        {"{\"type\":\"integer\",\"minimum\":2.2,\"maximum\":2.8}", LL_EINVAL, "no integer"},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":1,\"exclusiveMaximum\":1}", LL_EINVAL,
+         "no number"},
+        {"{\"type\":\"integer\",\"minimum\":1e300}", LL_EINVAL, "no integer"},
+        {"{\"type\":\"integer\",\"maximum\":-1e999}", LL_EINVAL, "no integer"},
         {"{\"type\":\"string\",\"pattern\":\"a+\"}", LL_EUNSUPPORTED, "'pattern'"},
         {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"email\"}}}",
-         LL_EUNSUPPORTED, "schema.properties.x: the JSON Schema keyword 'format'"},
+         LL_EUNSUPPORTED, "schema.properties.x: format 'email' is not supported"},
+        {"{\"type\":\"integer\",\"format\":\"int32\"}", LL_EUNSUPPORTED,
+         "'format' is supported with 'type' string"},
+        {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", LL_EUNSUPPORTED,
+         "beside 'minLength' or 'maxLength'"},
+        {"{\"type\":\"string\",\"format\":7}", LL_EINVAL, "'format' must be a string"},
         {"{\"oneOf\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "'oneOf'"},
         {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", LL_EUNSUPPORTED, "allOf"},
         {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "tuple"},
@@ -376,12 +531,32 @@ static bool valid(const cJSON *v, const cJSON *s)
         return false;
     }
     const char *ty = t ? t->valuestring : "";
-    if (!strcmp(ty, "string"))
-        return cJSON_IsString(v);
-    if (!strcmp(ty, "integer"))
-        return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble);
-    if (!strcmp(ty, "number"))
-        return cJSON_IsNumber(v);
+    if (!strcmp(ty, "string")) {
+        const cJSON *f = cJSON_GetObjectItem(s, "format");
+        if (!cJSON_IsString(v) || (f && strcmp(f->valuestring, "date")))
+            return false;
+        if (!f)
+            return true;
+        /* an RFC 3339 full-date: YYYY-MM-DD, a day of that month (leap years counted) */
+        int y, m, d, n = 0;
+        if (strlen(v->valuestring) != 10 || v->valuestring[4] != '-' ||
+            sscanf(v->valuestring, "%4d-%2d-%2d%n", &y, &m, &d, &n) != 3 || n != 10 || m < 1 ||
+            m > 12 || d < 1)
+            return false;
+        static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        return d <= mdays[m - 1] + (m == 2 && leap);
+    }
+    if (!strcmp(ty, "integer") || !strcmp(ty, "number")) {
+        if (!cJSON_IsNumber(v) || (ty[0] == 'i' && v->valuedouble != floor(v->valuedouble)))
+            return false;
+        const cJSON *b;
+        double x = v->valuedouble;
+        return (!(b = cJSON_GetObjectItem(s, "minimum")) || x >= b->valuedouble) &&
+               (!(b = cJSON_GetObjectItem(s, "exclusiveMinimum")) || x > b->valuedouble) &&
+               (!(b = cJSON_GetObjectItem(s, "maximum")) || x <= b->valuedouble) &&
+               (!(b = cJSON_GetObjectItem(s, "exclusiveMaximum")) || x < b->valuedouble);
+    }
     if (!strcmp(ty, "boolean"))
         return cJSON_IsBool(v);
     if (!strcmp(ty, "array")) {
@@ -417,11 +592,14 @@ static void test_random_models_valid(void **state)
     (void)state;
     const char *schema =
         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
-        "\"age\":{\"type\":\"integer\"},\"mood\":{\"enum\":[\"happy\",\"sad\"]},"
-        "\"scores\":{\"type\":\"array\",\"items\":{\"type\":\"number\"}},"
+        "\"age\":{\"type\":\"integer\",\"minimum\":18,\"maximum\":120},"
+        "\"mood\":{\"enum\":[\"happy\",\"sad\"]},\"born\":{\"type\":\"string\","
+        "\"format\":\"date\"},"
+        "\"scores\":{\"type\":\"array\",\"items\":{\"type\":\"number\",\"minimum\":-1,"
+        "\"exclusiveMaximum\":0.5}},"
         "\"pet\":{\"type\":\"object\",\"properties\":{\"kind\":{\"type\":\"string\"},"
         "\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]}},"
-        "\"required\":[\"name\",\"age\",\"mood\",\"scores\",\"pet\"]}";
+        "\"required\":[\"name\",\"age\",\"mood\",\"born\",\"scores\",\"pet\"]}";
     cJSON *sj = cJSON_Parse(schema);
     struct ll_err err = {0};
     struct grammar *g = schema_grammar(schema, &err);
@@ -430,7 +608,7 @@ static void test_random_models_valid(void **state)
     assert_int_equal(grammar_rt_new(&rt, g, g_trie, &err), LL_OK);
     float *row = malloc(sizeof *row * VOCAB);
     int32_t eos = 151643;
-    int max_tokens[] = {80, 100, 200};
+    int max_tokens[] = {100, 120, 200};
     int n_complete_by_grammar = 0;
     float *base = malloc(sizeof *base * VOCAB);
     for (int i = 0; i < VOCAB; i++)
@@ -671,6 +849,8 @@ int main(void)
         cmocka_unit_test(test_builder_checks),
         cmocka_unit_test(test_schema_types),
         cmocka_unit_test(test_schema_keywords),
+        cmocka_unit_test(test_schema_bounds),
+        cmocka_unit_test(test_schema_formats),
         cmocka_unit_test(test_schema_refused),
         cmocka_unit_test(test_mask_matches_brute_force),
         cmocka_unit_test(test_random_models_valid),

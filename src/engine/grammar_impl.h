@@ -48,6 +48,26 @@ struct grammar {
     uint64_t hash;
 };
 
+/* ---- numbers (grammar_num.c) ---- */
+
+struct cJSON;
+/* Any JSON number (integer: no fraction or exponent); one shared rule each per builder. */
+int grammar_num_any(struct gbuild *b, bool integer);
+/* A number or integer as schema s bounds it (minimum, maximum, exclusiveMinimum,
+ * exclusiveMaximum, numbers or draft 4's booleans; none: grammar_num_any). LL_EINVAL names
+ * a malformed bound or bounds no number meets. */
+enum ll_status grammar_num_schema(struct gbuild *b, const struct cJSON *s, bool integer,
+                                  const char *path, int *rule, struct ll_err *err);
+/* The first bound keyword s has, or NULL. */
+const char *grammar_num_bound_kw(const struct cJSON *s);
+
+/* ---- string formats (grammar_format.c) ---- */
+
+/* The JSON string (quotes included) of format: date, time, date-time, uuid, ipv4; any other is
+ * LL_EUNSUPPORTED, naming it and path. */
+enum ll_status grammar_format(struct gbuild *b, const char *format, const char *path, int *rule,
+                              struct ll_err *err);
+
 static inline bool gset_has(const struct gset *s, unsigned c)
 {
     return (s->bits[c >> 6] >> (c & 63)) & 1;

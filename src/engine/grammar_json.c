@@ -145,72 +145,6 @@ static int string_rule(struct gbuild *b, int min, int max)
     return r;
 }
 
-/* Up to n more digits. Numbers are kept to what a double (and JavaScript) holds: at most 15
- * digits before and after the point, exponents of at most 2 digits, so no generated number
- * overflows to an infinity or loses an integer's digits. */
-static int digits_rule(struct gbuild *b, int n)
-{
-    int d = gb_rule(b);
-    struct gseq q = {0};
-    gseq_range(b, &q, '0', '9');
-    gb_alt(b, d, &q);
-    gseq_free(&q);
-    return gb_repeat(b, d, 0, n);
-}
-
-static int number_rule(struct gbuild *b, bool integer)
-{
-    int which = integer ? GB_INTEGER : GB_NUMBER;
-    if (b->shared[which] >= 0)
-        return b->shared[which];
-    int digits = digits_rule(b, 14);
-    struct gseq q = {0};
-    int intpart = gb_rule(b); /* 0 | [1-9] digits */
-    gseq_byte(b, &q, '0');
-    gb_alt(b, intpart, &q);
-    gseq_clear(&q);
-    gseq_range(b, &q, '1', '9');
-    gseq_rule(&q, digits);
-    gb_alt(b, intpart, &q);
-    int sign = gb_optional(b, gb_literal(b, "-"));
-    int r = gb_rule(b);
-    gseq_clear(&q);
-    gseq_rule(&q, sign);
-    gseq_rule(&q, intpart);
-    if (!integer) {
-        int frac = gb_rule(b);
-        struct gseq f = {0};
-        gseq_byte(b, &f, '.');
-        gseq_range(b, &f, '0', '9');
-        gseq_rule(&f, digits);
-        gb_alt(b, frac, &f);
-        int exp = gb_rule(b);
-        gseq_clear(&f);
-        struct gset e = {{0}}, pm = {{0}};
-        gset_add(&e, 'e');
-        gset_add(&e, 'E');
-        gset_add(&pm, '+');
-        gset_add(&pm, '-');
-        int pmr = gb_rule(b);
-        struct gseq p = {0};
-        gb_alt(b, pmr, &p);
-        gseq_setsym(&p, gb_set(b, &pm));
-        gb_alt(b, pmr, &p);
-        gseq_free(&p);
-        gseq_setsym(&f, gb_set(b, &e));
-        gseq_rule(&f, pmr);
-        gseq_range(b, &f, '0', '9');
-        gseq_rule(&f, digits_rule(b, 1));
-        gb_alt(b, exp, &f);
-        gseq_free(&f);
-        gseq_rule(&q, gb_optional(b, frac));
-        gseq_rule(&q, gb_optional(b, exp));
-    }
-    gb_alt(b, r, &q);
-    gseq_free(&q);
-    return b->shared[which] = r;
-}
-
 /* '{' ws ( member ( ',' ws member )* )? '}' with member = key ws ':' ws value ws. */
 static int map_rule(struct gbuild *b, int value)
 {
@@ -290,7 +224,7 @@ int grammar_json_any_value(struct gbuild *b)
     int obj = map_rule(b, v);
     b->shared[GB_OBJECT] = obj;
     int arr = array_rule(b, v, 0, -1);
-    int alts[] = {obj, arr, string_rule(b, 0, -1), number_rule(b, false), gb_literal(b, "true"),
+    int alts[] = {obj, arr, string_rule(b, 0, -1), grammar_num_any(b, false), gb_literal(b, "true"),
                   gb_literal(b, "false"), gb_literal(b, "null")};
     struct gseq q = {0};
     for (size_t i = 0; i < sizeof alts / sizeof alts[0]; i++) {
@@ -331,7 +265,8 @@ static const char *const annotations[] = {
 };
 static const char *const handled[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-    "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "$ref",
+    "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "$ref", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "format",
 };
 
 static bool in_list(const char *k, const char *const *list, size_t n)
@@ -343,6 +278,30 @@ static bool in_list(const char *k, const char *const *list, size_t n)
 }
 
 static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, int *rule);
+
+/* Whether type (a name or a list of names) names t or u. */
+static bool type_names(const cJSON *type, const char *t, const char *u)
+{
+    const cJSON *x;
+    if (cJSON_IsString(type))
+        return !strcmp(type->valuestring, t) || (u && !strcmp(type->valuestring, u));
+    if (!cJSON_IsArray(type))
+        return false;
+    cJSON_ArrayForEach(x, type)
+        if (cJSON_IsString(x) && (!strcmp(x->valuestring, t) || (u && !strcmp(x->valuestring, u))))
+            return true;
+    return false;
+}
+
+/* Whether a keyword of s that limits values of the types t / u (minimum: number, integer;
+ * format: string) is what limits them: the type names one of them, and no enum or const
+ * (which would take the place of the type) stands beside it. */
+static bool applies(const cJSON *s, const char *t, const char *u)
+{
+    return !cJSON_GetObjectItemCaseSensitive(s, "enum") &&
+           !cJSON_GetObjectItemCaseSensitive(s, "const") &&
+           type_names(cJSON_GetObjectItemCaseSensitive(s, "type"), t, u);
+}
 
 static enum ll_status bad(struct jctx *c, const char *path, const char *what)
 {
@@ -510,6 +469,15 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
     struct gbuild *b = c->b;
     enum ll_status st;
     if (!strcmp(t, "string")) {
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+        if (fmt && !cJSON_IsString(fmt))
+            return bad(c, path, "'format' must be a string");
+        if (fmt && (cJSON_GetObjectItemCaseSensitive(s, "minLength") ||
+                    cJSON_GetObjectItemCaseSensitive(s, "maxLength")))
+            return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'format' beside 'minLength' or "
+                              "'maxLength' is not supported", path);
+        if (fmt)
+            return grammar_format(b, fmt->valuestring, path, rule, c->err);
         int min, max;
         if ((st = count_kw(c, s, "minLength", path, 0, &min)) != LL_OK ||
             (st = count_kw(c, s, "maxLength", path, -1, &max)) != LL_OK)
@@ -518,7 +486,7 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
             return bad(c, path, "'maxLength' is less than 'minLength'");
         *rule = string_rule(b, min, max);
     } else if (!strcmp(t, "number") || !strcmp(t, "integer")) {
-        *rule = number_rule(b, t[1] == 'n');
+        return grammar_num_schema(b, s, t[0] == 'i', path, rule, c->err);
     } else if (!strcmp(t, "boolean")) {
         *rule = gb_choice(b, (int[]){gb_literal(b, "true"), gb_literal(b, "false")}, 2);
     } else if (!strcmp(t, "null")) {
@@ -646,8 +614,17 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: the JSON Schema keyword '%.60s' is not "
                           "supported (supported: type, properties, required, "
                           "additionalProperties, items, minItems, maxItems, minLength, "
-                          "maxLength, enum, const, anyOf, $ref, $defs)", path, k->string);
+                          "maxLength, format, minimum, maximum, exclusiveMinimum, "
+                          "exclusiveMaximum, enum, const, anyOf, $ref, $defs)", path, k->string);
     }
+    const char *bound = grammar_num_bound_kw(s);
+    if (bound && !applies(s, "number", "integer"))
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' is supported with 'type' number or "
+                          "integer (not beside 'enum' or 'const', nor without a type)", path,
+                          bound);
+    if (cJSON_GetObjectItemCaseSensitive(s, "format") && !applies(s, "string", NULL))
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'format' is supported with 'type' string "
+                          "(not beside 'enum' or 'const', nor without a type)", path);
     c->depth++;
     enum ll_status st = LL_OK;
     char sub[512];

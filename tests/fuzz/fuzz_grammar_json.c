@@ -5,15 +5,51 @@
  * Input: a JSON schema, a NUL byte, then a text. The schema is compiled; when it compiles, the
  * text is matched (grammar_accepts), and so is every prefix of the text the grammar accepts
  * as a prefix. Checked: a refused schema has a message; a text accepted whole is accepted as a
- * prefix too, and so is each of its prefixes.
+ * prefix too, and so is each of its prefixes; when the schema is a number or integer with
+ * bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum as numbers), an accepted text
+ * reads as a number inside them.
  */
+#include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "fuzz.h"
 #include "grammar.h"
 #include "json.h"
+
+/* The bounds of a top-level number schema hold for the accepted text (leading whitespace
+ * allowed). */
+static void check_bounds(const cJSON *schema, const uint8_t *text, size_t len)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(schema, "type");
+    if (!cJSON_IsString(type) ||
+        (strcmp(type->valuestring, "number") && strcmp(type->valuestring, "integer")) ||
+        cJSON_GetObjectItemCaseSensitive(schema, "enum") ||
+        cJSON_GetObjectItemCaseSensitive(schema, "const"))
+        return;
+    char buf[128];
+    if (len >= sizeof buf)
+        fuzz_fail("a bounded number of %zu bytes", len);
+    memcpy(buf, text, len);
+    buf[len] = 0;
+    char *end;
+    double x = strtod(buf, &end);
+    if (*end || !isfinite(x))
+        fuzz_fail("accepted '%s', not a number", buf);
+    static const char *const kw[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(schema, kw[i]);
+        if (!cJSON_IsNumber(v))
+            continue;
+        double b = v->valuedouble;
+        bool ok = i == 0 ? x >= b : i == 1 ? x > b : i == 2 ? x <= b : x < b;
+        if (!ok)
+            fuzz_fail("accepted %s outside %s %.17g", buf, kw[i], b);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -33,8 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st == LL_OK)
         st = gbuild_finish(b, rule, &g, &err);
     gbuild_free(b);
-    cJSON_Delete(schema);
     if (st != LL_OK) {
+        cJSON_Delete(schema);
         if (!err.msg[0])
             fuzz_fail("refused (%d) without a message", st);
         return 0;
@@ -44,6 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool whole = grammar_accepts(g, (const char *)text, text_len, &prefix);
         if (whole && !prefix)
             fuzz_fail("accepted whole but not as a prefix");
+        if (whole)
+            check_bounds(schema, text, text_len);
         if (whole && text_len < (size_t)grammar_min_len(g))
             fuzz_fail("accepted %zu bytes, fewer than the minimum %d", text_len,
                       grammar_min_len(g));
@@ -61,5 +99,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (grammar_min_len(g) < 0)
         fuzz_fail("negative minimum length");
     grammar_unref(g);
+    cJSON_Delete(schema);
     return 0;
 }

@@ -47,6 +47,25 @@ test('openai: chat.completions.parse with a zod schema', async () => {
   assert.deepEqual(m.parsed, JSON.parse(m.content));
 });
 
+test('openai: parse with bounded numbers (zod min / max / positive)', async () => {
+  const Booking = z.object({
+    guests: z.int().min(1).max(8),
+    rating: z.number().min(0).max(5),
+    deposit: z.number().positive().lt(1000),
+    floor: z.int().gte(-3).lte(40),
+  });
+  for (const seed of [1, 2, 3]) {
+    const r = await qwen.client.chat.completions.parse({
+      model: 'tiny-qwen2', messages: ask, temperature: 1, seed, max_completion_tokens: 300,
+      response_format: zodResponseFormat(Booking, 'booking'),
+    });
+    const m = r.choices[0].message;
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const check = Booking.safeParse(JSON.parse(m.content));
+    assert.ok(check.success, `out of bounds: ${m.content}`);
+  }
+});
+
 test('openai: json_object streamed, n = 2, with logprobs', async () => {
   const stream = await qwen.client.chat.completions.create({
     model: 'tiny-qwen2', messages: ask, temperature: 1, seed: 3, n: 2, max_tokens: 200,
