@@ -114,8 +114,9 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * required, additionalProperties (false, true, or a schema: without properties, a map of
  * such values; beside properties, no extra property is generated), items, minItems, maxItems,
  * minLength, maxLength (at most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum,
- * exclusiveMaximum (numbers and integers, written without an exponent when bounded), format
- * (date, time, date-time, uuid, ipv4), enum, const, anyOf, allOf of one schema,
+ * exclusiveMaximum (numbers and integers, written without an exponent when bounded), pattern
+ * and format (date, time, date-time, uuid, ipv4, email) on strings (grammar_regex.c), enum,
+ * const, anyOf, allOf of one schema,
  * $ref to "#" or "#/..." ($defs, definitions; recursion allowed), $defs / definitions;
  * annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
  * readOnly, writeOnly, strict) are ignored. Any other keyword is LL_EUNSUPPORTED, naming it and

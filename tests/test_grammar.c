@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,6 +386,9 @@ static void test_schema_formats(void **state)
         {"ipv4",
          {"0.0.0.0", "255.255.255.255", "192.168.1.10", "10.0.99.249", NULL},
          {"256.1.1.1", "01.1.1.1", "1.1.1", "1.1.1.1.1", "1.2.3.260", NULL}},
+        {"email",
+         {"a@b.io", "first.last+tag@mail.example.org", "x_y-z@host-1.net", NULL},
+         {"a@b", "@b.io", "a..b@c.io", ".a@b.io", "a@-b.io", "a@b.i", "a b@c.io", NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char schema[128], t[96];
@@ -409,6 +413,136 @@ static void test_schema_formats(void **state)
     }
 }
 
+/* A random regular expression over a, b, c (POSIX ERE syntax, which ECMA reads the same). */
+static void random_regex(unsigned *seed, char *out, size_t cap, int depth)
+{
+    size_t n = strlen(out);
+    int kind = (int)(rand_r(seed) % (depth > 2 ? 4u : 8u));
+    const char *atoms[] = {"a", "b", "c", "[ab]", "[^a]", ".", "[a-b]", "(ab)"};
+    if (kind < 4 || n + 40 > cap) {
+        snprintf(out + n, cap - n, "%s", atoms[rand_r(seed) % 8]);
+    } else if (kind < 6) { /* a group with alternatives */
+        snprintf(out + n, cap - n, "(");
+        random_regex(seed, out, cap, depth + 1);
+        n = strlen(out);
+        snprintf(out + n, cap - n, "|");
+        random_regex(seed, out, cap, depth + 1);
+        n = strlen(out);
+        snprintf(out + n, cap - n, ")");
+    } else { /* a concatenation of two (no quantifier of its own) */
+        random_regex(seed, out, cap, depth + 1);
+        random_regex(seed, out, cap, depth + 1);
+        return;
+    }
+    n = strlen(out);
+    static const char *quant[] = {"", "", "", "*", "+", "?", "{2}", "{1,3}", "{0,2}", "{2,}"};
+    snprintf(out + n, cap - n, "%s", quant[rand_r(seed) % 10]);
+}
+
+static void test_schema_pattern(void **state)
+{
+    (void)state;
+    /* random patterns against POSIX regexec, anchored and not, on every string over a, b, c of
+     * up to 5 characters */
+    unsigned seed = 7;
+    int checked = 0;
+    for (int k = 0; k < 60; k++) {
+        char re[200] = "", full[220], schema[320];
+        random_regex(&seed, re, sizeof re, 0);
+        bool anchored = k % 2;
+        snprintf(full, sizeof full, anchored ? "^%s$" : "%s", re);
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":\"%s\"}", full);
+        regex_t px;
+        char pfull[230];
+        snprintf(pfull, sizeof pfull, anchored ? "^(%s)$" : "(%s)", re);
+        assert_int_equal(regcomp(&px, pfull, REG_EXTENDED | REG_NOSUB), 0);
+        struct ll_err err = {0};
+        struct grammar *g = schema_grammar(schema, &err);
+        if (!g)
+            fail_msg("%s: %s", schema, err.msg);
+        for (int len = 0; len <= 5; len++) {
+            int total = 1;
+            for (int i = 0; i < len; i++)
+                total *= 3;
+            for (int v = 0; v < total; v++) {
+                char str[8], quoted[12];
+                for (int i = 0, x = v; i < len; i++, x /= 3)
+                    str[i] = (char)('a' + x % 3);
+                str[len] = 0;
+                snprintf(quoted, sizeof quoted, "\"%s\"", str);
+                bool want = regexec(&px, str, 0, NULL, 0) == 0;
+                if (acc(g, quoted) != want)
+                    fail_msg("pattern %s: \"%s\" %s (POSIX: %s)", full, str,
+                             want ? "refused" : "accepted", want ? "match" : "no match");
+                checked++;
+            }
+        }
+        regfree(&px);
+        grammar_unref(g);
+    }
+    assert_true(checked > 10000);
+
+    static const struct {
+        const char *schema;
+        const char *yes[6], *no[6];
+    } cases[] = {
+        /* unanchored: anywhere in the string */
+        {"{\"type\":\"string\",\"pattern\":\"\\\\d{3}-\\\\d{4}\"}",
+         {"\"123-4567\"", "\"tel 555-0199 (home)\"", NULL},
+         {"\"12-4567\"", "\"\"", NULL}},
+        /* UTF-8 classes and escapes */
+        {"{\"type\":\"string\",\"pattern\":\"^[\\u00e9-\\u00eb]+\\\\u00e9?$\"}",
+         {"\"\xc3\xa9\xc3\xaa\"", "\"\xc3\xab\"", NULL},
+         {"\"e\"", "\"\"", "\"\xc3\xa8\"", NULL}},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\uD83D\\\\uDE00.$\"}",
+         {"\"\xf0\x9f\x98\x80x\"", "\"\xf0\x9f\x98\x80\xe4\xb8\xad\"", NULL},
+         {"\"\xf0\x9f\x98\x80\"", "\"\xf0\x9f\x98\x80\\n\"", NULL}},
+        /* ranges whose UTF-8 forms split at continuation bytes; '.' leaves out line ends */
+        {"{\"type\":\"string\",\"pattern\":\"^[\u00e9-\u013f][\u07ff-\u0801].$\"}",
+         {"\"\xc3\xa9\xdf\xbfx\"", "\"\xc3\xbf\xe0\xa0\x80x\"", "\"\xc4\x80\xe0\xa0\x81x\"",
+          "\"\xc4\x81\xe0\xa0\x81\xef\xbf\xbf\"", NULL},
+         {"\"\xc5\x80\xdf\xbfx\"", "\"\xc3\xa8\xdf\xbfx\"", "\"\xc3\xa9\xdf\xbe\x78\"",
+          "\"\xc3\xa9\xdf\xbf\xe2\x80\xa8\"", "\"\xc3\xa9\xdf\xbf\\n\"", NULL}},
+        /* bytes JSON escapes are generated as escapes */
+        {"{\"type\":\"string\",\"pattern\":\"^a\\\"b\\\\\\\\c\\\\t\\\\n?[\\\\x00-\\\\x01]$\"}",
+         {"\"a\\\"b\\\\c\\t\\u0001\"", "\"a\\\"b\\\\c\\t\\n\\u0000\"", NULL},
+         {"\"a\\\"b\\\\c\\t\\u0002\"", "\"a\\\"b\\\\c\tx\"", NULL}},
+        /* \w \s \D, lazy quantifiers, named and non-capturing groups, a literal brace */
+        {"{\"type\":\"string\",\"pattern\":\"^(?<k>\\\\w+?)\\\\s(?:\\\\D{2,}?)\\\\{$\"}",
+         {"\"key_1 ab{\"", "\"Z \\t-{\"", NULL},
+         {"\"key 1a{\"", "\"key ab\"", "\"k-y ab{\"", NULL}},
+        /* pattern and length: code points, not bytes */
+        {"{\"type\":\"string\",\"pattern\":\"^.+$\",\"minLength\":2,\"maxLength\":2}",
+         {"\"\xc3\xa9\xc3\xa9\"", "\"ab\"", NULL},
+         {"\"\xc3\xa9\"", "\"\xc3\xa9\xc3\xa9\xc3\xa9\"", "\"abc\"", NULL}},
+        /* zod's uuid pattern beside format uuid: both hold */
+        {"{\"type\":\"string\",\"format\":\"uuid\",\"pattern\":\"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-"
+         "[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-"
+         "000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$\"}",
+         {"\"123e4567-e89b-42d3-a456-426614174000\"", "\"00000000-0000-0000-0000-000000000000\"",
+          NULL},
+         {"\"123e4567-e89b-02d3-a456-426614174000\"", "\"123e4567-e89b-42d3-c456-426614174000\"",
+          NULL}},
+        /* a format and a pattern that narrows it */
+        {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^2024-\"}",
+         {"\"2024-06-30\"", NULL},
+         {"\"2023-06-30\"", "\"2024-06-31\"", NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct ll_err err = {0};
+        struct grammar *g = schema_grammar(cases[c].schema, &err);
+        if (!g)
+            fail_msg("%s: %s", cases[c].schema, err.msg);
+        for (int i = 0; cases[c].yes[i]; i++)
+            if (!acc(g, cases[c].yes[i]))
+                fail_msg("%s: %s refused", cases[c].schema, cases[c].yes[i]);
+        for (int i = 0; cases[c].no[i]; i++)
+            if (acc(g, cases[c].no[i]))
+                fail_msg("%s: %s accepted", cases[c].schema, cases[c].no[i]);
+        grammar_unref(g);
+    }
+}
+
 static void test_schema_refused(void **state)
 {
     (void)state;
@@ -428,13 +562,32 @@ static void test_schema_refused(void **state)
          "no number"},
         {"{\"type\":\"integer\",\"minimum\":1e300}", LL_EINVAL, "no integer"},
         {"{\"type\":\"integer\",\"maximum\":-1e999}", LL_EINVAL, "no integer"},
-        {"{\"type\":\"string\",\"pattern\":\"a+\"}", LL_EUNSUPPORTED, "'pattern'"},
-        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"email\"}}}",
-         LL_EUNSUPPORTED, "schema.properties.x: format 'email' is not supported"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"hostname\"}}}",
+         LL_EUNSUPPORTED, "schema.properties.x: format 'hostname' is not supported"},
         {"{\"type\":\"integer\",\"format\":\"int32\"}", LL_EUNSUPPORTED,
          "'format' is supported with 'type' string"},
-        {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", LL_EUNSUPPORTED,
-         "beside 'minLength' or 'maxLength'"},
+        {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", LL_EINVAL,
+         "no string meets its 'format' with its length bounds"},
+        {"{\"type\":\"string\",\"pattern\":\"^a$\",\"minLength\":2}", LL_EINVAL,
+         "no string meets its 'pattern' with its length bounds"},
+        {"{\"type\":\"string\",\"pattern\":\"(?=a)b\"}", LL_EUNSUPPORTED, "lookarounds"},
+        {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", LL_EUNSUPPORTED, "backreference"},
+        {"{\"type\":\"string\",\"pattern\":\"\\\\bword\"}", LL_EUNSUPPORTED, "word boundar"},
+        {"{\"type\":\"string\",\"pattern\":\"a^b\"}", LL_EUNSUPPORTED, "'^' and '$'"},
+        {"{\"type\":\"string\",\"pattern\":\"(ab\"}", LL_EINVAL, "unclosed '('"},
+        {"{\"type\":\"string\",\"pattern\":\"ab)\"}", LL_EINVAL, "unmatched ')'"},
+        {"{\"type\":\"string\",\"pattern\":\"[ab\"}", LL_EINVAL, "unclosed '['"},
+        {"{\"type\":\"string\",\"pattern\":\"[z-a]\"}", LL_EINVAL, "out of order"},
+        {"{\"type\":\"string\",\"pattern\":\"a{2000}\"}", LL_EUNSUPPORTED, "above 1000"},
+        {"{\"type\":\"string\",\"pattern\":\"a{3,2}\"}", LL_EINVAL, "m < n"},
+        {"{\"type\":\"string\",\"pattern\":\"*a\"}", LL_EINVAL, "nothing to repeat"},
+        {"{\"type\":\"string\",\"pattern\":\"a**\"}", LL_EINVAL, "after a quantifier"},
+        {"{\"type\":\"string\",\"pattern\":\"\\\\p{L}\"}", LL_EUNSUPPORTED, "\\p"},
+        {"{\"type\":\"string\",\"pattern\":\"[\\\\s\\\\S]{1000}[\\\\s\\\\S]{1000}\"}",
+         LL_EUNSUPPORTED, "too"},
+        {"{\"type\":\"string\",\"pattern\":3}", LL_EINVAL, "'pattern' must be a string"},
+        {"{\"type\":\"integer\",\"pattern\":\"a\"}", LL_EUNSUPPORTED,
+         "'pattern' is supported with 'type' string"},
         {"{\"type\":\"string\",\"format\":7}", LL_EINVAL, "'format' must be a string"},
         {"{\"oneOf\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "'oneOf'"},
         {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", LL_EUNSUPPORTED, "allOf"},
@@ -532,9 +685,17 @@ static bool valid(const cJSON *v, const cJSON *s)
     }
     const char *ty = t ? t->valuestring : "";
     if (!strcmp(ty, "string")) {
-        const cJSON *f = cJSON_GetObjectItem(s, "format");
+        const cJSON *f = cJSON_GetObjectItem(s, "format"), *pat = cJSON_GetObjectItem(s, "pattern");
         if (!cJSON_IsString(v) || (f && strcmp(f->valuestring, "date")))
             return false;
+        if (pat) { /* POSIX ERE reads the patterns used here as ECMA does */
+            regex_t px;
+            if (regcomp(&px, pat->valuestring, REG_EXTENDED | REG_NOSUB))
+                return false;
+            bool ok = regexec(&px, v->valuestring, 0, NULL, 0) == 0;
+            regfree(&px);
+            return ok;
+        }
         if (!f)
             return true;
         /* an RFC 3339 full-date: YYYY-MM-DD, a day of that month (leap years counted) */
@@ -594,12 +755,13 @@ static void test_random_models_valid(void **state)
         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
         "\"age\":{\"type\":\"integer\",\"minimum\":18,\"maximum\":120},"
         "\"mood\":{\"enum\":[\"happy\",\"sad\"]},\"born\":{\"type\":\"string\","
-        "\"format\":\"date\"},"
+        "\"format\":\"date\"},\"code\":{\"type\":\"string\",\"pattern\":"
+        "\"^[A-Z]{2,3}-[0-9]{2,4}(x|yz)?$\"},"
         "\"scores\":{\"type\":\"array\",\"items\":{\"type\":\"number\",\"minimum\":-1,"
         "\"exclusiveMaximum\":0.5}},"
         "\"pet\":{\"type\":\"object\",\"properties\":{\"kind\":{\"type\":\"string\"},"
         "\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]}},"
-        "\"required\":[\"name\",\"age\",\"mood\",\"born\",\"scores\",\"pet\"]}";
+        "\"required\":[\"name\",\"age\",\"mood\",\"born\",\"code\",\"scores\",\"pet\"]}";
     cJSON *sj = cJSON_Parse(schema);
     struct ll_err err = {0};
     struct grammar *g = schema_grammar(schema, &err);
@@ -608,7 +770,7 @@ static void test_random_models_valid(void **state)
     assert_int_equal(grammar_rt_new(&rt, g, g_trie, &err), LL_OK);
     float *row = malloc(sizeof *row * VOCAB);
     int32_t eos = 151643;
-    int max_tokens[] = {100, 120, 200};
+    int max_tokens[] = {110, 130, 200};
     int n_complete_by_grammar = 0;
     float *base = malloc(sizeof *base * VOCAB);
     for (int i = 0; i < VOCAB; i++)
@@ -851,6 +1013,7 @@ int main(void)
         cmocka_unit_test(test_schema_keywords),
         cmocka_unit_test(test_schema_bounds),
         cmocka_unit_test(test_schema_formats),
+        cmocka_unit_test(test_schema_pattern),
         cmocka_unit_test(test_schema_refused),
         cmocka_unit_test(test_mask_matches_brute_force),
         cmocka_unit_test(test_random_models_valid),

@@ -61,12 +61,15 @@ enum ll_status grammar_num_schema(struct gbuild *b, const struct cJSON *s, bool 
 /* The first bound keyword s has, or NULL. */
 const char *grammar_num_bound_kw(const struct cJSON *s);
 
-/* ---- string formats (grammar_format.c) ---- */
+/* ---- regular strings (grammar_regex.c) ---- */
 
-/* The JSON string (quotes included) of format: date, time, date-time, uuid, ipv4; any other is
- * LL_EUNSUPPORTED, naming it and path. */
-enum ll_status grammar_format(struct gbuild *b, const char *format, const char *path, int *rule,
-                              struct ll_err *err);
+/* The JSON string (quotes included) whose value matches pattern (ECMA-262 subset; NULL: any)
+ * and format (date, time, date-time, uuid, ipv4, email; NULL: none), of min..max code points
+ * (max < 0: unbounded). LL_EUNSUPPORTED names what is not supported, LL_EINVAL a malformed
+ * pattern or constraints no string meets; messages name path. */
+enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, const char *format,
+                                      int min, int max, const char *path, int *rule,
+                                      struct ll_err *err);
 
 static inline bool gset_has(const struct gset *s, unsigned c)
 {

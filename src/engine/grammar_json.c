@@ -266,7 +266,7 @@ static const char *const annotations[] = {
 static const char *const handled[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
     "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "$ref", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "format",
+    "exclusiveMinimum", "exclusiveMaximum", "format", "pattern",
 };
 
 static bool in_list(const char *k, const char *const *list, size_t n)
@@ -470,20 +470,21 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
     enum ll_status st;
     if (!strcmp(t, "string")) {
         const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
         if (fmt && !cJSON_IsString(fmt))
             return bad(c, path, "'format' must be a string");
-        if (fmt && (cJSON_GetObjectItemCaseSensitive(s, "minLength") ||
-                    cJSON_GetObjectItemCaseSensitive(s, "maxLength")))
-            return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'format' beside 'minLength' or "
-                              "'maxLength' is not supported", path);
-        if (fmt)
-            return grammar_format(b, fmt->valuestring, path, rule, c->err);
+        if (pat && !cJSON_IsString(pat))
+            return bad(c, path, "'pattern' must be a string");
         int min, max;
         if ((st = count_kw(c, s, "minLength", path, 0, &min)) != LL_OK ||
             (st = count_kw(c, s, "maxLength", path, -1, &max)) != LL_OK)
             return st;
         if (max >= 0 && max < min)
             return bad(c, path, "'maxLength' is less than 'minLength'");
+        if (fmt || pat)
+            return grammar_string_regular(b, pat ? pat->valuestring : NULL,
+                                          fmt ? fmt->valuestring : NULL, min, max, path, rule,
+                                          c->err);
         *rule = string_rule(b, min, max);
     } else if (!strcmp(t, "number") || !strcmp(t, "integer")) {
         return grammar_num_schema(b, s, t[0] == 'i', path, rule, c->err);
@@ -614,7 +615,7 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: the JSON Schema keyword '%.60s' is not "
                           "supported (supported: type, properties, required, "
                           "additionalProperties, items, minItems, maxItems, minLength, "
-                          "maxLength, format, minimum, maximum, exclusiveMinimum, "
+                          "maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
                           "exclusiveMaximum, enum, const, anyOf, $ref, $defs)", path, k->string);
     }
     const char *bound = grammar_num_bound_kw(s);
@@ -622,9 +623,12 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' is supported with 'type' number or "
                           "integer (not beside 'enum' or 'const', nor without a type)", path,
                           bound);
-    if (cJSON_GetObjectItemCaseSensitive(s, "format") && !applies(s, "string", NULL))
-        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'format' is supported with 'type' string "
-                          "(not beside 'enum' or 'const', nor without a type)", path);
+    for (int i = 0; i < 2; i++) {
+        const char *kw = i ? "pattern" : "format";
+        if (cJSON_GetObjectItemCaseSensitive(s, kw) && !applies(s, "string", NULL))
+            return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' is supported with 'type' string "
+                              "(not beside 'enum' or 'const', nor without a type)", path, kw);
+    }
     c->depth++;
     enum ll_status st = LL_OK;
     char sub[512];

@@ -47,12 +47,17 @@ test('openai: chat.completions.parse with a zod schema', async () => {
   assert.deepEqual(m.parsed, JSON.parse(m.content));
 });
 
-test('openai: parse with bounded numbers (zod min / max / positive)', async () => {
+test('openai: parse with bounds, dates, uuids, patterns (zod)', async () => {
+  // zod writes minimum / maximum, and a pattern beside each format
   const Booking = z.object({
     guests: z.int().min(1).max(8),
     rating: z.number().min(0).max(5),
     deposit: z.number().positive().lt(1000),
     floor: z.int().gte(-3).lte(40),
+    day: z.iso.date(),
+    at: z.iso.datetime(),
+    id: z.uuid(),
+    code: z.string().regex(/^[A-Z]{3}-\d{3}$/),
   });
   for (const seed of [1, 2, 3]) {
     const r = await qwen.client.chat.completions.parse({
@@ -62,7 +67,7 @@ test('openai: parse with bounded numbers (zod min / max / positive)', async () =
     const m = r.choices[0].message;
     assert.equal(r.choices[0].finish_reason, 'stop');
     const check = Booking.safeParse(JSON.parse(m.content));
-    assert.ok(check.success, `out of bounds: ${m.content}`);
+    assert.ok(check.success, `zod refuses ${m.content}: ${check.error}`);
   }
 });
 
@@ -341,7 +346,7 @@ test('no silent ignores: unknown fields, bad formats, tool_choice, methods', asy
   await bad({ guided_grammar: 'root ::= "a"' }, 'guided_grammar', 'unsupported_parameter');
   await bad({ response_format: { type: 'yaml' } }, 'response_format.type');
   await bad({ response_format: { type: 'json_schema', json_schema: { name: 'x',
-    schema: { type: 'string', format: 'email' } } } }, 'response_format.json_schema.schema',
+    schema: { type: 'string', format: 'hostname' } } } }, 'response_format.json_schema.schema',
   'unsupported_schema');
   await bad({ tools: [{ type: 'function', function: { name: 'f' } }],
     tool_choice: { type: 'function', function: { name: 'g' } } }, 'tool_choice.function.name');
