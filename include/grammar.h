@@ -116,11 +116,12 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * minLength, maxLength (at most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum,
  * exclusiveMaximum (numbers and integers, written without an exponent when bounded), pattern
  * and format (date, time, date-time, uuid, ipv4, email) on strings (grammar_regex.c), enum,
- * const, anyOf, allOf of one schema,
- * $ref to "#" or "#/..." ($defs, definitions; recursion allowed), $defs / definitions;
- * annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
- * readOnly, writeOnly, strict) are ignored. Any other keyword is LL_EUNSUPPORTED, naming it and
- * its path; a malformed schema is LL_EINVAL. Whitespace between tokens is limited to one space
+ * const, anyOf, allOf of one schema, oneOf of schemas that exclude each other (types, consts,
+ * or a required property with a different const in each object), $ref to "#" or "#/..."
+ * ($defs, definitions; recursion allowed), $defs / definitions; annotations (title,
+ * description, default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly,
+ * strict, discriminator) are ignored. Any other keyword is LL_EUNSUPPORTED, naming it and its
+ * path; a malformed schema is LL_EINVAL. Whitespace between tokens is limited to one space
  * or a newline and up to 20 spaces or tabs, so generated JSON cannot run on in whitespace;
  * numbers to 15 digits before and after the point and 2 exponent digits (what a double holds:
  * no infinities, integers exact). */

@@ -260,6 +260,30 @@ static void test_schema_keywords(void **state)
     assert_false(acc(g, "{\"v\":1,\"kids\":[],\"m\":{\"x\":1}}"));
     grammar_unref(g);
 
+    /* oneOf of schemas that exclude each other: a discriminated union as pydantic writes it,
+     * types, consts */
+    g = schema_grammar(
+        "{\"$defs\":{\"Cat\":{\"properties\":{\"pet_type\":{\"const\":\"cat\",\"title\":\"Pet "
+        "Type\",\"type\":\"string\"},\"meows\":{\"title\":\"Meows\",\"type\":\"integer\"}},"
+        "\"required\":[\"pet_type\",\"meows\"],\"title\":\"Cat\",\"type\":\"object\"},\"Dog\":"
+        "{\"properties\":{\"pet_type\":{\"$ref\":\"#/$defs/DogTag\"},\"barks\":{\"type\":"
+        "\"number\"}},\"required\":[\"pet_type\",\"barks\"],\"type\":\"object\"},\"DogTag\":"
+        "{\"enum\":[\"dog\"]}},\"properties\":{\"pet\":{\"discriminator\":{\"mapping\":"
+        "{\"cat\":\"#/$defs/Cat\",\"dog\":\"#/$defs/Dog\"},\"propertyName\":\"pet_type\"},"
+        "\"oneOf\":[{\"$ref\":\"#/$defs/Cat\"},{\"$ref\":\"#/$defs/Dog\"}]},\"n\":{\"oneOf\":"
+        "[{\"type\":\"string\"},{\"type\":\"integer\"},{\"const\":null},{\"const\":true}]}},"
+        "\"required\":[\"pet\"],\"type\":\"object\"}",
+        &err);
+    if (!g)
+        fail_msg("%s", err.msg);
+    assert_true(acc(g, "{\"pet\":{\"pet_type\":\"cat\",\"meows\":3}}"));
+    assert_true(acc(g, "{\"pet\":{\"pet_type\":\"dog\",\"barks\":0.5},\"n\":\"x\"}"));
+    assert_true(acc(g, "{\"pet\":{\"pet_type\":\"dog\",\"barks\":1},\"n\":null}"));
+    assert_false(acc(g, "{\"pet\":{\"pet_type\":\"dog\",\"meows\":3}}"));
+    assert_false(acc(g, "{\"pet\":{\"pet_type\":\"cat\",\"meows\":3},\"n\":1.5}"));
+    assert_false(acc(g, "{\"pet\":{\"pet_type\":\"cat\",\"meows\":3},\"n\":false}"));
+    grammar_unref(g);
+
     /* {} and true: any JSON value */
     g = schema_grammar("{}", &err);
     assert_non_null(g);
@@ -589,7 +613,17 @@ static void test_schema_refused(void **state)
         {"{\"type\":\"integer\",\"pattern\":\"a\"}", LL_EUNSUPPORTED,
          "'pattern' is supported with 'type' string"},
         {"{\"type\":\"string\",\"format\":7}", LL_EINVAL, "'format' must be a string"},
-        {"{\"oneOf\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "'oneOf'"},
+        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", LL_EUNSUPPORTED,
+         "schema: 'oneOf' is supported when its schemas exclude each other"},
+        {"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}",
+         LL_EUNSUPPORTED, "exclude each other"},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}}},{\"type\":"
+         "\"object\",\"properties\":{\"k\":{\"const\":2}}}]}",
+         LL_EUNSUPPORTED, "exclude each other"}, /* k not required: {} matches both */
+        {"{\"anyOf\":[{\"type\":\"string\"}],\"allOf\":[{\"type\":\"string\"}]}",
+         LL_EUNSUPPORTED, "more than one of 'anyOf', 'allOf' and 'oneOf'"},
+        {"{\"oneOf\":[{\"$ref\":\"#/nowhere\"},{\"type\":\"string\"}]}", LL_EUNSUPPORTED,
+         "exclude each other"},
         {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", LL_EUNSUPPORTED, "allOf"},
         {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "tuple"},
         {"{\"type\":\"strng\"}", LL_EINVAL, "unknown type 'strng'"},

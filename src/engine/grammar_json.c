@@ -261,11 +261,12 @@ struct jctx {
 
 static const char *const annotations[] = {
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-    "readOnly", "writeOnly", "strict", "$defs", "definitions",
+    "readOnly", "writeOnly", "strict", "$defs", "definitions", "discriminator",
 };
 static const char *const handled[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-    "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "$ref", "minimum", "maximum",
+    "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "oneOf", "$ref", "minimum",
+    "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "format", "pattern",
 };
 
@@ -301,6 +302,100 @@ static bool applies(const cJSON *s, const char *t, const char *u)
     return !cJSON_GetObjectItemCaseSensitive(s, "enum") &&
            !cJSON_GetObjectItemCaseSensitive(s, "const") &&
            type_names(cJSON_GetObjectItemCaseSensitive(s, "type"), t, u);
+}
+
+/* ---- oneOf: schemas that provably exclude each other ---- */
+
+static const cJSON *resolve(const cJSON *doc, const char *ref);
+
+/* s with its $ref chain followed (NULL when it does not resolve in a few steps). */
+static const cJSON *deref(const struct jctx *c, const cJSON *s)
+{
+    for (int i = 0; i < 8 && cJSON_IsObject(s); i++) {
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+        if (!ref)
+            return s;
+        s = cJSON_IsString(ref) ? resolve(c->doc, ref->valuestring) : NULL;
+    }
+    return NULL;
+}
+
+/* The one JSON type every value of s has ("number" for integer too), or NULL. */
+static const char *value_type(const cJSON *s)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const");
+    if (!v) {
+        const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+        v = cJSON_GetArraySize(en) == 1 ? cJSON_GetArrayItem(en, 0) : NULL;
+    }
+    if (v)
+        return cJSON_IsString(v) ? "string" : cJSON_IsNumber(v) ? "number" : cJSON_IsBool(v) ? "boolean"
+               : cJSON_IsNull(v) ? "null" : cJSON_IsArray(v) ? "array" : "object";
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (cJSON_GetObjectItemCaseSensitive(s, "enum") || cJSON_GetObjectItemCaseSensitive(s, "anyOf") ||
+        cJSON_GetObjectItemCaseSensitive(s, "allOf") || cJSON_GetObjectItemCaseSensitive(s, "oneOf"))
+        return NULL;
+    if (!t && cJSON_GetObjectItemCaseSensitive(s, "properties"))
+        return "object";
+    if (!cJSON_IsString(t))
+        return NULL;
+    return strcmp(t->valuestring, "integer") ? t->valuestring : "number";
+}
+
+/* The single value s allows (const, or an enum of one), or NULL. */
+static const cJSON *only_value(const cJSON *s)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "const");
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    return v ? v : cJSON_GetArraySize(en) == 1 ? cJSON_GetArrayItem(en, 0) : NULL;
+}
+
+static bool required(const cJSON *s, const char *name)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(s, "required"))
+        if (cJSON_IsString(r) && !strcmp(r->valuestring, name))
+            return true;
+    return false;
+}
+
+/* Whether no value matches both a and b (both dereferenced): different types, different single
+ * values, or objects with a property both require and give different single values. */
+static bool apart(const struct jctx *c, const cJSON *a, const cJSON *b)
+{
+    const char *ta = value_type(a), *tb = value_type(b);
+    if (ta && tb && strcmp(ta, tb))
+        return true;
+    const cJSON *va = only_value(a), *vb = only_value(b);
+    if (va && vb)
+        return !cJSON_Compare(va, vb, true);
+    if (!ta || !tb || strcmp(ta, "object"))
+        return false;
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "properties"), *x;
+    const cJSON *pb = cJSON_GetObjectItemCaseSensitive(b, "properties");
+    cJSON_ArrayForEach(x, pa) {
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(pb, x->string);
+        if (!y || !required(a, x->string) || !required(b, x->string))
+            continue;
+        const cJSON *xv = only_value(deref(c, x)), *yv = only_value(deref(c, y));
+        if (xv && yv && !cJSON_Compare(xv, yv, true))
+            return true;
+    }
+    return false;
+}
+
+/* Whether the schemas of list exclude each other pairwise (then oneOf is anyOf). */
+static bool exclusive(const struct jctx *c, const cJSON *list)
+{
+    int n = cJSON_GetArraySize(list);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const cJSON *a = deref(c, cJSON_GetArrayItem(list, i));
+            const cJSON *b = deref(c, cJSON_GetArrayItem(list, j));
+            if (!cJSON_IsObject(a) || !cJSON_IsObject(b) || !apart(c, a, b))
+                return false;
+        }
+    return true;
 }
 
 static enum ll_status bad(struct jctx *c, const char *path, const char *what)
@@ -616,7 +711,8 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
                           "supported (supported: type, properties, required, "
                           "additionalProperties, items, minItems, maxItems, minLength, "
                           "maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-                          "exclusiveMaximum, enum, const, anyOf, $ref, $defs)", path, k->string);
+                          "exclusiveMaximum, enum, const, anyOf, oneOf, $ref, $defs)", path,
+                          k->string);
     }
     const char *bound = grammar_num_bound_kw(s);
     if (bound && !applies(s, "number", "integer"))
@@ -637,8 +733,12 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+    const cJSON *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
-    if (ref) {
+    if (!!any + !!all + !!one > 1) {
+        st = ll_err_set(c->err, LL_EUNSUPPORTED, "%s: more than one of 'anyOf', 'allOf' and "
+                        "'oneOf' in one schema is not supported", path);
+    } else if (ref) {
         if (!cJSON_IsString(ref))
             st = bad(c, path, "'$ref' must be a string");
         else
@@ -664,12 +764,17 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
             gseq_free(&q);
             *rule = r;
         }
-    } else if (any || all) {
-        const char *kw = any ? "anyOf" : "allOf";
-        const cJSON *list = any ? any : all;
+    } else if (any || all || one) {
+        const char *kw = any ? "anyOf" : all ? "allOf" : "oneOf";
+        const cJSON *list = any ? any : all ? all : one;
         int n = cJSON_GetArraySize(list);
         if (!cJSON_IsArray(list) || n == 0) {
             st = ll_err_set(c->err, LL_EINVAL, "%s: '%s' must be a non-empty array", path, kw);
+        } else if (one && !exclusive(c, list)) {
+            st = ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'oneOf' is supported when its schemas "
+                            "exclude each other (different types, different consts, or objects "
+                            "told apart by a required property with a different const in each); "
+                            "these may overlap (anyOf allows a value to match several)", path);
         } else if (all && n > 1) {
             st = ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'allOf' with more than one schema is "
                             "not supported", path);

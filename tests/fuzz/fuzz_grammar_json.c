@@ -7,9 +7,12 @@
  * as a prefix. Checked: a refused schema has a message; a text accepted whole is accepted as a
  * prefix too, and so is each of its prefixes; when the schema is a number or integer with
  * bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum as numbers), an accepted text
- * reads as a number inside them.
+ * reads as a number inside them; when it is a string with a pattern written in the syntax that
+ * ECMA-262 and POSIX EREs read alike (letters, digits, . | ( ) * + ? {n,m} [...] ^ $), an
+ * accepted printable-ASCII value matches it by regexec too.
  */
 #include <math.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +54,41 @@ static void check_bounds(const cJSON *schema, const uint8_t *text, size_t len)
     }
 }
 
+/* Whether pattern p reads the same as an ECMA-262 pattern and a POSIX ERE. */
+static bool common_syntax(const char *p)
+{
+    if (strstr(p, "{,") || strstr(p, "[]") || strstr(p, "[^]") || strstr(p, "()") ||
+        strstr(p, "(|") || strstr(p, "|)") || strstr(p, "||") || p[0] == '|')
+        return false;
+    for (; *p; p++)
+        if (!strchr("abcdefxyz0123456789.|()*+?{},[]^$-", *p))
+            return false;
+    return true;
+}
+
+static void check_pattern(const cJSON *schema, const uint8_t *text, size_t len)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(schema, "type");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(schema, "pattern");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "string") || !cJSON_IsString(pat) ||
+        cJSON_GetObjectItemCaseSensitive(schema, "format") || !common_syntax(pat->valuestring))
+        return;
+    cJSON *v = cJSON_ParseWithLength((const char *)text, len);
+    if (!cJSON_IsString(v))
+        fuzz_fail("accepted a text that is not a JSON string");
+    bool ascii = true;
+    for (const char *c = v->valuestring; *c; c++)
+        ascii &= *c >= 0x20 && *c < 0x7f;
+    regex_t px;
+    if (ascii && regcomp(&px, pat->valuestring, REG_EXTENDED | REG_NOSUB) == 0) {
+        if (regexec(&px, v->valuestring, 0, NULL, 0) != 0)
+            fuzz_fail("accepted \"%s\", which pattern %s does not match", v->valuestring,
+                      pat->valuestring);
+        regfree(&px);
+    }
+    cJSON_Delete(v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     size_t schema_len, text_len;
@@ -80,8 +118,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool whole = grammar_accepts(g, (const char *)text, text_len, &prefix);
         if (whole && !prefix)
             fuzz_fail("accepted whole but not as a prefix");
-        if (whole)
+        if (whole) {
             check_bounds(schema, text, text_len);
+            check_pattern(schema, text, text_len);
+        }
         if (whole && text_len < (size_t)grammar_min_len(g))
             fuzz_fail("accepted %zu bytes, fewer than the minimum %d", text_len,
                       grammar_min_len(g));
