@@ -112,7 +112,8 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * "response_format.json_schema.schema"). Supported: type (a name or a list of names) string,
  * number, integer, boolean, null, object, array; properties (generated in their order),
  * required, additionalProperties (false, true, or a schema: without properties, a map of
- * such values; beside properties, no extra property is generated), items, minItems, maxItems,
+ * such values; beside properties, no extra property is generated), items, prefixItems (and
+ * draft 7's items array with additionalItems), minItems, maxItems,
  * minLength, maxLength (at most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum,
  * exclusiveMaximum (numbers and integers, written without an exponent when bounded), pattern
  * and format (date, time, date-time, uuid, ipv4, email) on strings (grammar_regex.c), enum,

@@ -284,6 +284,44 @@ static void test_schema_keywords(void **state)
     assert_false(acc(g, "{\"pet\":{\"pet_type\":\"cat\",\"meows\":3},\"n\":false}"));
     grammar_unref(g);
 
+    /* tuples: prefixItems (2020-12) and items as an array (draft 7) */
+    static const struct {
+        const char *schema;
+        const char *yes[4], *no[5];
+    } tuples[] = {
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"number\"},{\"type\":\"string\"}],"
+         "\"minItems\":2,\"maxItems\":2}",
+         {"[1.5, \"a\"]", "[0,\"\"]", NULL},
+         {"[1.5]", "[1.5,\"a\",2]", "[\"a\",1]", "[]", NULL}},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":"
+         "\"boolean\"}}",
+         {"[1]", "[1,true,false]", "[]", NULL},
+         {"[1,2]", "[true]", NULL}},
+        {"{\"type\":\"array\",\"items\":[{\"type\":\"integer\"},{\"type\":\"integer\"}],"
+         "\"additionalItems\":false,\"minItems\":1}",
+         {"[1]", "[1, 2]", NULL},
+         {"[]", "[1,2,3]", "[1,\"a\"]", NULL}},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],"
+         "\"minItems\":3}",
+         {"[1,\"a\",null]", "[1,\"a\",{\"k\":[2]}]", NULL},
+         {"[1,\"a\"]", "[1,\"a\",1,2]", NULL}},
+        {"{\"type\":\"array\",\"prefixItems\":[],\"items\":{\"type\":\"integer\"}}",
+         {"[]", "[1,2,3]", NULL},
+         {"[\"a\"]", NULL}},
+    };
+    for (size_t t = 0; t < sizeof tuples / sizeof tuples[0]; t++) {
+        g = schema_grammar(tuples[t].schema, &err);
+        if (!g)
+            fail_msg("%s: %s", tuples[t].schema, err.msg);
+        for (int i = 0; tuples[t].yes[i]; i++)
+            if (!acc(g, tuples[t].yes[i]))
+                fail_msg("%s: %s refused", tuples[t].schema, tuples[t].yes[i]);
+        for (int i = 0; tuples[t].no[i]; i++)
+            if (acc(g, tuples[t].no[i]))
+                fail_msg("%s: %s accepted", tuples[t].schema, tuples[t].no[i]);
+        grammar_unref(g);
+    }
+
     /* {} and true: any JSON value */
     g = schema_grammar("{}", &err);
     assert_non_null(g);
@@ -625,7 +663,10 @@ static void test_schema_refused(void **state)
         {"{\"oneOf\":[{\"$ref\":\"#/nowhere\"},{\"type\":\"string\"}]}", LL_EUNSUPPORTED,
          "exclude each other"},
         {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", LL_EUNSUPPORTED, "allOf"},
-        {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}]}", LL_EUNSUPPORTED, "tuple"},
+        {"{\"type\":\"array\",\"additionalItems\":false}", LL_EINVAL, "tuple form"},
+        {"{\"type\":\"array\",\"prefixItems\":{}}", LL_EINVAL, "prefixItems must be an array"},
+        {"{\"type\":\"array\",\"prefixItems\":[{}],\"items\":false,\"minItems\":2}", LL_EINVAL,
+         "'items' is false after 1 items"},
         {"{\"type\":\"strng\"}", LL_EINVAL, "unknown type 'strng'"},
         {"{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"]}", LL_EINVAL, "'a'"},
         {"{\"$ref\":\"#/$defs/missing\"}", LL_EINVAL, "does not resolve"},

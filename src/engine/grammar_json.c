@@ -266,7 +266,7 @@ static const char *const annotations[] = {
 static const char *const handled[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
     "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "oneOf", "$ref", "minimum",
-    "maximum",
+    "maximum", "prefixItems", "additionalItems",
     "exclusiveMinimum", "exclusiveMaximum", "format", "pattern",
 };
 
@@ -557,6 +557,98 @@ static enum ll_status object_rule(struct jctx *c, const cJSON *s, const char *pa
     return st;
 }
 
+/* An array whose first items follow the schemas of prefixItems (or of items in its tuple form,
+ * draft 7) and the rest those of items (additionalItems): false, none; absent, any value, but
+ * only as many as minItems asks; min..max items (max < 0: unbounded). */
+static enum ll_status tuple_rule(struct jctx *c, const cJSON *s, const char *path, int min,
+                                 int max, int *rule)
+{
+    struct gbuild *b = c->b;
+    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    const char *pkw = prefix ? "prefixItems" : "items", *rkw = prefix ? "items" : "additionalItems";
+    const cJSON *rest = cJSON_GetObjectItemCaseSensitive(s, rkw);
+    if (!prefix)
+        prefix = cJSON_GetObjectItemCaseSensitive(s, "items");
+    else if (cJSON_IsArray(rest))
+        return ll_err_set(c->err, LL_EINVAL, "%s.items must be a schema beside 'prefixItems'", path);
+    if (!prefix || !cJSON_IsArray(prefix))
+        return ll_err_set(c->err, LL_EINVAL, "%s.%s must be an array of schemas", path, pkw);
+    const int n = cJSON_GetArraySize(prefix);
+    if (n > GRAMMAR_MAX_REPEAT)
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s.%s: at most %d schemas are supported", path,
+                          pkw, GRAMMAR_MAX_REPEAT);
+    /* how many items there may be (-1: no limit), and the rule of those past the prefix */
+    int cap = max, restr = -1;
+    char sub[512];
+    enum ll_status st;
+    if (cJSON_IsFalse(rest)) {
+        if (min > n)
+            return ll_err_set(c->err, LL_EINVAL, "%s: 'minItems' %d, but '%s' is false after %d "
+                              "items", path, min, rkw, n);
+        cap = max >= 0 && max < n ? max : n;
+    } else if (rest) {
+        snprintf(sub, sizeof sub, "%.400s.%s", path, rkw);
+        if ((st = compile(c, rest, sub, &restr)) != LL_OK)
+            return st;
+    } else {
+        restr = grammar_json_any_value(b);
+        int need = min > n ? min : n;
+        cap = max >= 0 && max < need ? max : need;
+    }
+    int *item = malloc(sizeof *item * (size_t)(n + 1));
+    if (!item)
+        return ll_err_set(c->err, LL_ENOMEM, "out of memory");
+    const cJSON *x;
+    int i = 0;
+    cJSON_ArrayForEach(x, prefix) {
+        snprintf(sub, sizeof sub, "%.400s.%s[%d]", path, pkw, i);
+        if ((st = compile(c, x, sub, &item[i++])) != LL_OK) {
+            free(item);
+            return st;
+        }
+    }
+    item[n] = restr; /* every item past the prefix */
+    /* T_k: what follows k items: the end (k >= min) and, while k < cap, ',' ws item_k ws T_k+1.
+     * Past the prefix and minItems with no cap, T_k repeats itself. */
+    int ws = grammar_json_ws(b);
+    int last = cap >= 0 ? cap : min > n ? min : n > 1 ? n : 1;
+    int next = -1; /* T_{k+1} */
+    struct gseq q = {0};
+    for (int k = last; k >= 1; k--) {
+        int t = gb_rule(b);
+        if (k >= min)
+            gb_alt(b, t, &q); /* "" (q is empty here) */
+        if (k < last || cap < 0) {
+            gseq_byte(b, &q, ',');
+            gseq_rule(&q, ws);
+            gseq_rule(&q, item[k < n ? k : n]);
+            gseq_rule(&q, ws);
+            gseq_rule(&q, k < last ? next : t);
+            gb_alt(b, t, &q);
+            gseq_clear(&q);
+        }
+        next = t;
+    }
+    *rule = gb_rule(b);
+    gseq_byte(b, &q, '[');
+    gseq_rule(&q, ws);
+    if (last >= 1) {
+        struct gseq body = {0};
+        int br = gb_rule(b);
+        gseq_rule(&body, item[0 < n ? 0 : n]);
+        gseq_rule(&body, ws);
+        gseq_rule(&body, next);
+        gb_alt(b, br, &body);
+        gseq_free(&body);
+        gseq_rule(&q, min == 0 ? gb_optional(b, br) : br);
+    }
+    gseq_byte(b, &q, ']');
+    gb_alt(b, *rule, &q);
+    gseq_free(&q);
+    free(item);
+    return LL_OK;
+}
+
 /* The rule for schema s restricted to the one type name t. */
 static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const char *path,
                             int *rule)
@@ -597,9 +689,11 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
             return st;
         if (max >= 0 && max < min)
             return bad(c, path, "'maxItems' is less than 'minItems'");
-        if (items && cJSON_IsArray(items))
-            return ll_err_set(c->err, LL_EUNSUPPORTED, "%s.items: tuple form (an array of "
-                              "schemas) is not supported", path);
+        const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+        if (prefix || cJSON_IsArray(items))
+            return tuple_rule(c, s, path, min, max, rule);
+        if (cJSON_GetObjectItemCaseSensitive(s, "additionalItems"))
+            return bad(c, path, "'additionalItems' needs 'items' in tuple form (an array)");
         char sub[512];
         snprintf(sub, sizeof sub, "%s.items", path);
         if (items) {
