@@ -344,8 +344,20 @@ static int next_cp(struct rx *r)
         return 0;
     }
     int cp = n == 1 ? p[0] : p[0] & (0x3F >> (n - 1));
-    for (int i = 1; i < n; i++)
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            n = 0;
         cp = cp << 6 | (p[i] & 0x3F);
+    }
+    if (n == 0 || cp > CP_MAX || (cp >= 0xD800 && cp <= 0xDFFF) ||
+        cp < (n == 1   ? 0
+              : n == 2 ? 0x80
+              : n == 3 ? 0x800
+                       : 0x10000)) {
+        rx_fail(r, LL_EINVAL, "not valid UTF-8");
+        r->p = r->end;
+        return 0;
+    }
     r->p += n;
     return cp;
 }
@@ -557,8 +569,8 @@ static bool parse_count(struct rx *r, int *n, int *m)
     long a = 0, b;
     if (p >= r->end || *p < '0' || *p > '9')
         return false;
-    while (p < r->end && *p >= '0' && *p <= '9' && a <= RX_MAX_COUNT)
-        a = a * 10 + (*p++ - '0');
+    for (; p < r->end && *p >= '0' && *p <= '9'; p++)
+        a = a > RX_MAX_COUNT ? a : a * 10 + (*p - '0'); /* saturates past the limit */
     b = a;
     if (p < r->end && *p == ',') {
         p++;
@@ -568,8 +580,8 @@ static bool parse_count(struct rx *r, int *n, int *m)
             if (p >= r->end || *p < '0' || *p > '9')
                 return false;
             b = 0;
-            while (p < r->end && *p >= '0' && *p <= '9' && b <= RX_MAX_COUNT)
-                b = b * 10 + (*p++ - '0');
+            for (; p < r->end && *p >= '0' && *p <= '9'; p++)
+                b = b > RX_MAX_COUNT ? b : b * 10 + (*p - '0');
         }
     }
     if (p >= r->end || *p != '}')
@@ -1052,16 +1064,54 @@ static enum ll_status dfa_rules(struct gbuild *b, const struct dfa *d, const cha
         free(rid);
         return ll_err_set(err, LL_ENOMEM, "out of memory");
     }
-    for (int q = 0; q < d->n; q++)
-        live[q] = d->acc[q];
-    for (bool more = true; more;) { /* live: some accepting state is reachable */
-        more = false;
-        for (int q = 0; q < d->n; q++)
-            for (int c = 0; c < 256 && !live[q]; c++)
-                if (d->next[q][c] >= 0 && live[d->next[q][c]])
-                    live[q] = more = true;
-    }
     enum ll_status st = LL_OK;
+    /* live: some accepting state is reachable; found backwards from the accepting states over
+     * the predecessor lists (each state's distinct successors, counted first) */
+    int *start = calloc((size_t)d->n + 1, sizeof *start), *pred = NULL, *queue = NULL;
+    int n_pred = 0;
+    for (int q = 0; start && q < d->n; q++)
+        for (int c = 0; c < 256; c++) {
+            const int to = d->next[q][c];
+            if (to >= 0 && (c == 0 || d->next[q][c - 1] != to)) {
+                start[to + 1]++;
+                n_pred++;
+            }
+        }
+    if (start) {
+        pred = malloc(sizeof *pred * (size_t)(n_pred + 1));
+        queue = malloc(sizeof *queue * (size_t)d->n);
+    }
+    if (!start || !pred || !queue) {
+        free(start);
+        free(pred);
+        free(queue);
+        free(live);
+        free(rid);
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    }
+    for (int q = 0; q < d->n; q++)
+        start[q + 1] += start[q];
+    for (int q = 0; q < d->n; q++) /* fill, using rid as the fill cursor of each list */
+        rid[q] = start[q];
+    for (int q = 0; q < d->n; q++)
+        for (int c = 0; c < 256; c++) {
+            const int to = d->next[q][c];
+            if (to >= 0 && (c == 0 || d->next[q][c - 1] != to))
+                pred[rid[to]++] = q;
+        }
+    int head = 0, tail = 0;
+    for (int q = 0; q < d->n; q++)
+        if (d->acc[q])
+            live[q] = true, queue[tail++] = q;
+    while (head < tail) {
+        const int q = queue[head++];
+        for (int i = start[q]; i < start[q + 1]; i++)
+            if (!live[pred[i]])
+                live[pred[i]] = true, queue[tail++] = pred[i];
+    }
+    free(start);
+    free(pred);
+    free(queue);
     if (!live[0]) {
         st = ll_err_set(err, LL_EINVAL, "%s: no string meets %s", path, what);
         goto out;
