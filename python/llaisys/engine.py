@@ -37,6 +37,9 @@ class SamplingParams:
     logit_bias: Optional[Dict[int, float]] = None
     logprobs: Optional[int] = None          # alternatives per token (0: the chosen one only)
     skip_special_tokens: Optional[bool] = None
+    # constrained output, as OpenAI's: {"type": "json_object"} or {"type": "json_schema",
+    # "json_schema": {"name": ..., "schema": {...}}} (README, "Structured output")
+    response_format: Optional[dict] = None
 
     def body(self, chat):
         """The request-body fields (chat: the chat-completions spelling of logprobs)."""

@@ -1,8 +1,10 @@
 """LLM on the tiny-qwen2 fixture: generate equals `llaisys-cli generate` token for token
 (greedy, seeded sampling, chat); stream concatenation equals generate; submit/step/collect;
-cancel; seeded sampling is reproducible; logprobs, stops; bad arguments raise with the
-library's message."""
+cancel; seeded sampling is reproducible; logprobs, stops; constrained output
+(response_format) holds its schema; bad arguments raise with the library's message."""
 
+import json
+import re
 import subprocess
 
 import pytest
@@ -148,6 +150,32 @@ def test_logprobs_and_stops(tiny_llm):
     ids = tiny_llm.generate("Once upon a time", SamplingParams(
         temperature=0, max_tokens=6, stop_token_ids=[out.token_ids[2]]))[0]
     assert ids.token_ids == out.token_ids[:2] and ids.stop_reason == out.token_ids[2]
+
+
+def test_response_format_schema(tiny_llm):
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 3, "exclusiveMaximum": 10},
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
+        "day": {"type": "string", "format": "date"},
+        "ok": {"type": "boolean"}}, "required": ["n", "code", "day", "ok"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}
+    for seed in range(3):
+        params = SamplingParams(temperature=1, seed=seed, max_tokens=120, response_format=fmt)
+        out = tiny_llm.generate("Answer:", params)[0]
+        assert out.finish_reason == "stop", out.text
+        v = json.loads(out.text)
+        assert isinstance(v["n"], int) and 3 <= v["n"] < 10
+        assert re.fullmatch(r"[A-Z]{2}-[0-9]{3}", v["code"])
+        assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", v["day"])
+        assert isinstance(v["ok"], bool)
+    chat = tiny_llm.chat([{"role": "user", "content": "JSON please"}],
+                         SamplingParams(max_tokens=200, seed=1,
+                                        response_format={"type": "json_object"}))
+    assert isinstance(json.loads(chat.text), dict)
+    bad = {"type": "json_schema", "json_schema": {"name": "t", "schema": {
+        "type": "string", "pattern": "(?=x)"}}}
+    with pytest.raises(LlaisysError, match="lookarounds"):
+        tiny_llm.generate("Answer:", SamplingParams(response_format=bad))
 
 
 @pytest.mark.parametrize("params,words", [
