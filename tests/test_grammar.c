@@ -90,6 +90,25 @@ static bool prefix(const struct grammar *g, const char *s)
     return p;
 }
 
+/* Schema (JSON text) compiles, accepts every text of yes and none of no (NULL-terminated);
+ * quote: the texts are string values, to be put in quotes. */
+static void check_texts(const char *schema, const char *const *yes, const char *const *no,
+                        bool quote)
+{
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar(schema, &err);
+    if (!g)
+        fail_msg("%s: %s", schema, err.msg);
+    for (int k = 0; k < 2; k++)
+        for (const char *const *t = k ? no : yes; *t; t++) {
+            char q[128];
+            snprintf(q, sizeof q, quote ? "\"%s\"" : "%s", *t);
+            if (acc(g, q) != !k)
+                fail_msg("%s: %s %s", schema, q, k ? "accepted" : "refused");
+        }
+    grammar_unref(g);
+}
+
 /* ---- builder ---- */
 
 static void test_builder_rules(void **state)
@@ -309,18 +328,8 @@ static void test_schema_keywords(void **state)
          {"[]", "[1,2,3]", NULL},
          {"[\"a\"]", NULL}},
     };
-    for (size_t t = 0; t < sizeof tuples / sizeof tuples[0]; t++) {
-        g = schema_grammar(tuples[t].schema, &err);
-        if (!g)
-            fail_msg("%s: %s", tuples[t].schema, err.msg);
-        for (int i = 0; tuples[t].yes[i]; i++)
-            if (!acc(g, tuples[t].yes[i]))
-                fail_msg("%s: %s refused", tuples[t].schema, tuples[t].yes[i]);
-        for (int i = 0; tuples[t].no[i]; i++)
-            if (acc(g, tuples[t].no[i]))
-                fail_msg("%s: %s accepted", tuples[t].schema, tuples[t].no[i]);
-        grammar_unref(g);
-    }
+    for (size_t t = 0; t < sizeof tuples / sizeof tuples[0]; t++)
+        check_texts(tuples[t].schema, tuples[t].yes, tuples[t].no, false);
 
     /* {} and true: any JSON value */
     g = schema_grammar("{}", &err);
@@ -453,25 +462,11 @@ static void test_schema_formats(void **state)
          {"a@b", "@b.io", "a..b@c.io", ".a@b.io", "a@-b.io", "a@b.i", "a b@c.io", NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        char schema[128], t[96];
+        char schema[128];
         snprintf(schema, sizeof schema, "{\"type\":[\"string\",\"null\"],\"format\":\"%s\"}",
                  cases[c].format);
-        struct ll_err err = {0};
-        struct grammar *g = schema_grammar(schema, &err);
-        if (!g)
-            fail_msg("%s: %s", schema, err.msg);
-        assert_true(acc(g, "null"));
-        for (int i = 0; cases[c].yes[i]; i++) {
-            snprintf(t, sizeof t, "\"%s\"", cases[c].yes[i]);
-            if (!acc(g, t))
-                fail_msg("%s: %s refused", cases[c].format, t);
-        }
-        for (int i = 0; cases[c].no[i]; i++) {
-            snprintf(t, sizeof t, "\"%s\"", cases[c].no[i]);
-            if (acc(g, t))
-                fail_msg("%s: %s accepted", cases[c].format, t);
-        }
-        grammar_unref(g);
+        check_texts(schema, cases[c].yes, cases[c].no, true);
+        check_texts(schema, (const char *[]){"null", NULL}, (const char *[]){"\"\"", NULL}, false);
     }
 }
 
@@ -590,19 +585,8 @@ static void test_schema_pattern(void **state)
          {"\"2024-06-30\"", NULL},
          {"\"2023-06-30\"", "\"2024-06-31\"", NULL}},
     };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        struct ll_err err = {0};
-        struct grammar *g = schema_grammar(cases[c].schema, &err);
-        if (!g)
-            fail_msg("%s: %s", cases[c].schema, err.msg);
-        for (int i = 0; cases[c].yes[i]; i++)
-            if (!acc(g, cases[c].yes[i]))
-                fail_msg("%s: %s refused", cases[c].schema, cases[c].yes[i]);
-        for (int i = 0; cases[c].no[i]; i++)
-            if (acc(g, cases[c].no[i]))
-                fail_msg("%s: %s accepted", cases[c].schema, cases[c].no[i]);
-        grammar_unref(g);
-    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        check_texts(cases[c].schema, cases[c].yes, cases[c].no, false);
 }
 
 static void test_schema_refused(void **state)
