@@ -116,7 +116,8 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * draft 7's items array with additionalItems), minItems, maxItems,
  * minLength, maxLength (at most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum,
  * exclusiveMaximum (numbers and integers, written without an exponent when bounded), pattern
- * and format (date, time, date-time, uuid, ipv4, email) on strings (grammar_regex.c), enum,
+ * and format (date, time, date-time, duration, uuid, ipv4, email, hostname, uri) on strings
+ * (grammar_regex.c), enum,
  * const, anyOf, allOf of one schema, oneOf of schemas that exclude each other (types, consts,
  * or a required property with a different const in each object), $ref to "#" or "#/..."
  * ($defs, definitions; recursion allowed), $defs / definitions; annotations (title,

@@ -1010,6 +1010,11 @@ static enum ll_status dfa_product(const struct dfa *a, const struct dfa *b, stru
     "[0-5][0-9])"
 #define RX_OCTET "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 #define RX_LABEL "[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?"
+#define RX_HOST RX_LABEL "(?:\\." RX_LABEL "){0,3}"
+#define RX_SECS "[0-9]{1,4}(?:\\.[0-9]{1,6})?S"
+#define RX_DUR_T                                                                                   \
+    "T(?:[0-9]{1,4}H(?:[0-9]{1,4}M)?(?:" RX_SECS ")?|[0-9]{1,4}M(?:" RX_SECS ")?|" RX_SECS ")"
+#define RX_URI_CHARS "[A-Za-z0-9._~!$&'()*+,;=:@-]"
 
 static const struct {
     const char *name, *pattern;
@@ -1023,6 +1028,14 @@ static const struct {
      * characters before the @; a host of up to 4 labels and a top-level name of letters */
     {"email", "[a-z0-9_+-]{1,20}(?:\\.[a-z0-9_+-]{1,20}){0,2}@" RX_LABEL "(?:\\." RX_LABEL
               "){0,2}\\.[a-z]{2,12}"},
+    /* RFC 1123 host names: up to 4 labels of up to 22 characters */
+    {"hostname", RX_HOST},
+    /* http(s) URLs: a host name or an IPv4 address, a port below 10000, a path, a query and a
+     * fragment of unreserved and sub-delimiter characters (no percent-escapes) */
+    {"uri", "https?://(?:" RX_HOST "|" RX_OCTET "(?:\\." RX_OCTET "){3})(?::[1-9][0-9]{0,3})?(?:/"
+            RX_URI_CHARS "*)*(?:\\?(?:" RX_URI_CHARS "|[/?])*)?(?:#(?:" RX_URI_CHARS "|[/?])*)?"},
+    /* ISO 8601 durations (RFC 3339 appendix A): days, hours, minutes, seconds; or weeks */
+    {"duration", "P(?:[0-9]{1,4}D(?:" RX_DUR_T ")?|" RX_DUR_T "|[0-9]{1,4}W)"},
 };
 
 /* ---- rules ---- */
@@ -1190,7 +1203,7 @@ enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, con
         if (!fpat)
             return ll_err_set(err, LL_EUNSUPPORTED,
                               "%s: format '%.60s' is not supported "
-                              "(supported: date, time, date-time, uuid, ipv4, email)",
+                              "(supported: date, time, date-time, duration, uuid, ipv4, email, hostname, uri)",
                               path, format);
     }
     bool have = false;

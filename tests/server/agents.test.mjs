@@ -346,7 +346,7 @@ test('no silent ignores: unknown fields, bad formats, tool_choice, methods', asy
   await bad({ guided_grammar: 'root ::= "a"' }, 'guided_grammar', 'unsupported_parameter');
   await bad({ response_format: { type: 'yaml' } }, 'response_format.type');
   await bad({ response_format: { type: 'json_schema', json_schema: { name: 'x',
-    schema: { type: 'string', format: 'hostname' } } } }, 'response_format.json_schema.schema',
+    schema: { type: 'string', format: 'ipv6' } } } }, 'response_format.json_schema.schema',
   'unsupported_schema');
   await bad({ tools: [{ type: 'function', function: { name: 'f' } }],
     tool_choice: { type: 'function', function: { name: 'g' } } }, 'tool_choice.function.name');
