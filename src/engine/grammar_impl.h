@@ -64,9 +64,9 @@ const char *grammar_num_bound_kw(const struct cJSON *s);
 /* ---- regular strings (grammar_regex.c) ---- */
 
 /* The JSON string (quotes included) whose value matches pattern (ECMA-262 subset; NULL: any)
- * and format (date, time, date-time, duration, uuid, ipv4, email, hostname, uri; NULL: none), of min..max code points
- * (max < 0: unbounded). LL_EUNSUPPORTED names what is not supported, LL_EINVAL a malformed
- * pattern or constraints no string meets; messages name path. */
+ * and format (date, time, date-time, duration, uuid, ipv4, email, hostname, uri; NULL: none),
+ * of min..max code points (max < 0: unbounded). LL_EUNSUPPORTED names what is not supported,
+ * LL_EINVAL a malformed pattern or constraints no string meets; messages name path. */
 enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, const char *format,
                                       int min, int max, const char *path, int *rule,
                                       struct ll_err *err);
