@@ -643,6 +643,8 @@ static void test_schema_refused(void **state)
         {"{\"type\":\"string\",\"pattern\":\"\\\\p{L}\"}", LL_EUNSUPPORTED, "\\p"},
         {"{\"type\":\"string\",\"pattern\":\"[\\\\s\\\\S]{1000}[\\\\s\\\\S]{1000}\"}",
          LL_EUNSUPPORTED, "too"},
+        {"{\"type\":\"string\",\"pattern\":\"^(?:(?:a|b)?){1000}(?:(?:c|d)?){1000}$\"}",
+         LL_EUNSUPPORTED, "takes too long to build"},
         {"{\"type\":\"string\",\"pattern\":3}", LL_EINVAL, "'pattern' must be a string"},
         {"{\"type\":\"integer\",\"pattern\":\"a\"}", LL_EUNSUPPORTED,
          "'pattern' is supported with 'type' string"},

@@ -26,9 +26,10 @@
 
 #include "grammar_impl.h"
 
-#define RX_MAX_NFA 60000  /* NFA states a pattern may build (counted repetition copies) */
-#define RX_MAX_DFA 6000   /* DFA states */
-#define RX_MAX_COUNT 1000 /* largest n or m in {n,m} */
+#define RX_MAX_NFA 60000      /* NFA states a pattern may build (counted repetition copies) */
+#define RX_MAX_DFA 6000       /* DFA states */
+#define RX_MAX_WORK 15000000L /* NFA states and edges visited building the DFA (~0.15 s) */
+#define RX_MAX_COUNT 1000     /* largest n or m in {n,m} */
 #define CP_MAX 0x10FFFF
 
 /* ---- code point sets ---- */
@@ -813,8 +814,11 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The epsilon closure of set[0..*n) in place (sorted); mark/gen: a visited mark per state. */
-static void closure(const struct rx *r, int *set, int *n, int *stack, unsigned *mark, unsigned gen)
+/* The epsilon closure of set[0..*n) in place (sorted), keeping only the states that matter to
+ * the DFA (keep: those with a byte edge, and the accepting one); mark/gen: a visited mark per
+ * state; *work counts the states and edges visited. */
+static void closure(const struct rx *r, int *set, int *n, int *stack, unsigned *mark, unsigned gen,
+                    const bool *keep, long *work)
 {
     int top = 0;
     for (int i = 0; i < *n; i++)
@@ -825,8 +829,9 @@ static void closure(const struct rx *r, int *set, int *n, int *stack, unsigned *
     *n = 0;
     while (top) {
         int s = stack[--top];
-        set[(*n)++] = s;
-        for (int e = r->head[s]; e >= 0; e = r->e[e].next)
+        if (keep[s])
+            set[(*n)++] = s;
+        for (int e = r->head[s]; e >= 0; e = r->e[e].next, ++*work)
             if (r->e[e].lo < 0 && mark[r->e[e].to] != gen) {
                 mark[r->e[e].to] = gen;
                 stack[top++] = r->e[e].to;
@@ -841,16 +846,22 @@ static enum ll_status nfa_to_dfa(struct rx *r, int start, int accept, struct dfa
     const int ns = r->n_states;
     int *set = malloc(sizeof *set * (size_t)ns), *stack = malloc(sizeof *stack * (size_t)ns);
     unsigned *mark = calloc((size_t)ns, sizeof *mark);
+    bool *keep = calloc((size_t)ns, sizeof *keep);
     struct intern in = {0};
     enum ll_status st = LL_OK;
     unsigned gen = 0;
-    if (!set || !stack || !mark) {
+    long work = 0;
+    if (!set || !stack || !mark || !keep) {
         st = rx_fail(r, LL_ENOMEM, "out of memory");
         goto out;
     }
+    for (int q = 0; q < ns; q++)
+        for (int e = r->head[q]; e >= 0 && !keep[q]; e = r->e[e].next)
+            keep[q] = r->e[e].lo >= 0;
+    keep[accept] = true;
     int n = 1;
     set[0] = start;
-    closure(r, set, &n, stack, mark, ++gen);
+    closure(r, set, &n, stack, mark, ++gen, keep, &work);
     bool added;
     if (intern_get(&in, set, n, &added) < 0 || dfa_add(d) < 0) {
         st = rx_fail(r, LL_ENOMEM, "out of memory");
@@ -875,14 +886,19 @@ static enum ll_status nfa_to_dfa(struct rx *r, int start, int accept, struct dfa
             n = 0;
             ++gen;
             for (int i = 0; i < cn; i++)
-                for (int e = r->head[cur[i]]; e >= 0; e = r->e[e].next)
+                for (int e = r->head[cur[i]]; e >= 0; e = r->e[e].next, work++)
                     if (r->e[e].lo >= 0 && r->e[e].lo <= lo && lo <= r->e[e].hi &&
                         mark[r->e[e].to] != gen) {
                         mark[r->e[e].to] = gen;
                         set[n++] = r->e[e].to;
                     }
-            if (n) {
-                closure(r, set, &n, stack, mark, ++gen);
+            if (n)
+                closure(r, set, &n, stack, mark, ++gen, keep, &work);
+            if (work > RX_MAX_WORK) {
+                st = rx_fail(r, LL_EUNSUPPORTED,
+                             "too complex (its automaton takes too long to "
+                             "build)");
+            } else if (n) {
                 int id = intern_get(&in, set, n, &added);
                 if (id < 0 || (added && dfa_add(d) < 0))
                     st = rx_fail(r, LL_ENOMEM, "out of memory");
@@ -901,6 +917,7 @@ out:
     free(set);
     free(stack);
     free(mark);
+    free(keep);
     intern_free(&in);
     return st;
 }
@@ -1032,8 +1049,9 @@ static const struct {
     {"hostname", RX_HOST},
     /* http(s) URLs: a host name or an IPv4 address, a port below 10000, a path, a query and a
      * fragment of unreserved and sub-delimiter characters (no percent-escapes) */
-    {"uri", "https?://(?:" RX_HOST "|" RX_OCTET "(?:\\." RX_OCTET "){3})(?::[1-9][0-9]{0,3})?(?:/"
-            RX_URI_CHARS "*)*(?:\\?(?:" RX_URI_CHARS "|[/?])*)?(?:#(?:" RX_URI_CHARS "|[/?])*)?"},
+    {"uri", "https?://(?:" RX_HOST "|" RX_OCTET "(?:\\." RX_OCTET
+            "){3})(?::[1-9][0-9]{0,3})?(?:/" RX_URI_CHARS "*)*(?:\\?(?:" RX_URI_CHARS
+            "|[/?])*)?(?:#(?:" RX_URI_CHARS "|[/?])*)?"},
     /* ISO 8601 durations (RFC 3339 appendix A): days, hours, minutes, seconds; or weeks */
     {"duration", "P(?:[0-9]{1,4}D(?:" RX_DUR_T ")?|" RX_DUR_T "|[0-9]{1,4}W)"},
 };
@@ -1201,10 +1219,11 @@ enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, con
             if (!strcmp(format, formats[i].name))
                 fpat = formats[i].pattern;
         if (!fpat)
-            return ll_err_set(err, LL_EUNSUPPORTED,
-                              "%s: format '%.60s' is not supported "
-                              "(supported: date, time, date-time, duration, uuid, ipv4, email, hostname, uri)",
-                              path, format);
+            return ll_err_set(
+                err, LL_EUNSUPPORTED,
+                "%s: format '%.60s' is not supported "
+                "(supported: date, time, date-time, duration, uuid, ipv4, email, hostname, uri)",
+                path, format);
     }
     bool have = false;
     const char *const pats[2] = {pattern, fpat};
