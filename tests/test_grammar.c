@@ -303,6 +303,16 @@ static void test_schema_keywords(void **state)
     assert_false(acc(g, "{\"pet\":{\"pet_type\":\"cat\",\"meows\":3},\"n\":false}"));
     grammar_unref(g);
 
+    /* enum and const beside a type: only the values of that type */
+    check_texts("{\"type\":\"string\",\"enum\":[\"a\",1,\"b\"]}",
+                (const char *[]){"\"a\"", "\"b\"", NULL}, (const char *[]){"1", NULL}, false);
+    check_texts("{\"type\":\"integer\",\"enum\":[1,1.5,\"x\"]}", (const char *[]){"1", NULL},
+                (const char *[]){"1.5", "\"x\"", NULL}, false);
+    check_texts("{\"type\":[\"string\",\"null\"],\"enum\":[\"a\",null,3]}",
+                (const char *[]){"\"a\"", "null", NULL}, (const char *[]){"3", NULL}, false);
+    check_texts("{\"enum\":[\"a\",\"b\"],\"const\":\"b\",\"title\":\"t\"}",
+                (const char *[]){"\"b\"", NULL}, (const char *[]){"\"a\"", NULL}, false);
+
     /* tuples: prefixItems (2020-12) and items as an array (draft 7) */
     static const struct {
         const char *schema;
@@ -670,6 +680,10 @@ static void test_schema_refused(void **state)
         {"{\"$ref\":\"#/$defs/missing\"}", LL_EINVAL, "does not resolve"},
         {"{\"$ref\":\"http://x/y\"}", LL_EINVAL, "local references"},
         {"{\"enum\":[]}", LL_EINVAL, "non-empty"},
+        {"{\"type\":\"string\",\"const\":5}", LL_EINVAL, "no value of 'const' is of its 'type'"},
+        {"{\"enum\":[\"a\",\"b\"],\"const\":\"c\"}", LL_EINVAL, "in 'enum' and of its"},
+        {"{\"enum\":[\"a\"],\"minLength\":3}", LL_EUNSUPPORTED, "'minLength' beside 'enum'"},
+        {"{\"const\":{},\"properties\":{}}", LL_EUNSUPPORTED, "'properties' beside 'const'"},
         {"{\"type\":\"string\",\"maxLength\":100000}", LL_EUNSUPPORTED, "maxLength"},
         /* found by fuzz_grammar_json: a count past int's range was cast to int (UB) */
         {"{\"type\":\"array\",\"maxItems\":3.6e54}", LL_EUNSUPPORTED, "maxItems"},

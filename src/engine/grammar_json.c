@@ -649,6 +649,71 @@ static enum ll_status tuple_rule(struct jctx *c, const cJSON *s, const char *pat
     return LL_OK;
 }
 
+/* Whether value v is of the type (a name or a list) type. */
+static bool of_type(const cJSON *v, const cJSON *type)
+{
+    const char *t = cJSON_IsString(v) ? "string" : cJSON_IsBool(v) ? "boolean" : cJSON_IsNull(v)
+                  ? "null" : cJSON_IsArray(v) ? "array" : cJSON_IsObject(v) ? "object" : "number";
+    if (!strcmp(t, "number") && v->valuedouble == floor(v->valuedouble) &&
+        type_names(type, "integer", NULL))
+        return true;
+    return type_names(type, t, NULL);
+}
+
+/* enum and const: the values listed, each as its compact JSON text; beside them only a type
+ * (which drops the values not of it) and annotations. */
+static enum ll_status values_rule(struct jctx *c, const cJSON *s, const char *path, int *rule)
+{
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type"), *k, *v;
+    cJSON_ArrayForEach(k, s)
+        if (strcmp(k->string, "enum") && strcmp(k->string, "const") && strcmp(k->string, "type") &&
+            !in_list(k->string, annotations, sizeof annotations / sizeof *annotations))
+            return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' beside '%s' is not supported "
+                              "(the listed values are generated as they are)", path, k->string,
+                              en ? "enum" : "const");
+    if (en && (!cJSON_IsArray(en) || cJSON_GetArraySize(en) == 0))
+        return bad(c, path, "'enum' must be a non-empty array");
+    if (type && !cJSON_IsString(type) && !cJSON_IsArray(type))
+        return bad(c, path, "'type' must be a type name or an array of them");
+    int r = gb_rule(c->b), n = 0;
+    struct gseq q = {0};
+    enum ll_status st = LL_OK;
+    const cJSON *one = cst, *list = cst ? NULL : en;
+    cJSON_ArrayForEach(v, list) {
+        if (type && !of_type(v, type))
+            continue;
+        int lit = -1;
+        if ((st = value_literal(c, v, &lit)) != LL_OK)
+            break;
+        gseq_clear(&q);
+        gseq_rule(&q, lit);
+        gb_alt(c->b, r, &q);
+        n++;
+    }
+    if (one && st == LL_OK) {
+        bool listed = !en;
+        cJSON_ArrayForEach(v, en)
+            listed |= cJSON_Compare(v, one, true);
+        if (listed && (!type || of_type(one, type))) {
+            int lit = -1;
+            if ((st = value_literal(c, one, &lit)) == LL_OK) {
+                gseq_rule(&q, lit);
+                gb_alt(c->b, r, &q);
+                n++;
+            }
+        }
+    }
+    gseq_free(&q);
+    if (st == LL_OK && n == 0)
+        st = ll_err_set(c->err, LL_EINVAL, "%s: no value of '%s' is %s", path,
+                        en ? "enum" : "const", cst && en ? "in 'enum' and of its 'type'"
+                                                         : "of its 'type'");
+    *rule = r;
+    return st;
+}
+
 /* The rule for schema s restricted to the one type name t. */
 static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const char *path,
                             int *rule)
@@ -837,27 +902,8 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
             st = bad(c, path, "'$ref' must be a string");
         else
             st = ref_rule(c, s, ref->valuestring, path, rule);
-    } else if (cst) {
-        st = value_literal(c, cst, rule);
-    } else if (en) {
-        int n = cJSON_GetArraySize(en);
-        if (!cJSON_IsArray(en) || n == 0) {
-            st = bad(c, path, "'enum' must be a non-empty array");
-        } else {
-            int r = gb_rule(b);
-            const cJSON *v;
-            struct gseq q = {0};
-            cJSON_ArrayForEach(v, en) {
-                int lit = -1;
-                if ((st = value_literal(c, v, &lit)) != LL_OK)
-                    break;
-                gseq_clear(&q);
-                gseq_rule(&q, lit);
-                gb_alt(b, r, &q);
-            }
-            gseq_free(&q);
-            *rule = r;
-        }
+    } else if (cst || en) {
+        st = values_rule(c, s, path, rule);
     } else if (any || all || one) {
         const char *kw = any ? "anyOf" : all ? "allOf" : "oneOf";
         const cJSON *list = any ? any : all ? all : one;
