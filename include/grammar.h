@@ -129,6 +129,11 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
 #define GRAMMAR_MAX_REPEAT 256
 enum ll_status grammar_json_schema(struct gbuild *b, const struct cJSON *schema,
                                    const char *where, int *rule, struct ll_err *err);
+/* Text that a regular expression (the ECMA-262 subset of JSON Schema's pattern, README)
+ * matches whole, as it is (vLLM's guided_regex); `path` names it in messages. LL_EUNSUPPORTED
+ * names what is not supported, LL_EINVAL a malformed pattern or one that matches nothing. */
+enum ll_status grammar_regex_text(struct gbuild *b, const char *pattern, const char *path,
+                                  int *rule, struct ll_err *err);
 /* Any JSON object (json_object mode); any JSON value. */
 int grammar_json_any_object(struct gbuild *b);
 int grammar_json_any_value(struct gbuild *b);

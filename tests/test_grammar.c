@@ -606,6 +606,25 @@ static void test_schema_pattern(void **state)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         check_texts(cases[c].schema, cases[c].yes, cases[c].no, false);
+
+    /* the raw text of a pattern (guided_regex): matched whole, nothing escaped or quoted */
+    struct gbuild *b = gbuild_new();
+    struct ll_err err = {0};
+    int root;
+    struct grammar *g = NULL;
+    assert_int_equal(grammar_regex_text(b, "(yes|no)( maybe)?\\.[\"\\n]", "guided_regex", &root,
+                                        &err), LL_OK);
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    assert_true(acc(g, "yes.\"") && acc(g, "no maybe.\n"));
+    assert_false(acc(g, "\"yes.\\\"\"") || acc(g, "yes.\\n") || acc(g, "maybe yes.\"") ||
+                 acc(g, "yes.\" "));
+    grammar_unref(g);
+    b = gbuild_new();
+    assert_int_equal(grammar_regex_text(b, "a(?!b)", "guided_regex", &root, &err),
+                     LL_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "guided_regex: pattern"));
+    gbuild_free(b);
 }
 
 static void test_schema_refused(void **state)

@@ -1083,9 +1083,9 @@ static const char *json_escape(int c, char buf[8])
     return buf;
 }
 
-/* Rules for the live states of d: a JSON string whose value d accepts. LL_EINVAL when it accepts
- * nothing. */
-static enum ll_status dfa_rules(struct gbuild *b, const struct dfa *d, const char *path,
+/* Rules for the live states of d: a JSON string whose value d accepts, or (raw) the text d
+ * accepts as it is. LL_EINVAL when it accepts nothing. */
+static enum ll_status dfa_rules(struct gbuild *b, const struct dfa *d, bool raw, const char *path,
                                 const char *what, int *rule, struct ll_err *err)
 {
     bool *live = calloc((size_t)d->n, sizeof *live);
@@ -1155,7 +1155,8 @@ static enum ll_status dfa_rules(struct gbuild *b, const struct dfa *d, const cha
             continue;
         if (d->acc[q]) {
             gseq_clear(&g);
-            gseq_byte(b, &g, '"');
+            if (!raw)
+                gseq_byte(b, &g, '"');
             gb_alt(b, rid[q], &g);
         }
         bool done[256] = {false};
@@ -1171,7 +1172,7 @@ static enum ll_status dfa_rules(struct gbuild *b, const struct dfa *d, const cha
                 if (done[c2] || d->next[q][c2] != to)
                     continue;
                 done[c2] = true;
-                if ((esc = json_escape(c2, buf))) {
+                if (!raw && (esc = json_escape(c2, buf))) {
                     gseq_clear(&g);
                     gseq_lit(b, &g, esc, strlen(esc));
                     gseq_rule(&g, rid[to]);
@@ -1190,7 +1191,8 @@ static enum ll_status dfa_rules(struct gbuild *b, const struct dfa *d, const cha
         }
     }
     gseq_clear(&g);
-    gseq_byte(b, &g, '"');
+    if (!raw)
+        gseq_byte(b, &g, '"');
     gseq_rule(&g, rid[0]);
     *rule = gb_rule(b);
     gb_alt(b, *rule, &g);
@@ -1254,9 +1256,20 @@ enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, con
     else if (st == LL_EUNSUPPORTED && !err->msg[0])
         ll_err_set(err, LL_EUNSUPPORTED, "%s: %s make too large an automaton", path, what);
     if (st == LL_OK)
-        st = dfa_rules(b, &d, path, what, rule, err);
+        st = dfa_rules(b, &d, false, path, what, rule, err);
     dfa_free(&d);
     dfa_free(&e);
     dfa_free(&t);
+    return st;
+}
+
+enum ll_status grammar_regex_text(struct gbuild *b, const char *pattern, const char *path,
+                                  int *rule, struct ll_err *err)
+{
+    struct dfa d = {0};
+    enum ll_status st = pattern_dfa(pattern, true, path, &d, err);
+    if (st == LL_OK)
+        st = dfa_rules(b, &d, true, path, "the pattern", rule, err);
+    dfa_free(&d);
     return st;
 }

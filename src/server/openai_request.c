@@ -574,13 +574,71 @@ static enum ll_status only_keys(const cJSON *obj, const char *const *allowed, co
     return LL_OK;
 }
 
+/* vLLM's guided_regex (the text matches a regular expression whole) and guided_choice (the text
+ * is one of a list of strings): the grammar into r->grammar. */
+static enum ll_status guided_text(const cJSON *gr, const cJSON *gc, struct oai_request *r,
+                                  struct oai_error *e)
+{
+    const char *param = gr ? "guided_regex" : "guided_choice";
+    if (gr && !cJSON_IsString(gr))
+        return wrong_type(e, param, "a string (a regular expression)", gr);
+    if (gc && (!cJSON_IsArray(gc) || cJSON_GetArraySize(gc) == 0))
+        return wrong_type(e, param, "a non-empty array of strings", gc);
+    struct gbuild *b = gbuild_new();
+    if (!b)
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    struct ll_err err = {0};
+    int root = -1;
+    enum ll_status s = LL_OK;
+    if (gr) {
+        s = grammar_regex_text(b, gr->valuestring, param, &root, &err);
+    } else {
+        root = gb_rule(b);
+        const cJSON *x;
+        int i = 0;
+        cJSON_ArrayForEach(x, gc) {
+            if (!cJSON_IsString(x) || !x->valuestring[0]) {
+                gbuild_free(b);
+                return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                     "'guided_choice[%d]' must be a non-empty string", i);
+            }
+            struct gseq q = {0};
+            gseq_lit(b, &q, x->valuestring, strlen(x->valuestring));
+            gb_alt(b, root, &q);
+            gseq_free(&q);
+            i++;
+        }
+    }
+    if (s == LL_OK)
+        s = gbuild_finish(b, root, &r->grammar, &err);
+    gbuild_free(b);
+    if (s == LL_ENOMEM)
+        return oai_error_set(e, s, NULL, NULL, "out of memory");
+    if (s != LL_OK)
+        return oai_error_set(e, s, param, s == LL_EUNSUPPORTED ? "unsupported_value"
+                                                               : "invalid_value", "%s", err.msg);
+    return LL_OK;
+}
+
 /* response_format {type: text | json_object | json_schema {name, description, schema,
- * strict}}, or vLLM's guided_json (a schema, as an object or as JSON text). */
+ * strict}}, or vLLM's guided_json (a schema, as an object or as JSON text), guided_regex,
+ * guided_choice: at most one of them constrains the output. */
 static enum ll_status parse_response_format(const cJSON *root, struct oai_request *r,
                                             struct oai_error *e)
 {
     const cJSON *rf = ll_json_member(root, "response_format");
     const cJSON *gj = ll_json_member(root, "guided_json");
+    const cJSON *gr = ll_json_member(root, "guided_regex");
+    const cJSON *gc = ll_json_member(root, "guided_choice");
+    const cJSON *rft = cJSON_IsObject(rf) ? ll_json_member(rf, "type") : NULL;
+    const bool rf_constrains = rf && !(cJSON_IsString(rft) && !strcmp(rft->valuestring, "text"));
+    if (rf_constrains + !!gj + !!gr + !!gc > 1)
+        return oai_error_set(e, LL_EINVAL, gc ? "guided_choice" : gr ? "guided_regex"
+                                                                     : "guided_json",
+                             "invalid_value", "give one of response_format, guided_json, "
+                             "guided_regex and guided_choice, not several");
+    if (gr || gc)
+        return guided_text(gr, gc, r, e);
     const cJSON *schema = NULL;
     const char *where = NULL;
     bool json = false;
@@ -847,8 +905,9 @@ static enum ll_status parse_tools(const cJSON *root, struct oai_request *r, stru
                              legacy ? "function_call" : "tool_choice", lname);
     if (r->tools && r->grammar && r->tool_choice != OAI_TOOL_NONE)
         return oai_error_set(e, LL_EUNSUPPORTED, "response_format", "unsupported_parameter",
-                             "response_format together with tools is not supported (unless "
-                             "tool_choice is none)");
+                             "response_format (or guided_json, guided_regex, guided_choice) "
+                             "together with tools is not supported (unless tool_choice is "
+                             "none)");
     return LL_OK;
 }
 
@@ -858,7 +917,8 @@ static const char *const common_fields[] = {
     "model", "stream", "stream_options", "max_tokens", "n", "temperature", "top_p", "top_k",
     "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens", "seed",
     "stop", "stop_token_ids", "logit_bias", "logprobs", "ignore_eos", "skip_special_tokens",
-    "response_format", "guided_json", "session_id", "cache_prompt", "reuse_prefix", NULL};
+    "response_format", "guided_json", "guided_regex", "guided_choice", "session_id",
+    "cache_prompt", "reuse_prefix", NULL};
 static const char *const chat_fields[] = {
     "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
     "chat_template_kwargs", "tools", "tool_choice", "parallel_tool_calls", "functions",
@@ -913,8 +973,8 @@ static enum ll_status check_fields(const cJSON *root, enum oai_kind kind,
         const char *why = "";
         if (!strncmp(n, "guided_", 7) || !strcmp(n, "grammar") || !strcmp(n, "json_schema") ||
             !strcmp(n, "structured_outputs") || !strcmp(n, "regex"))
-            why = " (constrained decoding takes response_format json_object / json_schema, or "
-                  "guided_json)";
+            why = " (constrained decoding takes response_format json_object / json_schema, "
+                  "guided_json, guided_regex or guided_choice)";
         return oai_error_set(e, LL_EUNSUPPORTED, n, "unsupported_parameter",
                              "'%.60s' is not supported by this server%s", n, why);
     }

@@ -71,6 +71,23 @@ test('openai: parse with bounds, dates, uuids, patterns (zod)', async () => {
   }
 });
 
+test("vLLM's guided_choice and guided_regex (chat and completions)", async () => {
+  const choices = ['positive', 'negative', 'neutral'];
+  for (const seed of [1, 2, 3]) {
+    const r = await qwen.client.chat.completions.create({
+      model: 'tiny-qwen2', messages: ask, temperature: 1, seed, max_tokens: 50,
+      guided_choice: choices,
+    });
+    assert.ok(choices.includes(r.choices[0].message.content), r.choices[0].message.content);
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const c = await qwen.client.completions.create({
+      model: 'tiny-qwen2', prompt: 'Code:', temperature: 1, seed, max_tokens: 50,
+      guided_regex: '[A-Z]{3}-\\d{2,4}( "ok")?',
+    });
+    assert.match(c.choices[0].text, /^[A-Z]{3}-\d{2,4}( "ok")?$/);
+  }
+});
+
 test('openai: json_object streamed, n = 2, with logprobs', async () => {
   const stream = await qwen.client.chat.completions.create({
     model: 'tiny-qwen2', messages: ask, temperature: 1, seed: 3, n: 2, max_tokens: 200,
