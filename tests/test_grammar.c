@@ -620,6 +620,14 @@ static void test_schema_pattern(void **state)
     assert_false(acc(g, "\"yes.\\\"\"") || acc(g, "yes.\\n") || acc(g, "maybe yes.\"") ||
                  acc(g, "yes.\" "));
     grammar_unref(g);
+    /* a pattern whose only match is the empty text: a grammar without a byte set (found by
+     * fuzz_openai_request: compiling it passed NULL to memcpy) */
+    b = gbuild_new();
+    assert_int_equal(grammar_regex_text(b, "a[]b|", "guided_regex", &root, &err), LL_OK);
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    assert_true(acc(g, "") && !acc(g, "a"));
+    grammar_unref(g);
     b = gbuild_new();
     assert_int_equal(grammar_regex_text(b, "a(?!b)", "guided_regex", &root, &err),
                      LL_EUNSUPPORTED);

@@ -435,7 +435,8 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
         s = ll_err_set(err, LL_ENOMEM, "grammar: out of memory");
         goto out;
     }
-    memcpy(g->sets, b->sets, sizeof *g->sets * (size_t)b->n_sets);
+    if (b->n_sets) /* a grammar of the empty text alone has no set (and b->sets is NULL) */
+        memcpy(g->sets, b->sets, sizeof *g->sets * (size_t)b->n_sets);
     int ai = 0, ei = 0;
     for (int r = 0; r < b->n_rules; r++) {
         g->rule_alt[r] = ai;
