@@ -530,6 +530,26 @@ static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, st
 
 /* ---- structured output ---- */
 
+/* The end of building a request's grammar: builder b (freed here) after status s, compiled
+ * from root into *g; an error names param, with code unsupported_WHAT / invalid_WHAT. */
+static enum ll_status finish_grammar(struct gbuild *b, enum ll_status s, int root,
+                                     const char *param, const char *what, struct grammar **g,
+                                     struct ll_err *err, struct oai_error *e)
+{
+    if (s == LL_OK)
+        s = gbuild_finish(b, root, g, err);
+    gbuild_free(b);
+    if (s == LL_ENOMEM)
+        return oai_error_set(e, s, NULL, NULL, "out of memory");
+    if (s != LL_OK) {
+        char code[32];
+        snprintf(code, sizeof code, "%s_%s", s == LL_EUNSUPPORTED ? "unsupported" : "invalid",
+                 what);
+        return oai_error_set(e, s, param, code, "%s", err->msg);
+    }
+    return LL_OK;
+}
+
 /* The grammar for a JSON value matching schema (NULL: any JSON object), named `where`. */
 static enum ll_status format_grammar(const cJSON *schema, const char *where, struct grammar **g,
                                      struct oai_error *e)
@@ -544,15 +564,7 @@ static enum ll_status format_grammar(const cJSON *schema, const char *where, str
         s = grammar_json_schema(b, schema, where, &root, &err);
     else
         root = gb_concat(b, (int[]){grammar_json_lead_ws(b), grammar_json_any_object(b)}, 2);
-    if (s == LL_OK)
-        s = gbuild_finish(b, root, g, &err);
-    gbuild_free(b);
-    if (s == LL_ENOMEM)
-        return oai_error_set(e, s, NULL, NULL, "out of memory");
-    if (s != LL_OK)
-        return oai_error_set(e, s, where, s == LL_EUNSUPPORTED ? "unsupported_schema"
-                                                               : "invalid_schema", "%s", err.msg);
-    return LL_OK;
+    return finish_grammar(b, s, root, where, "schema", g, &err, e);
 }
 
 /* Refuse members of obj other than the names in allowed (NULL-terminated); param names obj. */
@@ -609,15 +621,7 @@ static enum ll_status guided_text(const cJSON *gr, const cJSON *gc, struct oai_r
             i++;
         }
     }
-    if (s == LL_OK)
-        s = gbuild_finish(b, root, &r->grammar, &err);
-    gbuild_free(b);
-    if (s == LL_ENOMEM)
-        return oai_error_set(e, s, NULL, NULL, "out of memory");
-    if (s != LL_OK)
-        return oai_error_set(e, s, param, s == LL_EUNSUPPORTED ? "unsupported_value"
-                                                               : "invalid_value", "%s", err.msg);
-    return LL_OK;
+    return finish_grammar(b, s, root, param, "value", &r->grammar, &err, e);
 }
 
 /* response_format {type: text | json_object | json_schema {name, description, schema,
