@@ -515,6 +515,187 @@ static void random_regex(unsigned *seed, char *out, size_t cap, int depth)
     snprintf(out + n, cap - n, "%s", quant[rand_r(seed) % 10]);
 }
 
+/* A random expression with assertions ('^', '$' anywhere, lookaheads), as a tree, its text, and
+ * an independent meaning: the spans [i, j) of a string each node matches, computed bottom-up. */
+enum { RX_SET, RX_SEQ, RX_ALT, RX_REP, RX_BOS, RX_EOS, RX_LOOK, RX_NLOOK };
+
+struct rxnode {
+    int kind, set, min, max; /* set: a bit per letter; max < 0: unbounded */
+    struct rxnode *a, *b;
+};
+
+static struct rxnode *rx_random(unsigned *seed, int depth, struct rxnode *pool, int *used)
+{
+    struct rxnode *n = &pool[(*used)++];
+    *n = (struct rxnode){0};
+    int k = (int)(rand_r(seed) % (depth > 3 ? 3u : 10u));
+    if (k < 2 || *used > 40) {
+        static const int sets[] = {1, 2, 4, 3, 6, 7};
+        n->kind = RX_SET;
+        n->set = sets[rand_r(seed) % 6];
+    } else if (k == 2) {
+        n->kind = rand_r(seed) % 2 ? RX_BOS : RX_EOS;
+    } else if (k < 5) {
+        n->kind = RX_SEQ;
+    } else if (k < 7) {
+        n->kind = RX_ALT;
+    } else if (k < 9) {
+        n->kind = rand_r(seed) % 2 ? RX_LOOK : RX_NLOOK;
+    } else {
+        static const int mm[][2] = {{0, -1}, {1, -1}, {0, 1}, {2, 2}, {1, 3}, {0, 2}};
+        const int *q = mm[rand_r(seed) % 6];
+        n->kind = RX_REP;
+        n->min = q[0];
+        n->max = q[1];
+    }
+    if (n->kind >= RX_SEQ && n->kind <= RX_ALT)
+        n->b = rx_random(seed, depth + 1, pool, used);
+    if (n->kind != RX_SET && n->kind != RX_BOS && n->kind != RX_EOS)
+        n->a = rx_random(seed, depth + 1, pool, used);
+    return n;
+}
+
+static void rx_text(const struct rxnode *n, char *out, size_t cap)
+{
+    size_t len = strlen(out);
+    static const char *sets[] = {"", "a", "b", "[ab]", "c", "[ac]", "[^a]", "."};
+    switch (n->kind) {
+    case RX_SET:
+        snprintf(out + len, cap - len, "%s", sets[n->set]);
+        break;
+    case RX_BOS:
+    case RX_EOS:
+        snprintf(out + len, cap - len, "%s", n->kind == RX_BOS ? "^" : "$");
+        break;
+    case RX_SEQ:
+        rx_text(n->a, out, cap);
+        rx_text(n->b, out, cap);
+        break;
+    case RX_ALT:
+    case RX_LOOK:
+    case RX_NLOOK:
+        snprintf(out + len, cap - len, "%s", n->kind == RX_ALT ? "(" : n->kind == RX_LOOK ? "(?=" : "(?!");
+        rx_text(n->a, out, cap);
+        if (n->kind == RX_ALT) {
+            len = strlen(out);
+            snprintf(out + len, cap - len, "|");
+            rx_text(n->b, out, cap);
+        }
+        len = strlen(out);
+        snprintf(out + len, cap - len, ")");
+        break;
+    case RX_REP:
+        snprintf(out + len, cap - len, "(?:");
+        rx_text(n->a, out, cap);
+        len = strlen(out);
+        if (n->max < 0)
+            snprintf(out + len, cap - len, ")%s", n->min ? "+" : "*");
+        else
+            snprintf(out + len, cap - len, "){%d,%d}", n->min, n->max);
+        break;
+    }
+}
+
+/* m[i][j]: the node matches s[i..j) (positions 0..len) */
+static void rx_spans(const struct rxnode *n, const char *s, int len, bool m[6][6])
+{
+    bool a[6][6], b[6][6];
+    memset(m, 0, sizeof(bool[6][6]));
+    if (n->a)
+        rx_spans(n->a, s, len, a);
+    if (n->b)
+        rx_spans(n->b, s, len, b);
+    for (int i = 0; i <= len; i++)
+        for (int j = i; j <= len; j++)
+            switch (n->kind) {
+            case RX_SET:
+                m[i][j] = j == i + 1 && (n->set >> (s[i] - 'a') & 1);
+                break;
+            case RX_BOS:
+            case RX_EOS:
+                m[i][j] = i == j && i == (n->kind == RX_BOS ? 0 : len);
+                break;
+            case RX_SEQ:
+                for (int k = i; k <= j; k++)
+                    m[i][j] |= a[i][k] && b[k][j];
+                break;
+            case RX_ALT:
+                m[i][j] = a[i][j] || b[i][j];
+                break;
+            case RX_LOOK:
+            case RX_NLOOK: {
+                bool any = false;
+                for (int k = i; k <= len; k++)
+                    any |= a[i][k];
+                m[i][j] = i == j && any == (n->kind == RX_LOOK);
+                break;
+            }
+            default:
+                break;
+            }
+    if (n->kind != RX_REP)
+        return;
+    bool p[6][6] = {{false}}, t[6][6];
+    for (int i = 0; i <= len; i++)
+        p[i][i] = true; /* a^0 */
+    for (int c = 0; c <= (n->max < 0 ? n->min + len + 1 : n->max); c++) {
+        if (c >= n->min)
+            for (int i = 0; i <= len; i++)
+                for (int j = 0; j <= len; j++)
+                    m[i][j] |= p[i][j];
+        memset(t, 0, sizeof t);
+        for (int i = 0; i <= len; i++)
+            for (int k = 0; k <= len; k++)
+                for (int j = 0; p[i][k] && j <= len; j++)
+                    t[i][j] |= a[k][j];
+        memcpy(p, t, sizeof p);
+    }
+}
+
+static void test_schema_lookaround(void **state)
+{
+    (void)state;
+    /* random patterns with '^', '$' anywhere and lookaheads (unanchored: matched anywhere)
+     * against their span semantics on every string over a, b, c of up to 5 characters */
+    unsigned seed = 11;
+    int checked = 0, compiled = 0;
+    for (int k = 0; k < 150; k++) {
+        struct rxnode pool[64];
+        int used = 0;
+        char re[400] = "", schema[480];
+        const struct rxnode *root = rx_random(&seed, 0, pool, &used);
+        rx_text(root, re, sizeof re);
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":\"%s\"}", re);
+        struct ll_err err = {0};
+        struct grammar *g = schema_grammar(schema, &err);
+        bool any = false;
+        for (int len = 0, total = 1; len <= 5; len++, total *= 3)
+            for (int v = 0; v < total; v++) {
+                char str[8], quoted[12];
+                bool m[6][6], want = false;
+                for (int i = 0, x = v; i < len; i++, x /= 3)
+                    str[i] = (char)('a' + x % 3);
+                str[len] = 0;
+                rx_spans(root, str, len, m);
+                for (int i = 0; i <= len; i++)
+                    for (int j = i; j <= len; j++)
+                        want |= m[i][j];
+                any |= want;
+                snprintf(quoted, sizeof quoted, "\"%s\"", str);
+                if (g && acc(g, quoted) != want)
+                    fail_msg("pattern %s: \"%s\" %s", re, str, want ? "refused" : "accepted");
+                checked += g != NULL;
+            }
+        /* refused only when it matches none of these strings (nor, then, any: the alphabet
+         * the pattern names is a, b, c, and '.' or [^a] on another letter acts as on c) */
+        if (!g && (any || err.code != LL_EINVAL || !strstr(err.msg, "no string meets")))
+            fail_msg("pattern %s: %s", re, err.msg);
+        compiled += g != NULL;
+        grammar_unref(g);
+    }
+    assert_true(compiled > 100 && checked > 30000);
+}
+
 static void test_schema_pattern(void **state)
 {
     (void)state;
@@ -560,7 +741,7 @@ static void test_schema_pattern(void **state)
 
     static const struct {
         const char *schema;
-        const char *yes[6], *no[6];
+        const char *yes[8], *no[8];
     } cases[] = {
         /* unanchored: anywhere in the string */
         {"{\"type\":\"string\",\"pattern\":\"\\\\d{3}-\\\\d{4}\"}",
@@ -599,6 +780,32 @@ static void test_schema_pattern(void **state)
           NULL},
          {"\"123e4567-e89b-02d3-a456-426614174000\"", "\"123e4567-e89b-42d3-c456-426614174000\"",
           NULL}},
+        /* anchors inside: each alternative anchored on its own side (zod's mac, base64) */
+        {"{\"type\":\"string\",\"pattern\":\"^a|b$\"}",
+         {"\"ax\"", "\"xb\"", "\"ab\"", NULL},
+         {"\"xa\"", "\"bx\"", "\"\"", NULL}},
+        {"{\"type\":\"string\",\"pattern\":\"^(?:[0-9A-F]{2}:){2}[0-9A-F]{2}$|^(?:[0-9a-f]{2}:)"
+         "{2}[0-9a-f]{2}$\"}",
+         {"\"0A:1B:2C\"", "\"0a:1b:2c\"", NULL},
+         {"\"0A:1b:2c\"", "\"0A:1B\"", "\"0A:1B:2C:\"", NULL}},
+        {"{\"type\":\"string\",\"pattern\":\"^$|^(?:[0-9a-zA-Z+/]{4})*(?:(?:[0-9a-zA-Z+/]{2}==)|"
+         "(?:[0-9a-zA-Z+/]{3}=))?$\"}",
+         {"\"\"", "\"QUJD\"", "\"QUI=\"", "\"QUJDQQ==\"", NULL},
+         {"\"QUJ\"", "\"Q===\"", "\"QUJD=\"", "\" \"", NULL}},
+        /* lookaheads: zod's duration, iban; pydantic's Decimal; a password rule */
+        {"{\"type\":\"string\",\"pattern\":\"^P(?:(\\\\d+W)|(?!.*W)(?=\\\\d|T\\\\d)(\\\\d+Y)?"
+         "(\\\\d+M)?(\\\\d+D)?(T(?=\\\\d)(\\\\d+H)?(\\\\d+M)?(\\\\d+([.,]\\\\d+)?S)?)?)$\"}",
+         {"\"P1W\"", "\"P1Y2M3DT4H5M6.5S\"", "\"PT1H\"", "\"P3D\"", "\"P1M\"", NULL},
+         {"\"P\"", "\"PT\"", "\"P1DT\"", "\"P1W2D\"", "\"PT1S2M\"", "\"P1YW\"", NULL}},
+        {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}(?!00|01|99)\\\\d{2}[A-Z0-9]{3,5}$\"}",
+         {"\"DE44AB1\"", "\"GB02X9Y\"", "\"FR98ABCDE\"", NULL},
+         {"\"DE00AB1\"", "\"DE01AB1\"", "\"DE99AB1\"", "\"DE4AB12\"", NULL}},
+        {"{\"type\":\"string\",\"pattern\":\"^(?!^[-+.]*$)[+-]?0*\\\\d*\\\\.?\\\\d*$\"}",
+         {"\"1.5\"", "\"-0.25\"", "\"10\"", "\".5\"", "\"+7.\"", NULL},
+         {"\"\"", "\"-\"", "\".\"", "\"+.\"", "\"1.2.3\"", "\"1e5\"", NULL}},
+        {"{\"type\":\"string\",\"pattern\":\"^(?=.*[A-Z])(?=.*\\\\d)(?!.*\\\\s).{8,}$\"}",
+         {"\"Passw0rd!\"", "\"12345678A\"", NULL},
+         {"\"password1\"", "\"Pass1\"", "\"PASSWORD!\"", "\"Pass w0rd\"", NULL}},
         /* a format and a pattern that narrows it */
         {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^2024-\"}",
          {"\"2024-06-30\"", NULL},
@@ -628,8 +835,15 @@ static void test_schema_pattern(void **state)
     gbuild_free(b);
     assert_true(acc(g, "") && !acc(g, "a"));
     grammar_unref(g);
+    /* matched whole: a lookahead at the end sees the empty rest */
     b = gbuild_new();
-    assert_int_equal(grammar_regex_text(b, "a(?!b)", "guided_regex", &root, &err),
+    assert_int_equal(grammar_regex_text(b, "a+(?!b)(?=$)", "guided_regex", &root, &err), LL_OK);
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    assert_true(acc(g, "a") && acc(g, "aa") && !acc(g, "ab") && !acc(g, ""));
+    grammar_unref(g);
+    b = gbuild_new();
+    assert_int_equal(grammar_regex_text(b, "a(?<!b)", "guided_regex", &root, &err),
                      LL_EUNSUPPORTED);
     assert_non_null(strstr(err.msg, "guided_regex: pattern"));
     gbuild_free(b);
@@ -662,10 +876,19 @@ static void test_schema_refused(void **state)
          "no string meets its 'format' with its length bounds"},
         {"{\"type\":\"string\",\"pattern\":\"^a$\",\"minLength\":2}", LL_EINVAL,
          "no string meets its 'pattern' with its length bounds"},
-        {"{\"type\":\"string\",\"pattern\":\"(?=a)b\"}", LL_EUNSUPPORTED, "lookarounds"},
+        {"{\"type\":\"string\",\"pattern\":\"(?<=a)b\"}", LL_EUNSUPPORTED, "lookbehinds"},
+        {"{\"type\":\"string\",\"pattern\":\"(?i)b\"}", LL_EUNSUPPORTED, "kind of group"},
+        {"{\"type\":\"string\",\"pattern\":\"(?=a)b\"}", LL_EINVAL, "no string meets"},
+        {"{\"type\":\"string\",\"pattern\":\"^$a\"}", LL_EINVAL, "no string meets"},
+        {"{\"type\":\"string\",\"pattern\":\"a(?=b)*\"}", LL_EINVAL, "after an assertion"},
+        {"{\"type\":\"string\",\"pattern\":\"a^*\"}", LL_EINVAL, "after an assertion"},
+        {"{\"type\":\"string\",\"pattern\":\"a(?=b\"}", LL_EINVAL, "unclosed '('"},
+        {"{\"type\":\"string\",\"pattern\":\"(?=(?=(?=(?=(?=a)))))\"}", LL_EUNSUPPORTED,
+         "nested too deep"},
+        {"{\"type\":\"string\",\"pattern\":\"(?!a(?<!b))\"}", LL_EUNSUPPORTED,
+         "lookbehinds ((?<=, (?<!) are not supported (at offset 5)"},
         {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", LL_EUNSUPPORTED, "backreference"},
         {"{\"type\":\"string\",\"pattern\":\"\\\\bword\"}", LL_EUNSUPPORTED, "word boundar"},
-        {"{\"type\":\"string\",\"pattern\":\"a^b\"}", LL_EUNSUPPORTED, "'^' and '$'"},
         {"{\"type\":\"string\",\"pattern\":\"(ab\"}", LL_EINVAL, "unclosed '('"},
         {"{\"type\":\"string\",\"pattern\":\"ab)\"}", LL_EINVAL, "unmatched ')'"},
         {"{\"type\":\"string\",\"pattern\":\"[ab\"}", LL_EINVAL, "unclosed '['"},
@@ -1128,6 +1351,7 @@ int main(void)
         cmocka_unit_test(test_schema_bounds),
         cmocka_unit_test(test_schema_formats),
         cmocka_unit_test(test_schema_pattern),
+        cmocka_unit_test(test_schema_lookaround),
         cmocka_unit_test(test_schema_refused),
         cmocka_unit_test(test_mask_matches_brute_force),
         cmocka_unit_test(test_random_models_valid),

@@ -271,7 +271,7 @@ static void test_malformed_table(void **state)
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_grammar\":\"a\"}",
          LL_EUNSUPPORTED, "guided_grammar"},
         {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_regex\":\"(?=a)\"}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_regex\":\"(?<=a)\"}",
          LL_EUNSUPPORTED, "guided_regex"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_regex\":\"(a\"}",

@@ -16,9 +16,18 @@
  * Patterns: literals (UTF-8), '.', classes [...] and [^...] with ranges, \d \D \w \W \s \S,
  * escapes \t \n \r \f \v \0 \xHH \uHHHH (a surrogate pair as two), an escaped punctuation
  * character, groups ( ), (?: ), (?<name> ), alternation |, quantifiers * + ? {n} {n,} {n,m}
- * (lazy forms too: the same strings). '^' may open the pattern and '$' close it; a pattern not
- * so anchored matches anywhere in the string (JSON Schema's rule), as if "[\s\S]*" stood on the
- * open side. Refused, by name: lookarounds, backreferences, \b \B, \p{...}, \c, anchors inside.
+ * (lazy forms too: the same strings), and assertions anywhere: '^' (the string's start), '$' (its
+ * end), lookaheads (?=X) and (?!X). A pattern matches anywhere in the string (JSON Schema's
+ * rule), as if "[\s\S]*" stood before and after it; '^' and '$' anchor it.
+ *
+ * Assertions in the subset construction: a configuration is an NFA state, whether a '$' has been
+ * passed (then no byte may follow), and the lookaheads pending on its path. A lookahead's body is
+ * compiled on its own to a DFA of "the body, then any bytes"; meeting (?=X) adds "the rest of the
+ * string must be accepted from this state of X's DFA", which each byte advances: the path dies
+ * when X's DFA can no longer accept and the lookahead is dropped once it accepts every
+ * continuation; (?!X) the other way round; at the string's end what is pending must (not) accept.
+ * '^' is passed only in the start state's closure. Refused, by name: lookbehinds,
+ * backreferences, \b \B, \p{...}, \c, quantified assertions.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +37,10 @@
 
 #define RX_MAX_NFA 60000      /* NFA states a pattern may build (counted repetition copies) */
 #define RX_MAX_DFA 6000       /* DFA states */
-#define RX_MAX_WORK 15000000L /* NFA states and edges visited building the DFA (~0.15 s) */
+#define RX_MAX_WORK 15000000L /* NFA states and edges visited building the DFAs (~0.2 s) */
 #define RX_MAX_COUNT 1000     /* largest n or m in {n,m} */
+#define RX_MAX_LOOK 16        /* lookaheads in a pattern (or in a lookahead's body) */
+#define RX_MAX_LOOK_DEPTH 4   /* lookaheads inside lookaheads */
 #define CP_MAX 0x10FFFF
 
 /* ---- code point sets ---- */
@@ -155,9 +166,34 @@ static void cps_escape_class(struct cpset *s, char c)
 
 /* ---- NFA ---- */
 
+/* An edge reads a byte range (lo >= 0) or nothing: */
+enum {
+    E_EPS = -1,  /* always */
+    E_BOS = -2,  /* '^': only at the string's start */
+    E_EOS = -3,  /* '$': no byte may follow */
+    E_LOOK = -4, /* a lookahead (hi: which), checked on the rest of the string */
+};
+
 struct nedge {
-    int lo, hi; /* byte range; lo < 0: epsilon */
+    int lo, hi; /* byte range; or lo an E_* kind */
     int to, next;
+};
+
+struct dfa {
+    int n, cap;
+    int (*next)[256]; /* -1: no transition */
+    bool *acc;
+};
+
+/* A lookahead's body, compiled on its own to a DFA of "the body, then anything": a path that
+ * meets (?=X) goes on only while that DFA can still accept the rest of the string, one that
+ * meets (?!X) only while it can still reject it. */
+struct look {
+    const char *text, *after; /* the body in the pattern; just past its ')' */
+    bool negative;
+    struct dfa d;
+    int start1; /* the start state where the body is met past the string's start ('^' fails) */
+    bool *univ; /* states that accept every continuation: the body has matched */
 };
 
 struct rx {
@@ -170,6 +206,10 @@ struct rx {
     int n_states, cap_states;
     struct nedge *e;
     int n_edges, cap_edges;
+    struct look *look; /* the lookaheads met, by their body's text */
+    int n_look;
+    int depth;  /* lookaheads inside lookaheads */
+    long *work; /* building the automata: NFA states and edges visited, for all depths */
 };
 
 struct frag {
@@ -229,7 +269,28 @@ static void nedge(struct rx *r, int from, int to, int lo, int hi)
 
 static void eps(struct rx *r, int from, int to)
 {
-    nedge(r, from, to, -1, -1);
+    nedge(r, from, to, E_EPS, 0);
+}
+
+static void dfa_free(struct dfa *d);
+
+static void rx_free(struct rx *r)
+{
+    for (int k = 0; k < r->n_look; k++) {
+        dfa_free(&r->look[k].d);
+        free(r->look[k].univ);
+    }
+    free(r->look);
+    free(r->head);
+    free(r->e);
+}
+
+/* A fragment that reads nothing and passes an edge of kind lo (hi: its argument). */
+static struct frag frag_assert(struct rx *r, int lo, int hi)
+{
+    struct frag f = {nstate(r), nstate(r)};
+    nedge(r, f.s, f.t, lo, hi);
+    return f;
 }
 
 static int utf8_len(int cp)
@@ -310,6 +371,7 @@ static struct frag frag_cp(struct rx *r, int cp)
 /* ---- parsing ---- */
 
 static struct frag parse_alt(struct rx *r);
+static int look_compile(struct rx *r, bool negative);
 
 static int hexval(int c)
 {
@@ -510,6 +572,11 @@ static struct frag parse_atom(struct rx *r)
         if (r->end - r->p >= 2 && r->p[0] == '?') {
             if (r->p[1] == ':') {
                 r->p += 2;
+            } else if (r->p[1] == '=' || r->p[1] == '!') {
+                const bool negative = r->p[1] == '!';
+                r->p += 2;
+                const int k = look_compile(r, negative);
+                return k < 0 ? f : frag_assert(r, E_LOOK, k);
             } else if (r->p[1] == '<' && r->end - r->p >= 3 && r->p[2] != '=' && r->p[2] != '!') {
                 const char *gt = memchr(r->p, '>', (size_t)(r->end - r->p));
                 if (!gt) {
@@ -517,8 +584,11 @@ static struct frag parse_atom(struct rx *r)
                     return f;
                 }
                 r->p = gt + 1;
+            } else if (r->p[1] == '<') {
+                rx_fail(r, LL_EUNSUPPORTED, "lookbehinds ((?<=, (?<!) are not supported");
+                return f;
             } else {
-                rx_fail(r, LL_EUNSUPPORTED, "lookarounds ((?=, (?!, (?<=, (?<!) are not supported");
+                rx_fail(r, LL_EUNSUPPORTED, "this kind of group '(?' is not supported");
                 return f;
             }
         }
@@ -551,9 +621,8 @@ static struct frag parse_atom(struct rx *r)
         return frag_set(r, &s);
     }
     if (c == '^' || c == '$') {
-        rx_fail(r, LL_EUNSUPPORTED,
-                "'^' and '$' are supported only at the pattern's start and end");
-        return f;
+        r->p++;
+        return frag_assert(r, c == '^' ? E_BOS : E_EOS, 0);
     }
     if (c == '*' || c == '+' || c == '?') {
         rx_fail(r, LL_EINVAL, "a quantifier with nothing to repeat");
@@ -605,6 +674,9 @@ static bool parse_count(struct rx *r, int *n, int *m)
 static struct frag parse_repeat(struct rx *r)
 {
     const char *start = r->p;
+    const bool assertion =
+        *start == '^' || *start == '$' ||
+        (r->end - start >= 3 && start[0] == '(' && start[1] == '?' && (start[2] == '=' || start[2] == '!'));
     struct frag f = parse_atom(r);
     while (r->st == LL_OK && r->p < r->end) {
         int n, m;
@@ -618,6 +690,10 @@ static struct frag parse_repeat(struct rx *r)
         }
         if (r->st != LL_OK)
             break;
+        if (assertion) {
+            rx_fail(r, LL_EINVAL, "a quantifier after an assertion ('^', '$', a lookahead)");
+            break;
+        }
         if (r->p < r->end && *r->p == '?')
             r->p++; /* lazy: the same strings */
         if (r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?' || *r->p == '{')) {
@@ -705,12 +781,6 @@ static struct frag any_star(struct rx *r)
 }
 
 /* ---- DFA ---- */
-
-struct dfa {
-    int n, cap;
-    int (*next)[256]; /* -1: no transition */
-    bool *acc;
-};
 
 static void dfa_free(struct dfa *d)
 {
@@ -814,92 +884,292 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The epsilon closure of set[0..*n) in place (sorted), keeping only the states that matter to
- * the DFA (keep: those with a byte edge, and the accepting one); mark/gen: a visited mark per
- * state; *work counts the states and edges visited. */
-static void closure(const struct rx *r, int *set, int *n, int *stack, unsigned *mark, unsigned gen,
-                    const bool *keep, long *work)
+/* ---- subset construction ---- */
+
+struct ivec {
+    int *v;
+    int n, cap;
+};
+
+static bool ivec_push(struct ivec *a, int x)
 {
-    int top = 0;
-    for (int i = 0; i < *n; i++)
-        if (mark[set[i]] != gen) {
-            mark[set[i]] = gen;
-            stack[top++] = set[i];
-        }
-    *n = 0;
-    while (top) {
-        int s = stack[--top];
-        if (keep[s])
-            set[(*n)++] = s;
-        for (int e = r->head[s]; e >= 0; e = r->e[e].next, ++*work)
-            if (r->e[e].lo < 0 && mark[r->e[e].to] != gen) {
-                mark[r->e[e].to] = gen;
-                stack[top++] = r->e[e].to;
-            }
+    if (a->n == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 256;
+        int *v = realloc(a->v, sizeof *v * (size_t)cap);
+        if (!v)
+            return false;
+        a->v = v;
+        a->cap = cap;
     }
-    qsort(set, (size_t)*n, sizeof *set, cmp_int);
+    a->v[a->n++] = x;
+    return true;
 }
 
-/* Subset construction from start to accept. */
-static enum ll_status nfa_to_dfa(struct rx *r, int start, int accept, struct dfa *d)
+/* a[0..n) sorted, duplicates dropped; the new count. */
+static int sort_unique(int *a, int n)
+{
+    if (n < 2)
+        return n;
+    qsort(a, (size_t)n, sizeof *a, cmp_int);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || a[m - 1] != a[i])
+            a[m++] = a[i];
+    return m;
+}
+
+/* A configuration of the subset construction: an NFA state, whether a '$' has been passed (then
+ * no byte may follow), and the lookaheads pending on the path, each as a state of its body's DFA
+ * (a "code": base[k] + that state). A plain configuration (no '$', nothing pending) is numbered by
+ * its NFA state; the others are interned as [q, ended, codes...] (codes sorted) and numbered
+ * after the NFA's states. */
+struct cfgs {
+    const struct rx *r;
+    int ns, accept;
+    bool *reads;    /* per NFA state: it has a byte edge */
+    struct intern in;
+    int *base;      /* per lookahead: the code of its DFA's state 0 */
+    int *code_look; /* per code: its lookahead */
+    unsigned *mark; /* per configuration: a visit mark */
+    int n_mark;
+    int *buf; /* room for a configuration being interned */
+};
+
+static int cfg_get(const struct cfgs *c, int id, bool *ended, const int **codes, int *nc)
+{
+    if (id < c->ns) {
+        *ended = false;
+        *codes = NULL;
+        *nc = 0;
+        return id;
+    }
+    const int *a = c->in.sets[id - c->ns]; /* [len, q, ended, codes...] */
+    *ended = a[2];
+    *codes = a + 3;
+    *nc = a[0] - 2;
+    return a[1];
+}
+
+/* The id of (q, ended, codes[0..nc) plus extra when >= 0); -1: out of memory. */
+static int cfg_id(struct cfgs *c, int q, bool ended, const int *codes, int nc, int extra)
+{
+    if (!ended && nc == 0 && extra < 0)
+        return q;
+    int n = 0;
+    c->buf[n++] = q;
+    c->buf[n++] = ended;
+    for (int i = 0; i < nc; i++)
+        c->buf[n++] = codes[i];
+    if (extra >= 0)
+        c->buf[n++] = extra;
+    n = 2 + sort_unique(c->buf + 2, n - 2);
+    bool added;
+    const int i = intern_get(&c->in, c->buf, n, &added);
+    if (i < 0)
+        return -1;
+    if (c->ns + c->in.n > c->n_mark) {
+        int cap = 2 * (c->ns + c->in.n);
+        unsigned *m = realloc(c->mark, sizeof *m * (size_t)cap);
+        if (!m)
+            return -1;
+        memset(m + c->n_mark, 0, sizeof *m * (size_t)(cap - c->n_mark));
+        c->mark = m;
+        c->n_mark = cap;
+    }
+    return c->ns + i;
+}
+
+/* Whether configuration id accepts where the string ends: at the NFA's accepting state, with
+ * each pending lookahead's body matching (or, negative, not matching) the empty rest. */
+static bool cfg_accepts(const struct cfgs *c, int id)
+{
+    bool ended;
+    const int *codes;
+    int nc;
+    if (cfg_get(c, id, &ended, &codes, &nc) != c->accept)
+        return false;
+    for (int i = 0; i < nc; i++) {
+        const struct look *lk = &c->r->look[c->code_look[codes[i]]];
+        if (lk->d.acc[codes[i] - c->base[c->code_look[codes[i]]]] == lk->negative)
+            return false;
+    }
+    return true;
+}
+
+/* The pending codes after byte b: into out (sorted); -1 when a lookahead fails. */
+static int codes_step(const struct cfgs *c, const int *codes, int nc, int b, int *out)
+{
+    int m = 0;
+    for (int i = 0; i < nc; i++) {
+        const int k = c->code_look[codes[i]];
+        const struct look *lk = &c->r->look[k];
+        const int s = lk->d.next[codes[i] - c->base[k]][b];
+        if (s < 0 ? !lk->negative : lk->univ[s] && lk->negative)
+            return -1; /* the body can no longer match / has matched */
+        if (s >= 0 && !lk->univ[s])
+            out[m++] = c->base[k] + s;
+    }
+    return sort_unique(out, m);
+}
+
+/* set (configuration ids) closed over the edges that read no byte, keeping the configurations
+ * that matter to the DFA (those that may read a byte, or accept); sorted. origin: at the
+ * string's start ('^' holds). false: out of memory. */
+static bool cfg_closure(struct cfgs *c, struct ivec *set, struct ivec *stack, unsigned gen,
+                        bool origin, long *work)
+{
+    const struct rx *r = c->r;
+    stack->n = 0;
+    for (int i = 0; i < set->n; i++)
+        if (c->mark[set->v[i]] != gen) {
+            c->mark[set->v[i]] = gen;
+            if (!ivec_push(stack, set->v[i]))
+                return false;
+        }
+    set->n = 0;
+    while (stack->n) {
+        const int id = stack->v[--stack->n];
+        bool ended;
+        const int *codes;
+        int nc;
+        const int q = cfg_get(c, id, &ended, &codes, &nc);
+        if ((ended ? q == c->accept : c->reads[q] || q == c->accept) && !ivec_push(set, id))
+            return false;
+        for (int e = r->head[q]; e >= 0; e = r->e[e].next, ++*work) {
+            const struct nedge *x = &r->e[e];
+            int to;
+            if (x->lo >= 0 || (x->lo == E_BOS && !origin))
+                continue;
+            if (x->lo == E_LOOK) {
+                const struct look *lk = &r->look[x->hi];
+                const int s = origin ? 0 : lk->start1;
+                if (lk->univ[s] && lk->negative)
+                    continue;
+                to = cfg_id(c, x->to, ended, codes, nc, lk->univ[s] ? -1 : c->base[x->hi] + s);
+            } else if (id < c->ns && x->lo != E_EOS) {
+                to = x->to; /* plain stays plain */
+            } else {
+                to = cfg_id(c, x->to, ended || x->lo == E_EOS, codes, nc, -1);
+            }
+            if (to < 0)
+                return false;
+            if (c->mark[to] != gen) {
+                c->mark[to] = gen;
+                if (!ivec_push(stack, to))
+                    return false;
+            }
+        }
+    }
+    qsort(set->v, (size_t)set->n, sizeof *set->v, cmp_int);
+    return true;
+}
+
+/* Subset construction from start to accept. State 0 starts at the string's start; *start1 (when
+ * asked) is the state that starts past it (a lookahead's body met after the first byte). */
+static enum ll_status nfa_to_dfa(struct rx *r, int start, int accept, struct dfa *d, int *start1)
 {
     const int ns = r->n_states;
-    int *set = malloc(sizeof *set * (size_t)ns), *stack = malloc(sizeof *stack * (size_t)ns);
-    unsigned *mark = calloc((size_t)ns, sizeof *mark);
-    bool *keep = calloc((size_t)ns, sizeof *keep);
+    struct cfgs c = {.r = r, .ns = ns, .accept = accept, .n_mark = ns};
     struct intern in = {0};
+    struct ivec set = {0}, stack = {0};
+    int n_codes = 0, *adv = NULL;
+    for (int k = 0; k < r->n_look; k++)
+        n_codes += r->look[k].d.n;
+    c.reads = calloc((size_t)ns, sizeof *c.reads);
+    c.mark = calloc((size_t)ns, sizeof *c.mark);
+    c.base = malloc(sizeof *c.base * (size_t)(r->n_look + 1));
+    c.code_look = malloc(sizeof *c.code_look * (size_t)(n_codes + 1));
+    c.buf = malloc(sizeof *c.buf * (size_t)(n_codes + 3));
+    adv = malloc(sizeof *adv * (size_t)(n_codes + 1));
     enum ll_status st = LL_OK;
     unsigned gen = 0;
-    long work = 0;
-    if (!set || !stack || !mark || !keep) {
+    bool added;
+    if (!c.reads || !c.mark || !c.base || !c.code_look || !c.buf || !adv) {
         st = rx_fail(r, LL_ENOMEM, "out of memory");
         goto out;
     }
+    for (int k = 0, at = 0; k < r->n_look; k++) {
+        c.base[k] = at;
+        for (int i = 0; i < r->look[k].d.n; i++)
+            c.code_look[at++] = k;
+    }
     for (int q = 0; q < ns; q++)
-        for (int e = r->head[q]; e >= 0 && !keep[q]; e = r->e[e].next)
-            keep[q] = r->e[e].lo >= 0;
-    keep[accept] = true;
-    int n = 1;
-    set[0] = start;
-    closure(r, set, &n, stack, mark, ++gen, keep, &work);
-    bool added;
-    if (intern_get(&in, set, n, &added) < 0 || dfa_add(d) < 0) {
-        st = rx_fail(r, LL_ENOMEM, "out of memory");
-        goto out;
+        for (int e = r->head[q]; e >= 0 && !c.reads[q]; e = r->e[e].next)
+            c.reads[q] = r->e[e].lo >= 0;
+    for (int o = 0; o < (start1 ? 2 : 1); o++) {
+        set.n = 0;
+        if (!ivec_push(&set, start) || !cfg_closure(&c, &set, &stack, ++gen, o == 0, r->work)) {
+            st = rx_fail(r, LL_ENOMEM, "out of memory");
+            goto out;
+        }
+        const int id = intern_get(&in, set.v, set.n, &added);
+        if (id < 0 || (added && dfa_add(d) < 0)) {
+            st = rx_fail(r, LL_ENOMEM, "out of memory");
+            goto out;
+        }
+        if (o == 1)
+            *start1 = id;
     }
     for (int q = 0; q < in.n && st == LL_OK; q++) {
         const int *cur = in.sets[q] + 1, cn = in.sets[q][0];
-        /* the bytes where some edge of the set starts or ends split 0..255 into classes */
+        /* the bytes where an edge of the set, or a pending lookahead's transition, changes
+         * split 0..255 into classes */
         bool cut[257] = {false};
         cut[0] = cut[256] = true;
         for (int i = 0; i < cn; i++) {
-            if (cur[i] == accept)
+            bool ended;
+            const int *codes;
+            int nc;
+            const int s = cfg_get(&c, cur[i], &ended, &codes, &nc);
+            if (cfg_accepts(&c, cur[i]))
                 d->acc[q] = true;
-            for (int e = r->head[cur[i]]; e >= 0; e = r->e[e].next)
+            if (ended)
+                continue;
+            for (int e = r->head[s]; e >= 0; e = r->e[e].next)
                 if (r->e[e].lo >= 0)
                     cut[r->e[e].lo] = cut[r->e[e].hi + 1] = true;
+            for (int j = 0; j < nc; j++) {
+                const int k = c.code_look[codes[j]];
+                const int *row = r->look[k].d.next[codes[j] - c.base[k]];
+                for (int b = 1; b < 256; b++)
+                    cut[b] |= row[b] != row[b - 1];
+            }
         }
         for (int lo = 0; lo < 256 && st == LL_OK;) {
             int hi = lo;
             while (!cut[hi + 1])
                 hi++;
-            n = 0;
+            set.n = 0;
             ++gen;
-            for (int i = 0; i < cn; i++)
-                for (int e = r->head[cur[i]]; e >= 0; e = r->e[e].next, work++)
-                    if (r->e[e].lo >= 0 && r->e[e].lo <= lo && lo <= r->e[e].hi &&
-                        mark[r->e[e].to] != gen) {
-                        mark[r->e[e].to] = gen;
-                        set[n++] = r->e[e].to;
+            for (int i = 0; i < cn && st == LL_OK; i++) {
+                bool ended;
+                const int *codes;
+                int nc;
+                const int s = cfg_get(&c, cur[i], &ended, &codes, &nc);
+                int m;
+                if (ended || (m = nc ? codes_step(&c, codes, nc, lo, adv) : 0) < 0)
+                    continue;
+                for (int e = r->head[s]; e >= 0; e = r->e[e].next, ++*r->work) {
+                    const struct nedge *x = &r->e[e];
+                    if (x->lo < 0 || x->lo > lo || lo > x->hi)
+                        continue;
+                    const int to = cfg_id(&c, x->to, false, adv, m, -1);
+                    if (to < 0 || (c.mark[to] != gen && !ivec_push(&set, to))) {
+                        st = rx_fail(r, LL_ENOMEM, "out of memory");
+                        break;
                     }
-            if (n)
-                closure(r, set, &n, stack, mark, ++gen, keep, &work);
-            if (work > RX_MAX_WORK) {
+                    c.mark[to] = gen;
+                }
+            }
+            if (st == LL_OK && set.n && !cfg_closure(&c, &set, &stack, ++gen, false, r->work))
+                st = rx_fail(r, LL_ENOMEM, "out of memory");
+            if (st != LL_OK) {
+            } else if (*r->work > RX_MAX_WORK) {
                 st = rx_fail(r, LL_EUNSUPPORTED,
                              "too complex (its automaton takes too long to "
                              "build)");
-            } else if (n) {
-                int id = intern_get(&in, set, n, &added);
+            } else if (set.n) {
+                int id = intern_get(&in, set.v, set.n, &added);
                 if (id < 0 || (added && dfa_add(d) < 0))
                     st = rx_fail(r, LL_ENOMEM, "out of memory");
                 else if (d->n > RX_MAX_DFA)
@@ -914,49 +1184,184 @@ static enum ll_status nfa_to_dfa(struct rx *r, int start, int accept, struct dfa
         }
     }
 out:
-    free(set);
-    free(stack);
-    free(mark);
-    free(keep);
+    free(c.reads);
+    free(c.mark);
+    free(c.base);
+    free(c.code_look);
+    free(c.buf);
+    free(adv);
+    free(set.v);
+    free(stack.v);
+    intern_free(&c.in);
     intern_free(&in);
     return st;
 }
 
-/* The DFA of a pattern (anchored: matched whole, as formats are). */
+/* The states of d from which a marked state can be reached (mark, in place). false: out of
+ * memory. Found backwards over the predecessor lists (each state's distinct successors). */
+static bool dfa_reaching(const struct dfa *d, bool *mark)
+{
+    int *start = calloc((size_t)d->n + 1, sizeof *start), *pred = NULL, *queue = NULL, *fill;
+    int n_pred = 0;
+    for (int q = 0; start && q < d->n; q++)
+        for (int c = 0; c < 256; c++) {
+            const int to = d->next[q][c];
+            if (to >= 0 && (c == 0 || d->next[q][c - 1] != to)) {
+                start[to + 1]++;
+                n_pred++;
+            }
+        }
+    if (start) {
+        pred = malloc(sizeof *pred * (size_t)(n_pred + 1));
+        queue = malloc(sizeof *queue * (size_t)(d->n + 1));
+    }
+    fill = queue; /* the queue is not yet in use: a fill cursor per list first */
+    const bool ok = start && pred && queue;
+    if (ok) {
+        for (int q = 0; q < d->n; q++)
+            start[q + 1] += start[q];
+        for (int q = 0; q < d->n; q++)
+            fill[q] = start[q];
+        for (int q = 0; q < d->n; q++)
+            for (int c = 0; c < 256; c++) {
+                const int to = d->next[q][c];
+                if (to >= 0 && (c == 0 || d->next[q][c - 1] != to))
+                    pred[fill[to]++] = q;
+            }
+        int head = 0, tail = 0;
+        for (int q = 0; q < d->n; q++)
+            if (mark[q])
+                queue[tail++] = q;
+        while (head < tail) {
+            const int q = queue[head++];
+            for (int i = start[q]; i < start[q + 1]; i++)
+                if (!mark[pred[i]])
+                    mark[pred[i]] = true, queue[tail++] = pred[i];
+        }
+    }
+    free(start);
+    free(pred);
+    free(queue);
+    return ok;
+}
+
+/* A lookahead's body at r->p (just past "(?=" or "(?!"), compiled to its DFA (the body, then any
+ * bytes) once per place in the pattern; r->p moves past its ')'. Its index, or -1 (r->st set). */
+static int look_compile(struct rx *r, bool negative)
+{
+    for (int k = 0; k < r->n_look; k++)
+        if (r->look[k].text == r->p) { /* a counted repetition parses its atom again */
+            r->p = r->look[k].after;
+            return k;
+        }
+    if (r->n_look == RX_MAX_LOOK || r->depth == RX_MAX_LOOK_DEPTH) {
+        rx_fail(r, LL_EUNSUPPORTED,
+                r->depth ? "lookaheads nested too deep" : "too many lookaheads");
+        return -1;
+    }
+    struct look *grown = realloc(r->look, sizeof *grown * (size_t)(r->n_look + 1));
+    if (!grown) {
+        rx_fail(r, LL_ENOMEM, "out of memory");
+        return -1;
+    }
+    r->look = grown;
+    struct look lk = {.text = r->p, .negative = negative};
+    struct rx b = {.p = r->p, .end = r->end, .pattern = r->pattern, .path = r->path,
+                   .err = r->err, .depth = r->depth + 1, .work = r->work};
+    const int start = nstate(&b);
+    struct frag f = parse_alt(&b);
+    if (b.st == LL_OK && (b.p >= b.end || *b.p != ')'))
+        rx_fail(&b, LL_EINVAL, "an unclosed '('");
+    lk.after = b.p + 1;
+    const int rest = nstate(&b), accept = nstate(&b);
+    eps(&b, start, f.s);
+    eps(&b, f.t, rest);
+    nedge(&b, rest, rest, 0, 255);
+    eps(&b, rest, accept);
+    enum ll_status st = b.st;
+    if (st == LL_OK)
+        st = nfa_to_dfa(&b, start, accept, &lk.d, &lk.start1);
+    if (st == LL_OK) { /* universal: accepting, and every byte leads to a universal state */
+        lk.univ = calloc((size_t)lk.d.n, sizeof *lk.univ);
+        if (!lk.univ) {
+            st = rx_fail(&b, LL_ENOMEM, "out of memory");
+        } else {
+            for (int q = 0; q < lk.d.n; q++) { /* marked first: the states that are not */
+                lk.univ[q] = !lk.d.acc[q];
+                for (int c = 0; c < 256; c++)
+                    lk.univ[q] |= lk.d.next[q][c] < 0;
+            }
+            if (!dfa_reaching(&lk.d, lk.univ))
+                st = rx_fail(&b, LL_ENOMEM, "out of memory");
+            for (int q = 0; q < lk.d.n; q++)
+                lk.univ[q] = !lk.univ[q];
+        }
+    }
+    rx_free(&b);
+    if (st != LL_OK) {
+        r->st = st; /* the body's error is reported */
+        dfa_free(&lk.d);
+        free(lk.univ);
+        return -1;
+    }
+    r->p = lk.after;
+    r->look[r->n_look] = lk;
+    return r->n_look++;
+}
+
+/* Whether every path from s to a byte, or to t, first passes a '^' (then nothing may precede the
+ * pattern's match: an unanchored start adds nothing). */
+static bool anchored_start(const struct rx *r, int s, int t)
+{
+    bool *seen = calloc((size_t)r->n_states, sizeof *seen);
+    int *stack = malloc(sizeof *stack * (size_t)r->n_states), top = 0;
+    bool anchored = seen && stack;
+    if (anchored) {
+        seen[s] = true;
+        stack[top++] = s;
+    }
+    while (anchored && top) {
+        const int q = stack[--top];
+        anchored = q != t;
+        for (int e = r->head[q]; anchored && e >= 0; e = r->e[e].next) {
+            const struct nedge *x = &r->e[e];
+            anchored = x->lo < 0;
+            if (anchored && x->lo != E_BOS && !seen[x->to]) {
+                seen[x->to] = true;
+                stack[top++] = x->to;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return anchored;
+}
+
+/* The DFA of a pattern: matched anywhere in the string unless anchored (JSON Schema's rule), or
+ * (whole) as the whole string, as formats and vLLM's guided_regex are. */
 static enum ll_status pattern_dfa(const char *pattern, bool whole, const char *path, struct dfa *d,
                                   struct ll_err *err)
 {
-    size_t len = strlen(pattern);
-    struct rx r = {
-        .p = pattern, .end = pattern + len, .pattern = pattern, .path = path, .err = err};
-    bool open_start = !whole, open_end = !whole;
-    if (r.p < r.end && *r.p == '^') {
-        r.p++;
-        open_start = false;
-    }
-    if (r.end > r.p && r.end[-1] == '$') {
-        /* '$' closes the pattern unless escaped (an odd run of backslashes before it) */
-        int bs = 0;
-        for (const char *q = r.end - 2; q >= r.p && *q == '\\'; q--)
-            bs++;
-        if (bs % 2 == 0) {
-            r.end--;
-            open_end = false;
-        }
-    }
-    int start = nstate(&r);
+    long work = 0;
+    struct rx r = {.p = pattern,
+                   .end = pattern + strlen(pattern),
+                   .pattern = pattern,
+                   .path = path,
+                   .err = err,
+                   .work = &work};
+    const int start = nstate(&r);
+    struct frag f = parse_alt(&r);
+    if (r.st == LL_OK && r.p < r.end)
+        rx_fail(&r, LL_EINVAL, *r.p == ')' ? "an unmatched ')'" : "unexpected text");
     int at = start;
-    if (open_start) {
+    if (!whole && r.st == LL_OK && !anchored_start(&r, f.s, f.t)) {
         struct frag a = any_star(&r);
         eps(&r, at, a.s);
         at = a.t;
     }
-    struct frag f = parse_alt(&r);
-    if (r.st == LL_OK && r.p < r.end)
-        rx_fail(&r, LL_EINVAL, *r.p == ')' ? "an unmatched ')'" : "unexpected text");
     eps(&r, at, f.s);
     at = f.t;
-    if (open_end) {
+    if (!whole) { /* after a '$' it reads nothing */
         struct frag a = any_star(&r);
         eps(&r, at, a.s);
         at = a.t;
@@ -964,9 +1369,8 @@ static enum ll_status pattern_dfa(const char *pattern, bool whole, const char *p
     enum ll_status st = r.st;
     r.p = NULL; /* parsed: errors from here on are the whole pattern's */
     if (st == LL_OK)
-        st = nfa_to_dfa(&r, start, at, d);
-    free(r.head);
-    free(r.e);
+        st = nfa_to_dfa(&r, start, at, d, NULL);
+    rx_free(&r);
     return st;
 }
 
@@ -1096,53 +1500,13 @@ static enum ll_status dfa_rules(struct gbuild *b, const struct dfa *d, bool raw,
         return ll_err_set(err, LL_ENOMEM, "out of memory");
     }
     enum ll_status st = LL_OK;
-    /* live: some accepting state is reachable; found backwards from the accepting states over
-     * the predecessor lists (each state's distinct successors, counted first) */
-    int *start = calloc((size_t)d->n + 1, sizeof *start), *pred = NULL, *queue = NULL;
-    int n_pred = 0;
-    for (int q = 0; start && q < d->n; q++)
-        for (int c = 0; c < 256; c++) {
-            const int to = d->next[q][c];
-            if (to >= 0 && (c == 0 || d->next[q][c - 1] != to)) {
-                start[to + 1]++;
-                n_pred++;
-            }
-        }
-    if (start) {
-        pred = malloc(sizeof *pred * (size_t)(n_pred + 1));
-        queue = malloc(sizeof *queue * (size_t)d->n);
-    }
-    if (!start || !pred || !queue) {
-        free(start);
-        free(pred);
-        free(queue);
+    for (int q = 0; q < d->n; q++) /* live: some accepting state is reachable */
+        live[q] = d->acc[q];
+    if (!dfa_reaching(d, live)) {
         free(live);
         free(rid);
         return ll_err_set(err, LL_ENOMEM, "out of memory");
     }
-    for (int q = 0; q < d->n; q++)
-        start[q + 1] += start[q];
-    for (int q = 0; q < d->n; q++) /* fill, using rid as the fill cursor of each list */
-        rid[q] = start[q];
-    for (int q = 0; q < d->n; q++)
-        for (int c = 0; c < 256; c++) {
-            const int to = d->next[q][c];
-            if (to >= 0 && (c == 0 || d->next[q][c - 1] != to))
-                pred[rid[to]++] = q;
-        }
-    int head = 0, tail = 0;
-    for (int q = 0; q < d->n; q++)
-        if (d->acc[q])
-            live[q] = true, queue[tail++] = q;
-    while (head < tail) {
-        const int q = queue[head++];
-        for (int i = start[q]; i < start[q + 1]; i++)
-            if (!live[pred[i]])
-                live[pred[i]] = true, queue[tail++] = pred[i];
-    }
-    free(start);
-    free(pred);
-    free(queue);
     if (!live[0]) {
         st = ll_err_set(err, LL_EINVAL, "%s: no string meets %s", path, what);
         goto out;

@@ -173,8 +173,8 @@ def test_response_format_schema(tiny_llm):
                                         response_format={"type": "json_object"}))
     assert isinstance(json.loads(chat.text), dict)
     bad = {"type": "json_schema", "json_schema": {"name": "t", "schema": {
-        "type": "string", "pattern": "(?=x)"}}}
-    with pytest.raises(LlaisysError, match="lookarounds"):
+        "type": "string", "pattern": "(?<=x)"}}}
+    with pytest.raises(LlaisysError, match="lookbehinds"):
         tiny_llm.generate("Answer:", SamplingParams(response_format=bad))
 
 
