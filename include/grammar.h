@@ -111,12 +111,15 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
 /* The rule for JSON values matching schema (a JSON Schema; `where` names it in messages, e.g.
  * "response_format.json_schema.schema"). Supported: type (a name or a list of names) string,
  * number, integer, boolean, null, object, array; properties (generated in their order),
- * required, additionalProperties (false, true, or a schema: without properties, a map of
- * such values; beside properties, no extra property is generated), items, prefixItems (and
+ * required (a name outside properties takes additionalProperties' schema), additionalProperties
+ * (false, true, or a schema: without properties, a map of such values; beside properties, no
+ * extra property is generated), propertyNames (a map's key schema; an enum or const of names
+ * becomes optional properties), items, prefixItems (and
  * draft 7's items array with additionalItems), minItems, maxItems, minLength, maxLength (at
  * most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers and
- * integers, written without an exponent when bounded), pattern and format (date, time,
- * date-time, duration, uuid, ipv4, email, hostname, uri) on strings (grammar_regex.c), enum
+ * integers, written without an exponent when bounded), pattern, format (date, time,
+ * date-time, duration, uuid, ipv4, ipv6, email, hostname, uri; a name outside JSON Schema's list
+ * beside a pattern) and contentEncoding (base64, base64url) on strings (grammar_regex.c), enum
  * and const (beside a type, only their values of it), anyOf, allOf of one schema, oneOf of
  * schemas that exclude each other (types, consts, or a required property with a different
  * const in each object), $ref to "#" or "#/..." ($defs, definitions; recursion allowed);

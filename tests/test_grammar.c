@@ -279,6 +279,40 @@ static void test_schema_keywords(void **state)
     assert_false(acc(g, "{\"v\":1,\"kids\":[],\"m\":{\"x\":1}}"));
     grammar_unref(g);
 
+    /* propertyNames (zod's records): names by a pattern; an enum of names, required (zod's
+     * z.record of an enum) or not (z.partialRecord; pydantic's dict[Literal[...], V]); a
+     * required name outside 'properties' takes additionalProperties' schema */
+    static const struct {
+        const char *schema, *yes[5], *no[5];
+    } objs[] = {
+        {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"},"
+         "\"additionalProperties\":{\"type\":\"number\"}}",
+         {"{}", "{\"ab\":1,\"c\":2.5}", NULL},
+         {"{\"aB\":1}", "{\"\":1}", "{\"ab\":true}", NULL}},
+        {"{\"propertyNames\":{\"maxLength\":2}}",
+         {"{}", "{\"ab\":[1]}", NULL},
+         {"{\"abc\":1}", "[]", "3", NULL}},
+        {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"]},"
+         "\"additionalProperties\":{\"type\":\"number\"},\"required\":[\"a\",\"b\"]}",
+         {"{\"a\":1,\"b\":2}", NULL},
+         {"{\"a\":1}", "{\"b\":2,\"a\":1}", "{\"a\":1,\"b\":2,\"c\":3}", "{\"a\":1,\"a\":1}", NULL}},
+        {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"]},"
+         "\"additionalProperties\":{\"type\":\"number\"}}",
+         {"{}", "{\"b\":2}", "{\"a\":1,\"b\":2}", NULL},
+         {"{\"c\":1}", "{\"a\":\"x\"}", NULL}},
+        {"{\"type\":\"object\",\"propertyNames\":{\"const\":\"k\"}}",
+         {"{}", "{\"k\":[null]}", NULL},
+         {"{\"j\":1}", NULL}},
+        {"{\"required\":[\"id\"],\"additionalProperties\":{\"type\":\"integer\"}}",
+         {"{\"id\":7}", NULL},
+         {"{}", "{\"id\":\"7\"}", "7", NULL}},
+        {"{\"type\":\"object\",\"propertyNames\":false}",
+         {"{}", NULL},
+         {"{\"a\":1}", NULL}},
+    };
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++)
+        check_texts(objs[i].schema, objs[i].yes, objs[i].no, false);
+
     /* oneOf of schemas that exclude each other: a discriminated union as pydantic writes it,
      * types, consts */
     g = schema_grammar(
@@ -447,7 +481,7 @@ static void test_schema_formats(void **state)
     (void)state;
     static const struct {
         const char *format;
-        const char *yes[6], *no[8];
+        const char *yes[8], *no[8];
     } cases[] = {
         {"date",
          {"2024-02-28", "0000-01-31", "1999-12-31", "2023-04-30", "2023-11-30", NULL},
@@ -479,6 +513,9 @@ static void test_schema_formats(void **state)
         {"duration",
          {"P3D", "PT4H5M", "P1DT0.5S", "P2W", "PT10M30S", NULL},
          {"P", "PT", "P1DT", "3D", "PT1S2M", NULL}},
+        {"ipv6",
+         {"2001:db8::1", "::", "::1", "fe80::", "1:2:3:4:5:6:7:8", "1::7:8", NULL},
+         {"1:2:3:4:5:6:7", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":1", "g::", "1:::2", NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char schema[128];
@@ -487,6 +524,20 @@ static void test_schema_formats(void **state)
         check_texts(schema, cases[c].yes, cases[c].no, true);
         check_texts(schema, (const char *[]){"null", NULL}, (const char *[]){"\"\"", NULL}, false);
     }
+    /* a format outside JSON Schema's list means what its pattern says (zod's cuid, e164, ...);
+     * OpenAPI's password and binary limit nothing; contentEncoding base64 / base64url */
+    check_texts("{\"type\":\"string\",\"format\":\"e164\",\"pattern\":\"^\\\\+[1-9]\\\\d{6,14}$\"}",
+                (const char *[]){"+4930123456", NULL},
+                (const char *[]){"4930123456", "+0930123456", "+12", NULL}, true);
+    check_texts("{\"type\":\"string\",\"format\":\"password\",\"maxLength\":3}",
+                (const char *[]){"", "a\\\"b", "\xc3\xa9\xc3\xa9\xc3\xa9", NULL},
+                (const char *[]){"abcd", NULL}, true);
+    check_texts("{\"type\":\"string\",\"contentEncoding\":\"base64\"}",
+                (const char *[]){"", "QUJD", "QUI=", "QQ==", "a+/b", NULL},
+                (const char *[]){"QUJ", "QQ=", "a-_b", "QUJD=", NULL}, true);
+    check_texts("{\"type\":\"string\",\"contentEncoding\":\"base64url\",\"minLength\":1}",
+                (const char *[]){"a-_b", "QUI", "QQ", NULL},
+                (const char *[]){"", "a+/b", "QUI=", "Q", NULL}, true);
 }
 
 /* A random regular expression over a, b, c (POSIX ERE syntax, which ECMA reads the same). */
@@ -803,6 +854,12 @@ static void test_schema_pattern(void **state)
         {"{\"type\":\"string\",\"pattern\":\"^(?!^[-+.]*$)[+-]?0*\\\\d*\\\\.?\\\\d*$\"}",
          {"\"1.5\"", "\"-0.25\"", "\"10\"", "\".5\"", "\"+7.\"", NULL},
          {"\"\"", "\"-\"", "\".\"", "\"+.\"", "\"1.2.3\"", "\"1e5\"", NULL}},
+        /* pydantic's condecimal(max_digits=5, decimal_places=2): its end is open, so any text
+         * but [-+.]* has a match (the first alternative may match nothing) */
+        {"{\"type\":\"string\",\"pattern\":\"^(?!^[-+.]*$)[+-]?0*(?:\\\\d{0,3}|(?=[\\\\d.]{1,6}0*$)"
+         "\\\\d{0,3}\\\\.\\\\d{0,2}0*$)\"}",
+         {"\"12.34\"", "\"-001.50\"", "\"abc\"", "\"1.234\"", NULL},
+         {"\"\"", "\"+\"", "\"-.\"", "\"..\"", NULL}},
         {"{\"type\":\"string\",\"pattern\":\"^(?=.*[A-Z])(?=.*\\\\d)(?!.*\\\\s).{8,}$\"}",
          {"\"Passw0rd!\"", "\"12345678A\"", NULL},
          {"\"password1\"", "\"Pass1\"", "\"PASSWORD!\"", "\"Pass w0rd\"", NULL}},
@@ -868,8 +925,30 @@ static void test_schema_refused(void **state)
          "no number"},
         {"{\"type\":\"integer\",\"minimum\":1e300}", LL_EINVAL, "no integer"},
         {"{\"type\":\"integer\",\"maximum\":-1e999}", LL_EINVAL, "no integer"},
-        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"ipv6\"}}}",
-         LL_EUNSUPPORTED, "schema.properties.x: format 'ipv6' is not supported"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"iri\"}}}",
+         LL_EUNSUPPORTED, "schema.properties.x: format 'iri' is not supported"},
+        {"{\"type\":\"string\",\"format\":\"credit_card\",\"pattern\":\"^\\\\d{12,19}$\"}",
+         LL_EUNSUPPORTED, "format 'credit_card' is not supported (its validators check a checksum"},
+        {"{\"type\":\"string\",\"format\":\"jwt\"}", LL_EUNSUPPORTED,
+         "format 'jwt' is not one of JSON Schema's; it is accepted beside a 'pattern'"},
+        {"{\"type\":\"string\",\"contentEncoding\":\"quoted-printable\"}", LL_EUNSUPPORTED,
+         "contentEncoding 'quoted-printable' is not supported"},
+        {"{\"type\":\"string\",\"contentEncoding\":1}", LL_EINVAL, "must be a string"},
+        {"{\"type\":\"integer\",\"contentEncoding\":\"base64\"}", LL_EUNSUPPORTED,
+         "'contentEncoding' is supported with 'type' string"},
+        {"{\"type\":\"string\",\"format\":\"date\",\"contentEncoding\":\"base64\"}", LL_EINVAL,
+         "no string meets its 'format' and its 'contentEncoding'"},
+        {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"integer\"}}", LL_EINVAL,
+         "'propertyNames' must describe strings"},
+        {"{\"type\":\"object\",\"propertyNames\":3}", LL_EINVAL, "must be a boolean or a schema"},
+        {"{\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^a\"},\"properties\":{\"ab\":{}}}",
+         LL_EUNSUPPORTED, "as an enum or a const of the names"},
+        {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\"]},\"required\":[\"b\"]}",
+         LL_EINVAL, "property 'b' does not meet 'propertyNames'"},
+        {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"foo\":1}}",
+         LL_EUNSUPPORTED, "schema.propertyNames: the JSON Schema keyword 'foo'"},
+        {"{\"type\":\"object\",\"propertyNames\":false,\"required\":[\"a\"]}", LL_EINVAL,
+         "'additionalProperties' is false"},
         {"{\"type\":\"integer\",\"format\":\"int32\"}", LL_EUNSUPPORTED,
          "'format' is supported with 'type' string"},
         {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", LL_EINVAL,
@@ -926,7 +1005,8 @@ static void test_schema_refused(void **state)
         {"{\"type\":\"array\",\"prefixItems\":[{}],\"items\":false,\"minItems\":2}", LL_EINVAL,
          "'items' is false after 1 items"},
         {"{\"type\":\"strng\"}", LL_EINVAL, "unknown type 'strng'"},
-        {"{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"]}", LL_EINVAL, "'a'"},
+        {"{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"],"
+         "\"additionalProperties\":false}", LL_EINVAL, "required property 'a' is not in"},
         {"{\"$ref\":\"#/$defs/missing\"}", LL_EINVAL, "does not resolve"},
         {"{\"$ref\":\"http://x/y\"}", LL_EINVAL, "local references"},
         {"{\"enum\":[]}", LL_EINVAL, "non-empty"},

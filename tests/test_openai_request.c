@@ -348,7 +348,7 @@ static void test_malformed_table(void **state)
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"
          "on_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\",\"pattern\":"
-         "\"(?!a)\"}}}}",
+         "\"(?<!a)\"}}}}",
          LL_EUNSUPPORTED, "response_format.json_schema.schema"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"js"

@@ -63,13 +63,15 @@ const char *grammar_num_bound_kw(const struct cJSON *s);
 
 /* ---- regular strings (grammar_regex.c) ---- */
 
-/* The JSON string (quotes included) whose value matches pattern (ECMA-262 subset; NULL: any)
- * and format (date, time, date-time, duration, uuid, ipv4, email, hostname, uri; NULL: none),
- * of min..max code points (max < 0: unbounded). LL_EUNSUPPORTED names what is not supported,
- * LL_EINVAL a malformed pattern or constraints no string meets; messages name path. */
+/* The JSON string (quotes included) whose value matches pattern (ECMA-262 subset; NULL: any),
+ * format (date, time, date-time, duration, uuid, ipv4, ipv6, email, hostname, uri; a name outside
+ * JSON Schema's list only beside a pattern, which says what it means; NULL: none) and encoding
+ * (contentEncoding: base64, base64url; NULL: none), of min..max code points (max < 0:
+ * unbounded). LL_EUNSUPPORTED names what is not supported, LL_EINVAL a malformed pattern or
+ * constraints no string meets; messages name path. */
 enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, const char *format,
-                                      int min, int max, const char *path, int *rule,
-                                      struct ll_err *err);
+                                      const char *encoding, int min, int max, const char *path,
+                                      int *rule, struct ll_err *err);
 
 static inline bool gset_has(const struct gset *s, unsigned c)
 {

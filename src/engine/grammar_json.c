@@ -145,11 +145,13 @@ static int string_rule(struct gbuild *b, int min, int max)
     return r;
 }
 
-/* '{' ws ( member ( ',' ws member )* )? '}' with member = key ws ':' ws value ws. */
-static int map_rule(struct gbuild *b, int value)
+/* '{' ws ( member ( ',' ws member )* )? '}' with member = key ws ':' ws value ws (key < 0: any
+ * JSON string). */
+static int map_rule(struct gbuild *b, int key, int value)
 {
     int ws = grammar_json_ws(b);
-    int key = string_rule(b, 0, -1);
+    if (key < 0)
+        key = string_rule(b, 0, -1);
     struct gseq q = {0};
     int member = gb_rule(b);
     gseq_rule(&q, key);
@@ -221,7 +223,7 @@ int grammar_json_any_value(struct gbuild *b)
         return b->shared[GB_VALUE];
     int v = gb_rule(b); /* made first: objects and arrays refer to it */
     b->shared[GB_VALUE] = v;
-    int obj = map_rule(b, v);
+    int obj = map_rule(b, -1, v);
     b->shared[GB_OBJECT] = obj;
     int arr = array_rule(b, v, 0, -1);
     int alts[] = {obj, arr, string_rule(b, 0, -1), grammar_num_any(b, false), gb_literal(b, "true"),
@@ -267,7 +269,8 @@ static const char *const handled[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
     "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "oneOf", "$ref", "minimum",
     "maximum", "prefixItems", "additionalItems",
-    "exclusiveMinimum", "exclusiveMaximum", "format", "pattern",
+    "exclusiveMinimum", "exclusiveMaximum", "format", "pattern", "contentEncoding",
+    "propertyNames",
 };
 
 static bool in_list(const char *k, const char *const *list, size_t n)
@@ -433,44 +436,154 @@ static enum ll_status value_literal(struct jctx *c, const cJSON *v, int *rule)
     return LL_OK;
 }
 
+static enum ll_status object_members(struct jctx *c, const cJSON *all, const cJSON *req,
+                                     const cJSON *addl, const cJSON *pn, const char *path,
+                                     int *rule);
+
+/* Whether propertyNames pn admits name: 1 yes, 0 no, -1 not known here (pn limits names by
+ * more than an enum or a const: its pattern, format or lengths). */
+static int name_admitted(const cJSON *pn, const char *name)
+{
+    if (!pn || cJSON_IsTrue(pn))
+        return 1;
+    const cJSON *k, *en = cJSON_GetObjectItemCaseSensitive(pn, "enum"),
+                    *cst = cJSON_GetObjectItemCaseSensitive(pn, "const");
+    if (en || cst) {
+        bool in_enum = !en, is_const = !cst || (cJSON_IsString(cst) && !strcmp(cst->valuestring, name));
+        cJSON_ArrayForEach(k, en)
+            in_enum |= cJSON_IsString(k) && !strcmp(k->valuestring, name);
+        return in_enum && is_const;
+    }
+    cJSON_ArrayForEach(k, pn)
+        if (strcmp(k->string, "type") &&
+            !in_list(k->string, annotations, sizeof annotations / sizeof *annotations))
+            return -1;
+    return 1;
+}
+
+/* The rule of an object's names from propertyNames pn (a string schema; its type may be left
+ * out, as names are strings). */
+static enum ll_status names_rule(struct jctx *c, const cJSON *pn, const char *path, int *rule)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(pn, "type");
+    if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "string")))
+        return bad(c, path, "'propertyNames' must describe strings (its 'type', when given, is "
+                            "\"string\")");
+    cJSON *dup = cJSON_Duplicate(pn, true);
+    if (!dup || (!type && !cJSON_AddStringToObject(dup, "type", "string"))) {
+        cJSON_Delete(dup);
+        return ll_err_set(c->err, LL_ENOMEM, "out of memory");
+    }
+    char sub[512];
+    snprintf(sub, sizeof sub, "%.400s.propertyNames", path);
+    enum ll_status st = compile(c, dup, sub, rule);
+    cJSON_Delete(dup);
+    return st;
+}
+
+/* Adds name to all (unless there) with the schema of additionalProperties (*any: a true schema
+ * made once, when there is none). false: out of memory. */
+static bool add_implicit(cJSON *all, const char *name, const cJSON *addl, cJSON **any)
+{
+    if (cJSON_GetObjectItemCaseSensitive(all, name))
+        return true;
+    if (!addl && !*any && !(*any = cJSON_CreateTrue()))
+        return false;
+    return cJSON_AddItemReferenceToObject(all, name, (cJSON *)(addl ? addl : *any));
+}
+
 static enum ll_status object_rule(struct jctx *c, const cJSON *s, const char *path, int *rule)
 {
-    struct gbuild *b = c->b;
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
-    char sub[512];
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
     if (props && !cJSON_IsObject(props))
         return bad(c, path, "'properties' must be an object");
     if (req && !cJSON_IsArray(req))
         return bad(c, path, "'required' must be an array of property names");
     if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
         return bad(c, path, "'additionalProperties' must be a boolean or a schema");
+    if (pn && !cJSON_IsBool(pn) && !cJSON_IsObject(pn))
+        return bad(c, path, "'propertyNames' must be a boolean or a schema");
+    if (cJSON_IsFalse(pn))
+        addl = pn; /* no name at all: as additionalProperties false, without properties */
     const cJSON *x;
     cJSON_ArrayForEach(x, req) {
         if (!cJSON_IsString(x))
             return bad(c, path, "'required' must be an array of property names");
-        if (!cJSON_GetObjectItemCaseSensitive(props, x->valuestring))
+        if (!cJSON_GetObjectItemCaseSensitive(props, x->valuestring) && cJSON_IsFalse(addl))
             return ll_err_set(c->err, LL_EINVAL, "%s: required property '%.100s' is not in "
-                              "'properties'", path, x->valuestring);
+                              "'properties', and 'additionalProperties' is false", path,
+                              x->valuestring);
     }
-    int n = cJSON_GetArraySize(props);
+    /* The properties generated: those of 'properties'; the required ones outside it, and (with
+     * no 'properties') the names of an enum or const propertyNames, whose values follow
+     * additionalProperties. */
+    const cJSON *pn_names = NULL;
+    if (cJSON_IsObject(pn) && !props) {
+        pn_names = cJSON_GetObjectItemCaseSensitive(pn, "enum");
+        if (!pn_names)
+            pn_names = cJSON_GetObjectItemCaseSensitive(pn, "const");
+    }
+    cJSON *all = cJSON_CreateObject(), *any = NULL;
+    const cJSON *addl_schema = cJSON_IsObject(addl) ? addl : NULL;
+    bool oom = !all;
+    cJSON_ArrayForEach(x, props)
+        oom |= !cJSON_AddItemReferenceToObject(all, x->string, (cJSON *)x);
+    cJSON_ArrayForEach(x, req)
+        oom |= !oom && !add_implicit(all, x->valuestring, addl_schema, &any);
+    if (cJSON_IsString(pn_names))
+        oom |= !oom && !add_implicit(all, pn_names->valuestring, addl_schema, &any);
+    const cJSON *pn_list = cJSON_IsArray(pn_names) ? pn_names : NULL;
+    cJSON_ArrayForEach(x, pn_list)
+        if (cJSON_IsString(x))
+            oom |= !oom && !add_implicit(all, x->valuestring, addl_schema, &any);
+    enum ll_status st = oom ? ll_err_set(c->err, LL_ENOMEM, "out of memory") : LL_OK;
+    cJSON_ArrayForEach(x, all) {
+        const int ok = st == LL_OK ? name_admitted(pn, x->string) : 1;
+        if (ok == 0)
+            st = ll_err_set(c->err, LL_EINVAL, "%s: property '%.100s' does not meet "
+                            "'propertyNames'", path, x->string);
+        else if (ok < 0)
+            st = ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'propertyNames' beside 'properties' or "
+                            "'required' is supported as an enum or a const of the names", path);
+    }
+    if (st == LL_OK)
+        st = object_members(c, all, req, addl, pn, path, rule);
+    cJSON_Delete(all);
+    cJSON_Delete(any);
+    return st;
+}
+
+/* An object of the properties in all (required: those in req), or, when all is empty, of names
+ * from propertyNames pn and values from additionalProperties addl. */
+static enum ll_status object_members(struct jctx *c, const cJSON *all, const cJSON *req,
+                                     const cJSON *addl, const cJSON *pn, const char *path,
+                                     int *rule)
+{
+    struct gbuild *b = c->b;
+    const cJSON *x;
+    char sub[512];
+    int n = cJSON_GetArraySize(all);
     if (n == 0) {
         if (cJSON_IsFalse(addl)) {
             *rule = gb_concat(b, (int[]){gb_literal(b, "{"), grammar_json_ws(b),
                                          gb_literal(b, "}")}, 3);
             return LL_OK;
         }
+        int key = -1, v;
+        enum ll_status st;
+        if (cJSON_IsObject(pn) && (st = names_rule(c, pn, path, &key)) != LL_OK)
+            return st;
         if (cJSON_IsObject(addl)) {
-            int v;
             snprintf(sub, sizeof sub, "%s.additionalProperties", path);
-            enum ll_status st = compile(c, addl, sub, &v);
-            if (st != LL_OK)
+            if ((st = compile(c, addl, sub, &v)) != LL_OK)
                 return st;
-            *rule = map_rule(b, v);
+            *rule = map_rule(b, key, v);
             return LL_OK;
         }
-        *rule = grammar_json_any_object(b);
+        *rule = key < 0 ? grammar_json_any_object(b) : map_rule(b, key, grammar_json_any_value(b));
         return LL_OK;
     }
     /* P_k = "name" ws ':' ws V_k ws; S_k = P_k T_{k+1} | S_{k+1} (optional);
@@ -485,7 +598,7 @@ static enum ll_status object_rule(struct jctx *c, const cJSON *s, const char *pa
     }
     int k = 0;
     enum ll_status st = LL_OK;
-    cJSON_ArrayForEach(x, props) {
+    cJSON_ArrayForEach(x, all) {
         snprintf(sub, sizeof sub, "%s.properties.%.100s", path, x->string);
         int v;
         if ((st = compile(c, x, sub, &v)) != LL_OK)
@@ -723,19 +836,23 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
     if (!strcmp(t, "string")) {
         const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
         const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+        const cJSON *enc = cJSON_GetObjectItemCaseSensitive(s, "contentEncoding");
         if (fmt && !cJSON_IsString(fmt))
             return bad(c, path, "'format' must be a string");
         if (pat && !cJSON_IsString(pat))
             return bad(c, path, "'pattern' must be a string");
+        if (enc && !cJSON_IsString(enc))
+            return bad(c, path, "'contentEncoding' must be a string");
         int min, max;
         if ((st = count_kw(c, s, "minLength", path, 0, &min)) != LL_OK ||
             (st = count_kw(c, s, "maxLength", path, -1, &max)) != LL_OK)
             return st;
         if (max >= 0 && max < min)
             return bad(c, path, "'maxLength' is less than 'minLength'");
-        if (fmt || pat)
+        if (fmt || pat || enc)
             return grammar_string_regular(b, pat ? pat->valuestring : NULL,
-                                          fmt ? fmt->valuestring : NULL, min, max, path, rule,
+                                          fmt ? fmt->valuestring : NULL,
+                                          enc ? enc->valuestring : NULL, min, max, path, rule,
                                           c->err);
         *rule = string_rule(b, min, max);
     } else if (!strcmp(t, "number") || !strcmp(t, "integer")) {
@@ -869,8 +986,9 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: the JSON Schema keyword '%.60s' is not "
                           "supported (supported: type, properties, required, "
                           "additionalProperties, items, minItems, maxItems, minLength, "
-                          "maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-                          "exclusiveMaximum, enum, const, anyOf, oneOf, $ref, $defs)", path,
+                          "maxLength, pattern, format, contentEncoding, minimum, maximum, "
+                          "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, $ref, "
+                          "$defs)", path,
                           k->string);
     }
     const char *bound = grammar_num_bound_kw(s);
@@ -878,8 +996,8 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' is supported with 'type' number or "
                           "integer (not beside 'enum' or 'const', nor without a type)", path,
                           bound);
-    for (int i = 0; i < 2; i++) {
-        const char *kw = i ? "pattern" : "format";
+    for (int i = 0; i < 3; i++) {
+        const char *kw = i == 2 ? "contentEncoding" : i ? "pattern" : "format";
         if (cJSON_GetObjectItemCaseSensitive(s, kw) && !applies(s, "string", NULL))
             return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' is supported with 'type' string "
                               "(not beside 'enum' or 'const', nor without a type)", path, kw);
@@ -960,7 +1078,9 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
     } else if (type) {
         st = bad(c, path, "'type' must be a type name or an array of them");
     } else if (cJSON_GetObjectItemCaseSensitive(s, "properties") ||
-               cJSON_GetObjectItemCaseSensitive(s, "additionalProperties")) {
+               cJSON_GetObjectItemCaseSensitive(s, "additionalProperties") ||
+               cJSON_GetObjectItemCaseSensitive(s, "propertyNames") ||
+               cJSON_GetObjectItemCaseSensitive(s, "required")) {
         st = typed(c, s, "object", path, rule);
     } else if (cJSON_GetObjectItemCaseSensitive(s, "items")) {
         st = typed(c, s, "array", path, rule);

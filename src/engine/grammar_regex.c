@@ -1436,6 +1436,7 @@ static enum ll_status dfa_product(const struct dfa *a, const struct dfa *b, stru
 #define RX_DUR_T                                                                                   \
     "T(?:[0-9]{1,4}H(?:[0-9]{1,4}M)?(?:" RX_SECS ")?|[0-9]{1,4}M(?:" RX_SECS ")?|" RX_SECS ")"
 #define RX_URI_CHARS "[A-Za-z0-9._~!$&'()*+,;=:@-]"
+#define RX_H6 "[0-9a-f]{1,4}"
 
 static const struct {
     const char *name, *pattern;
@@ -1458,6 +1459,31 @@ static const struct {
             "|[/?])*)?(?:#(?:" RX_URI_CHARS "|[/?])*)?"},
     /* ISO 8601 durations (RFC 3339 appendix A): days, hours, minutes, seconds; or weeks */
     {"duration", "P(?:[0-9]{1,4}D(?:" RX_DUR_T ")?|" RX_DUR_T "|[0-9]{1,4}W)"},
+    /* RFC 4291 text forms in lower case: eight groups, or fewer around one "::" (no embedded
+     * IPv4 address) */
+    {"ipv6", "(?:" RX_H6 ":){7}" RX_H6 "|(?:" RX_H6 ":){1,7}:|(?:" RX_H6 ":){1,6}:" RX_H6
+             "|(?:" RX_H6 ":){1,5}(?::" RX_H6 "){1,2}|(?:" RX_H6 ":){1,4}(?::" RX_H6
+             "){1,3}|(?:" RX_H6 ":){1,3}(?::" RX_H6 "){1,4}|(?:" RX_H6 ":){1,2}(?::" RX_H6
+             "){1,5}|" RX_H6 ":(?::" RX_H6 "){1,6}|:(?:(?::" RX_H6 "){1,7}|:)"},
+};
+
+/* Formats that do not limit a string: OpenAPI's "password" (a hint to hide it) and "binary"
+ * (any octets). JSON Schema's formats not built in above are refused; a format outside its
+ * list (zod's "cuid", "e164", ...) is the producer's name for what its pattern says. */
+static const char *const formats_free[] = {"password", "binary"};
+static const char *const formats_refused[] = {
+    "idn-email", "idn-hostname", "uri-reference", "iri", "iri-reference", "uri-template",
+    "json-pointer", "relative-json-pointer", "regex",
+};
+/* zod's formats whose validation adds a checksum to the pattern it writes */
+static const char *const formats_checksum[] = {"credit_card", "iban"};
+
+/* contentEncoding: RFC 4648's base64 (padded) and base64url (unpadded, as JWTs and zod use) */
+static const struct {
+    const char *name, *pattern;
+} encodings[] = {
+    {"base64", "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"},
+    {"base64url", "(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?"},
 };
 
 /* ---- rules ---- */
@@ -1569,34 +1595,65 @@ out:
     return st;
 }
 
+static bool listed(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, list[i]))
+            return true;
+    return false;
+}
+
 enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, const char *format,
-                                      int min, int max, const char *path, int *rule,
-                                      struct ll_err *err)
+                                      const char *encoding, int min, int max, const char *path,
+                                      int *rule, struct ll_err *err)
 {
     struct dfa d = {0}, e = {0}, t = {0};
     enum ll_status st = LL_OK;
-    char what[160];
-    snprintf(what, sizeof what, "%s%s%s%s%s", pattern ? "its 'pattern'" : "",
-             pattern && format ? " and " : "", format ? "its 'format'" : "",
-             min > 0 || max >= 0 ? " with " : "", min > 0 || max >= 0 ? "its length bounds" : "");
-    const char *fpat = NULL;
+    const char *fpat = NULL, *epat = NULL;
     if (format) {
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
             if (!strcmp(format, formats[i].name))
                 fpat = formats[i].pattern;
+        if (!fpat && listed(format, formats_refused, sizeof formats_refused / sizeof *formats_refused))
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: format '%.60s' is not supported (supported: date, time, "
+                              "date-time, duration, uuid, ipv4, ipv6, email, hostname, uri)",
+                              path, format);
+        if (!fpat && listed(format, formats_checksum, sizeof formats_checksum / sizeof *formats_checksum))
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: format '%.60s' is not supported (its validators check a "
+                              "checksum that its pattern does not state)", path, format);
+        if (!fpat && !pattern && !listed(format, formats_free, sizeof formats_free / sizeof *formats_free))
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: format '%.60s' is not one of JSON Schema's; it is accepted "
+                              "beside a 'pattern' that says what it means (built in: date, time, "
+                              "date-time, duration, uuid, ipv4, ipv6, email, hostname, uri)",
+                              path, format);
         if (!fpat)
-            return ll_err_set(
-                err, LL_EUNSUPPORTED,
-                "%s: format '%.60s' is not supported "
-                "(supported: date, time, date-time, duration, uuid, ipv4, email, hostname, uri)",
-                path, format);
+            format = NULL; /* named by its producer, meant by the pattern, or free */
     }
+    if (encoding) {
+        for (size_t i = 0; i < sizeof encodings / sizeof encodings[0]; i++)
+            if (!strcmp(encoding, encodings[i].name))
+                epat = encodings[i].pattern;
+        if (!epat)
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: contentEncoding '%.60s' is not supported (supported: base64, "
+                              "base64url)", path, encoding);
+    }
+    char what[200] = "its length bounds";
+    if (pattern || fpat || epat)
+        snprintf(what, sizeof what, "%s%s%s%s%s%s%s", pattern ? "its 'pattern'" : "",
+             pattern && format ? " and " : "", format ? "its 'format'" : "",
+             (pattern || format) && encoding ? " and " : "", encoding ? "its 'contentEncoding'" : "",
+             min > 0 || max >= 0 ? " with " : "", min > 0 || max >= 0 ? "its length bounds" : "");
     bool have = false;
-    const char *const pats[2] = {pattern, fpat};
-    for (int i = 0; i < 2 && st == LL_OK; i++) {
+    /* a free format alone: any string (of its length) */
+    const char *const pats[3] = {pattern || fpat || epat ? pattern : "", fpat, epat};
+    for (int i = 0; i < 3 && st == LL_OK; i++) {
         if (!pats[i])
             continue;
-        if ((st = pattern_dfa(pats[i], i == 1, path, have ? &e : &d, err)) != LL_OK)
+        if ((st = pattern_dfa(pats[i], i > 0, path, have ? &e : &d, err)) != LL_OK)
             break;
         if (have) {
             if ((st = dfa_product(&d, &e, &t)) != LL_OK)

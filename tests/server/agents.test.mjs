@@ -71,6 +71,41 @@ test('openai: parse with bounds, dates, uuids, patterns (zod)', async () => {
   }
 });
 
+test('openai: parse with every zod string format that has a pattern, and records (zod)', async () => {
+  // zod writes a format beside a pattern for each (its own names: cuid, e164, mac, ...), base64
+  // with contentEncoding, lookaheads in duration and iban, anchors per alternative in mac and
+  // base64, propertyNames for records; split in two objects to keep each answer short
+  const Ids = z.object({
+    nanoid: z.nanoid(), cuid: z.cuid().max(24), cuid2: z.cuid2().max(24), ulid: z.ulid(),
+    xid: z.xid(), ksuid: z.ksuid(), guid: z.guid(), uuid4: z.uuidv4(), hash: z.hash('sha256'),
+    hex: z.hex().max(24), b64: z.base64().max(24), b64url: z.base64url().max(24),
+  });
+  const Mixed = z.object({
+    ip4: z.ipv4(), ip6: z.ipv6(), mac: z.mac(), cidr4: z.cidrv4(), cidr6: z.cidrv6(),
+    phone: z.e164(), span: z.iso.duration().max(24), lower: z.string().lowercase().max(24),
+    upper: z.string().uppercase().max(24), starts: z.string().startsWith('id-').max(24),
+    ends: z.string().endsWith('.json').max(24), has: z.string().includes('@').max(24),
+    scores: z.record(z.string().regex(/^[a-z]{1,8}$/), z.int().min(0).max(9)),
+    sizes: z.record(z.enum(['s', 'm']), z.number()),
+    flags: z.partialRecord(z.enum(['x', 'y']), z.boolean()),
+  });
+  // z.toJSONSchema as it is: the OpenAI SDK's strict helper refuses propertyNames and
+  // contentEncoding on the client, but vLLM clients, the AI SDK and LangChain send them
+  for (const [name, schema] of [['ids', Ids], ['mixed', Mixed]]) {
+    for (const seed of [1, 2]) {
+      const r = await qwen.client.chat.completions.create({
+        model: 'tiny-qwen2', messages: ask, temperature: 1, seed, max_completion_tokens: 1500,
+        response_format: { type: 'json_schema',
+          json_schema: { name, schema: z.toJSONSchema(schema), strict: true } },
+      });
+      const m = r.choices[0].message;
+      assert.equal(r.choices[0].finish_reason, 'stop', m.content);
+      const check = schema.safeParse(JSON.parse(m.content));
+      assert.ok(check.success, `zod refuses ${m.content.slice(0, 300)}: ${JSON.stringify(check.error?.issues)}`);
+    }
+  }
+});
+
 test("vLLM's guided_choice and guided_regex (chat and completions)", async () => {
   const choices = ['positive', 'negative', 'neutral'];
   for (const seed of [1, 2, 3]) {
@@ -363,8 +398,14 @@ test('no silent ignores: unknown fields, bad formats, tool_choice, methods', asy
   await bad({ guided_grammar: 'root ::= "a"' }, 'guided_grammar', 'unsupported_parameter');
   await bad({ response_format: { type: 'yaml' } }, 'response_format.type');
   await bad({ response_format: { type: 'json_schema', json_schema: { name: 'x',
-    schema: { type: 'string', format: 'ipv6' } } } }, 'response_format.json_schema.schema',
+    schema: { type: 'string', format: 'iri' } } } }, 'response_format.json_schema.schema',
   'unsupported_schema');
+  // a format of no known meaning and no pattern (zod's jwt), formats with a checksum
+  for (const t of [z.jwt(), z.creditCard(), z.iban()]) {
+    await bad({ response_format: { type: 'json_schema',
+      json_schema: { name: 'x', schema: z.toJSONSchema(z.object({ t })) } } },
+    'response_format.json_schema.schema', 'unsupported_schema');
+  }
   await bad({ tools: [{ type: 'function', function: { name: 'f' } }],
     tool_choice: { type: 'function', function: { name: 'g' } } }, 'tool_choice.function.name');
   await bad({ tool_choice: 'sometimes' }, 'tool_choice');
