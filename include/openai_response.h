@@ -53,7 +53,8 @@ struct oai_logprobs {
 
 /* One tool call of a chat answer. */
 struct oai_call {
-    const char *id, *name, *arguments; /* arguments: JSON text */
+    const char *id, *name, *arguments; /* arguments: JSON text (in a stream chunk, the next
+                                        * piece of it; id and name NULL after the first) */
 };
 
 /* One choice of a full response, or the delta of one stream chunk. */

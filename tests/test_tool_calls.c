@@ -27,10 +27,15 @@ struct parsed {
     char names[8][64];
     char args[8][512];
     char ids[8][40];
+    bool done[8];
+    int pieces; /* argument pieces handed out */
 };
 
-/* Feed text in pieces of `step` bytes (0: whole), collecting content and calls. */
-static void run_parser(enum tool_format f, const char *text, size_t step, struct parsed *out)
+/* Feed text in pieces of `step` bytes (0: whole), collecting content and calls: their start,
+ * then the pieces of their arguments, which must add up to the arguments parsed. stream: take
+ * pieces after each feed (a stream), else only after the last (a whole answer). */
+static void run_parser_as(enum tool_format f, const char *text, size_t step, bool stream,
+                          struct parsed *out)
 {
     struct tool_parser p;
     tool_parser_init(&p, f);
@@ -46,17 +51,36 @@ static void run_parser(enum tool_format f, const char *text, size_t step, struct
             memcpy(out->content + clen, c.data, c.len);
         clen += c.len;
         ll_buf_free(&c);
-        int first, n = tool_parser_new_calls(&p, &first);
-        for (int i = 0; i < n; i++) {
-            assert_int_equal(first + i, out->n);
-            snprintf(out->names[out->n], 64, "%s", p.calls[first + i].name);
-            snprintf(out->args[out->n], 512, "%s", p.calls[first + i].arguments);
-            snprintf(out->ids[out->n], 40, "%s", p.calls[first + i].id);
-            out->n++;
+        struct tool_piece pc;
+        while ((stream || at == len) && tool_parser_next(&p, &pc)) {
+            const struct tool_call *tc = &p.calls[pc.index];
+            if (pc.start) {
+                assert_int_equal(pc.index, out->n);
+                snprintf(out->names[out->n], 64, "%s", tc->name);
+                snprintf(out->ids[out->n], 40, "%s", tc->id);
+                out->n++;
+            }
+            assert_true(pc.index == out->n - 1 && !out->done[pc.index]);
+            assert_int_equal(strlen(pc.args), pc.len);
+            size_t have = strlen(out->args[pc.index]);
+            assert_true(have + pc.len < 512);
+            memcpy(out->args[pc.index] + have, pc.args, pc.len + 1);
+            out->pieces += pc.len > 0;
+            out->done[pc.index] = pc.done;
         }
     } while (at < len);
+    for (int i = 0; i < out->n; i++) { /* the pieces are the arguments */
+        assert_true(out->done[i]);
+        assert_string_equal(out->args[i], tool_call_args(&p.calls[i]));
+    }
+    assert_int_equal(out->n, p.n_calls);
     assert_false(p.failed);
     tool_parser_free(&p);
+}
+
+static void run_parser(enum tool_format f, const char *text, size_t step, struct parsed *out)
+{
+    run_parser_as(f, text, step, true, out);
 }
 
 /* Whole, byte by byte and in pieces of 4 and 16 bytes give the same. */
@@ -89,7 +113,7 @@ static void test_hermes(void **state)
           "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
           "{}}\n</tool_call>",
           "Let me check.", 2, (const char *const[]){"get_weather", "get_time"},
-          (const char *const[]){"{\"city\":\"Paris\"}", "{}"});
+          (const char *const[]){"{\"city\": \"Paris\"}", "{}"});
     /* the end marker and braces inside a JSON string */
     check(TOOL_FORMAT_HERMES,
           "<tool_call>{\"name\":\"run\",\"arguments\":{\"code\":\"s = '</tool_call>' + "
@@ -125,7 +149,7 @@ static void test_deepseek(void **state)
           "\"note\": \"```" DCE "\"}\n```" DCE "\n" DCB "function" DSEP "get_time\n```json\n{}\n```"
           DCE DSE,
           "Calling.", 2, (const char *const[]){"get_weather", "get_time"},
-          (const char *const[]){"{\"city\":\"Paris\",\"note\":\"```" DCE "\"}", "{}"});
+          (const char *const[]){"{\"city\": \"Paris\", \"note\": \"```" DCE "\"}", "{}"});
     /* a call without the block's marker, no fence, text after */
     check(TOOL_FORMAT_DEEPSEEK, DCB "function" DSEP "f\n{\"a\":[1,{\"b\":null}]}" DCE " ok",
           "ok", 1, (const char *const[]){"f"}, (const char *const[]){"{\"a\":[1,{\"b\":null}]}"});
@@ -146,6 +170,95 @@ static void test_deepseek(void **state)
               "f\n{}" DCE,
           DCB "function_function_function_function_function_function_function_xy" DSEP "f\n{}" DCE,
           0, NULL, NULL);
+}
+
+/* A call's arguments stream as they come: its start (id, name) once the name and the arguments'
+ * '{' are in, then pieces; cut before its end, a streamed call stays a call with what came,
+ * while a whole answer cut the same way is text. */
+static void test_streamed_pieces(void **state)
+{
+    (void)state;
+    struct tool_parser p;
+    struct tool_piece pc;
+    struct ll_buf c = {0};
+    static const struct {
+        enum tool_format f;
+        const char *head, *args;
+    } forms[] = {
+        {TOOL_FORMAT_HERMES, "ok <tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+         "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
+        {TOOL_FORMAT_DEEPSEEK, "ok " DSB DCB "function" DSEP "get_weather\n```json\n",
+         "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        tool_parser_init(&p, forms[i].f);
+        /* the head alone: the name is known, the arguments not started: nothing yet */
+        const char *h = forms[i].head;
+        tool_parser_feed(&p, h, strlen(h) - 1, false, &c);
+        assert_false(tool_parser_next(&p, &pc));
+        tool_parser_feed(&p, h + strlen(h) - 1, 1, false, &c);
+        assert_false(tool_parser_next(&p, &pc));
+        assert_string_equal(c.data, "ok");
+        /* the arguments, 5 bytes at a time: the start, then a piece each time */
+        const char *a = forms[i].args;
+        size_t n = strlen(a), got = 0;
+        char args[256] = "";
+        for (size_t at = 0; at < n - 5; at += 5) {
+            tool_parser_feed(&p, a + at, 5, false, &c);
+            assert_true(tool_parser_next(&p, &pc));
+            assert_int_equal(pc.index, 0);
+            assert_true(pc.start == (at == 0) && !pc.done);
+            if (pc.start)
+                assert_string_equal(p.calls[0].name, "get_weather");
+            memcpy(args + got, pc.args, pc.len);
+            got += pc.len;
+            assert_int_equal(got, at + 5);
+            assert_false(tool_parser_next(&p, &pc));
+        }
+        /* cut here, at the end of the answer: the call ends with the arguments that came */
+        tool_parser_feed(&p, "", 0, true, &c);
+        assert_true(tool_parser_next(&p, &pc));
+        assert_true(pc.done && !pc.start && pc.len == 0);
+        assert_false(tool_parser_next(&p, &pc));
+        assert_int_equal(p.n_calls, 1);
+        assert_memory_equal(tool_call_args(&p.calls[0]), a, got);
+        assert_string_equal(c.data, "ok");
+        tool_parser_free(&p);
+        ll_buf_clear(&c);
+        /* the same answer not streamed (pieces taken only at its end): text */
+        char whole[512];
+        snprintf(whole, sizeof whole, "%s%.*s", h, (int)got, a);
+        struct parsed r;
+        run_parser_as(forms[i].f, whole, 0, false, &r);
+        assert_int_equal(r.n, 0);
+        assert_string_equal(r.content, whole);
+        /* streamed byte by byte to its end: many pieces, the arguments whole */
+        const char *tail = forms[i].f == TOOL_FORMAT_HERMES ? "}\n</tool_call> done"
+                                                           : "\n```" DCE DSE " done";
+        snprintf(whole, sizeof whole, "%s%s%s", h, a, tail);
+        run_parser_as(forms[i].f, whole, 1, true, &r);
+        assert_int_equal(r.n, 1);
+        assert_string_equal(r.args[0], a);
+        assert_int_equal(r.pieces, (int)n);
+        assert_string_equal(r.content, "okdone"); /* whitespace next to calls is dropped */
+    }
+    ll_buf_free(&c);
+    /* a streamed call's name is the one its complete block gives: a JSON string's value, or
+     * trimmed (both found by fuzz_tool_calls) */
+    struct parsed r;
+    run_parser_as(TOOL_FORMAT_HERMES, "<tool_call>{\"name\": \"g\\u0065t\", \"arguments\": "
+                  "{\"a\": 1}}</tool_call>", 3, true, &r);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.names[0], "get");
+    run_parser_as(TOOL_FORMAT_DEEPSEEK, DCB "function" DSEP " \tf \n{\"a\": 1}" DCE, 3, true, &r);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.names[0], "f");
+    /* a block that goes wrong after its call started (no grammar would let it): the call ends
+     * there, cut */
+    run_parser_as(TOOL_FORMAT_DEEPSEEK, DCB "function" DSEP "f\n```json\n{}```\n<x> after", 4,
+                  true, &r);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.args[0], "{}");
 }
 
 /* ---- grammars and template variables ---- */
@@ -309,6 +422,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hermes),
         cmocka_unit_test(test_deepseek),
+        cmocka_unit_test(test_streamed_pieces),
         cmocka_unit_test(test_grammars),
         cmocka_unit_test(test_context),
     };

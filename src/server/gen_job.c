@@ -59,7 +59,7 @@ struct gen_choice {
                                     streaming, whole otherwise) */
     struct resp_track *items;    /* responses: the output items so far, in order */
     int n_items, cap_items;
-    int open_reasoning, open_message; /* responses: index of the open item, -1 none */
+    int open_reasoning, open_message, open_call; /* responses: the open items, -1 none */
 };
 
 /* One output item of a /v1/responses answer: its text is [start, end) of the choice's
@@ -442,7 +442,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     j->legacy_call = r->legacy_functions;
     for (int i = 0; i < n; i++) {
         tool_parser_init(&j->ch[i].tp, srv->tools.format);
-        j->ch[i].open_reasoning = j->ch[i].open_message = -1;
+        j->ch[i].open_reasoning = j->ch[i].open_message = j->ch[i].open_call = -1;
     }
     struct engine_params base;
     oai_request_params(r, &engine_model(srv->engine)->gen, &base);
@@ -618,14 +618,16 @@ static void stream_delta(struct gen_job *j, struct gen_choice *c, const struct e
                                .logprobs = lp && !sent ? &L : NULL};
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
     }
-    int first, n = j->tools ? tool_parser_new_calls(&c->tp, &first) : 0;
-    if (j->legacy_call && first > 0)
-        n = 0; /* the legacy shape has one call */
-    for (int k = 0; k < n && (!j->legacy_call || k == 0); k++) {
-        const struct tool_call *tc = &c->tp.calls[first + k];
-        struct oai_call call = {tc->id, tc->name, tc->arguments};
+    struct tool_piece pc;
+    while (j->tools && tool_parser_next(&c->tp, &pc)) {
+        if (j->legacy_call && pc.index > 0)
+            continue; /* the legacy shape has one call */
+        if (!pc.start && !pc.len)
+            continue; /* its end: nothing to say */
+        const struct tool_call *tc = &c->tp.calls[pc.index];
+        struct oai_call call = {pc.start ? tc->id : NULL, pc.start ? tc->name : NULL, pc.args};
         struct oai_choice d = {.index = c->index, .calls = &call, .n_calls = 1,
-                               .first_call = first + k, .legacy_call = j->legacy_call};
+                               .first_call = pc.index, .legacy_call = j->legacy_call};
         emit(j, oai_stream_chunk(&j->meta, &d, false, j->include_usage));
     }
 }
@@ -656,7 +658,7 @@ static struct resp_item r_view(const struct gen_choice *c, int k)
         const struct tool_call *tc = &c->tp.calls[t->call];
         it.call_id = tc->id;
         it.name = tc->name;
-        it.arguments = tc->arguments;
+        it.arguments = t->done ? tool_call_args(tc) : ""; /* added with "", then deltas */
     } else {
         const struct ll_buf *b = t->kind == RI_REASONING ? &c->reasoning : &c->text;
         it.text = b->data ? b->data + t->start : "";
@@ -851,22 +853,28 @@ static void responses_delta(struct gen_job *j, struct gen_choice *c, const struc
         c->items[c->open_message].end = c->text.len;
         r_delta(j, c, c->open_message, "response.output_text.delta", text, len);
     }
-    int first, n = j->tools ? tool_parser_new_calls(&c->tp, &first) : 0;
-    for (int k = 0; k < n; k++) {
-        r_close(j, c, c->open_reasoning);
-        r_close(j, c, c->open_message);
-        c->open_reasoning = c->open_message = -1;
-        int it = r_open(j, c, RI_CALL, first + k);
-        if (it < 0)
-            return;
-        r_delta(j, c, it, "response.function_call_arguments.delta",
-                c->tp.calls[first + k].arguments, strlen(c->tp.calls[first + k].arguments));
-        r_close(j, c, it);
+    struct tool_piece pc;
+    while (j->tools && tool_parser_next(&c->tp, &pc)) {
+        if (pc.start) {
+            r_close(j, c, c->open_reasoning);
+            r_close(j, c, c->open_message);
+            c->open_reasoning = c->open_message = -1;
+            if ((c->open_call = r_open(j, c, RI_CALL, pc.index)) < 0)
+                return;
+        }
+        if (pc.len)
+            r_delta(j, c, c->open_call, "response.function_call_arguments.delta", pc.args,
+                    pc.len);
+        if (pc.done) {
+            r_close(j, c, c->open_call);
+            c->open_call = -1;
+        }
     }
     if (final) {
         r_close(j, c, c->open_reasoning);
         r_close(j, c, c->open_message);
-        c->open_reasoning = c->open_message = -1;
+        r_close(j, c, c->open_call);
+        c->open_reasoning = c->open_message = c->open_call = -1;
     }
 }
 
@@ -1113,7 +1121,7 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
                 }
                 for (int k = 0; k < nc; k++)
                     calls[i][k] = (struct oai_call){ch->tp.calls[k].id, ch->tp.calls[k].name,
-                                                    ch->tp.calls[k].arguments};
+                                                    tool_call_args(&ch->tp.calls[k])};
                 if (j->legacy_call && nc > 1)
                     nc = 1;
                 cs[i] = (struct oai_choice){

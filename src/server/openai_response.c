@@ -198,9 +198,13 @@ static void text_or_empty(struct ll_buf *b, const char *s, size_t len)
 static void calls_field(struct ll_buf *b, const struct oai_choice *c, bool stream)
 {
     if (c->legacy_call) {
-        ll_buf_puts(b, "\"function_call\":{\"name\":");
-        ll_json_put_cstr(b, c->calls[0].name);
-        ll_buf_puts(b, ",\"arguments\":");
+        ll_buf_puts(b, "\"function_call\":{");
+        if (c->calls[0].name) {
+            ll_buf_puts(b, "\"name\":");
+            ll_json_put_cstr(b, c->calls[0].name);
+            ll_buf_puts(b, ",");
+        }
+        ll_buf_puts(b, "\"arguments\":");
         ll_json_put_cstr(b, c->calls[0].arguments);
         ll_buf_puts(b, "}");
         return;
@@ -213,11 +217,18 @@ static void calls_field(struct ll_buf *b, const struct oai_choice *c, bool strea
             ll_json_put_int(b, c->first_call + i);
             ll_buf_puts(b, ",");
         }
-        ll_buf_puts(b, "\"id\":");
-        ll_json_put_cstr(b, c->calls[i].id);
-        ll_buf_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
-        ll_json_put_cstr(b, c->calls[i].name);
-        ll_buf_puts(b, ",\"arguments\":");
+        if (c->calls[i].id) {
+            ll_buf_puts(b, "\"id\":");
+            ll_json_put_cstr(b, c->calls[i].id);
+            ll_buf_puts(b, ",\"type\":\"function\",");
+        }
+        ll_buf_puts(b, "\"function\":{");
+        if (c->calls[i].name) {
+            ll_buf_puts(b, "\"name\":");
+            ll_json_put_cstr(b, c->calls[i].name);
+            ll_buf_puts(b, ",");
+        }
+        ll_buf_puts(b, "\"arguments\":");
         ll_json_put_cstr(b, c->calls[i].arguments);
         ll_buf_puts(b, "}}");
     }

@@ -346,13 +346,14 @@ void tool_parser_init(struct tool_parser *p, enum tool_format f)
 {
     memset(p, 0, sizeof *p);
     p->format = f;
+    p->open = -1;
 }
 
 void tool_parser_free(struct tool_parser *p)
 {
     for (int i = 0; i < p->n_calls; i++) {
         free(p->calls[i].name);
-        free(p->calls[i].arguments);
+        ll_buf_free(&p->calls[i].args);
     }
     free(p->calls);
     ll_buf_free(&p->hold);
@@ -360,12 +361,21 @@ void tool_parser_free(struct tool_parser *p)
     memset(p, 0, sizeof *p);
 }
 
-int tool_parser_new_calls(struct tool_parser *p, int *first)
+bool tool_parser_next(struct tool_parser *p, struct tool_piece *out)
 {
-    *first = p->n_taken;
-    int n = p->n_calls - p->n_taken;
-    p->n_taken = p->n_calls;
-    return n;
+    if (p->n_taken == p->n_calls)
+        return false;
+    struct tool_call *c = &p->calls[p->n_taken];
+    *out = (struct tool_piece){.index = p->n_taken, .start = !c->started, .done = c->done,
+                               .args = tool_call_args(c) + c->sent,
+                               .len = c->args.len - c->sent};
+    if (!out->start && !out->len && !out->done)
+        return false;
+    c->started = true;
+    c->sent = c->args.len;
+    if (c->done)
+        p->n_taken++;
+    return true;
 }
 
 static bool is_ws(char c)
@@ -429,57 +439,76 @@ static char *trimmed(const char *s, size_t n)
     return out;
 }
 
-static bool add_call(struct tool_parser *p, const char *name, const cJSON *args)
+/* The record of the call whose block is being read: the open one, else a new one (NULL: out of
+ * memory). */
+static struct tool_call *call_record(struct tool_parser *p, const char *name, size_t name_len)
 {
+    if (p->open >= 0)
+        return &p->calls[p->open];
     if (p->n_calls == p->cap_calls) {
         int cap = p->cap_calls ? 2 * p->cap_calls : 4;
         struct tool_call *c = realloc(p->calls, sizeof *c * (size_t)cap);
         if (!c)
-            return false;
+            return NULL;
         p->calls = c;
         p->cap_calls = cap;
     }
     struct tool_call *c = &p->calls[p->n_calls];
+    *c = (struct tool_call){0};
     char hex[33];
     request_id_random(hex);
     snprintf(c->id, sizeof c->id, "call_%.24s", hex);
-    c->name = strdup(name);
-    c->arguments = args ? cJSON_PrintUnformatted(args) : strdup("{}");
-    if (!c->name || !c->arguments) {
-        free(c->name);
-        free(c->arguments);
+    if (!(c->name = strndup(name, name_len)))
+        return NULL;
+    p->open = p->n_calls++;
+    return c;
+}
+
+/* The open call's arguments are now args[0..len). false: out of memory. */
+static bool set_args(struct tool_call *c, const char *args, size_t len)
+{
+    ll_buf_clear(&c->args);
+    return ll_buf_append(&c->args, args, len);
+}
+
+/* The call block read ends here: its call (the open one, or a new one) is complete. */
+static bool finish_call(struct tool_parser *p, const char *name, const char *args, size_t len)
+{
+    struct tool_call *c = call_record(p, name, strlen(name));
+    if (!c || !set_args(c, args, len))
         return false;
+    if (!c->started && strcmp(c->name, name)) { /* as parsed (escapes read) */
+        char *nm = strdup(name);
+        if (!nm)
+            return false;
+        free(c->name);
+        c->name = nm;
     }
-    p->n_calls++;
+    c->done = true;
+    p->open = -1;
     p->after_call = true;
     ll_buf_clear(&p->ws); /* whitespace before a call is dropped */
     return true;
 }
 
-/* {"name": ..., "arguments": {...}} (a hermes block's text). */
-static bool parse_hermes(struct tool_parser *p, const char *s, size_t n)
+/* The open call's block is not a call after all: its record goes, unless it was handed out
+ * (then it ends as it is, and the rest of its block is dropped: the grammar does not let a
+ * started call go wrong, so this is an answer cut inside one). Returns whether it was handed
+ * out. */
+static bool drop_open(struct tool_parser *p)
 {
-    char *t = trimmed(s, n);
-    cJSON *v = NULL;
-    struct ll_err err = {0};
-    bool ok = false;
-    if (t && ll_json_parse(&v, t, strlen(t), "tool call", &err) == LL_OK && cJSON_IsObject(v)) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(v, "name");
-        const cJSON *args = cJSON_GetObjectItemCaseSensitive(v, "arguments");
-        if (!args)
-            args = cJSON_GetObjectItemCaseSensitive(v, "parameters");
-        cJSON *parsed = NULL;
-        if (cJSON_IsString(args) && ll_json_parse(&parsed, args->valuestring,
-                                                  strlen(args->valuestring), "arguments",
-                                                  &err) == LL_OK)
-            args = parsed;
-        if (cJSON_IsString(name) && (!args || cJSON_IsObject(args)))
-            ok = add_call(p, name->valuestring, args) || (p->failed = true, false);
-        cJSON_Delete(parsed);
+    if (p->open < 0)
+        return false;
+    struct tool_call *c = &p->calls[p->open];
+    p->open = -1;
+    if (c->started) {
+        c->done = c->cut = true;
+        return true;
     }
-    cJSON_Delete(v);
-    free(t);
-    return ok;
+    free(c->name);
+    ll_buf_free(&c->args);
+    p->n_calls--;
+    return false;
 }
 
 /* The length of the JSON object at s (which starts with '{'), braces counted outside strings;
@@ -527,6 +556,84 @@ static size_t skip_ws(const char *s, size_t n, size_t at)
     return at;
 }
 
+/* The head of a hermes call's JSON as the grammar writes it: ws '{' ws "name" ws ':' ws "NAME"
+ * ws ',' ws "arguments" ws ':' ws, then the arguments' '{'. 1: found (*name, *name_len: the
+ * name's text between its quotes; *args: where the arguments start), 0: not yet, -1: the text
+ * is not in this form. */
+static int hermes_head(const char *s, size_t n, const char **name, size_t *name_len,
+                       size_t *args)
+{
+    static const char *const parts[] = {"{", "\"name\"", ":", NULL, ",", "\"arguments\"", ":"};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        at = skip_ws(s, n, at);
+        if (at == n)
+            return 0;
+        if (!parts[i]) { /* the name, a JSON string */
+            if (s[at] != '"')
+                return -1;
+            size_t e = at + 1;
+            while (e < n && s[e] != '"')
+                e += s[e] == '\\' ? 2 : 1;
+            if (e >= n)
+                return 0;
+            *name = s + at + 1;
+            *name_len = e - at - 1;
+            at = e + 1;
+            continue;
+        }
+        int m = starts(s, n, at, parts[i]);
+        if (m <= 0)
+            return m;
+        at += strlen(parts[i]);
+    }
+    at = skip_ws(s, n, at);
+    if (at == n)
+        return 0;
+    if (s[at] != '{')
+        return -1;
+    *args = at;
+    return 1;
+}
+
+/* {"name": ..., "arguments": {...}} (a hermes block's JSON text). The arguments are the model's
+ * text when the block is in the grammar's form; else (another order, "parameters", arguments
+ * given as a JSON string) the parsed object written compactly. */
+static bool parse_hermes(struct tool_parser *p, const char *s, size_t n)
+{
+    char *t = trimmed(s, n);
+    cJSON *v = NULL;
+    struct ll_err err = {0};
+    bool ok = false;
+    if (t && ll_json_parse(&v, t, strlen(t), "tool call", &err) == LL_OK && cJSON_IsObject(v)) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(v, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(v, "arguments");
+        if (!args)
+            args = cJSON_GetObjectItemCaseSensitive(v, "parameters");
+        cJSON *parsed = NULL;
+        if (cJSON_IsString(args) && ll_json_parse(&parsed, args->valuestring,
+                                                  strlen(args->valuestring), "arguments",
+                                                  &err) == LL_OK)
+            args = parsed;
+        const char *nm;
+        size_t nm_len, at;
+        if (cJSON_IsString(name) && cJSON_IsObject(args) && !parsed &&
+            hermes_head(t, strlen(t), &nm, &nm_len, &at) > 0) {
+            ok = finish_call(p, name->valuestring, t + at, json_end(t + at, strlen(t) - at)) ||
+                 (p->failed = true, false);
+        } else if (cJSON_IsString(name) && (!args || cJSON_IsObject(args))) {
+            char *text = args ? cJSON_PrintUnformatted(args) : strdup("{}");
+            ok = (text && finish_call(p, name->valuestring, text, strlen(text))) ||
+                 (p->failed = true, false);
+            free(text);
+        }
+        cJSON_Delete(parsed);
+    }
+    cJSON_Delete(v);
+    free(t);
+    return ok;
+}
+
 /* A hermes block after "<tool_call>": ws {json} ws "</tool_call>". *used: bytes of a call. */
 static enum block hermes_block(struct tool_parser *p, const char *s, size_t n, size_t *used)
 {
@@ -548,9 +655,11 @@ static enum block hermes_block(struct tool_parser *p, const char *s, size_t n, s
     return B_CALL;
 }
 
-/* A deepseek call at s: "<｜tool▁call▁begin｜>" TYPE "<｜tool▁sep｜>" NAME "\n```json\n" {json}
- * "\n```" "<｜tool▁call▁end｜>" (the fence optional). */
-static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, size_t *used)
+/* The head of a deepseek call at s: "<｜tool▁call▁begin｜>" TYPE "<｜tool▁sep｜>" NAME "\n", the
+ * fence "```json\n" (optional), ws, then the arguments' '{'. B_CALL when found (*name,
+ * *name_len, *args: where the arguments start, *fenced), else B_WAIT or B_TEXT. */
+static enum block deepseek_head(const char *s, size_t n, const char **name, size_t *name_len,
+                                size_t *args, bool *fenced)
 {
     /* The type ("function") has no '<' and at most DS_MAX_TYPE bytes, the name at most
      * DS_MAX_NAME: the separator and the newline are looked for only that far, so that the
@@ -564,13 +673,14 @@ static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, 
     int m = starts(s, n, (size_t)(lt - s), DS_SEP);
     if (m <= 0)
         return m == 0 ? B_WAIT : B_TEXT;
-    const char *name = lt + strlen(DS_SEP);
-    size_t have = (size_t)(s + n - name);
-    const char *nl = memchr(name, '\n', have < DS_MAX_NAME + 1 ? have : DS_MAX_NAME + 1);
+    *name = lt + strlen(DS_SEP);
+    size_t have = (size_t)(s + n - *name);
+    const char *nl = memchr(*name, '\n', have < DS_MAX_NAME + 1 ? have : DS_MAX_NAME + 1);
     if (!nl)
         return have >= DS_MAX_NAME + 1 ? B_TEXT : B_WAIT;
+    *name_len = (size_t)(nl - *name);
     at = (size_t)(nl + 1 - s);
-    bool fenced = false;
+    *fenced = false;
     int f = starts(s, n, at, "```");
     if (f == 0)
         return B_WAIT;
@@ -579,17 +689,31 @@ static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, 
         if (!eol)
             return B_WAIT;
         at = (size_t)(eol + 1 - s);
-        fenced = true;
+        *fenced = true;
     }
     at = skip_ws(s, n, at);
     if (at == n)
         return B_WAIT;
     if (s[at] != '{')
         return B_TEXT;
-    size_t args = at, len = json_end(s + at, n - at);
+    *args = at;
+    return B_CALL;
+}
+
+/* A deepseek call at s: its head, {json}, "\n```" (when fenced) and "<｜tool▁call▁end｜>". */
+static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, size_t *used)
+{
+    const char *name;
+    size_t name_len, args;
+    bool fenced;
+    enum block b = deepseek_head(s, n, &name, &name_len, &args, &fenced);
+    if (b != B_CALL)
+        return b;
+    size_t len = json_end(s + args, n - args);
     if (!len)
         return B_WAIT;
-    at = skip_ws(s, n, at + len);
+    size_t at = skip_ws(s, n, args + len);
+    int m;
     if (fenced) {
         m = starts(s, n, at, "```");
         if (m <= 0)
@@ -599,24 +723,65 @@ static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, 
     m = starts(s, n, at, DS_CALL_CLOSE);
     if (m <= 0)
         return m == 0 ? B_WAIT : B_TEXT;
-    char *nm = trimmed(name, (size_t)(nl - name));
-    char *js = malloc(len + 1);
+    char *nm = trimmed(name, name_len);
     cJSON *v = NULL;
     struct ll_err err = {0};
     bool ok = false;
-    if (nm && js) {
-        memcpy(js, s + args, len);
-        js[len] = 0;
-        if (nm[0] && ll_json_parse(&v, js, len, "arguments", &err) == LL_OK && cJSON_IsObject(v))
-            ok = add_call(p, nm, v) || (p->failed = true, false);
-    }
+    if (nm && nm[0] && ll_json_parse(&v, s + args, len, "arguments", &err) == LL_OK &&
+        cJSON_IsObject(v))
+        ok = finish_call(p, nm, s + args, len) || (p->failed = true, false);
     cJSON_Delete(v);
     free(nm);
-    free(js);
     if (!ok)
         return B_TEXT;
     *used = at + strlen(DS_CALL_CLOSE);
     return B_CALL;
+}
+
+/* The call block held so far, while it is not complete: once its name and the start of its
+ * arguments show, its call is open with the arguments that came (every byte after the
+ * arguments' '{' belongs to them until their '}'). */
+static void block_progress(struct tool_parser *p)
+{
+    const char *s = p->hold.data ? p->hold.data : "", *name;
+    size_t n = p->hold.len, name_len, args;
+    bool found;
+    if (p->format == TOOL_FORMAT_HERMES) {
+        found = hermes_head(s, n, &name, &name_len, &args) > 0;
+    } else {
+        size_t a = skip_ws(s, n, 0);
+        bool fenced;
+        found = starts(s, n, a, DS_CALL_OPEN) > 0 &&
+                deepseek_head(s + a, n - a, &name, &name_len, &args, &fenced) == B_CALL;
+        if (found)
+            args += a;
+    }
+    if (!found)
+        return;
+    /* the name as the complete block will read it: a JSON string's value (hermes), trimmed
+     * (deepseek) */
+    char *nm = NULL;
+    if (p->open < 0 && p->format == TOOL_FORMAT_HERMES) {
+        cJSON *v = NULL;
+        struct ll_err err = {0};
+        if (ll_json_parse(&v, name - 1, name_len + 2, "name", &err) == LL_OK &&
+            cJSON_IsString(v))
+            nm = strdup(v->valuestring);
+        cJSON_Delete(v);
+        if (!nm)
+            return; /* not a name after all: the complete block decides */
+    } else if (p->open < 0) {
+        nm = trimmed(name, name_len);
+        if (nm && !nm[0]) { /* no name: not a call (the complete block decides) */
+            free(nm);
+            return;
+        }
+    }
+    size_t len = json_end(s + args, n - args);
+    struct tool_call *c = p->open >= 0 || nm ? call_record(p, nm, nm ? strlen(nm) : 0) : NULL;
+    if (!c || !set_args(c, s + args, len ? len : n - args))
+        p->failed = true;
+    free(nm);
 }
 
 void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool final,
@@ -684,6 +849,12 @@ void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool 
                 }
             }
         }
+        if ((b == B_TEXT || final) && drop_open(p)) { /* a call handed out ends here */
+            consume(h, h->len);
+            p->state = P_OUT;
+            p->after_call = true;
+            break;
+        }
         if (b == B_TEXT || final) { /* not a call after all: the marker and the text */
             if (hermes)
                 release(p, H_OPEN, strlen(H_OPEN), content);
@@ -702,7 +873,9 @@ void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool 
             }
             release(p, s, n, content);
             consume(h, n);
+            break;
         }
+        block_progress(p);
         break;
     }
     if (final && p->n_calls == 0) {

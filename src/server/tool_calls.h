@@ -77,11 +77,16 @@ enum ll_status tools_context(const struct tool_setup *t, const struct cJSON *too
 enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_request *r,
                              struct grammar **out, struct oai_error *e);
 
-/* One parsed call. */
+/* One call, parsed or being parsed. */
 struct tool_call {
-    char id[40];       /* "call_" + 24 hex digits */
+    char id[40];        /* "call_" + 24 hex digits */
     char *name;
-    char *arguments;   /* JSON text (compact) */
+    struct ll_buf args; /* the arguments: the model's JSON text (of an object), so far */
+    bool done;          /* its block has closed (or the answer ended inside it, once started) */
+    bool cut;           /* done without its block closing: the answer ended inside it, or (text
+                         * no grammar made) its block went wrong after it had started */
+    bool started;       /* handed out (tool_parser_next): it stays a call */
+    size_t sent;        /* bytes of args handed out */
 };
 
 /* The streaming parser of one choice's answer text. */
@@ -92,7 +97,8 @@ struct tool_parser {
     struct ll_buf ws;       /* whitespace held after the text released so far */
     struct tool_call *calls;
     int n_calls, cap_calls;
-    int n_taken;            /* calls already handed out (tool_parser_new_calls) */
+    int open;               /* the call whose block is being read (-1: none) */
+    int n_taken;            /* calls handed out whole (tool_parser_next) */
     bool after_call;        /* nothing but whitespace since the last call */
     bool failed;            /* out of memory */
 };
@@ -100,12 +106,29 @@ struct tool_parser {
 void tool_parser_init(struct tool_parser *p, enum tool_format f);
 void tool_parser_free(struct tool_parser *p);
 /* Feed the next piece of the answer; the text that is not part of a call goes to *content
- * (appended). Whitespace next to calls is dropped. final: nothing more comes (a call block
- * that never closed or does not parse is released as text). */
+ * (appended). Whitespace next to calls is dropped. A call is known once its block shows its
+ * name and the start of its arguments; its arguments then grow with each piece. final: nothing
+ * more comes: a call block that never closed or does not parse is released as text, unless its
+ * call was handed out (then it ends with the arguments that came: a stream cut by max_tokens). */
 void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool final,
                       struct ll_buf *content);
-/* The calls completed since the last call of this function: *first is the index of the first
- * (calls[*first .. n_calls)). Returns how many. */
-int tool_parser_new_calls(struct tool_parser *p, int *first);
+
+/* What tool_parser_next hands out: call `index`; start: its first piece (hand out its id and
+ * name); args[0..len): the next piece of its arguments' text; done: they are complete. */
+struct tool_piece {
+    int index;
+    bool start, done;
+    const char *args;
+    size_t len;
+};
+/* The next piece of the calls since the last one; false when there is none. The pieces of a
+ * call concatenated are its arguments. */
+bool tool_parser_next(struct tool_parser *p, struct tool_piece *out);
+
+/* A call's arguments as a C string. */
+static inline const char *tool_call_args(const struct tool_call *c)
+{
+    return c->args.data ? c->args.data : "";
+}
 
 #endif
