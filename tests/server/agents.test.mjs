@@ -209,6 +209,33 @@ test('openai: a named tool_choice, streamed delta.tool_calls, finish_reason tool
   assert.ok(Number.isInteger(JSON.parse(args).n), args);
 });
 
+test('legacy functions / function_call: one call, streamed name first, then its arguments', async () => {
+  const body = {
+    model: 'tiny-qwen2', messages: ask, temperature: 0, max_tokens: 200,
+    functions: [{ name: 'f', parameters: { type: 'object', properties: { k: { type: 'string' } },
+      required: ['k'] } }],
+    function_call: { name: 'f' },
+  };
+  const whole = await qwen.client.chat.completions.create(body);
+  assert.equal(whole.choices[0].finish_reason, 'function_call');
+  const fc = whole.choices[0].message.function_call;
+  assert.equal(fc.name, 'f');
+  assert.equal(typeof JSON.parse(fc.arguments).k, 'string');
+  const stream = await qwen.client.chat.completions.create({ ...body, stream: true });
+  const deltas = [];
+  let finish;
+  for await (const chunk of stream) {
+    const ch = chunk.choices[0];
+    if (ch?.delta?.function_call) deltas.push(ch.delta.function_call);
+    if (ch?.finish_reason) finish = ch.finish_reason;
+  }
+  assert.equal(finish, 'function_call');
+  assert.ok(deltas.length > 2);
+  assert.equal(deltas[0].name, 'f');
+  assert.ok(deltas.slice(1).every((d) => d.name === undefined));
+  assert.equal(deltas.map((d) => d.arguments).join(''), fc.arguments); // greedy: the same call
+});
+
 test('AI SDK (openai-compatible): generateObject, streamObject, generateText with tools', async () => {
   const provider = createOpenAICompatible({
     name: 'llaisys', baseURL: `${qwen.url}/v1`, supportsStructuredOutputs: true,
@@ -299,18 +326,29 @@ test('openai: responses.create streaming with a tool, then the result as input',
   const types = [];
   let last = -1;
   let done;
+  let added;
+  let pieces = '';
+  let argsDone;
   for await (const ev of stream) {
     types.push(ev.type);
     assert.ok(ev.sequence_number > last);
     last = ev.sequence_number;
     if (ev.type === 'response.completed') done = ev.response;
+    if (ev.type === 'response.output_item.added' && ev.item.type === 'function_call') added = ev.item;
+    if (ev.type === 'response.function_call_arguments.delta') pieces += ev.delta;
+    if (ev.type === 'response.function_call_arguments.done') argsDone = ev.arguments;
   }
   assert.equal(types[0], 'response.created');
   assert.ok(types.includes('response.output_item.added'));
-  assert.ok(types.includes('response.function_call_arguments.delta'));
+  // the call is added with its name and no arguments, which then come piece by piece
+  assert.equal(added.name, 'get_weather');
+  assert.equal(added.arguments, '');
+  assert.ok(types.filter((t) => t === 'response.function_call_arguments.delta').length > 2);
+  assert.equal(pieces, argsDone);
   assert.ok(types.includes('response.function_call_arguments.done'));
   assert.equal(types.at(-1), 'response.completed');
   const call = done.output.find((o) => o.type === 'function_call');
+  assert.equal(call.arguments, argsDone);
   assert.equal(call.name, 'get_weather');
   assert.equal(typeof JSON.parse(call.arguments).city, 'string');
   assert.equal(done.usage.total_tokens, done.usage.input_tokens + done.usage.output_tokens);
