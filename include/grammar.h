@@ -116,8 +116,8 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * extra property is generated), propertyNames (a map's key schema; an enum or const of names
  * becomes optional properties), items, prefixItems (and
  * draft 7's items array with additionalItems), minItems, maxItems, minLength, maxLength (at
- * most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers and
- * integers, written without an exponent when bounded), pattern, format (date, time,
+ * most GRAMMAR_MAX_REPEAT), minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf
+ * (numbers and integers, written without an exponent when bounded or stepped), pattern, format (date, time,
  * date-time, duration, uuid, ipv4, ipv6, email, hostname, uri; a name outside JSON Schema's list
  * beside a pattern) and contentEncoding (base64, base64url) on strings (grammar_regex.c), enum
  * and const (beside a type, only their values of it), anyOf, allOf of one schema, oneOf of

@@ -476,6 +476,58 @@ static void test_schema_bounds(void **state)
     check_int_range("{\"type\":\"integer\",\"minimum\":1e-300}", 1, 1000);
 }
 
+/* multipleOf: every value k/1000 in -4..4, written with 0..4 digits after the point: accepted
+ * only when a multiple within the bounds; its shortest form accepted whenever it is one. */
+static void test_schema_multiple(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *schema;
+        int step, lo, hi; /* in thousandths; bounds inclusive */
+    } cases[] = {
+        {"{\"type\":\"number\",\"multipleOf\":0.25}", 250, -1000000, 1000000},
+        {"{\"type\":\"number\",\"multipleOf\":0.01}", 10, -1000000, 1000000},
+        {"{\"type\":\"number\",\"multipleOf\":0.003}", 3, -1000000, 1000000},
+        {"{\"type\":\"number\",\"multipleOf\":1.5}", 1500, -1000000, 1000000},
+        {"{\"type\":\"integer\",\"multipleOf\":3}", 3000, -1000000, 1000000},
+        {"{\"type\":\"integer\",\"multipleOf\":2.5}", 5000, -1000000, 1000000},
+        {"{\"type\":\"integer\",\"multipleOf\":0.1}", 1000, -1000000, 1000000},
+        {"{\"type\":\"integer\",\"minimum\":0,\"exclusiveMaximum\":3,\"multipleOf\":1}", 1000, 0,
+         2000},
+        {"{\"type\":\"number\",\"minimum\":-1.1,\"maximum\":2,\"multipleOf\":0.125}", 125, -1100,
+         2000},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":3.5,\"multipleOf\":0.5}",
+         500, -2999, 3499},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct ll_err err = {0};
+        struct grammar *g = schema_grammar(cases[c].schema, &err);
+        if (!g)
+            fail_msg("%s: %s", cases[c].schema, err.msg);
+        for (int k = -4000; k <= 4000; k++) {
+            const bool want = k % cases[c].step == 0 && k >= cases[c].lo && k <= cases[c].hi;
+            for (int dig = 0; dig <= 4; dig++) {
+                if (dig < 3 && k % (dig == 0 ? 1000 : dig == 1 ? 100 : 10))
+                    continue; /* not representable with dig digits */
+                char t[32];
+                snprintf(t, sizeof t, "%.*f", dig, k / 1000.0);
+                const int shortest = k % 1000 == 0 ? 0 : k % 100 == 0 ? 1 : k % 10 == 0 ? 2 : 3;
+                if (acc(g, t) ? !want : want && dig == shortest && (k || t[0] != '-'))
+                    fail_msg("%s: %s %s", cases[c].schema, t, want ? "refused" : "accepted");
+            }
+        }
+        assert_false(acc(g, "3e0")); /* no exponent */
+        grammar_unref(g);
+    }
+    /* the longest integers: every 15-digit multiple can be finished, none past 15 digits */
+    struct ll_err err = {0};
+    struct grammar *g = schema_grammar("{\"type\":\"integer\",\"multipleOf\":97}", &err);
+    assert_non_null(g);
+    assert_true(acc(g, "999999999999955") && acc(g, "-97") && acc(g, "0"));
+    assert_false(acc(g, "999999999999956") || acc(g, "9999999999999958") || acc(g, "097"));
+    grammar_unref(g);
+}
+
 static void test_schema_formats(void **state)
 {
     (void)state;
@@ -926,7 +978,16 @@ static void test_schema_refused(void **state)
         enum ll_status want;
         const char *names;
     } cases[] = {
-        {"{\"type\":\"integer\",\"multipleOf\":3}", LL_EUNSUPPORTED, "'multipleOf'"},
+        {"{\"type\":\"integer\",\"multipleOf\":101}", LL_EUNSUPPORTED,
+         "'multipleOf' 101 without bounds is supported when"},
+        {"{\"type\":\"integer\",\"maximum\":1e6,\"multipleOf\":3}", LL_EUNSUPPORTED,
+         "at most 256 multiples"},
+        {"{\"type\":\"integer\",\"minimum\":1,\"maximum\":2,\"multipleOf\":3}", LL_EINVAL,
+         "no multiple of 3 lies within"},
+        {"{\"type\":\"number\",\"multipleOf\":-2}", LL_EINVAL, "multipleOf must be a number above 0"},
+        {"{\"type\":\"number\",\"multipleOf\":1e-16}", LL_EUNSUPPORTED, "more than 15 digits"},
+        {"{\"type\":\"string\",\"multipleOf\":2}", LL_EUNSUPPORTED,
+         "'multipleOf' is supported with 'type' number or integer"},
         {"{\"enum\":[1,5],\"minimum\":3}", LL_EUNSUPPORTED, "'minimum' is supported with"},
         {"{\"maximum\":3}", LL_EUNSUPPORTED, "schema: 'maximum'"},
         {"{\"type\":\"integer\",\"minimum\":\"3\"}", LL_EINVAL, "schema.minimum must be"},
@@ -1142,10 +1203,12 @@ static bool valid(const cJSON *v, const cJSON *s)
             return false;
         const cJSON *b;
         double x = v->valuedouble;
+        double q = (b = cJSON_GetObjectItem(s, "multipleOf")) ? x / b->valuedouble : 0;
         return (!(b = cJSON_GetObjectItem(s, "minimum")) || x >= b->valuedouble) &&
                (!(b = cJSON_GetObjectItem(s, "exclusiveMinimum")) || x > b->valuedouble) &&
                (!(b = cJSON_GetObjectItem(s, "maximum")) || x <= b->valuedouble) &&
-               (!(b = cJSON_GetObjectItem(s, "exclusiveMaximum")) || x < b->valuedouble);
+               (!(b = cJSON_GetObjectItem(s, "exclusiveMaximum")) || x < b->valuedouble) &&
+               fabs(q - round(q)) <= 1e-9 * (1 + fabs(q));
     }
     if (!strcmp(ty, "boolean"))
         return cJSON_IsBool(v);
@@ -1189,8 +1252,12 @@ static void test_random_models_valid(void **state)
         "\"scores\":{\"type\":\"array\",\"items\":{\"type\":\"number\",\"minimum\":-1,"
         "\"exclusiveMaximum\":0.5}},"
         "\"pet\":{\"type\":\"object\",\"properties\":{\"kind\":{\"type\":\"string\"},"
-        "\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]}},"
-        "\"required\":[\"name\",\"age\",\"mood\",\"born\",\"code\",\"scores\",\"pet\"]}";
+        "\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]},"
+        "\"qty\":{\"type\":\"integer\",\"multipleOf\":7},\"price\":{\"type\":\"number\","
+        "\"multipleOf\":0.05},\"size\":{\"type\":\"number\",\"minimum\":1,\"maximum\":4,"
+        "\"multipleOf\":0.5}},"
+        "\"required\":[\"name\",\"age\",\"mood\",\"born\",\"code\",\"scores\",\"pet\",\"qty\","
+        "\"price\",\"size\"]}";
     cJSON *sj = cJSON_Parse(schema);
     struct ll_err err = {0};
     struct grammar *g = schema_grammar(schema, &err);
@@ -1199,7 +1266,7 @@ static void test_random_models_valid(void **state)
     assert_int_equal(grammar_rt_new(&rt, g, g_trie, &err), LL_OK);
     float *row = malloc(sizeof *row * VOCAB);
     int32_t eos = 151643;
-    int max_tokens[] = {110, 130, 200};
+    int max_tokens[] = {150, 170, 240};
     int n_complete_by_grammar = 0;
     float *base = malloc(sizeof *base * VOCAB);
     for (int i = 0; i < VOCAB; i++)
@@ -1441,6 +1508,7 @@ int main(void)
         cmocka_unit_test(test_schema_types),
         cmocka_unit_test(test_schema_keywords),
         cmocka_unit_test(test_schema_bounds),
+        cmocka_unit_test(test_schema_multiple),
         cmocka_unit_test(test_schema_formats),
         cmocka_unit_test(test_schema_pattern),
         cmocka_unit_test(test_schema_lookaround),

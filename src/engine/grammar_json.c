@@ -270,7 +270,7 @@ static const char *const handled[] = {
     "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "oneOf", "$ref", "minimum",
     "maximum", "prefixItems", "additionalItems",
     "exclusiveMinimum", "exclusiveMaximum", "format", "pattern", "contentEncoding",
-    "propertyNames",
+    "propertyNames", "multipleOf",
 };
 
 static bool in_list(const char *k, const char *const *list, size_t n)
@@ -987,11 +987,13 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
                           "supported (supported: type, properties, required, "
                           "additionalProperties, items, minItems, maxItems, minLength, "
                           "maxLength, pattern, format, contentEncoding, minimum, maximum, "
-                          "exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, $ref, "
-                          "$defs)", path,
+                          "exclusiveMinimum, exclusiveMaximum, multipleOf, enum, const, anyOf, "
+                          "oneOf, $ref, $defs)", path,
                           k->string);
     }
     const char *bound = grammar_num_bound_kw(s);
+    if (!bound && cJSON_GetObjectItemCaseSensitive(s, "multipleOf"))
+        bound = "multipleOf";
     if (bound && !applies(s, "number", "integer"))
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: '%s' is supported with 'type' number or "
                           "integer (not beside 'enum' or 'const', nor without a type)", path,

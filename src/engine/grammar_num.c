@@ -1,6 +1,7 @@
 /*
- * grammar_num.c: JSON numbers as grammar rules: any number, and numbers held between the
- * bounds of a schema's minimum / maximum / exclusiveMinimum / exclusiveMaximum.
+ * grammar_num.c: JSON numbers as grammar rules: any number, numbers held between the bounds
+ * of a schema's minimum / maximum / exclusiveMinimum / exclusiveMaximum, and multiples of its
+ * multipleOf (see "multipleOf" below).
  *
  * Generated numbers are kept to what a double (and JavaScript) holds: at most 15 digits before
  * and after the point, exponents of at most 2 digits, so no number overflows to an infinity or
@@ -332,9 +333,200 @@ static int magnitude(struct gbuild *b, int f, grid_t lo, grid_t hi)
     return r;
 }
 
+/* ---- multipleOf ---- */
+
+#define MULT_MAX_MOD 100   /* remainders the digit automaton may track */
+#define MULT_MAX_LIST 256  /* multiples between bounds written out as a list */
+
+/* Numbers x = j·step, step = a·10^-d (its shortest decimal): written with at most D = d digits
+ * after the point, the integer N of their digits with exactly D after it (zeros added) must
+ * be a multiple of K = a. For "integer" (no fraction): D = 0 and K = a / gcd(a, 10^d) (an
+ * integer x is j·a/10^d when x·10^d is a multiple of a). Without bounds, a digit automaton
+ * tracks N mod K (K up to MULT_MAX_MOD), each state kept only when a multiple can still be
+ * reached from it (no dead end for the sampler); between bounds, the multiples are listed
+ * when few (MULT_MAX_LIST), else refused. */
+struct mult {
+    int D;
+    long K;
+    /* the automaton of an unbounded multiple: [p][r], p: digits written (integer part: 0..15;
+     * fraction: 16 + digits after the point), r: N so far mod K; 1 + rule, 0: not made;
+     * live: 1 + whether it can end (0: not known yet) */
+    int *rule;
+    signed char *live;
+    struct gbuild *b;
+};
+
+#define MULT_P (NUM_DIGITS + 1 + NUM_DIGITS + 1)
+
+/* A fraction of p digits written ends here when N (D digits after the point) is a multiple. */
+static bool mult_ends(const struct mult *m, int p, long r)
+{
+    for (int k = p; k < m->D; k++)
+        r = r * 10 % m->K;
+    return r == 0;
+}
+
+/* State (p, r): p < 16 the integer part after p digits (p = 0: none yet), else the fraction
+ * after p - 16 digits. Whether some way on ends at a multiple. */
+static bool mult_live(struct mult *m, int p, long r)
+{
+    signed char *l = &m->live[(size_t)p * (size_t)m->K + (size_t)r];
+    if (*l)
+        return *l > 1;
+    bool ok = false;
+    if (p == 0) { /* "0", or a first digit 1-9 */
+        ok = mult_live(m, NUM_DIGITS + 1, 0);
+        for (int d = 1; d <= 9 && !ok; d++)
+            ok = mult_live(m, 1, d % m->K);
+    } else if (p <= NUM_DIGITS) {
+        ok = mult_live(m, NUM_DIGITS + 1, r);
+        for (int d = 0; d <= 9 && !ok && p < NUM_DIGITS; d++)
+            ok = mult_live(m, p + 1, (r * 10 + d) % m->K);
+    } else {
+        const int f = p - NUM_DIGITS - 1;
+        ok = mult_ends(m, f, r);
+        for (int d = 0; d <= 9 && !ok && f < m->D; d++)
+            ok = mult_live(m, p + 1, (r * 10 + d) % m->K);
+    }
+    *l = ok ? 2 : 1;
+    return ok;
+}
+
+static int mult_state(struct mult *m, int p, long r)
+{
+    int *slot = &m->rule[(size_t)p * (size_t)m->K + (size_t)r];
+    if (*slot)
+        return *slot - 1;
+    int rule = gb_rule(m->b);
+    *slot = rule + 1;
+    struct gseq q = {0};
+    const bool frac = p > NUM_DIGITS;
+    const int f = p - NUM_DIGITS - 1;
+    if (p > 0 && !frac) { /* the integer part may end here */
+        gseq_rule(&q, mult_state(m, NUM_DIGITS + 1, r));
+        if (mult_live(m, NUM_DIGITS + 1, r))
+            gb_alt(m->b, rule, &q);
+    }
+    if (frac && mult_ends(m, f, r)) {
+        gseq_clear(&q);
+        gb_alt(m->b, rule, &q);
+    }
+    if (p < NUM_DIGITS || (frac && f < m->D)) {
+        for (int d = 0; d <= 9; d++) {
+            const int to = p == 0 && d == 0 ? NUM_DIGITS + 1 : p + 1;
+            const long r2 = (r * 10 + d) % m->K;
+            if (!mult_live(m, to, r2))
+                continue;
+            gseq_clear(&q);
+            if (frac && f == 0)
+                gseq_byte(m->b, &q, '.');
+            gseq_byte(m->b, &q, (unsigned char)('0' + d));
+            gseq_rule(&q, mult_state(m, to, r2));
+            gb_alt(m->b, rule, &q);
+        }
+    }
+    gseq_free(&q);
+    return rule;
+}
+
+/* The grid point X (f digits after the point) as JSON text. */
+static void grid_text(grid_t x, int f, char *out)
+{
+    char ip[NUM_DIGITS + 2], fp[NUM_DIGITS + 1];
+    split(x < 0 ? -x : x, f, ip, fp);
+    int n = f;
+    while (n > 0 && fp[n - 1] == '0')
+        n--;
+    fp[n] = 0;
+    sprintf(out, "%s%s%s%s", x < 0 ? "-" : "", ip, n ? "." : "", fp);
+}
+
+/* multipleOf on s: the numbers (integer: the integers) that are multiples of it, within the
+ * bounds [lo, hi] on the grid of f digits when bounded. */
+static enum ll_status mult_rule(struct gbuild *b, const cJSON *mo, bool integer, bool bounded,
+                                grid_t lo, grid_t hi, const char *path, int *rule,
+                                struct ll_err *err)
+{
+    if (!cJSON_IsNumber(mo) || !(mo->valuedouble > 0) || !(mo->valuedouble < 1e15))
+        return ll_err_set(err, LL_EINVAL, "%s.multipleOf must be a number above 0 (and below "
+                          "1e15)", path);
+    grid_t a, a2; /* step = a · 10^-NUM_DIGITS exactly when it has at most 15 decimals */
+    scaled(mo->valuedouble, NUM_DIGITS, &a, &a2);
+    if (a != a2 || a == 0)
+        return ll_err_set(err, LL_EUNSUPPORTED, "%s: 'multipleOf' %g has more than %d digits "
+                          "after the point", path, mo->valuedouble, NUM_DIGITS);
+    int d = NUM_DIGITS;
+    while (d > 0 && a % 10 == 0)
+        a /= 10, d--;
+    /* now step = a · 10^-d (d = 0 for an integral step); the modulus of N, exactly */
+    struct mult m = {.b = b, .D = integer ? 0 : d};
+    grid_t kx = a;
+    if (integer) { /* a / gcd(a, 10^d) */
+        grid_t g = a;
+        for (grid_t x = pow10g(d); x;) {
+            grid_t t = g % x;
+            g = x;
+            x = t;
+        }
+        kx = a / g;
+    }
+    m.K = kx <= MULT_MAX_MOD ? (long)kx : 0;
+    const grid_t stepg = integer ? kx : kx * pow10g(NUM_DIGITS - m.D);
+    const int f = integer ? 0 : NUM_DIGITS;
+    if (bounded) {
+        /* the multiples between the bounds, when there are few: a list */
+        grid_t first = lo >= 0 ? (lo + stepg - 1) / stepg : -((-lo) / stepg),
+               last = hi >= 0 ? hi / stepg : -((-hi + stepg - 1) / stepg);
+        if (first > last)
+            return ll_err_set(err, LL_EINVAL, "%s: no multiple of %g lies within its minimum "
+                              "and maximum", path, mo->valuedouble);
+        if (last - first < MULT_MAX_LIST) {
+            int r = gb_rule(b);
+            struct gseq q = {0};
+            for (grid_t j = first; j <= last; j++) {
+                char t[64];
+                grid_text(j * stepg, f, t);
+                gseq_clear(&q);
+                gseq_lit(b, &q, t, strlen(t));
+                gb_alt(b, r, &q);
+            }
+            gseq_free(&q);
+            *rule = r;
+            return b->failed ? ll_err_set(err, LL_ENOMEM, "out of memory") : LL_OK;
+        }
+    }
+    if (bounded)
+        return ll_err_set(err, LL_EUNSUPPORTED, "%s: 'multipleOf' beside bounds is supported "
+                          "when at most %d multiples lie within them", path, MULT_MAX_LIST);
+    if (m.K == 0)
+        return ll_err_set(err, LL_EUNSUPPORTED, "%s: 'multipleOf' %g without bounds is "
+                          "supported when its significant digits make a number up to %d", path,
+                          mo->valuedouble, MULT_MAX_MOD);
+    m.rule = calloc((size_t)MULT_P * (size_t)m.K, sizeof *m.rule);
+    m.live = calloc((size_t)MULT_P * (size_t)m.K, sizeof *m.live);
+    if (!m.rule || !m.live) {
+        free(m.rule);
+        free(m.live);
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    }
+    int mag = mult_state(&m, 0, 0);
+    free(m.rule);
+    free(m.live);
+    *rule = gb_concat(b, (int[]){gb_optional(b, gb_literal(b, "-")), mag}, 2);
+    return b->failed ? ll_err_set(err, LL_ENOMEM, "out of memory") : LL_OK;
+}
+
 enum ll_status grammar_num_schema(struct gbuild *b, const cJSON *s, bool integer, const char *path,
                                   int *rule, struct ll_err *err)
 {
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
+    if (mo) {
+        grid_t lo = 0, hi = 0;
+        const bool bounded = grammar_num_bound_kw(s) != NULL;
+        enum ll_status st =
+            bounded ? grid_bounds(s, integer ? 0 : NUM_DIGITS, path, &lo, &hi, err) : LL_OK;
+        return st != LL_OK ? st : mult_rule(b, mo, integer, bounded, lo, hi, path, rule, err);
+    }
     if (!grammar_num_bound_kw(s)) {
         *rule = grammar_num_any(b, integer);
         return LL_OK;
