@@ -295,7 +295,8 @@ static void test_schema_keywords(void **state)
         {"{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"]},"
          "\"additionalProperties\":{\"type\":\"number\"},\"required\":[\"a\",\"b\"]}",
          {"{\"a\":1,\"b\":2}", NULL},
-         {"{\"a\":1}", "{\"b\":2,\"a\":1}", "{\"a\":1,\"b\":2,\"c\":3}", "{\"a\":1,\"a\":1}", NULL}},
+         {"{\"a\":1}", "{\"b\":2,\"a\":1}", "{\"a\":1,\"b\":2,\"c\":3}", "{\"a\":1,\"a\":1}",
+          NULL}},
         {"{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"a\",\"b\"]},"
          "\"additionalProperties\":{\"type\":\"number\"}}",
          {"{}", "{\"b\":2}", "{\"a\":1,\"b\":2}", NULL},
@@ -496,7 +497,8 @@ static void test_schema_multiple(void **state)
          2000},
         {"{\"type\":\"number\",\"minimum\":-1.1,\"maximum\":2,\"multipleOf\":0.125}", 125, -1100,
          2000},
-        {"{\"type\":\"number\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":3.5,\"multipleOf\":0.5}",
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":3.5,"
+         "\"multipleOf\":0.5}",
          500, -2999, 3499},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -689,7 +691,8 @@ static void rx_text(const struct rxnode *n, char *out, size_t cap)
     case RX_ALT:
     case RX_LOOK:
     case RX_NLOOK:
-        snprintf(out + len, cap - len, "%s", n->kind == RX_ALT ? "(" : n->kind == RX_LOOK ? "(?=" : "(?!");
+        snprintf(out + len, cap - len, "%s",
+                 n->kind == RX_ALT ? "(" : n->kind == RX_LOOK ? "(?=" : "(?!");
         rx_text(n->a, out, cap);
         if (n->kind == RX_ALT) {
             len = strlen(out);
@@ -984,7 +987,8 @@ static void test_schema_refused(void **state)
          "at most 256 multiples"},
         {"{\"type\":\"integer\",\"minimum\":1,\"maximum\":2,\"multipleOf\":3}", LL_EINVAL,
          "no multiple of 3 lies within"},
-        {"{\"type\":\"number\",\"multipleOf\":-2}", LL_EINVAL, "multipleOf must be a number above 0"},
+        {"{\"type\":\"number\",\"multipleOf\":-2}", LL_EINVAL,
+         "multipleOf must be a number above 0"},
         {"{\"type\":\"number\",\"multipleOf\":1e-16}", LL_EUNSUPPORTED, "more than 15 digits"},
         {"{\"type\":\"string\",\"multipleOf\":2}", LL_EUNSUPPORTED,
          "'multipleOf' is supported with 'type' number or integer"},

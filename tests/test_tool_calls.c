@@ -344,15 +344,15 @@ static void test_grammars(void **state)
     oai_request_free(&r);
     r = parse_chat("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"strict\":"
                    "true,\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":"
-                   "\"integer\",\"multipleOf\":2}}}}}]");
+                   "\"integer\"},\"s\":{\"type\":\"array\",\"uniqueItems\":true}}}}}]");
     assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_EUNSUPPORTED);
     assert_string_equal(e.param, "tools[0].function.parameters");
-    assert_non_null(strstr(e.message, "'multipleOf'"));
+    assert_non_null(strstr(e.message, "'uniqueItems'"));
     oai_request_free(&r);
     /* the same without strict: its arguments are any object */
     r = parse_chat("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
                    "\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":"
-                   "\"integer\",\"multipleOf\":2}}}}}]");
+                   "\"integer\"},\"s\":{\"type\":\"array\",\"uniqueItems\":true}}}}}]");
     assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
     assert_true(acc(g, "<tool_call>{\"name\": \"f\", \"arguments\": {\"z\": true}}</tool_call>"));
     grammar_unref(g);

@@ -449,7 +449,8 @@ static int name_admitted(const cJSON *pn, const char *name)
     const cJSON *k, *en = cJSON_GetObjectItemCaseSensitive(pn, "enum"),
                     *cst = cJSON_GetObjectItemCaseSensitive(pn, "const");
     if (en || cst) {
-        bool in_enum = !en, is_const = !cst || (cJSON_IsString(cst) && !strcmp(cst->valuestring, name));
+        bool in_enum = !en;
+        bool is_const = !cst || (cJSON_IsString(cst) && !strcmp(cst->valuestring, name));
         cJSON_ArrayForEach(k, en)
             in_enum |= cJSON_IsString(k) && !strcmp(k->valuestring, name);
         return in_enum && is_const;

@@ -676,7 +676,8 @@ static struct frag parse_repeat(struct rx *r)
     const char *start = r->p;
     const bool assertion =
         *start == '^' || *start == '$' ||
-        (r->end - start >= 3 && start[0] == '(' && start[1] == '?' && (start[2] == '=' || start[2] == '!'));
+        (r->end - start >= 3 && start[0] == '(' && start[1] == '?' &&
+         (start[2] == '=' || start[2] == '!'));
     struct frag f = parse_atom(r);
     while (r->st == LL_OK && r->p < r->end) {
         int n, m;
@@ -1472,13 +1473,13 @@ static const struct {
 /* Formats that do not limit a string: OpenAPI's "password" (a hint to hide it) and "binary"
  * (any octets). JSON Schema's formats not built in above are refused; a format outside its
  * list (zod's "cuid", "e164", ...) is the producer's name for what its pattern says. */
-static const char *const formats_free[] = {"password", "binary"};
+static const char *const formats_free[] = {"password", "binary", NULL};
 static const char *const formats_refused[] = {
     "idn-email", "idn-hostname", "uri-reference", "iri", "iri-reference", "uri-template",
-    "json-pointer", "relative-json-pointer", "regex",
+    "json-pointer", "relative-json-pointer", "regex", NULL,
 };
 /* zod's formats whose validation adds a checksum to the pattern it writes */
-static const char *const formats_checksum[] = {"credit_card", "iban"};
+static const char *const formats_checksum[] = {"credit_card", "iban", NULL};
 
 /* contentEncoding: RFC 4648's base64 (padded) and base64url (unpadded, as JWTs and zod use) */
 static const struct {
@@ -1597,10 +1598,11 @@ out:
     return st;
 }
 
-static bool listed(const char *name, const char *const *list, size_t n)
+/* Whether name is in list (NULL-terminated). */
+static bool listed(const char *name, const char *const *list)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(name, list[i]))
+    for (; *list; list++)
+        if (!strcmp(name, *list))
             return true;
     return false;
 }
@@ -1616,16 +1618,16 @@ enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, con
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
             if (!strcmp(format, formats[i].name))
                 fpat = formats[i].pattern;
-        if (!fpat && listed(format, formats_refused, sizeof formats_refused / sizeof *formats_refused))
+        if (!fpat && listed(format, formats_refused))
             return ll_err_set(err, LL_EUNSUPPORTED,
                               "%s: format '%.60s' is not supported (supported: date, time, "
                               "date-time, duration, uuid, ipv4, ipv6, email, hostname, uri)",
                               path, format);
-        if (!fpat && listed(format, formats_checksum, sizeof formats_checksum / sizeof *formats_checksum))
+        if (!fpat && listed(format, formats_checksum))
             return ll_err_set(err, LL_EUNSUPPORTED,
                               "%s: format '%.60s' is not supported (its validators check a "
                               "checksum that its pattern does not state)", path, format);
-        if (!fpat && !pattern && !listed(format, formats_free, sizeof formats_free / sizeof *formats_free))
+        if (!fpat && !pattern && !listed(format, formats_free))
             return ll_err_set(err, LL_EUNSUPPORTED,
                               "%s: format '%.60s' is not one of JSON Schema's; it is accepted "
                               "beside a 'pattern' that says what it means (built in: date, time, "
@@ -1647,7 +1649,8 @@ enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, con
     if (pattern || fpat || epat)
         snprintf(what, sizeof what, "%s%s%s%s%s%s%s", pattern ? "its 'pattern'" : "",
              pattern && format ? " and " : "", format ? "its 'format'" : "",
-             (pattern || format) && encoding ? " and " : "", encoding ? "its 'contentEncoding'" : "",
+             (pattern || format) && encoding ? " and " : "",
+             encoding ? "its 'contentEncoding'" : "",
              min > 0 || max >= 0 ? " with " : "", min > 0 || max >= 0 ? "its length bounds" : "");
     bool have = false;
     /* a free format alone: any string (of its length) */

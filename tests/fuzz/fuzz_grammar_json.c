@@ -23,6 +23,50 @@
 #include "grammar.h"
 #include "json.h"
 
+/* Decimal text t (digits, at most one point, no exponent, at most 15 digits after the point)
+ * as N·10^-*f; false when it is not of that form. */
+static bool decimal(const char *t, __int128 *n, int *f)
+{
+    *n = 0;
+    *f = -1;
+    if (*t == '-')
+        t++;
+    for (; *t; t++) {
+        if (*t == '.' && *f < 0) {
+            *f = 0;
+        } else if (*t >= '0' && *t <= '9' && *f < 15) {
+            *n = *n * 10 + (*t - '0');
+            *f += *f >= 0;
+        } else {
+            return false;
+        }
+    }
+    *f = *f < 0 ? 0 : *f;
+    return true;
+}
+
+/* Whether the accepted text t is an exact multiple of step (its shortest decimal form). */
+static bool is_multiple(const char *t, double step)
+{
+    char s[40];
+    for (int prec = 1; prec <= 17; prec++) { /* the shortest %f form that reads back */
+        snprintf(s, sizeof s, "%.*f", prec > 15 ? 15 : prec, step);
+        if (strtod(s, NULL) == step || prec >= 15)
+            break;
+    }
+    __int128 x, a;
+    int fx, fa;
+    while (*t == ' ' || *t == '\n' || *t == '\t' || *t == '\r')
+        t++;
+    if (!decimal(t, &x, &fx) || !decimal(s, &a, &fa) || a == 0)
+        return false;
+    for (; fx < fa; fx++)
+        x *= 10;
+    for (; fa < fx; fa++)
+        a *= 10;
+    return x % a == 0;
+}
+
 /* The bounds of a top-level number schema hold for the accepted text (leading whitespace
  * allowed). */
 static void check_bounds(const cJSON *schema, const uint8_t *text, size_t len)
@@ -52,6 +96,9 @@ static void check_bounds(const cJSON *schema, const uint8_t *text, size_t len)
         if (!ok)
             fuzz_fail("accepted %s outside %s %.17g", buf, kw[i], b);
     }
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(schema, "multipleOf");
+    if (cJSON_IsNumber(mo) && !is_multiple(buf, mo->valuedouble))
+        fuzz_fail("accepted %s, not a multiple of %.17g", buf, mo->valuedouble);
 }
 
 /* Whether pattern p reads the same as an ECMA-262 pattern and a POSIX ERE. */

@@ -64,7 +64,8 @@ static int run(enum tool_format f, const char *text, size_t len, size_t piece, b
             fuzz_fail("call %d cut, not streamed", i);
         if (c->cut && cut == p->n_calls)
             cut = i;
-        if (!c->cut && ll_json_parse(&j, tool_call_args(c), c->args.len, "arguments", &err) != LL_OK)
+        if (!c->cut &&
+            ll_json_parse(&j, tool_call_args(c), c->args.len, "arguments", &err) != LL_OK)
             fuzz_fail("call %d: arguments are not JSON: %s", i, err.msg);
         cJSON_Delete(j);
         ll_buf_free(&got[i]);
