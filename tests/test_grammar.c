@@ -314,6 +314,43 @@ static void test_schema_keywords(void **state)
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++)
         check_texts(objs[i].schema, objs[i].yes, objs[i].no, false);
 
+    /* uniqueItems over an enum (pydantic's set[Enum], $ref and all): each value at most once,
+     * in the enum's order; every sequence over 4 values of up to 5 items is checked */
+    g = schema_grammar("{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/C\"},\"uniqueItems\":"
+                       "true,\"minItems\":1,\"maxItems\":3,\"$defs\":{\"C\":{\"enum\":[\"r\",2,"
+                       "null,\"r\",{\"k\":[]}]}}}", &err);
+    if (!g)
+        fail_msg("%s", err.msg);
+    static const char *const vals[] = {"\"r\"", "2", "null", "{\"k\":[]}"};
+    for (int len = 0, total = 1; len <= 5; len++, total *= 4)
+        for (int v = 0; v < total; v++) {
+            char t[128] = "[";
+            bool rising = true;
+            for (int i = 0, x = v, last = -1; i < len; i++, x /= 4) {
+                rising &= x % 4 > last;
+                last = x % 4;
+                strcat(t, i ? ", " : "");
+                strcat(t, vals[x % 4]);
+            }
+            strcat(t, "]");
+            if (acc(g, t) != (rising && len >= 1 && len <= 3))
+                fail_msg("%s %s", t, acc(g, t) ? "accepted" : "refused");
+        }
+    grammar_unref(g);
+    check_texts("{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"array\",\"uniqueItems\":"
+                "true,\"items\":{\"type\":\"boolean\"}},\"n\":{\"type\":\"array\",\"uniqueItems\":"
+                "true,\"items\":{\"type\":\"null\"}}}}",
+                (const char *const[]){"{\"b\": [true, false]}", "{\"b\": [false], \"n\": [null]}",
+                                      NULL},
+                (const char *const[]){"{\"b\": [true, true]}", "{\"n\": [null, null]}", NULL},
+                false);
+    char big[512] = "{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"enum\":[0";
+    for (int i = 1; i <= 64; i++) /* 65 values: past what is listed */
+        snprintf(big + strlen(big), sizeof big - strlen(big), ",%d", i);
+    strcat(big, "]}}");
+    assert_null(schema_grammar(big, &err));
+    assert_non_null(strstr(err.msg, "at most 64 distinct values (here 65)"));
+
     /* oneOf of schemas that exclude each other: a discriminated union as pydantic writes it,
      * types, consts */
     g = schema_grammar(
@@ -990,6 +1027,15 @@ static void test_schema_refused(void **state)
         {"{\"type\":\"number\",\"multipleOf\":-2}", LL_EINVAL,
          "multipleOf must be a number above 0"},
         {"{\"type\":\"number\",\"multipleOf\":1e-16}", LL_EUNSUPPORTED, "more than 15 digits"},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}",
+         LL_EUNSUPPORTED, "'uniqueItems' is supported when the items are an enum"},
+        {"{\"type\":\"array\",\"uniqueItems\":true}", LL_EUNSUPPORTED, "'uniqueItems'"},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"const\":1}],\"uniqueItems\":true}",
+         LL_EUNSUPPORTED, "'uniqueItems' with a tuple"},
+        {"{\"type\":\"array\",\"items\":{\"enum\":[1]},\"uniqueItems\":1}", LL_EINVAL,
+         "'uniqueItems' must be a boolean"},
+        {"{\"type\":\"array\",\"items\":{\"enum\":[1,2]},\"uniqueItems\":true,\"minItems\":3}",
+         LL_EINVAL, "'minItems' 3 is more than the 2 distinct values"},
         {"{\"type\":\"string\",\"multipleOf\":2}", LL_EUNSUPPORTED,
          "'multipleOf' is supported with 'type' number or integer"},
         {"{\"enum\":[1,5],\"minimum\":3}", LL_EUNSUPPORTED, "'minimum' is supported with"},

@@ -270,7 +270,7 @@ static const char *const handled[] = {
     "minLength", "maxLength", "enum", "const", "anyOf", "allOf", "oneOf", "$ref", "minimum",
     "maximum", "prefixItems", "additionalItems",
     "exclusiveMinimum", "exclusiveMaximum", "format", "pattern", "contentEncoding",
-    "propertyNames", "multipleOf",
+    "propertyNames", "multipleOf", "uniqueItems",
 };
 
 static bool in_list(const char *k, const char *const *list, size_t n)
@@ -776,11 +776,16 @@ static bool of_type(const cJSON *v, const cJSON *type)
 
 /* enum and const: the values listed, each as its compact JSON text; beside them only a type
  * (which drops the values not of it) and annotations. */
-static enum ll_status values_rule(struct jctx *c, const cJSON *s, const char *path, int *rule)
+/* The literals of the values an enum / const schema s allows (of its type, when it has one;
+ * each value once): (*lits)[0..*n), malloc'd. */
+static enum ll_status value_lits(struct jctx *c, const cJSON *s, const char *path, int **lits,
+                                 int *n)
 {
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type"), *k, *v;
+    *lits = NULL;
+    *n = 0;
     cJSON_ArrayForEach(k, s)
         if (strcmp(k->string, "enum") && strcmp(k->string, "const") && strcmp(k->string, "type") &&
             !in_list(k->string, annotations, sizeof annotations / sizeof *annotations))
@@ -791,41 +796,138 @@ static enum ll_status values_rule(struct jctx *c, const cJSON *s, const char *pa
         return bad(c, path, "'enum' must be a non-empty array");
     if (type && !cJSON_IsString(type) && !cJSON_IsArray(type))
         return bad(c, path, "'type' must be a type name or an array of them");
-    int r = gb_rule(c->b), n = 0;
-    struct gseq q = {0};
+    if (!(*lits = malloc(sizeof **lits * (size_t)(cJSON_GetArraySize(en) + 1))))
+        return ll_err_set(c->err, LL_ENOMEM, "out of memory");
     enum ll_status st = LL_OK;
-    const cJSON *one = cst, *list = cst ? NULL : en;
+    const cJSON *list = cst ? NULL : en;
     cJSON_ArrayForEach(v, list) {
-        if (type && !of_type(v, type))
+        bool seen = false; /* an earlier equal value */
+        for (const cJSON *w = list->child; w != v; w = w->next)
+            seen |= cJSON_Compare(w, v, true);
+        if (seen || (type && !of_type(v, type)))
             continue;
-        int lit = -1;
-        if ((st = value_literal(c, v, &lit)) != LL_OK)
+        if ((st = value_literal(c, v, &(*lits)[*n])) != LL_OK)
             break;
-        gseq_clear(&q);
-        gseq_rule(&q, lit);
-        gb_alt(c->b, r, &q);
-        n++;
+        ++*n;
     }
-    if (one && st == LL_OK) {
+    if (cst && st == LL_OK) {
         bool listed = !en;
         cJSON_ArrayForEach(v, en)
-            listed |= cJSON_Compare(v, one, true);
-        if (listed && (!type || of_type(one, type))) {
-            int lit = -1;
-            if ((st = value_literal(c, one, &lit)) == LL_OK) {
-                gseq_rule(&q, lit);
-                gb_alt(c->b, r, &q);
-                n++;
-            }
-        }
+            listed |= cJSON_Compare(v, cst, true);
+        if (listed && (!type || of_type(cst, type)) &&
+            (st = value_literal(c, cst, &(*lits)[*n])) == LL_OK)
+            ++*n;
     }
-    gseq_free(&q);
-    if (st == LL_OK && n == 0)
+    if (st == LL_OK && *n == 0)
         st = ll_err_set(c->err, LL_EINVAL, "%s: no value of '%s' is %s", path,
                         en ? "enum" : "const", cst && en ? "in 'enum' and of its 'type'"
                                                          : "of its 'type'");
-    *rule = r;
+    if (st != LL_OK) {
+        free(*lits);
+        *lits = NULL;
+    }
     return st;
+}
+
+static enum ll_status values_rule(struct jctx *c, const cJSON *s, const char *path, int *rule)
+{
+    int *lits, n;
+    enum ll_status st = value_lits(c, s, path, &lits, &n);
+    if (st == LL_OK)
+        *rule = gb_choice(c->b, lits, n);
+    free(lits);
+    return st;
+}
+
+/* uniqueItems: the items' values (an enum, a const, booleans, null) each at most once, in
+ * their order: U(i, k) is the rest of the array from value i with k items written. */
+#define UNIQ_MAX_VALUES 64
+struct uniq {
+    struct gbuild *b;
+    const int *lits;
+    int n, min, max, ws;
+    int *rules; /* [i][k] + 1 */
+};
+
+static int uniq_rule(struct uniq *u, int i, int k)
+{
+    int *slot = &u->rules[i * (u->n + 1) + k];
+    if (*slot)
+        return *slot - 1;
+    int r = gb_rule(u->b);
+    *slot = r + 1;
+    struct gseq q = {0};
+    if (k >= u->min) /* the end */
+        gb_alt(u->b, r, &q);
+    if (i < u->n && k + (u->n - i - 1) >= u->min) { /* value i left out: enough after it */
+        gseq_clear(&q);
+        gseq_rule(&q, uniq_rule(u, i + 1, k));
+        gb_alt(u->b, r, &q);
+    }
+    if (i < u->n && (u->max < 0 || k < u->max)) { /* value i */
+        gseq_clear(&q);
+        if (k > 0) {
+            gseq_byte(u->b, &q, ',');
+            gseq_rule(&q, u->ws);
+        }
+        gseq_rule(&q, u->lits[i]);
+        gseq_rule(&q, u->ws);
+        gseq_rule(&q, uniq_rule(u, i + 1, k + 1));
+        gb_alt(u->b, r, &q);
+    }
+    gseq_free(&q);
+    return r;
+}
+
+static enum ll_status unique_rule(struct jctx *c, const cJSON *items, const char *path, int min,
+                                  int max, int *rule)
+{
+    const cJSON *it = deref(c, items);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
+    int *lits = NULL, n = 0;
+    enum ll_status st;
+    char sub[512];
+    snprintf(sub, sizeof sub, "%.400s.items", path);
+    if (cJSON_GetObjectItemCaseSensitive(it, "enum") || cJSON_GetObjectItemCaseSensitive(it, "const")) {
+        if ((st = value_lits(c, it, sub, &lits, &n)) != LL_OK)
+            return st;
+    } else if (cJSON_IsString(type) && cJSON_GetArraySize(it) == 1 &&
+               (!strcmp(type->valuestring, "boolean") || !strcmp(type->valuestring, "null"))) {
+        if (!(lits = malloc(sizeof *lits * 2)))
+            return ll_err_set(c->err, LL_ENOMEM, "out of memory");
+        if (type->valuestring[0] == 'b') {
+            lits[n++] = gb_literal(c->b, "true");
+            lits[n++] = gb_literal(c->b, "false");
+        } else {
+            lits[n++] = gb_literal(c->b, "null");
+        }
+    } else {
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'uniqueItems' is supported when the "
+                          "items are an enum, a const, booleans or null (values the grammar can "
+                          "list once each)", path);
+    }
+    if (n > UNIQ_MAX_VALUES) {
+        free(lits);
+        return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'uniqueItems' is supported for items of "
+                          "at most %d distinct values (here %d)", path, UNIQ_MAX_VALUES, n);
+    }
+    if (n < min) {
+        free(lits);
+        return ll_err_set(c->err, LL_EINVAL, "%s: 'minItems' %d is more than the %d distinct "
+                          "values its unique items may take", path, min, n);
+    }
+    struct uniq u = {.b = c->b, .lits = lits, .n = n, .min = min, .max = max,
+                     .ws = grammar_json_ws(c->b)};
+    u.rules = calloc((size_t)(n + 1) * (size_t)(n + 1), sizeof *u.rules);
+    if (!u.rules) {
+        free(lits);
+        return ll_err_set(c->err, LL_ENOMEM, "out of memory");
+    }
+    *rule = gb_concat(c->b, (int[]){gb_literal(c->b, "["), u.ws, uniq_rule(&u, 0, 0),
+                                    gb_literal(c->b, "]")}, 4);
+    free(u.rules);
+    free(lits);
+    return LL_OK;
 }
 
 /* The rule for schema s restricted to the one type name t. */
@@ -873,10 +975,18 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
         if (max >= 0 && max < min)
             return bad(c, path, "'maxItems' is less than 'minItems'");
         const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+        const cJSON *uniq = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
+        if (uniq && !cJSON_IsBool(uniq))
+            return bad(c, path, "'uniqueItems' must be a boolean");
+        if (cJSON_IsTrue(uniq) && (prefix || cJSON_IsArray(items)))
+            return ll_err_set(c->err, LL_EUNSUPPORTED, "%s: 'uniqueItems' with a tuple "
+                              "('prefixItems', or 'items' as an array) is not supported", path);
         if (prefix || cJSON_IsArray(items))
             return tuple_rule(c, s, path, min, max, rule);
         if (cJSON_GetObjectItemCaseSensitive(s, "additionalItems"))
             return bad(c, path, "'additionalItems' needs 'items' in tuple form (an array)");
+        if (cJSON_IsTrue(uniq))
+            return unique_rule(c, items, path, min, max, rule);
         char sub[512];
         snprintf(sub, sizeof sub, "%s.items", path);
         if (items) {
@@ -988,8 +1098,8 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
                           "supported (supported: type, properties, required, "
                           "additionalProperties, items, minItems, maxItems, minLength, "
                           "maxLength, pattern, format, contentEncoding, minimum, maximum, "
-                          "exclusiveMinimum, exclusiveMaximum, multipleOf, enum, const, anyOf, "
-                          "oneOf, $ref, $defs)", path,
+                          "exclusiveMinimum, exclusiveMaximum, multipleOf, uniqueItems, enum, "
+                          "const, anyOf, oneOf, $ref, $defs)", path,
                           k->string);
     }
     const char *bound = grammar_num_bound_kw(s);

@@ -157,10 +157,14 @@ def test_response_format_schema(tiny_llm):
         "n": {"type": "integer", "minimum": 3, "exclusiveMaximum": 10},
         "code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
         "day": {"type": "string", "format": "date"},
-        "ok": {"type": "boolean"}}, "required": ["n", "code", "day", "ok"]}
+        "ok": {"type": "boolean"},
+        # pydantic's set[Literal["x", "y", "z"]] and a price of whole cents
+        "tags": {"type": "array", "items": {"enum": ["x", "y", "z"]}, "uniqueItems": True},
+        "price": {"type": "number", "multipleOf": 0.01}},
+        "required": ["n", "code", "day", "ok", "tags", "price"]}
     fmt = {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}
     for seed in range(3):
-        params = SamplingParams(temperature=1, seed=seed, max_tokens=120, response_format=fmt)
+        params = SamplingParams(temperature=1, seed=seed, max_tokens=200, response_format=fmt)
         out = tiny_llm.generate("Answer:", params)[0]
         assert out.finish_reason == "stop", out.text
         v = json.loads(out.text)
@@ -168,6 +172,8 @@ def test_response_format_schema(tiny_llm):
         assert re.fullmatch(r"[A-Z]{2}-[0-9]{3}", v["code"])
         assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", v["day"])
         assert isinstance(v["ok"], bool)
+        assert set(v["tags"]) <= {"x", "y", "z"} and len(set(v["tags"])) == len(v["tags"])
+        assert abs(v["price"] * 100 - round(v["price"] * 100)) < 1e-6
     chat = tiny_llm.chat([{"role": "user", "content": "JSON please"}],
                          SamplingParams(max_tokens=200, seed=1,
                                         response_format={"type": "json_object"}))
