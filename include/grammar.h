@@ -121,15 +121,15 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * written without an exponent when bounded or stepped), pattern, format (date, time, date-time,
  * duration, uuid, ipv4, ipv6, email, hostname, uri; a name outside JSON Schema's list beside a
  * pattern) and contentEncoding (base64, base64url) on strings (grammar_regex.c), enum and const
- * (beside a type, only their values of it), anyOf, allOf of one schema, oneOf of schemas that
- * exclude each other (types, consts, or a required property with a different const in each
- * object), $ref to "#" or "#/..." ($defs, definitions; recursion allowed); annotations (title,
- * description, default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly,
- * strict, discriminator) are ignored. Any other keyword is LL_EUNSUPPORTED, naming it and its
- * path; a malformed schema is LL_EINVAL. Whitespace between tokens is limited to one space or a
- * newline and up to 20 spaces or tabs, so generated JSON cannot run on in whitespace; numbers
- * to 15 digits before and after the point and 2 exponent digits (what a double holds: no
- * infinities, integers exact). */
+ * (beside a type, only their values of it), anyOf, allOf (its schemas merged into one; so is
+ * $ref with keywords beside it), oneOf of schemas that exclude each other (types, consts, or a
+ * required property with a different const in each object), $ref to "#" or "#/..." ($defs,
+ * definitions; recursion allowed); annotations (title, description, default, examples,
+ * $schema, $id, $comment, deprecated, readOnly, writeOnly, strict, discriminator) are ignored.
+ * Any other keyword is LL_EUNSUPPORTED, naming it and its path; a malformed schema is
+ * LL_EINVAL. Whitespace between tokens is limited to one space or a newline and up to 20 spaces
+ * or tabs, so generated JSON cannot run on in whitespace; numbers to 15 digits before and after
+ * the point and 2 exponent digits (what a double holds: no infinities, integers exact). */
 #define GRAMMAR_MAX_REPEAT 256
 enum ll_status grammar_json_schema(struct gbuild *b, const struct cJSON *schema,
                                    const char *where, int *rule, struct ll_err *err);

@@ -314,6 +314,40 @@ static void test_schema_keywords(void **state)
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++)
         check_texts(objs[i].schema, objs[i].yes, objs[i].no, false);
 
+    /* allOf (and $ref beside other keywords) merged: an OpenAPI-style composition, a property
+     * in two schemas, patterns that must both match, additionalProperties false, types */
+    static const struct {
+        const char *schema, *yes[4], *no[5];
+    } merged[] = {
+        {"{\"$defs\":{\"Base\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},"
+         "\"required\":[\"id\"]}},\"allOf\":[{\"$ref\":\"#/$defs/Base\"},{\"type\":\"object\","
+         "\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":3}},\"required\":[\"name\"]}],"
+         "\"description\":\"a named thing\"}",
+         {"{\"id\":1,\"name\":\"ab\"}", NULL},
+         {"{\"id\":1}", "{\"name\":\"a\"}", "{\"id\":1,\"name\":\"abcd\"}", "{\"id\":\"1\",\"name\":\"a\"}",
+          NULL}},
+        {"{\"allOf\":[{\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":0}}},{\"properties\":"
+         "{\"x\":{\"maximum\":5}},\"required\":[\"x\"]}]}",
+         {"{\"x\":5}", "{\"x\":0}", NULL},
+         {"{\"x\":6}", "{\"x\":-1}", "{\"x\":1.5}", "{}", NULL}},
+        {"{\"type\":\"string\",\"allOf\":[{\"pattern\":\"^a\"},{\"pattern\":\"b$\"},{\"minLength\":2}]}",
+         {"\"ab\"", "\"axb\"", NULL},
+         {"\"ba\"", "\"a\"", "\"b\"", NULL}},
+        {"{\"$defs\":{\"S\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/S\",\"maxLength\":2}",
+         {"\"ab\"", "\"\"", NULL},
+         {"\"abc\"", "1", NULL}},
+        {"{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{}},\"additionalProperties\":"
+         "false},{\"properties\":{\"a\":{\"minimum\":1},\"c\":{}}}]}",
+         {"{\"a\":1}", "{\"a\":2,\"b\":null}", "{}", NULL},
+         {"{\"a\":0}", "{\"c\":1}", "{\"a\":1,\"c\":1}", NULL}},
+        {"{\"allOf\":[{\"type\":\"number\",\"minimum\":1},{\"type\":[\"integer\",\"null\"],"
+         "\"exclusiveMaximum\":4}]}",
+         {"1", "3", NULL},
+         {"0", "4", "2.5", "null", NULL}},
+    };
+    for (size_t i = 0; i < sizeof merged / sizeof merged[0]; i++)
+        check_texts(merged[i].schema, merged[i].yes, merged[i].no, false);
+
     /* uniqueItems over an enum (pydantic's set[Enum], $ref and all): each value at most once,
      * in the enum's order; every sequence over 4 values of up to 5 items is checked */
     g = schema_grammar("{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/C\"},\"uniqueItems\":"
@@ -1119,10 +1153,22 @@ static void test_schema_refused(void **state)
          "\"object\",\"properties\":{\"k\":{\"const\":2}}}]}",
          LL_EUNSUPPORTED, "exclude each other"}, /* k not required: {} matches both */
         {"{\"anyOf\":[{\"type\":\"string\"}],\"allOf\":[{\"type\":\"string\"}]}",
+         LL_EUNSUPPORTED, "merge into one; 'anyOf' cannot merge"},
+        {"{\"anyOf\":[{\"type\":\"string\"}],\"oneOf\":[{\"type\":\"string\"}]}",
          LL_EUNSUPPORTED, "more than one of 'anyOf', 'allOf' and 'oneOf'"},
         {"{\"oneOf\":[{\"$ref\":\"#/nowhere\"},{\"type\":\"string\"}]}", LL_EUNSUPPORTED,
          "exclude each other"},
-        {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", LL_EUNSUPPORTED, "allOf"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", LL_EINVAL,
+         "the schemas of its 'allOf' share no type"},
+        {"{\"allOf\":[{\"format\":\"date\"},{\"format\":\"uuid\"}]}", LL_EUNSUPPORTED,
+         "'format' differs between the schemas"},
+        {"{\"allOf\":[{\"enum\":[1,2]},{\"enum\":[3]}]}", LL_EINVAL,
+         "no value is in the 'enum' / 'const' of every schema"},
+        {"{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},"
+         "{\"required\":[\"b\"]}]}", LL_EINVAL, "required property 'b' is kept out"},
+        {"{\"allOf\":[{\"not\":{}},{}]}", LL_EUNSUPPORTED, "'not' cannot merge"},
+        {"{\"$ref\":\"#\",\"minLength\":1}", LL_EUNSUPPORTED, "nests too deeply"},
+        {"{\"allOf\":[{\"$ref\":\"#/x\"},{}]}", LL_EUNSUPPORTED, "does not resolve"},
         {"{\"type\":\"array\",\"additionalItems\":false}", LL_EINVAL, "tuple form"},
         {"{\"type\":\"array\",\"prefixItems\":{}}", LL_EINVAL, "prefixItems must be an array"},
         {"{\"type\":\"array\",\"prefixItems\":[{}],\"items\":false,\"minItems\":2}", LL_EINVAL,

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
 #include "grammar_impl.h"
 
 /* ---- plain JSON ---- */
@@ -1076,6 +1077,285 @@ static enum ll_status ref_rule(struct jctx *c, const cJSON *s, const char *ref, 
     return LL_OK;
 }
 
+/* ---- allOf (and $ref with other keywords beside it): the schemas merged into one ---- */
+
+/* The JSON types a schema may have, as bits (number includes integer). */
+enum { T_STRING = 1, T_INTEGER = 2, T_NUMBER = 4, T_BOOLEAN = 8, T_NULL = 16, T_OBJECT = 32,
+       T_ARRAY = 64, T_ALL = 127 };
+static const char *const type_names_all[] = {"string", "integer", "number", "boolean", "null",
+                                             "object", "array"};
+
+static unsigned type_bits(const cJSON *type)
+{
+    unsigned m = 0;
+    for (int i = 0; i < 7; i++)
+        if (type_names(type, type_names_all[i], NULL))
+            m |= 1u << i | (i == 2 ? T_INTEGER : 0);
+    return m;
+}
+
+struct merge {
+    struct jctx *c;
+    const char *path;
+    cJSON *m;          /* the merged schema */
+    unsigned types;    /* T_* still allowed */
+    cJSON *patterns;   /* every pattern, to hold together */
+    cJSON *closed;     /* per schema with additionalProperties false: its property names */
+    const cJSON *cur;  /* the schema being merged in */
+    enum ll_status st;
+};
+
+static void merge_refuse(struct merge *g, const char *kw, const char *why)
+{
+    if (g->st == LL_OK)
+        g->st = ll_err_set(g->c->err, LL_EUNSUPPORTED, "%s: 'allOf' (or '$ref' beside other "
+                           "keywords) is supported when its schemas merge into one; '%s' %s",
+                           g->path, kw, why);
+}
+
+/* into[kw] becomes {"allOf": [into[kw], v]} in its place (v copied), or v when into has none
+ * (properties keep the order they first came in). */
+static void merge_both(struct merge *g, cJSON *into, const char *kw, const cJSON *v)
+{
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(into, kw);
+    cJSON *nv = cJSON_Duplicate(v, true), *both = NULL, *list;
+    bool ok = nv != NULL;
+    if (ok && old) {
+        ok = (both = cJSON_CreateObject()) && (list = cJSON_AddArrayToObject(both, "allOf")) &&
+             cJSON_AddItemToArray(list, cJSON_Duplicate(old, true)) &&
+             cJSON_AddItemToArray(list, nv);
+        if (!ok)
+            cJSON_Delete(nv);
+        ok = ok && cJSON_ReplaceItemInObjectCaseSensitive(into, kw, both);
+        if (!ok)
+            cJSON_Delete(both);
+    } else if (ok) {
+        ok = cJSON_AddItemToObject(into, kw, nv);
+    }
+    if (!ok && g->st == LL_OK)
+        g->st = ll_err_set(g->c->err, LL_ENOMEM, "out of memory");
+}
+
+/* A bound: the tighter one (lower: the larger). */
+static void merge_bound(struct merge *g, const char *kw, const cJSON *v, bool lower)
+{
+    if (!cJSON_IsNumber(v)) {
+        merge_refuse(g, kw, "is not a number");
+        return;
+    }
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(g->m, kw);
+    if (!old)
+        cJSON_AddNumberToObject(g->m, kw, v->valuedouble);
+    else if (lower ? v->valuedouble > old->valuedouble : v->valuedouble < old->valuedouble)
+        cJSON_SetNumberValue(old, v->valuedouble);
+}
+
+static void merge_in(struct merge *g, const cJSON *s, int depth);
+
+static void merge_key(struct merge *g, const cJSON *k, int depth)
+{
+    const char *kw = k->string;
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(g->m, kw);
+    static const char *const lower[] = {"minimum", "exclusiveMinimum", "minLength", "minItems"};
+    static const char *const upper[] = {"maximum", "exclusiveMaximum", "maxLength", "maxItems"};
+    static const char *const same[] = {"format", "contentEncoding", "multipleOf", "prefixItems",
+                                       "additionalItems"};
+    if (in_list(kw, annotations, sizeof annotations / sizeof *annotations))
+        return;
+    if (!strcmp(kw, "$ref")) {
+        const cJSON *t = cJSON_IsString(k) ? resolve(g->c->doc, k->valuestring) : NULL;
+        if (!t)
+            merge_refuse(g, "$ref", "does not resolve to a local schema");
+        else
+            merge_in(g, t, depth + 1);
+    } else if (!strcmp(kw, "allOf")) {
+        const cJSON *v;
+        if (!cJSON_IsArray(k) || cJSON_GetArraySize(k) == 0)
+            merge_refuse(g, kw, "must be a non-empty array");
+        cJSON_ArrayForEach(v, (cJSON_IsArray(k) ? k : NULL))
+            merge_in(g, v, depth + 1);
+    } else if (!strcmp(kw, "type")) {
+        g->types &= type_bits(k);
+    } else if (in_list(kw, lower, 4) || in_list(kw, upper, 4)) {
+        if (cJSON_IsBool(k))
+            merge_refuse(g, kw, "as a boolean (draft 4) cannot merge");
+        else
+            merge_bound(g, kw, k, in_list(kw, lower, 4));
+    } else if (in_list(kw, same, 5)) {
+        if (!old)
+            cJSON_AddItemToObject(g->m, kw, cJSON_Duplicate(k, true));
+        else if (!cJSON_Compare(old, k, true))
+            merge_refuse(g, kw, "differs between the schemas");
+    } else if (!strcmp(kw, "pattern")) {
+        cJSON_AddItemToArray(g->patterns, cJSON_Duplicate(k, true));
+    } else if (!strcmp(kw, "required")) {
+        cJSON *req = old ? old : cJSON_AddArrayToObject(g->m, "required");
+        const cJSON *v, *w;
+        cJSON_ArrayForEach(v, (cJSON_IsArray(k) ? k : NULL)) {
+            bool have = false;
+            cJSON_ArrayForEach(w, req)
+                have |= cJSON_Compare(v, w, true);
+            if (!have)
+                cJSON_AddItemToArray(req, cJSON_Duplicate(v, true));
+        }
+    } else if (!strcmp(kw, "properties")) {
+        cJSON *props = old ? old : cJSON_AddObjectToObject(g->m, "properties");
+        const cJSON *v;
+        cJSON_ArrayForEach(v, (cJSON_IsObject(k) ? k : NULL))
+            merge_both(g, props, v->string, v);
+    } else if (!strcmp(kw, "additionalProperties") && cJSON_IsBool(k)) {
+        if (cJSON_IsFalse(k)) { /* this schema's own properties only */
+            cJSON *names = cJSON_CreateArray();
+            const cJSON *v;
+            cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(g->cur, "properties"))
+                cJSON_AddItemToArray(names, cJSON_CreateString(v->string));
+            cJSON_AddItemToArray(g->closed, names);
+        }
+    } else if (!strcmp(kw, "additionalProperties") || !strcmp(kw, "items") ||
+               !strcmp(kw, "propertyNames")) {
+        merge_both(g, g->m, kw, k);
+    } else if (!strcmp(kw, "uniqueItems")) { /* unique when any says so */
+        if (!old)
+            cJSON_AddItemToObject(g->m, kw, cJSON_Duplicate(k, true));
+        else if (cJSON_IsTrue(k))
+            cJSON_ReplaceItemInObjectCaseSensitive(g->m, kw, cJSON_CreateTrue());
+    } else if (!strcmp(kw, "enum") || !strcmp(kw, "const")) {
+        /* the values both allow: an enum of them */
+        cJSON *vals = cJSON_CreateArray();
+        const cJSON *v, *w, *en = cJSON_GetObjectItemCaseSensitive(g->m, "enum");
+        if (!strcmp(kw, "const"))
+            cJSON_AddItemToArray(vals, cJSON_Duplicate(k, true));
+        else
+            cJSON_ArrayForEach(v, (cJSON_IsArray(k) ? k : NULL))
+                cJSON_AddItemToArray(vals, cJSON_Duplicate(v, true));
+        if (en) {
+            cJSON *keep = cJSON_CreateArray();
+            cJSON_ArrayForEach(v, vals) {
+                bool in = false;
+                cJSON_ArrayForEach(w, en)
+                    in |= cJSON_Compare(v, w, true);
+                if (in)
+                    cJSON_AddItemToArray(keep, cJSON_Duplicate(v, true));
+            }
+            cJSON_Delete(vals);
+            vals = keep;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(g->m, "enum");
+        if (cJSON_GetArraySize(vals) == 0 && g->st == LL_OK)
+            g->st = ll_err_set(g->c->err, LL_EINVAL, "%s: no value is in the 'enum' / 'const' "
+                               "of every schema of its 'allOf'", g->path);
+        cJSON_AddItemToObject(g->m, "enum", vals);
+    } else {
+        merge_refuse(g, kw, "cannot merge (anyOf, oneOf and keywords not supported at all are "
+                            "refused here)");
+    }
+}
+
+static void merge_in(struct merge *g, const cJSON *s, int depth)
+{
+    if (depth > 16) {
+        merge_refuse(g, "$ref", "nests too deeply");
+        return;
+    }
+    if (cJSON_IsTrue(s))
+        return;
+    if (!cJSON_IsObject(s)) {
+        if (g->st == LL_OK)
+            g->st = bad(g->c, g->path, cJSON_IsFalse(s) ? "the schema false in 'allOf' matches "
+                                                          "nothing"
+                                                        : "a schema in 'allOf' must be an object "
+                                                          "or a boolean");
+        return;
+    }
+    const cJSON *k, *was = g->cur;
+    g->cur = s;
+    cJSON_ArrayForEach(k, s)
+        if (g->st == LL_OK)
+            merge_key(g, k, depth);
+    g->cur = was;
+}
+/* The schemas of s's allOf and s's other keywords (or $ref's target and the keywords beside
+ * it) merged into *out: types intersected, properties and required joined (a property in
+ * several schemas: the allOf of its schemas), bounds and lengths the tighter, enums
+ * intersected, patterns all held (as lookaheads), additionalProperties false keeping only that
+ * schema's properties. */
+static enum ll_status merge_schemas(struct jctx *c, const cJSON *s, const char *path, cJSON **out)
+{
+    struct merge g = {.c = c, .path = path, .m = cJSON_CreateObject(), .types = T_ALL,
+                      .patterns = cJSON_CreateArray(), .closed = cJSON_CreateArray()};
+    *out = NULL;
+    if (!g.m || !g.patterns || !g.closed)
+        g.st = ll_err_set(c->err, LL_ENOMEM, "out of memory");
+    merge_in(&g, s, 0);
+    if (g.st == LL_OK && g.types == 0)
+        g.st = ll_err_set(c->err, LL_EINVAL, "%s: the schemas of its 'allOf' share no type",
+                          path);
+    if (g.st == LL_OK && g.types != T_ALL) {
+        cJSON *ts = cJSON_AddArrayToObject(g.m, "type");
+        for (int i = 0; i < 7; i++)
+            if (g.types >> i & 1 && !(i == 1 && g.types & T_NUMBER))
+                cJSON_AddItemToArray(ts, cJSON_CreateString(type_names_all[i]));
+    }
+    int np = cJSON_GetArraySize(g.patterns);
+    if (g.st == LL_OK && np == 1) {
+        cJSON_AddItemToObject(g.m, "pattern", cJSON_DetachItemFromArray(g.patterns, 0));
+    } else if (g.st == LL_OK && np > 1) { /* each matches somewhere: lookaheads from the start */
+        struct ll_buf p = {0};
+        const cJSON *v;
+        ll_buf_putc(&p, '^');
+        cJSON_ArrayForEach(v, g.patterns)
+            if (cJSON_IsString(v))
+                ll_buf_printf(&p, "(?=[\\s\\S]*(?:%s))", v->valuestring);
+        char *text = ll_buf_take(&p);
+        if (!text || !cJSON_AddStringToObject(g.m, "pattern", text))
+            g.st = ll_err_set(c->err, LL_ENOMEM, "out of memory");
+        free(text);
+    }
+    if (g.st == LL_OK && cJSON_GetArraySize(g.closed) > 0) {
+        /* only the names every closed schema lists; the others may not appear */
+        cJSON *props = cJSON_GetObjectItemCaseSensitive(g.m, "properties");
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(g.m, "required"), *names, *v;
+        for (cJSON *p = props ? props->child : NULL, *next; p; p = next) {
+            next = p->next;
+            bool ok = true;
+            cJSON_ArrayForEach(names, g.closed) {
+                bool listed = false;
+                cJSON_ArrayForEach(v, names)
+                    listed |= !strcmp(v->valuestring, p->string);
+                ok &= listed;
+            }
+            if (!ok)
+                cJSON_Delete(cJSON_DetachItemViaPointer(props, p));
+        }
+        cJSON_ArrayForEach(v, req)
+            if (cJSON_IsString(v) && !cJSON_GetObjectItemCaseSensitive(props, v->valuestring) &&
+                g.st == LL_OK)
+                g.st = ll_err_set(c->err, LL_EINVAL, "%s: required property '%.100s' is kept "
+                                  "out by a schema of its 'allOf' with 'additionalProperties' "
+                                  "false", path, v->valuestring);
+        cJSON_DeleteItemFromObjectCaseSensitive(g.m, "additionalProperties");
+        cJSON_AddFalseToObject(g.m, "additionalProperties");
+    }
+    cJSON_Delete(g.patterns);
+    cJSON_Delete(g.closed);
+    if (g.st != LL_OK)
+        cJSON_Delete(g.m);
+    else
+        *out = g.m;
+    return g.st;
+}
+
+/* Whether s has a keyword beside its allOf / $ref that is not an annotation. */
+static bool has_siblings(const cJSON *s, const char *kw)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, s)
+        if (strcmp(k->string, kw) &&
+            !in_list(k->string, annotations, sizeof annotations / sizeof *annotations))
+            return true;
+    return false;
+}
+
 static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, int *rule)
 {
     struct gbuild *b = c->b;
@@ -1089,6 +1369,20 @@ static enum ll_status compile(struct jctx *c, const cJSON *s, const char *path, 
         return bad(c, path, "the schema false matches nothing");
     if (!cJSON_IsObject(s))
         return bad(c, path, "a schema must be an object or a boolean");
+    const cJSON *all0 = cJSON_GetObjectItemCaseSensitive(s, "allOf"),
+                *ref0 = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if ((all0 && (cJSON_GetArraySize(all0) > 1 || has_siblings(s, "allOf"))) ||
+        (ref0 && has_siblings(s, "$ref"))) {
+        cJSON *m;
+        enum ll_status st = merge_schemas(c, s, path, &m);
+        if (st == LL_OK) {
+            c->depth++;
+            st = compile(c, m, path, rule);
+            c->depth--;
+            cJSON_Delete(m);
+        }
+        return st;
+    }
     const cJSON *k;
     cJSON_ArrayForEach(k, s) {
         if (in_list(k->string, annotations, sizeof annotations / sizeof *annotations) ||
