@@ -587,11 +587,13 @@ static enum ll_status only_keys(const cJSON *obj, const char *const *allowed, co
 }
 
 /* vLLM's guided_regex (the text matches a regular expression whole) and guided_choice (the text
- * is one of a list of strings): the grammar into r->grammar. */
-static enum ll_status guided_text(const cJSON *gr, const cJSON *gc, struct oai_request *r,
+ * is one of a list of strings), or the same in structured_outputs (so: the names say so): the
+ * grammar into r->grammar. */
+static enum ll_status guided_text(const cJSON *gr, const cJSON *gc, bool so, struct oai_request *r,
                                   struct oai_error *e)
 {
-    const char *param = gr ? "guided_regex" : "guided_choice";
+    const char *param = gr ? (so ? "structured_outputs.regex" : "guided_regex")
+                           : (so ? "structured_outputs.choice" : "guided_choice");
     if (gr && !cJSON_IsString(gr))
         return wrong_type(e, param, "a string (a regular expression)", gr);
     if (gc && (!cJSON_IsArray(gc) || cJSON_GetArraySize(gc) == 0))
@@ -612,7 +614,7 @@ static enum ll_status guided_text(const cJSON *gr, const cJSON *gc, struct oai_r
             if (!cJSON_IsString(x) || !x->valuestring[0]) {
                 gbuild_free(b);
                 return oai_error_set(e, LL_EINVAL, param, "invalid_value",
-                                     "'guided_choice[%d]' must be a non-empty string", i);
+                                     "'%s[%d]' must be a non-empty string", param, i);
             }
             struct gseq q = {0};
             gseq_lit(b, &q, x->valuestring, strlen(x->valuestring));
@@ -624,9 +626,53 @@ static enum ll_status guided_text(const cJSON *gr, const cJSON *gc, struct oai_r
     return finish_grammar(b, s, root, param, "value", &r->grammar, &err, e);
 }
 
+/* vLLM's structured_outputs {json | regex | choice | json_object, and its options}: the one
+ * constraint it holds into *gj / *gr / *gc / *object. */
+static enum ll_status structured_outputs(const cJSON *so, const cJSON **gj, const cJSON **gr,
+                                         const cJSON **gc, bool *object, struct oai_error *e)
+{
+    if (!cJSON_IsObject(so))
+        return wrong_type(e, "structured_outputs", "an object", so);
+    enum ll_status s = only_keys(so, (const char *const[]){"json", "regex", "choice",
+                                                           "json_object", "disable_fallback",
+                                                           "disable_any_whitespace",
+                                                           "disable_additional_properties",
+                                                           NULL},
+                                 "structured_outputs", e);
+    if (s != LL_OK)
+        return s; /* grammar, structural_tag, whitespace_pattern, ... */
+    static const char *const opts[] = {"disable_fallback", "disable_any_whitespace",
+                                       "disable_additional_properties"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *o = ll_json_member(so, opts[i]);
+        char p[64];
+        snprintf(p, sizeof p, "structured_outputs.%s", opts[i]);
+        if (o && !cJSON_IsBool(o))
+            return wrong_type(e, p, "a boolean", o);
+        if (i > 0 && cJSON_IsTrue(o)) /* (no fallback exists: that one is moot) */
+            return oai_error_set(e, LL_EUNSUPPORTED, p, "unsupported_parameter",
+                                 "'%s' true is not supported (generated JSON keeps whitespace "
+                                 "to one space or a newline and 20 spaces or tabs, and adds no "
+                                 "property beside listed ones)", p);
+    }
+    const cJSON *jo = ll_json_member(so, "json_object");
+    if (jo && !cJSON_IsBool(jo))
+        return wrong_type(e, "structured_outputs.json_object", "a boolean", jo);
+    *gj = ll_json_member(so, "json");
+    *gr = ll_json_member(so, "regex");
+    *gc = ll_json_member(so, "choice");
+    *object = cJSON_IsTrue(jo);
+    if (!!*gj + !!*gr + !!*gc + *object != 1)
+        return oai_error_set(e, LL_EINVAL, "structured_outputs", "invalid_value",
+                             "'structured_outputs' takes one of json, regex, choice and "
+                             "json_object (true)");
+    return LL_OK;
+}
+
 /* response_format {type: text | json_object | json_schema {name, description, schema,
  * strict}}, or vLLM's guided_json (a schema, as an object or as JSON text), guided_regex,
- * guided_choice: at most one of them constrains the output. */
+ * guided_choice, or structured_outputs (the same, newer): at most one of them constrains the
+ * output. */
 static enum ll_status parse_response_format(const cJSON *root, struct oai_request *r,
                                             struct oai_error *e)
 {
@@ -634,19 +680,25 @@ static enum ll_status parse_response_format(const cJSON *root, struct oai_reques
     const cJSON *gj = ll_json_member(root, "guided_json");
     const cJSON *gr = ll_json_member(root, "guided_regex");
     const cJSON *gc = ll_json_member(root, "guided_choice");
+    const cJSON *so = ll_json_member(root, "structured_outputs");
     const cJSON *rft = cJSON_IsObject(rf) ? ll_json_member(rf, "type") : NULL;
     const bool rf_constrains = rf && !(cJSON_IsString(rft) && !strcmp(rft->valuestring, "text"));
-    if (rf_constrains + !!gj + !!gr + !!gc > 1)
-        return oai_error_set(e, LL_EINVAL, gc ? "guided_choice" : gr ? "guided_regex"
-                                                                     : "guided_json",
+    if (rf_constrains + !!gj + !!gr + !!gc + !!so > 1)
+        return oai_error_set(e, LL_EINVAL, so ? "structured_outputs" : gc ? "guided_choice"
+                                           : gr                       ? "guided_regex"
+                                                                      : "guided_json",
                              "invalid_value", "give one of response_format, guided_json, "
-                             "guided_regex and guided_choice, not several");
+                             "guided_regex, guided_choice and structured_outputs, not several");
+    bool so_object = false;
+    enum ll_status s;
+    if (so && (s = structured_outputs(so, &gj, &gr, &gc, &so_object, e)) != LL_OK)
+        return s;
     if (gr || gc)
-        return guided_text(gr, gc, r, e);
+        return guided_text(gr, gc, so != NULL, r, e);
+    const char *gj_name = so ? "structured_outputs.json" : "guided_json";
     const cJSON *schema = NULL;
     const char *where = NULL;
-    bool json = false;
-    enum ll_status s;
+    bool json = so_object;
     if (rf) {
         if (!cJSON_IsObject(rf))
             return wrong_type(e, "response_format", "an object", rf);
@@ -702,22 +754,21 @@ static enum ll_status parse_response_format(const cJSON *root, struct oai_reques
     cJSON *parsed = NULL;
     if (gj) {
         if (json)
-            return oai_error_set(e, LL_EINVAL, "guided_json", "invalid_value",
-                                 "give response_format or guided_json, not both");
+            return oai_error_set(e, LL_EINVAL, gj_name, "invalid_value",
+                                 "give response_format or %s, not both", gj_name);
         if (cJSON_IsString(gj)) {
             struct ll_err err = {0};
-            if (ll_json_parse(&parsed, gj->valuestring, strlen(gj->valuestring), "guided_json",
+            if (ll_json_parse(&parsed, gj->valuestring, strlen(gj->valuestring), gj_name,
                               &err) != LL_OK)
-                return oai_error_set(e, LL_EINVAL, "guided_json", "invalid_value", "%s",
-                                     err.msg);
+                return oai_error_set(e, LL_EINVAL, gj_name, "invalid_value", "%s", err.msg);
             gj = parsed;
         }
         if (!cJSON_IsObject(gj) && !cJSON_IsBool(gj)) {
             cJSON_Delete(parsed);
-            return wrong_type(e, "guided_json", "a JSON Schema (an object or its JSON text)", gj);
+            return wrong_type(e, gj_name, "a JSON Schema (an object or its JSON text)", gj);
         }
         schema = gj;
-        where = "guided_json";
+        where = gj_name;
         json = true;
     }
     s = json ? format_grammar(schema, where ? where : "response_format", &r->grammar, e) : LL_OK;
@@ -909,9 +960,9 @@ static enum ll_status parse_tools(const cJSON *root, struct oai_request *r, stru
                              legacy ? "function_call" : "tool_choice", lname);
     if (r->tools && r->grammar && r->tool_choice != OAI_TOOL_NONE)
         return oai_error_set(e, LL_EUNSUPPORTED, "response_format", "unsupported_parameter",
-                             "response_format (or guided_json, guided_regex, guided_choice) "
-                             "together with tools is not supported (unless tool_choice is "
-                             "none)");
+                             "response_format (or guided_json, guided_regex, guided_choice, "
+                             "structured_outputs) together with tools is not supported (unless "
+                             "tool_choice is none)");
     return LL_OK;
 }
 
@@ -921,7 +972,8 @@ static const char *const common_fields[] = {
     "model", "stream", "stream_options", "max_tokens", "n", "temperature", "top_p", "top_k",
     "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens", "seed",
     "stop", "stop_token_ids", "logit_bias", "logprobs", "ignore_eos", "skip_special_tokens",
-    "response_format", "guided_json", "guided_regex", "guided_choice", "session_id",
+    "response_format", "guided_json", "guided_regex", "guided_choice", "structured_outputs",
+    "session_id",
     "cache_prompt", "reuse_prefix", NULL};
 static const char *const chat_fields[] = {
     "messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
@@ -976,9 +1028,9 @@ static enum ll_status check_fields(const cJSON *root, enum oai_kind kind,
         }
         const char *why = "";
         if (!strncmp(n, "guided_", 7) || !strcmp(n, "grammar") || !strcmp(n, "json_schema") ||
-            !strcmp(n, "structured_outputs") || !strcmp(n, "regex"))
+            !strcmp(n, "regex"))
             why = " (constrained decoding takes response_format json_object / json_schema, "
-                  "guided_json, guided_regex or guided_choice)";
+                  "guided_json, guided_regex, guided_choice or structured_outputs)";
         return oai_error_set(e, LL_EUNSUPPORTED, n, "unsupported_parameter",
                              "'%.60s' is not supported by this server%s", n, why);
     }

@@ -106,7 +106,7 @@ test('openai: parse with every zod string format that has a pattern, and records
   }
 });
 
-test("vLLM's guided_choice and guided_regex (chat and completions)", async () => {
+test("vLLM's guided_choice, guided_regex and structured_outputs (chat and completions)", async () => {
   const choices = ['positive', 'negative', 'neutral'];
   for (const seed of [1, 2, 3]) {
     const r = await qwen.client.chat.completions.create({
@@ -120,6 +120,28 @@ test("vLLM's guided_choice and guided_regex (chat and completions)", async () =>
       guided_regex: '[A-Z]{3}-\\d{2,4}( "ok")?',
     });
     assert.match(c.choices[0].text, /^[A-Z]{3}-\d{2,4}( "ok")?$/);
+    // the same through vLLM's newer structured_outputs, and its json / json_object
+    const so = await qwen.client.chat.completions.create({
+      model: 'tiny-qwen2', messages: ask, temperature: 1, seed, max_tokens: 50,
+      structured_outputs: { choice: choices },
+    });
+    assert.ok(choices.includes(so.choices[0].message.content));
+    const sr = await qwen.client.completions.create({
+      model: 'tiny-qwen2', prompt: 'Code:', temperature: 1, seed, max_tokens: 50,
+      structured_outputs: { regex: '(?!ZZ)[A-Z]{2}\\d', disable_fallback: true },
+    });
+    assert.match(sr.choices[0].text, /^(?!ZZ)[A-Z]{2}\d$/);
+    const sj = await qwen.client.chat.completions.create({
+      model: 'tiny-qwen2', messages: ask, temperature: 1, seed, max_tokens: 150,
+      structured_outputs: { json: { type: 'object', properties: { n: { type: 'integer',
+        multipleOf: 3 } }, required: ['n'], additionalProperties: false } },
+    });
+    assert.equal(JSON.parse(sj.choices[0].message.content).n % 3, 0);
+    const so2 = await qwen.client.chat.completions.create({
+      model: 'tiny-qwen2', messages: ask, temperature: 1, seed, max_tokens: 150,
+      structured_outputs: { json_object: true },
+    });
+    assert.equal(typeof JSON.parse(so2.choices[0].message.content), 'object');
   }
 });
 
