@@ -40,6 +40,9 @@ class SamplingParams:
     # constrained output, as OpenAI's: {"type": "json_object"} or {"type": "json_schema",
     # "json_schema": {"name": ..., "schema": {...}}} (README, "Structured output")
     response_format: Optional[dict] = None
+    # or vLLM's structured outputs, as a dict of StructuredOutputsParams' fields: one of
+    # {"json": schema}, {"regex": "..."}, {"choice": [...]}, {"json_object": True}
+    structured_outputs: Optional[dict] = None
 
     def body(self, chat):
         """The request-body fields (chat: the chat-completions spelling of logprobs)."""

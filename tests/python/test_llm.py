@@ -178,6 +178,16 @@ def test_response_format_schema(tiny_llm):
                          SamplingParams(max_tokens=200, seed=1,
                                         response_format={"type": "json_object"}))
     assert isinstance(json.loads(chat.text), dict)
+    for seed in range(3):
+        pick = tiny_llm.generate("Verdict:", SamplingParams(
+            temperature=1, seed=seed, max_tokens=20,
+            structured_outputs={"choice": ["guilty", "not guilty"]}))[0]
+        assert pick.text in ("guilty", "not guilty")
+        code = tiny_llm.generate("Code:", SamplingParams(
+            temperature=1, seed=seed, max_tokens=20, structured_outputs={"regex": "[a-c]{3}-\\d"}))[0]
+        assert re.fullmatch(r"[a-c]{3}-[0-9]", code.text), code.text
+    with pytest.raises(LlaisysError, match="structured_outputs.grammar"):
+        tiny_llm.generate("x", SamplingParams(structured_outputs={"grammar": "root ::= x"}))
     bad = {"type": "json_schema", "json_schema": {"name": "t", "schema": {
         "type": "string", "pattern": "(?<=x)"}}}
     with pytest.raises(LlaisysError, match="lookbehinds"):
