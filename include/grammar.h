@@ -116,7 +116,8 @@ enum ll_status gbuild_finish(struct gbuild *b, int root, struct grammar **out,
  * extra property is generated), propertyNames (a map's key schema; an enum or const of names
  * becomes optional properties), items, prefixItems (and draft 7's items array with
  * additionalItems), uniqueItems (items of an enum, a const, booleans or null: each value at
- * most once, in order), minItems, maxItems, minLength, maxLength (at most GRAMMAR_MAX_REPEAT),
+ * most once, in order), minItems, maxItems, minLength, maxLength (minimums up to
+ * GRAMMAR_MAX_REPEAT; a larger maximum is held to it, or lower beside a pattern),
  * minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf (numbers and integers,
  * written without an exponent when bounded or stepped), pattern, format (date, time, date-time,
  * duration, uuid, ipv4, ipv6, email, hostname, uri; a name outside JSON Schema's list beside a

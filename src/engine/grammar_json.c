@@ -408,20 +408,31 @@ static enum ll_status bad(struct jctx *c, const char *path, const char *what)
 }
 
 /* An integer keyword in 0..GRAMMAR_MAX_REPEAT, or def when absent. */
+/* An integer keyword in 0..GRAMMAR_MAX_REPEAT, or def when absent. A maximum above the limit
+ * (maxLength, maxItems) is held to the limit, which keeps the values valid (shorter); *over
+ * (may be NULL) tells, with the value itself in *given (up to 2^30). */
 static enum ll_status count_kw(struct jctx *c, const cJSON *s, const char *kw, const char *path,
-                               int def, int *out)
+                               int def, int *out, bool *over, int *given)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, kw);
     *out = def;
+    if (over)
+        *over = false;
     if (!v)
         return LL_OK;
     /* (no cast to int before the range check: a huge value does not fit one; found by
      * fuzz_grammar_json) */
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble))
         return ll_err_set(c->err, LL_EINVAL, "%s.%s must be a non-negative integer", path, kw);
-    if (v->valuedouble > GRAMMAR_MAX_REPEAT)
+    if (v->valuedouble > GRAMMAR_MAX_REPEAT && !over)
         return ll_err_set(c->err, LL_EUNSUPPORTED, "%s.%s: at most %d is supported", path, kw,
                           GRAMMAR_MAX_REPEAT);
+    if (v->valuedouble > GRAMMAR_MAX_REPEAT) {
+        *over = true;
+        *given = v->valuedouble > 1 << 30 ? 1 << 30 : (int)v->valuedouble;
+        *out = GRAMMAR_MAX_REPEAT;
+        return LL_OK;
+    }
     *out = v->valueint;
     return LL_OK;
 }
@@ -947,17 +958,18 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
             return bad(c, path, "'pattern' must be a string");
         if (enc && !cJSON_IsString(enc))
             return bad(c, path, "'contentEncoding' must be a string");
-        int min, max;
-        if ((st = count_kw(c, s, "minLength", path, 0, &min)) != LL_OK ||
-            (st = count_kw(c, s, "maxLength", path, -1, &max)) != LL_OK)
+        int min, max, given = 0;
+        bool over;
+        if ((st = count_kw(c, s, "minLength", path, 0, &min, NULL, NULL)) != LL_OK ||
+            (st = count_kw(c, s, "maxLength", path, -1, &max, &over, &given)) != LL_OK)
             return st;
         if (max >= 0 && max < min)
             return bad(c, path, "'maxLength' is less than 'minLength'");
-        if (fmt || pat || enc)
+        if (fmt || pat || enc) /* (it holds a large maxLength to the limit if it must) */
             return grammar_string_regular(b, pat ? pat->valuestring : NULL,
                                           fmt ? fmt->valuestring : NULL,
-                                          enc ? enc->valuestring : NULL, min, max, path, rule,
-                                          c->err);
+                                          enc ? enc->valuestring : NULL, min,
+                                          over ? given : max, path, rule, c->err);
         *rule = string_rule(b, min, max);
     } else if (!strcmp(t, "number") || !strcmp(t, "integer")) {
         return grammar_num_schema(b, s, t[0] == 'i', path, rule, c->err);
@@ -970,8 +982,10 @@ static enum ll_status typed(struct jctx *c, const cJSON *s, const char *t, const
     } else if (!strcmp(t, "array")) {
         const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
         int item, min, max;
-        if ((st = count_kw(c, s, "minItems", path, 0, &min)) != LL_OK ||
-            (st = count_kw(c, s, "maxItems", path, -1, &max)) != LL_OK)
+        bool over;
+        int given;
+        if ((st = count_kw(c, s, "minItems", path, 0, &min, NULL, NULL)) != LL_OK ||
+            (st = count_kw(c, s, "maxItems", path, -1, &max, &over, &given)) != LL_OK)
             return st;
         if (max >= 0 && max < min)
             return bad(c, path, "'maxItems' is less than 'minItems'");

@@ -1375,6 +1375,59 @@ static enum ll_status pattern_dfa(const char *pattern, bool whole, const char *p
     return st;
 }
 
+/* The length in bytes of the longest string d accepts through states from which it can
+ * accept: -1 when unbounded (a loop), -2 out of memory. */
+static long dfa_longest(const struct dfa *d)
+{
+    bool *live = calloc((size_t)d->n, sizeof *live);
+    long *len = malloc(sizeof *len * (size_t)d->n); /* -3: not yet, -4: on the path */
+    int *stack = malloc(sizeof *stack * (size_t)d->n * 2);
+    long res = -2;
+    if (!live || !len || !stack)
+        goto out;
+    for (int q = 0; q < d->n; q++) {
+        live[q] = d->acc[q];
+        len[q] = -3;
+    }
+    if (!dfa_reaching(d, live))
+        goto out;
+    res = 0;
+    /* depth first from 0; a state is done when its successors are */
+    int top = 0;
+    if (live[0])
+        stack[top++] = 0, len[0] = -4;
+    while (top && res >= 0) {
+        const int q = stack[top - 1];
+        bool pushed = false;
+        for (int c = 0; c < 256 && !pushed && res >= 0; c++) {
+            const int to = d->next[q][c];
+            if (to < 0 || !live[to] || len[to] >= 0)
+                continue;
+            if (len[to] == -4)
+                res = -1; /* a loop */
+            else
+                stack[top++] = to, len[to] = -4, pushed = true;
+        }
+        if (pushed || res < 0)
+            continue;
+        long best = d->acc[q] ? 0 : -1;
+        for (int c = 0; c < 256; c++) {
+            const int to = d->next[q][c];
+            if (to >= 0 && live[to] && len[to] + 1 > best)
+                best = len[to] + 1;
+        }
+        len[q] = best;
+        top--;
+    }
+    if (res == 0)
+        res = live[0] ? len[0] : 0;
+out:
+    free(live);
+    free(len);
+    free(stack);
+    return res;
+}
+
 /* Code points counted: min..max (max < 0: unbounded) of them, over UTF-8 bytes. */
 static enum ll_status length_dfa(int min, int max, struct dfa *d)
 {
@@ -1670,12 +1723,31 @@ enum ll_status grammar_string_regular(struct gbuild *b, const char *pattern, con
         }
         have = true;
     }
-    if (st == LL_OK && (min > 0 || max >= 0)) {
+    /* a maximum the automaton's strings never reach (in bytes, so in code points) needs no
+     * product; one past GRAMMAR_MAX_REPEAT that they may reach is held to the largest of
+     * GRAMMAR_MAX_REPEAT, its half, ... down to 32 whose product fits (shorter strings are
+     * valid too) */
+    long longest = st == LL_OK && max >= 0 ? dfa_longest(&d) : -1;
+    if (st == LL_OK && max >= 0 && longest == -2)
+        st = ll_err_set(err, LL_ENOMEM, "out of memory");
+    const bool held = max > GRAMMAR_MAX_REPEAT && !(longest >= 0 && longest <= max);
+    if (longest >= 0 && longest <= max)
+        max = -1;
+    else if (held)
+        max = GRAMMAR_MAX_REPEAT;
+    while (st == LL_OK && (min > 0 || max >= 0)) {
         if ((st = length_dfa(min, max, &e)) == LL_OK && (st = dfa_product(&d, &e, &t)) == LL_OK) {
             dfa_free(&d);
             d = t;
             t = (struct dfa){0};
+            break;
         }
+        dfa_free(&e);
+        dfa_free(&t);
+        if (st != LL_EUNSUPPORTED || !held || max / 2 < 32 || max / 2 < min)
+            break;
+        max /= 2;
+        st = LL_OK;
     }
     if (st == LL_ENOMEM && !err->msg[0])
         ll_err_set(err, LL_ENOMEM, "out of memory");
