@@ -1194,6 +1194,9 @@ static void test_schema_refused(void **state)
         {"{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},"
          "{\"required\":[\"b\"]}]}", LL_EINVAL, "required property 'b' is kept out"},
         {"{\"allOf\":[{\"not\":{}},{}]}", LL_EUNSUPPORTED, "'not' cannot merge"},
+        {"{\"allOf\":[{\"properties\":3},{}]}", LL_EINVAL, "'properties' must be an object"},
+        {"{\"allOf\":[{\"required\":\"a\"},{}]}", LL_EINVAL, "'required' must be an array"},
+        {"{\"allOf\":[{\"enum\":[]},{}]}", LL_EINVAL, "'enum' must be a non-empty array"},
         {"{\"$ref\":\"#\",\"minLength\":1}", LL_EUNSUPPORTED, "nests too deeply"},
         {"{\"allOf\":[{\"$ref\":\"#/x\"},{}]}", LL_EUNSUPPORTED, "does not resolve"},
         {"{\"type\":\"array\",\"additionalItems\":false}", LL_EINVAL, "tuple form"},

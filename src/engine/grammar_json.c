@@ -1176,6 +1176,19 @@ static void merge_key(struct merge *g, const cJSON *k, int depth)
                                        "additionalItems"};
     if (in_list(kw, annotations, sizeof annotations / sizeof *annotations))
         return;
+    /* malformed values are reported, as compile() reports them, not merged away */
+    const char *bad_form = !strcmp(kw, "properties") && !cJSON_IsObject(k)
+                               ? "'properties' must be an object"
+                           : !strcmp(kw, "required") && !cJSON_IsArray(k)
+                               ? "'required' must be an array of property names"
+                           : !strcmp(kw, "enum") && (!cJSON_IsArray(k) || !cJSON_GetArraySize(k))
+                               ? "'enum' must be a non-empty array"
+                               : NULL;
+    if (bad_form) {
+        if (g->st == LL_OK)
+            g->st = bad(g->c, g->path, bad_form);
+        return;
+    }
     if (!strcmp(kw, "$ref")) {
         const cJSON *t = cJSON_IsString(k) ? resolve(g->c->doc, k->valuestring) : NULL;
         if (!t)
