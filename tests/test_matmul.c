@@ -293,13 +293,18 @@ static void check_all_shapes(enum ll_dtype t, enum ll_math math)
         }
 }
 
-/* A lone row of x against long rows of W: the AVX2 variant streams rows of W one at a time up
- * to K = 4096 and four at a time beyond (matmul_avx2.c); both sides of the switch. */
+/* Long rows of W. A lone row of x: the AVX2 variant streams rows of W one at a time up to
+ * K = 4096 and four at a time beyond (matmul_avx2.c); both sides of the switch. */
 static void check_long_rows(enum ll_math math)
 {
     check_shape(1, 37, 4096, LL_BF16, math, 1);
     check_shape(1, 37, 4097, LL_BF16, math, 0);
     check_shape(1, 19, 8960 + 7, LL_BF16, math, 1);
+    /* blocks of x against panels larger than L1, walked slice by slice along K with the
+     * accumulators kept unreduced in between (matmul_avx512.c): 5 and 9 tiles, K tails */
+    check_shape(20, 13, 4096 + 33, LL_BF16, math, 0);
+    check_shape(33, 19, 8960 + 7, LL_BF16, math, 1);
+    check_shape(16, 7, 8960, LL_BF16, math, 0);
 }
 
 static void test_bf16_exact(void **state)

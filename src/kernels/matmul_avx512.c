@@ -120,6 +120,11 @@ INLINE void tile_store(const __m512 *acc, const int mr, const int nr, float *out
 
 /* ---- fast path: bf16 × bf16 ---- */
 
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
 /* One chunk of 32 bf16 for every accumulator of the tile; `masked` only for the K tail. */
 INLINE void step_fast(__m512 *acc, const int mr, const int nr, const uint16_t *xb, size_t ldx,
                       const uint16_t *w, size_t ldw, size_t k, const int masked, __mmask32 tail)
@@ -138,31 +143,44 @@ INLINE void step_fast(__m512 *acc, const int mr, const int nr, const uint16_t *x
     }
 }
 
+/* Chunks [c0, c1) of the tile, plus the K tail when `tail` is set. The accumulators start at
+ * zero, or from `spill` when `resume` is set, and end reduced into out (`finish`) or in `spill`
+ * for the tile's next slice of K (see fast_panel): either way each accumulator gets its chunks in
+ * the order of an unsliced tile. */
 INLINE void tile_fast(const int mr, const int nr, const uint16_t *xb, size_t ldx,
-                      const uint16_t *w, size_t ldw, int nfull, __mmask32 tail, float *out,
-                      size_t ldo, const float *bias, struct prefetch pf)
+                      const uint16_t *w, size_t ldw, int c0, int c1, __mmask32 tail, int resume,
+                      int finish, __m512 *spill, float *out, size_t ldo, const float *bias,
+                      struct prefetch pf)
 {
     __m512 acc[MAX_ACC];
 #pragma GCC unroll 32
     for (int i = 0; i < mr * nr; i++)
-        acc[i] = _mm512_setzero_ps();
-    for (int c = 0; c < nfull; c++) {
+        acc[i] = resume ? spill[i] : _mm512_setzero_ps();
+    for (int c = c0; c < c1; c++) {
         step_fast(acc, mr, nr, xb, ldx, w, ldw, (size_t)c * LL_MM_CHUNK_FAST, 0, 0);
         prefetch_step(&pf);
     }
     if (tail)
-        step_fast(acc, mr, nr, xb, ldx, w, ldw, (size_t)nfull * LL_MM_CHUNK_FAST, 1, tail);
-    tile_store(acc, mr, nr, out, ldo, bias);
+        step_fast(acc, mr, nr, xb, ldx, w, ldw, (size_t)c1 * LL_MM_CHUNK_FAST, 1, tail);
+    if (finish) {
+        tile_store(acc, mr, nr, out, ldo, bias);
+        return;
+    }
+#pragma GCC unroll 32
+    for (int i = 0; i < mr * nr; i++)
+        spill[i] = acc[i];
 }
 
 #define FAST_CASE(MR, NR)                                                                      \
     case (MR) * 16 + (NR):                                                                     \
-        tile_fast(MR, NR, xb, ldx, w, ldw, nfull, tail, out, ldo, bias, pf);                   \
+        tile_fast(MR, NR, xb, ldx, w, ldw, c0, c1, tail, resume, finish, spill, out, ldo, bias,  \
+                  pf);                                                                         \
         break;
 
 static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const uint16_t *w,
-                          size_t ldw, int nfull, __mmask32 tail, float *out, size_t ldo,
-                          const float *bias, struct prefetch pf)
+                          size_t ldw, int c0, int c1, __mmask32 tail, int resume, int finish,
+                          __m512 *spill, float *out, size_t ldo, const float *bias,
+                          struct prefetch pf)
 {
     switch (mr * 16 + nr) {
         FAST_CASE(1, 1) FAST_CASE(1, 2) FAST_CASE(1, 3) FAST_CASE(1, 4)
@@ -172,6 +190,54 @@ static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const 
         FAST_CASE(4, 1) FAST_CASE(4, 2) FAST_CASE(4, 3) FAST_CASE(4, 4) FAST_CASE(4, 5) FAST_CASE(4, 6)
     default:
         __builtin_unreachable();
+    }
+}
+
+/* Long rows of W (K of down_proj, 8960) make a panel of TILE_N rows larger than L1, so every tile
+ * of a block would read it from L2 again. A panel over slice_panel_bytes is walked in slices of
+ * SLICE_CHUNKS chunks (TILE_N rows × 2 KiB = 12 KiB, beside a tile's 8 KiB of x in L1), every
+ * tile of the block running against a slice before the next; between slices a tile's
+ * accumulators wait in `spill` unreduced, so every output gets exactly the additions of an
+ * unsliced tile. bench-matmul down (K = 8960), AMD EPYC Zen 5, calls of the two builds
+ * alternated: M = 512 451-466 -> 494-542 GFLOP/s, M = 128 412-456 -> 447-489; with fewer tiles
+ * (M <= 16) the panel is reread rarely and slicing cost 10 %. Panels that fit (K = 1536: 18 KiB)
+ * are not sliced. */
+#define SLICE_CHUNKS 32
+#define SLICE_MIN_TILES 5
+#define SPILL_TILES 32 /* a sliced panel has K > 2730: blocks of x of at most 96 rows */
+static const size_t slice_panel_bytes = 32 * 1024;
+
+/* Every tile of rows [0, rows) of x against a panel of nr rows of W, prefetching the next panel
+ * (next_lines lines from next) a share per tile and slice, none when `single` (decode). */
+static void fast_panel(int rows, int nr, const uint16_t *xb, size_t ldx, const uint16_t *wp,
+                       size_t K, int nfull, __mmask32 tail, float *out, size_t ldo,
+                       const float *bias, const char *next, size_t next_lines, int single)
+{
+    _Alignas(64) __m512 spill[SPILL_TILES * TILE_M * TILE_N];
+    const int tiles = (rows + TILE_M - 1) / TILE_M;
+    const int slices = (size_t)nr * K * 2 > slice_panel_bytes && tiles >= SLICE_MIN_TILES &&
+                               tiles <= SPILL_TILES
+                           ? (nfull + SLICE_CHUNKS - 1) / SLICE_CHUNKS
+                           : 1;
+    const size_t units = (size_t)tiles * (size_t)slices;
+    const size_t share = (next_lines + units - 1) / units;
+    for (int s = 0; s < slices; s++) {
+        const int c0 = slices == 1 ? 0 : s * SLICE_CHUNKS;
+        const int c1 = slices == 1 ? nfull : min_int(nfull, c0 + SLICE_CHUNKS);
+        const int finish = s == slices - 1;
+        const int steps = c1 > c0 ? c1 - c0 : 1;
+        const int per_step = single ? 0 : (int)((share + (size_t)steps - 1) / (size_t)steps);
+        for (int t = 0; t < tiles; t++) {
+            const int m = t * TILE_M, mr = min_int(TILE_M, rows - m);
+            const size_t u = (size_t)s * (size_t)tiles + (size_t)t;
+            size_t first = share * u, last = first + share;
+            first = first < next_lines ? first : next_lines;
+            last = last < next_lines ? last : next_lines;
+            struct prefetch pf = {next + 64 * first, next + 64 * last, per_step};
+            tile_fast_any(mr, nr, xb + (size_t)m * ldx, ldx, wp, K, c0, c1, finish ? tail : 0,
+                          s > 0, finish, spill + (size_t)t * TILE_M * TILE_N,
+                          out + (size_t)m * ldo, ldo, bias, pf);
+        }
     }
 }
 
@@ -405,11 +471,6 @@ EXACT_ANY(tile_exact_f32, LL_F32)
 
 /* ---- the blocked loops ---- */
 
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
-}
-
 void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int n1, int ith)
 {
     (void)ith;
@@ -455,6 +516,13 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
             const int per_step =
                 mb_end - mb == 1 ? 0 : (int)((share + (size_t)steps - 1) / (size_t)steps);
             const char *next = wp + (size_t)nr * w_row_bytes;
+            if (j->fast) {
+                fast_panel(mb_end - mb, nr, j->xb + (size_t)mb * j->xb_stride, j->xb_stride,
+                           (const uint16_t *)wp, K, nfull, rem ? (__mmask32)((1u << rem) - 1) : 0,
+                           j->out + (size_t)mb * ldo + (size_t)n, ldo, j->bias ? j->bias + n : NULL,
+                           next, next_lines, mb_end - mb == 1);
+                continue;
+            }
             for (int m = mb, t = 0; m < mb_end; m += TILE_M, t++) {
                 const int mr = min_int(TILE_M, mb_end - m);
                 float *out = j->out + (size_t)m * ldo + (size_t)n;
@@ -463,12 +531,6 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
                 first = first < next_lines ? first : next_lines;
                 last = last < next_lines ? last : next_lines;
                 struct prefetch pf = {next + 64 * first, next + 64 * last, per_step};
-                if (j->fast) {
-                    tile_fast_any(mr, nr, j->xb + (size_t)m * j->xb_stride, j->xb_stride,
-                                  (const uint16_t *)wp, K, nfull,
-                                  rem ? (__mmask32)((1u << rem) - 1) : 0, out, ldo, bias, pf);
-                    continue;
-                }
                 const float *x = j->x + (size_t)m * K;
                 __mmask16 tail = rem ? (__mmask16)((1u << rem) - 1) : 0;
                 switch (j->wtype) {
