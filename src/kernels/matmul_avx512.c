@@ -13,8 +13,9 @@
  * thread walks its columns panel by panel (TILE_N weight rows, from memory into L1/L2 once per
  * block) and runs every tile of the block against that panel, while software-prefetching the
  * next panel a share per tile (so a lone row of x, the decode GEMV, streams weights at memory
- * speed too). Weights are read in place (row-major, any alignment, no packing: each row is
- * already K-contiguous, which is what a dot-product kernel wants); K tails use masked loads, which
+ * speed too; a panel larger than L1 is walked in slices of K, see fast_panel). Weights are read
+ * in place (row-major, any alignment, no packing: each row is already K-contiguous, which is
+ * what a dot-product kernel wants); K tails use masked loads, which
  * never touch memory past K. x on the fast path is the bf16 scratch copy, 64-byte aligned rows
  * zero-padded to a whole chunk.
  */
