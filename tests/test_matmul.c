@@ -301,7 +301,8 @@ static void check_long_rows(enum ll_math math)
     check_shape(1, 37, 4097, LL_BF16, math, 0);
     check_shape(1, 19, 8960 + 7, LL_BF16, math, 1);
     /* blocks of x against panels larger than L1, walked slice by slice along K with the
-     * accumulators kept unreduced in between (matmul_avx512.c): 5 and 9 tiles, K tails */
+     * accumulators kept unreduced in between (matmul_avx512.c): 5 and 9 tiles, K tails; and 4
+     * tiles, the most left unsliced */
     check_shape(20, 13, 4096 + 33, LL_BF16, math, 0);
     check_shape(33, 19, 8960 + 7, LL_BF16, math, 1);
     check_shape(16, 7, 8960, LL_BF16, math, 0);

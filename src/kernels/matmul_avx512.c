@@ -53,6 +53,22 @@ INLINE void prefetch_step(struct prefetch *pf)
     }
 }
 
+/* Unit u's share of prefetching the next panel (next_lines lines from next), split evenly over
+ * `units` (a block's tiles, or its tiles × slices of K) and spread over the unit's `steps` k steps
+ * (at least 1). None when `single`: a single row of x (decode) streams the weights once, and the
+ * hardware prefetchers keep up better alone (bench-matmul M = 1 on an AMD EPYC: 20-23 -> 24-30
+ * GB/s). */
+INLINE struct prefetch prefetch_share(const char *next, size_t next_lines, size_t units, size_t u,
+                                      int steps, int single)
+{
+    const size_t share = (next_lines + units - 1) / units;
+    size_t first = share * u, last = first + share;
+    first = first < next_lines ? first : next_lines;
+    last = last < next_lines ? last : next_lines;
+    const int per_step = single ? 0 : (int)((share + (size_t)steps - 1) / (size_t)steps);
+    return (struct prefetch){next + 64 * first, next + 64 * last, per_step};
+}
+
 /*
  * Reduce sixteen accumulators at once. Slot s = 4j + k must hold accumulator 4k + j; lane L of
  * the result is then the tree sum of accumulator L. Stage by stage, every lane adds the same
@@ -205,11 +221,11 @@ static void tile_fast_any(int mr, int nr, const uint16_t *xb, size_t ldx, const 
  * are not sliced. */
 #define SLICE_CHUNKS 32
 #define SLICE_MIN_TILES 5
-#define SPILL_TILES 32 /* a sliced panel has K > 2730: blocks of x of at most 96 rows */
+#define SPILL_TILES 24 /* a sliced panel has K > 2730: blocks of x of at most 92 rows */
 static const size_t slice_panel_bytes = 32 * 1024;
 
 /* Every tile of rows [0, rows) of x against a panel of nr rows of W, prefetching the next panel
- * (next_lines lines from next) a share per tile and slice, none when `single` (decode). */
+ * (next_lines lines from next) a share per tile and slice (prefetch_share). */
 static void fast_panel(int rows, int nr, const uint16_t *xb, size_t ldx, const uint16_t *wp,
                        size_t K, int nfull, __mmask32 tail, float *out, size_t ldo,
                        const float *bias, const char *next, size_t next_lines, int single)
@@ -221,20 +237,15 @@ static void fast_panel(int rows, int nr, const uint16_t *xb, size_t ldx, const u
                            ? (nfull + SLICE_CHUNKS - 1) / SLICE_CHUNKS
                            : 1;
     const size_t units = (size_t)tiles * (size_t)slices;
-    const size_t share = (next_lines + units - 1) / units;
     for (int s = 0; s < slices; s++) {
         const int c0 = slices == 1 ? 0 : s * SLICE_CHUNKS;
         const int c1 = slices == 1 ? nfull : min_int(nfull, c0 + SLICE_CHUNKS);
         const int finish = s == slices - 1;
-        const int steps = c1 > c0 ? c1 - c0 : 1;
-        const int per_step = single ? 0 : (int)((share + (size_t)steps - 1) / (size_t)steps);
         for (int t = 0; t < tiles; t++) {
             const int m = t * TILE_M, mr = min_int(TILE_M, rows - m);
-            const size_t u = (size_t)s * (size_t)tiles + (size_t)t;
-            size_t first = share * u, last = first + share;
-            first = first < next_lines ? first : next_lines;
-            last = last < next_lines ? last : next_lines;
-            struct prefetch pf = {next + 64 * first, next + 64 * last, per_step};
+            struct prefetch pf =
+                prefetch_share(next, next_lines, units, (size_t)s * (size_t)tiles + (size_t)t,
+                               c1 > c0 ? c1 - c0 : 1, single);
             tile_fast_any(mr, nr, xb + (size_t)m * ldx, ldx, wp, K, c0, c1, finish ? tail : 0,
                           s > 0, finish, spill + (size_t)t * TILE_M * TILE_N,
                           out + (size_t)m * ldo, ldo, bias, pf);
@@ -510,12 +521,6 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
             /* the next panel of this thread, prefetched a share per tile */
             const int next_nr = min_int(panel, n1 - n - nr);
             const size_t next_lines = ((size_t)next_nr * w_row_bytes + 63) / 64;
-            const size_t share = (next_lines + (size_t)tiles - 1) / (size_t)tiles;
-            const int steps = nfull > 0 ? nfull : 1;
-            /* a single row of x (decode) streams the weights once: the hardware prefetchers
-             * keep up better alone (bench-matmul M = 1 on an AMD EPYC: 20-23 -> 24-30 GB/s) */
-            const int per_step =
-                mb_end - mb == 1 ? 0 : (int)((share + (size_t)steps - 1) / (size_t)steps);
             const char *next = wp + (size_t)nr * w_row_bytes;
             if (j->fast) {
                 fast_panel(mb_end - mb, nr, j->xb + (size_t)mb * j->xb_stride, j->xb_stride,
@@ -528,10 +533,8 @@ void ll_mm_kernel_avx512(const struct ll_mm_job *j, int m0, int m1, int n0, int 
                 const int mr = min_int(TILE_M, mb_end - m);
                 float *out = j->out + (size_t)m * ldo + (size_t)n;
                 const float *bias = j->bias ? j->bias + n : NULL;
-                size_t first = share * (size_t)t, last = first + share;
-                first = first < next_lines ? first : next_lines;
-                last = last < next_lines ? last : next_lines;
-                struct prefetch pf = {next + 64 * first, next + 64 * last, per_step};
+                struct prefetch pf = prefetch_share(next, next_lines, (size_t)tiles, (size_t)t,
+                                                    nfull > 0 ? nfull : 1, mb_end - mb == 1);
                 const float *x = j->x + (size_t)m * K;
                 __mmask16 tail = rem ? (__mmask16)((1u << rem) - 1) : 0;
                 switch (j->wtype) {
