@@ -229,7 +229,10 @@ for i in 1 2 3 4 5 6; do
     stream "term$i" "$(body $((40000 + 100 * i)) 8 25)"
     sig="$sig $SP"
 done
+# all six held (four running, two queued) before the signal: a request that reaches the server
+# after it would be refused with a 503, not drained
 wait_metric llaisys_num_requests_running "" 4
+wait_metric llaisys_num_requests_held "" 6
 t0=$(date +%s)
 kill -TERM "$PID"
 wait "$PID"; rc=$?
