@@ -130,7 +130,17 @@ struct oai_request {
     /* responses: what the response object repeats of the request (instructions, tools,
      * tool_choice, text, temperature, top_p, max_output_tokens, ...), a JSON object */
     struct cJSON *resp_echo;
+    /* responses: the conversation (resp_store.h): the request's own input items (a string
+     * input as one user message item; after oai_responses_continue, the previous response's
+     * conversation first), its instructions (NULL: none), previous_response_id (NULL: none),
+     * and store (has_store: given; the server decides the default) */
+    struct cJSON *resp_input;
+    char *resp_instructions;
+    char *prev_response_id;
+    bool store, has_store;
 };
+
+#define OAI_RESPONSE_ID_MAX 47 /* bytes of a response id ("resp_" and 32 hex digits here) */
 
 /* Parse a request body of `kind` (len bytes, need not be NUL-terminated). On LL_OK *r owns its
  * fields; on error *r is left empty (safe to free) and *e says what and where. Returns LL_OK;
@@ -148,11 +158,18 @@ enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, cons
  * parameters, strict}]), tool_choice, parallel_tool_calls, text.format (text, json_object,
  * json_schema {name, schema, strict}), max_output_tokens, temperature, top_p, stream,
  * truncation ("disabled"), include ([]), reasoning (a hint), and the hints of the chat route}
- * into a chat request (kind OAI_RESPONSES, n = 1). previous_response_id is refused: no
- * response is stored (the client sends the conversation as input). Same returns as
- * oai_request_parse. */
+ * into a chat request (kind OAI_RESPONSES, n = 1); previous_response_id and store are kept
+ * for the server (the template's messages are then only the request's own: see
+ * oai_responses_continue). Same returns as oai_request_parse. */
 enum ll_status oai_responses_parse(struct oai_request *r, const char *body, size_t len,
                                    struct oai_error *e);
+
+/* Continue r (a Responses request with prev_response_id) after that response's stored
+ * conversation `history` (a JSON array of items, taken): the template's messages become the
+ * instructions, history's items, then r's own input; resp_input becomes history + own input.
+ * LL_OK, or LL_EINVAL / LL_ENOMEM in *e. */
+enum ll_status oai_responses_continue(struct oai_request *r, struct cJSON *history,
+                                      struct oai_error *e);
 
 /* Whether the engine can serve what r asks: LL_OK, or LL_EUNSUPPORTED naming the field when
  * it cannot (echo together with logprobs: the prompt's logprobs are not computed). */

@@ -67,6 +67,8 @@ struct server_opts {
     double session_ttl;       /* --session-ttl seconds idle before a session expires (default
                                  1800; 0: never) */
     int max_sessions;         /* --max-sessions (default 1024) */
+    int responses_store_mb;   /* --responses-store-mb: memory for stored responses (default 64;
+                                 0: none are stored) */
     int session_kv_share;     /* --session-kv-share: percent of the KV pool pinned sessions
                                  may hold (default 50) */
     double request_retention; /* --request-retention seconds GET /v1/requests/{id} still

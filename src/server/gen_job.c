@@ -82,6 +82,8 @@ struct gen_job {
     bool logprobs, reasoning, skip_special;
     bool tools, legacy_call;     /* parse tool calls (tool_calls.h); answer function_call */
     cJSON *resp_echo;            /* responses: what the response object repeats */
+    cJSON *resp_input;           /* responses with store: the conversation's input items */
+    uint64_t owner;              /* ... and the key it belongs to (session_owner) */
     int seq;                     /* responses: the next event's sequence_number */
     int top_logprobs;
     int n_choices;
@@ -118,6 +120,7 @@ static void job_free(struct gen_job *j)
         free(j->ch[i].items);
     }
     cJSON_Delete(j->resp_echo);
+    cJSON_Delete(j->resp_input);
     sse_free(&j->sse);
     free(j->sess_ids);
     free(j->ch);
@@ -423,10 +426,12 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         snprintf(j->id, sizeof j->id, "resp_%s", hex);
     else
         snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
-    if (r->resp_echo && !(j->resp_echo = cJSON_Duplicate(r->resp_echo, true))) {
+    if ((r->resp_echo && !(j->resp_echo = cJSON_Duplicate(r->resp_echo, true))) ||
+        (r->store && !(j->resp_input = cJSON_Duplicate(r->resp_input, true)))) {
         job_refuse(j);
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     }
+    j->owner = session_owner(c);
     snprintf(j->xrid, sizeof j->xrid, "%s", c->xrid);
     snprintf(j->method, sizeof j->method, "%s", c->method);
     snprintf(j->url, sizeof j->url, "%s", c->url);
@@ -1151,8 +1156,33 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     return res;
 }
 
+/* A stored response (resp_store.h): its object, and its conversation (the input items, then its
+ * output items). Only a response that completed or stopped at its length is kept. */
+static void responses_keep(struct gen_job *j)
+{
+    cJSON *o = r_object(j, &j->ch[0], true), *it;
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "status"));
+    if (status && (!strcmp(status, "completed") || !strcmp(status, "incomplete"))) {
+        bool ok = true;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "output")) {
+            cJSON *copy = cJSON_Duplicate(it, true);
+            if (!copy || !cJSON_AddItemToArray(j->resp_input, copy)) {
+                cJSON_Delete(copy);
+                ok = false;
+            }
+        }
+        if (ok && !resp_store_put(&j->srv->responses, j->id, j->owner, cJSON_PrintUnformatted(o),
+                                  cJSON_PrintUnformatted(j->resp_input)))
+            ok = false;
+        if (!ok)
+            log_msg(LOG_WARN, "request %s: response %s not stored (out of memory, or larger than "
+                              "--responses-store-mb)", j->xrid, j->id);
+    }
+    cJSON_Delete(o);
+}
+
 /* Settle the job once: release the engine requests (cancelling unfinished ones), keep its final
- * status, unregister, record the session's turn and the metrics, give the key's budgets back.
+ * status, store a response, unregister, record the session's turn and the metrics, give the key's budgets back.
  * Everything a client can observe of a finished request happens here, so a stream runs it before
  * its end reaches the client (handle(), when the last choice finishes): a client that sends its
  * next request the moment it reads [DONE] finds its key's concurrency slot free and its session's
@@ -1177,6 +1207,8 @@ static void job_settle(struct gen_job *j)
     /* kept for GET /v1/requests/{id} before it leaves the live table: always one or the other */
     req_history_add(&srv->history, j->id, j->xrid, j->live.key,
                     job_final_status(j, finish_reason(j, c0), j->tpot, j->ttft));
+    if (j->resp_input && !j->broken)
+        responses_keep(j); /* before the client can read the end and name it */
     live_remove(srv->live, &j->live);
     enum cancel_reason why = (enum cancel_reason)atomic_load(&j->live.reason);
     if (why == CANCEL_NONE)

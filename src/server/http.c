@@ -195,7 +195,8 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         struct MHD_Response *r =
             MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (r && c->cors[0]) {
-            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            MHD_add_response_header(r, "Access-Control-Allow-Methods",
+                                    "GET, POST, DELETE, OPTIONS");
             MHD_add_response_header(r, "Access-Control-Allow-Headers",
                                     "Authorization, Content-Type, X-Request-Id");
             MHD_add_response_header(r, "Access-Control-Max-Age", "600");
@@ -219,6 +220,8 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         return route_sessions(c, u[12] ? u + 13 : NULL);
     /* the API's routes, also without the /v1 prefix (as llama.cpp serves them) */
     const char *v = !strncmp(u, "/v1/", 4) ? u + 3 : u;
+    if (!strncmp(v, "/responses/", 11) && v[11])
+        return route_response_stored(c, v + 11);
     static const struct {
         const char *path;
         bool post, v1; /* POST (else GET); listed under /v1 */

@@ -18,6 +18,7 @@
 
 #include "buf.h"
 #include "metrics.h"
+#include "resp_store.h"
 #include "util.h"
 
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
@@ -339,6 +340,20 @@ char *metrics_render_sessions(const struct sessions_stats *ss, const struct engi
         one_u(&t, "llaisys_session_unpins_total", "counter",
               "Session pins released to make room or to keep --session-kv-share", st->pins_dropped);
     }
+    return ll_buf_take(&t.b);
+}
+
+char *metrics_render_responses(const struct resp_store_stats *rs, const char *model)
+{
+    struct text t = {0};
+    text_label(&t, model);
+    one_u(&t, "llaisys_responses_stored", "gauge",
+          "Responses kept for previous_response_id and GET /v1/responses/{id}",
+          (uint64_t)rs->stored);
+    one_u(&t, "llaisys_responses_stored_bytes", "gauge",
+          "Bytes the stored responses count against --responses-store-mb", (uint64_t)rs->bytes);
+    one_u(&t, "llaisys_responses_evicted_total", "counter",
+          "Stored responses dropped to stay under --responses-store-mb", rs->evicted);
     return ll_buf_take(&t.b);
 }
 

@@ -90,4 +90,8 @@ char *metrics_render_keys(const struct rl_key *keys, int n, const char *model);
 char *metrics_render_sessions(const struct sessions_stats *ss, const struct engine_stats *st,
                               const char *model);
 
+/* The stored responses' samples (resp_store.h), same format. */
+struct resp_store_stats;
+char *metrics_render_responses(const struct resp_store_stats *rs, const char *model);
+
 #endif

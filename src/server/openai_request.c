@@ -1397,10 +1397,11 @@ static cJSON *new_message(cJSON *list, const char *role)
 }
 
 /* One input item into the message list. */
-static enum ll_status input_item(const cJSON *it, int i, cJSON *list, struct oai_error *e)
+static enum ll_status input_item(const cJSON *it, const char *what, int i, cJSON *list,
+                                 struct oai_error *e)
 {
     char param[48];
-    snprintf(param, sizeof param, "input[%d]", i);
+    snprintf(param, sizeof param, "%s[%d]", what, i);
     if (!cJSON_IsObject(it))
         return wrong_type(e, param, "an object", it);
     const cJSON *type = ll_json_member(it, "type");
@@ -1612,7 +1613,8 @@ static enum ll_status responses_echo(const cJSON *root, struct oai_request *r,
     static const char *const keep[] = {"instructions", "max_output_tokens", "metadata",
                                        "temperature", "top_p", "text", "tool_choice",
                                        "reasoning", "user", "store", "truncation",
-                                       "service_tier", "parallel_tool_calls"};
+                                       "service_tier", "parallel_tool_calls",
+                                       "previous_response_id"};
     for (size_t i = 0; echo && i < sizeof keep / sizeof *keep; i++) {
         const cJSON *v = ll_json_member(root, keep[i]);
         if (v && !cJSON_AddItemToObject(echo, keep[i], cJSON_Duplicate(v, true)))
@@ -1643,6 +1645,62 @@ nomem:
     return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
 }
 
+/* The template's messages of a Responses request: its instructions (a system message), the
+ * items of history (a previous response's conversation, or NULL), then its own input items. */
+static enum ll_status responses_messages(struct oai_request *r, const cJSON *history,
+                                         struct oai_error *e)
+{
+    cJSON_Delete(r->chat_context);
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON *list = ctx ? cJSON_AddArrayToObject(ctx, "messages") : NULL;
+    r->chat_context = ctx;
+    if (!list || !cJSON_AddTrueToObject(ctx, "add_generation_prompt"))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    cJSON *m;
+    if (r->resp_instructions &&
+        (!(m = new_message(list, "system")) ||
+         !cJSON_AddStringToObject(m, "content", r->resp_instructions)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    enum ll_status s;
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, history)
+        if ((s = input_item(it, "previous_response_id", i++, list, e)) != LL_OK)
+            return s;
+    i = 0;
+    cJSON_ArrayForEach(it, r->resp_input)
+        if ((s = input_item(it, "input", i++, list, e)) != LL_OK)
+            return s;
+    if (cJSON_GetArraySize(list) == 0)
+        return oai_error_set(e, LL_EINVAL, "input", "invalid_value",
+                             "'input' holds no message");
+    return LL_OK;
+}
+
+enum ll_status oai_responses_continue(struct oai_request *r, cJSON *history, struct oai_error *e)
+{
+    if (!cJSON_IsArray(history)) {
+        cJSON_Delete(history);
+        return oai_error_set(e, LL_EINVAL, "previous_response_id", "invalid_value",
+                             "the stored conversation of '%.60s' is not a list of items",
+                             r->prev_response_id ? r->prev_response_id : "?");
+    }
+    enum ll_status s = responses_messages(r, history, e);
+    if (s != LL_OK) {
+        cJSON_Delete(history);
+        return s;
+    }
+    /* the conversation now: history, then the request's own items */
+    cJSON *own = r->resp_input, *it;
+    r->resp_input = history;
+    while (own && (it = own->child)) {
+        cJSON_DetachItemViaPointer(own, it);
+        cJSON_AddItemToArray(history, it);
+    }
+    cJSON_Delete(own);
+    return LL_OK;
+}
+
 static enum ll_status parse_responses(const cJSON *root, struct oai_request *r,
                                       struct oai_error *e)
 {
@@ -1660,11 +1718,15 @@ static enum ll_status parse_responses(const cJSON *root, struct oai_request *r,
         (s = opt_number(root, "top_p", 0, 1, true, &g->top_p, &g->has_top_p, e)) != LL_OK)
         return s;
     r->max_tokens = (int)v;
-    const cJSON *prev = ll_json_member(root, "previous_response_id");
-    if (prev)
-        return oai_error_set(e, LL_EUNSUPPORTED, "previous_response_id", "unsupported_parameter",
-                             "'previous_response_id': sessions are not implemented (responses "
-                             "are not stored); send the whole conversation as 'input'");
+    if ((s = opt_string(root, "previous_response_id", &r->prev_response_id, e)) != LL_OK ||
+        (s = opt_bool(root, "store", &r->store, e)) != LL_OK)
+        return s;
+    r->has_store = ll_json_member(root, "store") != NULL;
+    if (r->prev_response_id &&
+        (!r->prev_response_id[0] || strlen(r->prev_response_id) > OAI_RESPONSE_ID_MAX))
+        return oai_error_set(e, LL_EINVAL, "previous_response_id", "invalid_value",
+                             "'previous_response_id' must be a response id (1 to %d bytes)",
+                             OAI_RESPONSE_ID_MAX);
     const cJSON *reasoning = ll_json_member(root, "reasoning");
     if (reasoning && !cJSON_IsObject(reasoning))
         return wrong_type(e, "reasoning", "an object", reasoning);
@@ -1695,31 +1757,20 @@ static enum ll_status parse_responses(const cJSON *root, struct oai_request *r,
         return wrong_type(e, "input", "a string or an array of items", input);
     if (ins && !cJSON_IsString(ins))
         return wrong_type(e, "instructions", "a string", ins);
-    cJSON *ctx = cJSON_CreateObject();
-    cJSON *list = ctx ? cJSON_AddArrayToObject(ctx, "messages") : NULL;
-    if (!list || !cJSON_AddTrueToObject(ctx, "add_generation_prompt")) {
-        cJSON_Delete(ctx);
+    if (ins && !(r->resp_instructions = strdup(ins->valuestring)))
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
-    }
-    r->chat_context = ctx;
+    /* the request's own items, kept for a stored response's conversation (resp_store.h) */
+    cJSON *own = cJSON_IsString(input) ? cJSON_CreateArray() : cJSON_Duplicate(input, true);
+    r->resp_input = own;
     cJSON *m;
-    if (ins && (!(m = new_message(list, "system")) ||
-                !cJSON_AddStringToObject(m, "content", ins->valuestring)))
+    if (!own || (cJSON_IsString(input) &&
+                 (!(m = cJSON_CreateObject()) || !cJSON_AddItemToArray(own, m) ||
+                  !cJSON_AddStringToObject(m, "type", "message") ||
+                  !cJSON_AddStringToObject(m, "role", "user") ||
+                  !cJSON_AddStringToObject(m, "content", input->valuestring))))
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
-    if (cJSON_IsString(input)) {
-        if (!(m = new_message(list, "user")) ||
-            !cJSON_AddStringToObject(m, "content", input->valuestring))
-            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
-    } else {
-        int i = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, input)
-            if ((s = input_item(it, i++, list, e)) != LL_OK)
-                return s;
-    }
-    if (cJSON_GetArraySize(list) == 0)
-        return oai_error_set(e, LL_EINVAL, "input", "invalid_value",
-                             "'input' holds no message");
+    if ((s = responses_messages(r, NULL, e)) != LL_OK)
+        return s;
     return responses_echo(root, r, e);
 }
 
@@ -1784,6 +1835,9 @@ void oai_request_free(struct oai_request *r)
     grammar_unref(r->grammar);
     cJSON_Delete(r->tools);
     cJSON_Delete(r->resp_echo);
+    cJSON_Delete(r->resp_input);
+    free(r->resp_instructions);
+    free(r->prev_response_id);
     free(r->tool_choice_name);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].text);

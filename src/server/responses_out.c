@@ -138,7 +138,7 @@ cJSON *resp_object_json(const char *id, long long created, const char *status,
          add_echo(o, echo, "max_output_tokens", cJSON_CreateNull()) &&
          add_echo(o, echo, "metadata", cJSON_CreateObject()) &&
          add_echo(o, echo, "parallel_tool_calls", cJSON_CreateTrue()) &&
-         cJSON_AddNullToObject(o, "previous_response_id") &&
+         add_echo(o, echo, "previous_response_id", cJSON_CreateNull()) &&
          add_echo(o, echo, "reasoning", reasoning) &&
          add_echo(o, echo, "service_tier", cJSON_CreateString("default")) &&
          add_echo(o, echo, "store", cJSON_CreateFalse()) &&

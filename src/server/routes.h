@@ -29,6 +29,9 @@ enum MHD_Result route_request_status(struct http_ctx *c, const char *id);
 /* routes_sessions.c: POST /v1/sessions (body optional: {"id": "..."}), GET and DELETE
  * /v1/sessions/{id}. */
 enum MHD_Result route_sessions(struct http_ctx *c, const char *id);
+/* routes_responses.c: GET and DELETE /v1/responses/{id}: a stored response (resp_store.h) of
+ * the caller's key, else 404. */
+enum MHD_Result route_response_stored(struct http_ctx *c, const char *id);
 
 /* Answer 503 unless READY (*res: MHD's result); returns true when ready. */
 bool route_require_ready(struct http_ctx *c, enum MHD_Result *res);

@@ -4,10 +4,13 @@
  * the tools in the template variables and make their call grammar (tool_calls.h), render the
  * chat template, tokenize, and hand the prompt to a generation job, which answers as the route
  * asked (chat chunks or object; the Responses API's event stream or object, responses_out.h).
+ * A Responses request is stored unless it says store: false (resp_store.h; the job keeps it
+ * when it ends), and previous_response_id continues a stored one's conversation.
  * HTTP thread of the connection.
  */
 #include <stdlib.h>
 
+#include <cjson/cJSON.h>
 #include "gen_job.h"
 #include "routes.h"
 #include "server_impl.h"
@@ -47,6 +50,35 @@ enum MHD_Result route_chat(struct http_ctx *c)
     return run_chat(c, st, &r, &e);
 }
 
+/* A parsed Responses request's store: whether it is kept (r->store, echoed in the response),
+ * and the stored conversation that previous_response_id continues. */
+static enum ll_status responses_store(struct http_ctx *c, struct oai_request *r,
+                                      struct oai_error *e)
+{
+    struct resp_store *st = &c->srv->responses;
+    const bool on = resp_store_enabled(st);
+    if (r->has_store && r->store && !on)
+        return oai_error_set(e, LL_EUNSUPPORTED, "store", "unsupported_parameter",
+                             "'store': this server keeps no responses (--responses-store-mb 0); "
+                             "leave it out or send false");
+    r->store = r->has_store ? r->store : on;
+    cJSON_DeleteItemFromObjectCaseSensitive(r->resp_echo, "store");
+    if (!cJSON_AddBoolToObject(r->resp_echo, "store", r->store))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    if (!r->prev_response_id)
+        return LL_OK;
+    char *items = resp_store_get(st, r->prev_response_id, session_owner(c), true);
+    cJSON *history = items ? cJSON_Parse(items) : NULL;
+    free(items);
+    if (!history)
+        return oai_error_set(e, LL_EINVAL, "previous_response_id", "previous_response_not_found",
+                             "Previous response with id '%.60s' not found (responses are kept "
+                             "in memory, up to --responses-store-mb, the least recently used "
+                             "dropped first; store: false keeps none)",
+                             r->prev_response_id);
+    return oai_responses_continue(r, history, e);
+}
+
 enum MHD_Result route_responses(struct http_ctx *c)
 {
     enum MHD_Result res;
@@ -54,5 +86,8 @@ enum MHD_Result route_responses(struct http_ctx *c)
         return res;
     struct oai_request r;
     struct oai_error e;
-    return run_chat(c, oai_responses_parse(&r, c->body, c->body_len, &e), &r, &e);
+    enum ll_status st = oai_responses_parse(&r, c->body, c->body_len, &e);
+    if (st == LL_OK)
+        st = responses_store(c, &r, &e);
+    return run_chat(c, st, &r, &e);
 }

@@ -36,18 +36,23 @@ enum MHD_Result route_metrics(struct http_ctx *c)
     struct sessions_stats ss;
     sessions_get_stats(&srv->sessions, &ss);
     char *more = metrics_render_sessions(&ss, have ? &stats : NULL, srv->served_name);
+    struct resp_store_stats rs;
+    resp_store_get_stats(&srv->responses, &rs);
+    char *stored = metrics_render_responses(&rs, srv->served_name);
     int nk = 0;
     struct rl_key *keys = ratelimit_snapshot(&srv->limits, &nk);
     char *per_key = metrics_render_keys(keys, nk, srv->served_name);
     free(keys);
     struct ll_buf all = {0};
-    if (text && more && per_key) {
+    if (text && more && stored && per_key) {
         ll_buf_puts(&all, text);
         ll_buf_puts(&all, more);
+        ll_buf_puts(&all, stored);
         ll_buf_puts(&all, per_key);
     }
     free(text);
     free(more);
+    free(stored);
     free(per_key);
     text = ll_buf_take(&all);
     if (!text)

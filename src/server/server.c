@@ -93,6 +93,7 @@ int server_run(const struct server_opts *o)
     struct ll_err err = {0};
     int rc = 1, port = 0, listen_fd = -1;
     sessions_init(&srv.sessions, o->session_ttl, o->max_sessions);
+    resp_store_init(&srv.responses, (size_t)o->responses_store_mb << 20);
     if (metrics_init(&srv.metrics, o->metrics_window) != LL_OK) {
         fprintf(stderr, "llaisys-server: out of memory\n");
         return 1;
@@ -186,6 +187,7 @@ out:
     sessions_set_engine(&srv.sessions, NULL);
     engine_destroy(srv.engine);
     sessions_free(&srv.sessions);
+    resp_store_free(&srv.responses);
     live_destroy(srv.live);
     live_destroy(srv.heads); /* empty: every connection closed in http_stop */
     chat_template_free(srv.tmpl);

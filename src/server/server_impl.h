@@ -17,7 +17,7 @@
  *     the request time limit, and cancels through the entry's callback; it never frees one.
  *   - the engine's scheduler thread: talks to jobs only through the engine API.
  * Lock order: the live table's lock, then the engine's mailbox lock (engine_cancel from a
- * cancel callback); metrics->lock, limits.lock and history.lock are leaves; nothing else is held while waiting on the engine.
+ * cancel callback); metrics->lock, limits.lock, history.lock and responses.lock are leaves; nothing else is held while waiting on the engine.
  */
 #ifndef LLAISYS_SERVER_IMPL_H
 #define LLAISYS_SERVER_IMPL_H
@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "ratelimit.h"
 #include "req_history.h"
+#include "resp_store.h"
 #include "sessions.h"
 #include "server.h"
 #include "tool_calls.h"
@@ -69,6 +70,7 @@ struct server {
     struct ratelimit limits;     /* per-key budgets (ratelimit.h) */
     struct req_history history;  /* finished requests for GET /v1/requests/{id} */
     struct sessions sessions;    /* sessions.h */
+    struct resp_store responses; /* stored responses (resp_store.h) */
 };
 
 #endif

@@ -113,6 +113,10 @@ static const struct opt_def defs[] = {
      "sessions kept at most; past it the least recently used idle one goes (default 1024)"},
     {"--session-kv-share", "LLAISYS_SESSION_KV_SHARE", T_INT, OFF(session_kv_share), 0, 100,
      "PCT", "percent of the KV pool that sessions may keep pinned (default 50)"},
+    {"--responses-store-mb", "LLAISYS_RESPONSES_STORE_MB", T_INT, OFF(responses_store_mb), 0,
+     1 << 20, "MB", "memory for stored responses (/v1/responses with store, the default, for "
+     "previous_response_id and GET /v1/responses/{id}); past it the least recently used go "
+     "first (default 64; 0: none are stored)"},
 };
 
 /* One option of the help: "  FLAG ARG   help" and "[VARIABLE]" under the help. */
@@ -278,6 +282,7 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
     o->session_ttl = 1800;
     o->max_sessions = 1024;
     o->session_kv_share = 50;
+    o->responses_store_mb = 64;
     o->metrics_window = 60;
     o->request_retention = 60;
     o->shutdown_grace = 30;

@@ -382,10 +382,29 @@ test('openai: responses.create streaming with a tool, then the result as input',
       { type: 'function_call_output', call_id: call.call_id, output: '21 C' }],
   });
   assert.ok(['completed', 'incomplete'].includes(next.status));
-  // previous_response_id is refused by name
+
+  // the same turn by previous_response_id: the stored conversation, then the output
+  const chained = await qwen.client.responses.create({
+    model: 'tiny-qwen2', tools, temperature: 0, max_output_tokens: 20, previous_response_id: done.id,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: '21 C' }],
+  });
+  assert.equal(chained.previous_response_id, done.id);
+  assert.equal(chained.store, true);
+  // (the instructions of the first turn are not carried over, as OpenAI documents)
+  assert.equal(chained.usage.input_tokens, next.usage.input_tokens);
+  assert.deepEqual(chained.output.map((o) => o.type), next.output.map((o) => o.type));
+  assert.equal(chained.output_text, next.output_text);
+  // retrieve and delete through the SDK
+  const got = await qwen.client.responses.retrieve(done.id);
+  assert.equal(got.id, done.id);
+  assert.deepEqual(got.output, done.output);
+  assert.deepEqual(got.usage, done.usage);
+  await qwen.client.responses.delete(done.id);
+  await assert.rejects(qwen.client.responses.retrieve(done.id), (e) => e.status === 404);
   await assert.rejects(qwen.client.responses.create({
     model: 'tiny-qwen2', input: 'x', previous_response_id: done.id }),
-  (e) => e.status === 400 && e.param === 'previous_response_id');
+  (e) => e.status === 400 && e.param === 'previous_response_id' &&
+    e.code === 'previous_response_not_found');
 });
 
 test('openai: responses.parse with zodTextFormat', async () => {
