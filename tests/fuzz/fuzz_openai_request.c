@@ -1,6 +1,7 @@
 /*
  * fuzz_openai_request.c: the OpenAI request schema (src/server/openai_request.c) and what the
- * chat routes do with a parsed request before the engine: the tools into the template
+ * chat routes do with a parsed request before the engine (a Responses request naming a
+ * previous response continued after its own items again, oai_responses_continue): the tools into the template
  * variables (tools_context), the tool-call grammar (tools_grammar, compiling every function's
  * parameter schema), the chat template render and the tokenizer.
  *
@@ -166,6 +167,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (st != LL_OK) {
             check_error(st, &e);
         } else {
+            if (kind == 2 && r.prev_response_id) {
+                /* continued after a stored conversation: here its own items again (a stored
+                 * one holds items that passed this parse, and output items of the same shapes) */
+                int own = cJSON_GetArraySize(r.resp_input);
+                st = oai_responses_continue(&r, cJSON_Duplicate(r.resp_input, true), &e);
+                if (st != LL_OK && st != LL_ENOMEM)
+                    abort();
+                if (st == LL_OK && cJSON_GetArraySize(r.resp_input) != 2 * own)
+                    abort();
+            }
             check_request(&r);
             struct generation_defaults g;
             memset(&g, 0, sizeof g);
