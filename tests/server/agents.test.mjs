@@ -436,6 +436,16 @@ test('@openai/agents: an agent with a tool', async () => {
   const result = await run(agent, 'Weather in Paris?', { maxTurns: 2 });
   assert.equal(ran, 1);
   assert.match(result.finalOutput, /^sunny in /);
+  // the next turn on the server's stored conversation (the SDK sends only the new input)
+  assert.match(result.lastResponseId, /^resp_/);
+  const more = await run(agent, 'And in Rome?', { maxTurns: 2,
+    previousResponseId: result.lastResponseId });
+  assert.equal(ran, 2);
+  assert.match(more.finalOutput, /^sunny in /);
+  assert.notEqual(more.lastResponseId, result.lastResponseId);
+  const stored = await qwen.client.responses.retrieve(more.lastResponseId);
+  assert.equal(stored.previous_response_id, result.lastResponseId);
+  assert.ok(stored.usage.input_tokens > 0);
 });
 
 test('R1 template: deepseek_v3 calls after the reasoning, json after </think>', async () => {
