@@ -83,7 +83,7 @@ struct gen_job {
     bool tools, legacy_call;     /* parse tool calls (tool_calls.h); answer function_call */
     cJSON *resp_echo;            /* responses: what the response object repeats */
     cJSON *resp_input;           /* responses with store: the conversation's input items */
-    uint64_t owner;              /* ... and the key it belongs to (session_owner) */
+    uint64_t owner;              /* ... and the key it belongs to (request_owner) */
     int seq;                     /* responses: the next event's sequence_number */
     int top_logprobs;
     int n_choices;
@@ -331,11 +331,11 @@ static enum ll_status session_start(struct gen_job *j, struct http_ctx *c,
     memcpy(j->sess_ids, prompts[0], (size_t)n_ids[0] * sizeof *j->sess_ids);
     j->n_sess = n_ids[0];
     j->cap_sess = n_ids[0] + 64;
-    return sessions_begin(&srv->sessions, sid, session_owner(c), true, prompts[0], n_ids[0],
+    return sessions_begin(&srv->sessions, sid, request_owner(c), true, prompts[0], n_ids[0],
                           &j->session_key, e);
 }
 
-uint64_t session_owner(struct http_ctx *c)
+uint64_t request_owner(struct http_ctx *c)
 {
     if (c->srv->opts->n_api_keys == 0)
         return 0;
@@ -431,7 +431,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         job_refuse(j);
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     }
-    j->owner = session_owner(c);
+    j->owner = request_owner(c);
     snprintf(j->xrid, sizeof j->xrid, "%s", c->xrid);
     snprintf(j->method, sizeof j->method, "%s", c->method);
     snprintf(j->url, sizeof j->url, "%s", c->url);

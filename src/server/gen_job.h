@@ -13,13 +13,14 @@
 
 struct gen_job;
 
+/* The owner of what a request keeps (sessions, stored responses): a hash of its Authorization
+ * header when the server has API keys, else 0. */
+uint64_t request_owner(struct http_ctx *c);
+
 /* Submit one engine request per (prompt, choice) and register with the watcher. prompts[p] has
  * n_ids[p] ids (copied by the engine). On LL_OK *out belongs to the caller, who must hand it
  * to gen_job_respond; on error nothing is left and *e says why (429 queue full, 400 too long,
  * 400 invalid value, 500). */
-/* The owner of the sessions a request makes: a hash of its Authorization header when the
- * server has API keys, else 0. */
-uint64_t session_owner(struct http_ctx *c);
 enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
                              const struct oai_request *r, int32_t *const *prompts,
                              const int *n_ids, int n_prompts, struct oai_error *e);

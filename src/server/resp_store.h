@@ -19,6 +19,11 @@
 
 #include "openai_request.h" /* OAI_RESPONSE_ID_MAX */
 
+/* Why a response may not be found, for error messages. */
+#define RESP_STORE_WHY                                                                          \
+    "responses are kept in memory, up to --responses-store-mb, the least recently used "       \
+    "dropped first; store: false keeps none"
+
 struct resp_stored {
     char id[OAI_RESPONSE_ID_MAX + 1];
     uint64_t owner;

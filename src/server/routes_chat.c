@@ -67,14 +67,12 @@ static enum ll_status responses_store(struct http_ctx *c, struct oai_request *r,
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     if (!r->prev_response_id)
         return LL_OK;
-    char *items = resp_store_get(st, r->prev_response_id, session_owner(c), true);
+    char *items = resp_store_get(st, r->prev_response_id, request_owner(c), true);
     cJSON *history = items ? cJSON_Parse(items) : NULL;
     free(items);
     if (!history)
         return oai_error_set(e, LL_EINVAL, "previous_response_id", "previous_response_not_found",
-                             "Previous response with id '%.60s' not found (responses are kept "
-                             "in memory, up to --responses-store-mb, the least recently used "
-                             "dropped first; store: false keeps none)",
+                             "Previous response with id '%.60s' not found (" RESP_STORE_WHY ")",
                              r->prev_response_id);
     return oai_responses_continue(r, history, e);
 }

@@ -17,16 +17,14 @@ static enum MHD_Result not_stored(struct http_ctx *c, const char *id)
 {
     struct oai_error e;
     oai_error_set(&e, LL_ENOTFOUND, NULL, "not_found",
-                  "Response with id '%.60s' not found (responses are kept in memory, up to "
-                  "--responses-store-mb, the least recently used dropped first; store: false "
-                  "keeps none)", id);
+                  "Response with id '%.60s' not found (" RESP_STORE_WHY ")", id);
     return respond_error(c, &e);
 }
 
 enum MHD_Result route_response_stored(struct http_ctx *c, const char *id)
 {
     struct resp_store *st = &c->srv->responses;
-    const uint64_t owner = session_owner(c);
+    const uint64_t owner = request_owner(c);
     bool get = !strcmp(c->method, "GET") || !strcmp(c->method, "HEAD");
     if (get) {
         char *body = resp_store_get(st, id, owner, false);

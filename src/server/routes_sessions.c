@@ -45,10 +45,10 @@ static enum MHD_Result create(struct http_ctx *c)
     enum MHD_Result res;
     if (want && !session_id_valid(want, &e))
         res = respond_error(c, &e);
-    else if (sessions_create(&c->srv->sessions, want, session_owner(c), id, &e) != LL_OK)
+    else if (sessions_create(&c->srv->sessions, want, request_owner(c), id, &e) != LL_OK)
         res = respond_error(c, &e);
     else
-        res = respond_json(c, 200, sessions_describe(&c->srv->sessions, id, session_owner(c), &e));
+        res = respond_json(c, 200, sessions_describe(&c->srv->sessions, id, request_owner(c), &e));
     cJSON_Delete(root);
     return res;
 }
@@ -61,11 +61,11 @@ enum MHD_Result route_sessions(struct http_ctx *c, const char *id)
     if (!session_id_valid(id, &e))
         return respond_error(c, &e);
     if (!strcmp(c->method, "GET")) {
-        char *body = sessions_describe(&c->srv->sessions, id, session_owner(c), &e);
+        char *body = sessions_describe(&c->srv->sessions, id, request_owner(c), &e);
         return body ? respond_json(c, 200, body) : respond_error(c, &e);
     }
     if (!strcmp(c->method, "DELETE")) {
-        if (sessions_delete(&c->srv->sessions, id, session_owner(c), &e) != LL_OK)
+        if (sessions_delete(&c->srv->sessions, id, request_owner(c), &e) != LL_OK)
             return respond_error(c, &e);
         char buf[160];
         snprintf(buf, sizeof buf, "{\"id\":\"%s\",\"object\":\"session\",\"deleted\":true}", id);
