@@ -3,8 +3,9 @@
 # template, so answers are message items) with curl and jq: a response is stored by default
 # and GET /v1/responses/{id} returns the object its POST answered (streamed too);
 # previous_response_id continues the conversation exactly as if it were sent whole (over three
-# turns, instructions not carried over); store: false; DELETE; unknown ids; 405; the routes
-# without /v1; ownership under API keys; --responses-store-mb 0; the metrics; SIGTERM exit 0.
+# turns, instructions not carried over); input_items and its pages; store: false; DELETE;
+# unknown ids; 405; the routes without /v1; ownership under API keys; --responses-store-mb 0;
+# the metrics; SIGTERM exit 0.
 model=tests/fixtures/tiny-qwen2
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop, metric
 
@@ -42,6 +43,28 @@ convo3=$(printf '%s' "$b" | jq -c --argjson h "$convo" '$h + .output + [{role:"u
 w3=$(resp "{\"input\":$convo3,\"instructions\":\"Be brief.\",\"max_output_tokens\":6,\"temperature\":0}")
 [ "$(printf '%s' "$t3" | jq -c "$pick")" = "$(printf '%s' "$w3" | jq -c "$pick")" ]
 check "previous_response_id over three turns, instructions of the request only" $?
+
+# input items: the conversation before the answer, each with an id, newest first by default
+t3id=$(printf '%s' "$t3" | jq -r .id)
+all=$(c "$URL/v1/responses/$t3id/input_items?order=asc&limit=100")
+ids=$(printf '%s' "$all" | jq -r '[.data[].id] | join(" ")')
+[ "$(printf '%s' "$all" | jq -c '[.object, (.data | length), .has_more, (.data | map(.type == "message" and .role == "user") | index(true))]')" = '["list",5,false,0]' ] &&
+    [ "$(printf '%s' "$all" | jq -c '[.data[] | .content | if type == "string" then . else .[0].text end]' | jq -c '[.[0], .[2], .[4]]')" = '["Hello there","And then?","Last one."]' ] &&
+    [ "$(printf '%s' "$all" | jq -r '.data[1].id')" = "$(printf '%s' "$a" | jq -r '.output[0].id')" ] &&
+    [ "$(printf '%s' "$all" | jq -r '.first_id + " " + .last_id')" = "$(printf '%s' "$all" | jq -r '.data[0].id + " " + .data[4].id')" ]
+check "input_items: the three turns' items in order, output items with their ids ($ids)" $?
+p1=$(c "$URL/v1/responses/$t3id/input_items?limit=2")
+p2=$(c "$URL/v1/responses/$t3id/input_items?limit=2&after=$(printf '%s' "$p1" | jq -r .last_id)")
+p3=$(c "$URL/v1/responses/$t3id/input_items?limit=2&after=$(printf '%s' "$p2" | jq -r .last_id)")
+[ "$(printf '%s %s %s' "$p1" "$p2" "$p3" | jq -r '.data[].id' | tr '\n' ' ')" = "$(printf '%s' "$all" | jq -r '[.data[].id] | reverse | join(" ")') " ] &&
+    [ "$(printf '%s %s %s' "$p1" "$p2" "$p3" | jq -r .has_more | tr '\n' ' ')" = "true true false " ] &&
+    [ "$(c "$URL/v1/responses/$t3id/input_items?limit=0" | jq -r .error.param)" = limit ] &&
+    [ "$(c "$URL/v1/responses/$t3id/input_items?order=up" | jq -r .error.param)" = order ] &&
+    [ "$(c "$URL/v1/responses/$t3id/input_items?after=nope" | jq -r .error.param)" = after ] &&
+    [ "$(c "$URL/v1/responses/$t3id/input_items?include=x" | jq -r .error.param)" = include ] &&
+    [ "$(code "$URL/v1/responses/resp_nope/input_items")" = 404 ] &&
+    [ "$(code "$URL/v1/responses/$t3id/other")" = 404 ]
+check "input_items pages (limit, after, desc by default; bad limit, order, after, include named)" $?
 
 # streamed: the completed event's response is what GET returns
 c -N -H 'Content-Type: application/json' -d '{"input":"Stream it","max_output_tokens":5,"temperature":0,"stream":true}' \

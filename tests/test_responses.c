@@ -1,5 +1,5 @@
-/* test_responses.c: stored responses (resp_store.h: owners, uses, the least recently used
- * dropped first, the byte budget, delete) and the Responses parse's conversation
+/* test_responses.c: stored responses (resp_store.h: object and input items, owners, uses, the
+ * least recently used dropped first, the byte budget, delete) and the Responses parse's conversation
  * (openai_request.h: store and previous_response_id kept, the string input as a user item,
  * oai_responses_continue putting the instructions, then the stored items, then the request's
  * own into the template's messages). */
@@ -26,7 +26,8 @@ static void put(struct resp_store *st, const char *id, uint64_t owner, const cha
 
 static void expect(struct resp_store *st, const char *id, uint64_t owner, const char *obj)
 {
-    char *got = resp_store_get(st, id, owner, false);
+    char *got = (char *)1;
+    assert_int_equal(resp_store_get(st, id, owner, &got, NULL), obj != NULL);
     if (!obj) {
         assert_null(got);
         return;
@@ -47,9 +48,12 @@ static void test_store_owner_delete(void **state)
     expect(&st, "resp_a", 7, "{\"id\":\"resp_a\"}");
     expect(&st, "resp_a", 0, NULL); /* another key sees nothing */
     expect(&st, "resp_b", 7, NULL);
-    char *items = resp_store_get(&st, "resp_b", 0, true);
-    assert_string_equal(items, "[2,3]");
-    free(items);
+    char *obj, *input;
+    assert_true(resp_store_get(&st, "resp_b", 0, &obj, &input));
+    assert_string_equal(obj, "{\"id\":\"resp_b\"}");
+    assert_string_equal(input, "[2,3]");
+    free(obj);
+    free(input);
     struct resp_store_stats s;
     resp_store_get_stats(&st, &s);
     assert_int_equal(s.stored, 2);

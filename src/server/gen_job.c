@@ -1156,21 +1156,54 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     return res;
 }
 
-/* A stored response (resp_store.h): its object, and its conversation (the input items, then its
- * output items). Only a response that completed or stopped at its length is kept. */
+/* An input item as OpenAI lists it: with its type, a message's text as one input_text (or, from
+ * the assistant, output_text) part, and an id if it has none (msg_, fc_, fco_ or rs_ and 32 hex
+ * digits). The parse reads it back the same (openai_request.c, input_item). */
+static bool item_normalize(cJSON *it)
+{
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "type"));
+    if (!type && !(type = cJSON_GetStringValue(cJSON_AddStringToObject(it, "type", "message"))))
+        return false;
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+    if (!strcmp(type, "message") && cJSON_IsString(content)) {
+        const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "role"));
+        cJSON *parts = cJSON_CreateArray(), *part = cJSON_CreateObject();
+        if (!parts || !part || !cJSON_AddItemToArray(parts, part)) {
+            cJSON_Delete(parts);
+            cJSON_Delete(part);
+            return false;
+        }
+        if (!cJSON_AddStringToObject(part, "type", role && !strcmp(role, "assistant")
+                                                       ? "output_text"
+                                                       : "input_text") ||
+            !cJSON_AddStringToObject(part, "text", content->valuestring) ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(it, "content", parts)) {
+            cJSON_Delete(parts);
+            return false;
+        }
+    }
+    if (cJSON_GetObjectItemCaseSensitive(it, "id"))
+        return true;
+    const char *pre = !strcmp(type, "message")                ? "msg"
+                      : !strcmp(type, "function_call")        ? "fc"
+                      : !strcmp(type, "function_call_output") ? "fco"
+                                                              : "rs";
+    char hex[33], id[40];
+    request_id_random(hex);
+    snprintf(id, sizeof id, "%s_%s", pre, hex);
+    return cJSON_AddStringToObject(it, "id", id) != NULL;
+}
+
+/* A stored response (resp_store.h): its object and its input items (item_normalize). Only a
+ * response that completed or stopped at its length is kept. */
 static void responses_keep(struct gen_job *j)
 {
     cJSON *o = r_object(j, &j->ch[0], true), *it;
     const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "status"));
     if (status && (!strcmp(status, "completed") || !strcmp(status, "incomplete"))) {
         bool ok = true;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "output")) {
-            cJSON *copy = cJSON_Duplicate(it, true);
-            if (!copy || !cJSON_AddItemToArray(j->resp_input, copy)) {
-                cJSON_Delete(copy);
-                ok = false;
-            }
-        }
+        cJSON_ArrayForEach(it, j->resp_input)
+            ok = ok && item_normalize(it);
         if (ok && !resp_store_put(&j->srv->responses, j->id, j->owner, cJSON_PrintUnformatted(o),
                                   cJSON_PrintUnformatted(j->resp_input)))
             ok = false;

@@ -17,7 +17,7 @@ void resp_store_free(struct resp_store *st)
 {
     for (int i = 0; i < st->n; i++) {
         free(st->s[i].object);
-        free(st->s[i].items);
+        free(st->s[i].input);
     }
     free(st->s);
     pthread_mutex_destroy(&st->lock);
@@ -44,14 +44,14 @@ static void drop(struct resp_store *st, int i)
 {
     st->bytes -= st->s[i].bytes;
     free(st->s[i].object);
-    free(st->s[i].items);
+    free(st->s[i].input);
     st->s[i] = st->s[--st->n];
 }
 
 bool resp_store_put(struct resp_store *st, const char *id, uint64_t owner, char *object,
-                    char *items)
+                    char *input)
 {
-    size_t bytes = object && items ? sizeof(struct resp_stored) + strlen(object) + strlen(items)
+    size_t bytes = object && input ? sizeof(struct resp_stored) + strlen(object) + strlen(input)
                                    : 0;
     bool kept = false;
     pthread_mutex_lock(&st->lock);
@@ -77,30 +77,43 @@ bool resp_store_put(struct resp_store *st, const char *id, uint64_t owner, char 
         st->cap = cap;
     }
     struct resp_stored *e = &st->s[st->n++];
-    *e = (struct resp_stored){.owner = owner, .object = object, .items = items, .bytes = bytes,
+    *e = (struct resp_stored){.owner = owner, .object = object, .input = input, .bytes = bytes,
                               .used = ++st->tick};
     strcpy(e->id, id);
     st->bytes += bytes;
-    object = items = NULL;
+    object = input = NULL;
     kept = true;
 out:
     pthread_mutex_unlock(&st->lock);
     free(object);
-    free(items);
+    free(input);
     return kept;
 }
 
-char *resp_store_get(struct resp_store *st, const char *id, uint64_t owner, bool items)
+bool resp_store_get(struct resp_store *st, const char *id, uint64_t owner, char **object,
+                    char **input)
 {
-    char *copy = NULL;
+    char *o = NULL, *in = NULL;
+    bool ok = false;
     pthread_mutex_lock(&st->lock);
     int i = find(st, id, owner);
     if (i >= 0) {
         st->s[i].used = ++st->tick;
-        copy = strdup(items ? st->s[i].items : st->s[i].object);
+        o = object ? strdup(st->s[i].object) : NULL;
+        in = input ? strdup(st->s[i].input) : NULL;
+        ok = (!object || o) && (!input || in);
     }
     pthread_mutex_unlock(&st->lock);
-    return copy;
+    if (!ok) {
+        free(o);
+        free(in);
+        o = in = NULL;
+    }
+    if (object)
+        *object = o;
+    if (input)
+        *input = in;
+    return ok;
 }
 
 bool resp_store_delete(struct resp_store *st, const char *id, uint64_t owner)

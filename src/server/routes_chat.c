@@ -67,9 +67,21 @@ static enum ll_status responses_store(struct http_ctx *c, struct oai_request *r,
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     if (!r->prev_response_id)
         return LL_OK;
-    char *items = resp_store_get(st, r->prev_response_id, request_owner(c), true);
-    cJSON *history = items ? cJSON_Parse(items) : NULL;
-    free(items);
+    /* its conversation: its input items, then its output */
+    const uint64_t owner = request_owner(c);
+    char *input, *object;
+    cJSON *history = NULL, *o = NULL, *out = NULL, *it;
+    if (resp_store_get(st, r->prev_response_id, owner, &object, &input)) {
+        history = cJSON_Parse(input);
+        o = cJSON_Parse(object);
+        out = cJSON_DetachItemFromObjectCaseSensitive(o, "output");
+        free(input);
+        free(object);
+    }
+    cJSON_Delete(o);
+    while (history && out && (it = out->child))
+        cJSON_AddItemToArray(history, cJSON_DetachItemViaPointer(out, it));
+    cJSON_Delete(out);
     if (!history)
         return oai_error_set(e, LL_EINVAL, "previous_response_id", "previous_response_not_found",
                              "Previous response with id '%.60s' not found (" RESP_STORE_WHY ")",

@@ -399,6 +399,16 @@ test('openai: responses.create streaming with a tool, then the result as input',
   assert.equal(got.id, done.id);
   assert.deepEqual(got.output, done.output);
   assert.deepEqual(got.usage, done.usage);
+  // the second turn's input items, newest first: the call's output, the call, the question
+  const items = [];
+  for await (const it of qwen.client.responses.inputItems.list(chained.id, { limit: 2 })) {
+    items.push(it);
+  }
+  assert.deepEqual(items.map((it) => it.type).slice(0, 2),
+    ['function_call_output', 'function_call']);
+  assert.equal(items.at(-1).type, 'message');
+  assert.equal(items.at(-1).content[0].text, 'Weather in Paris?');
+  assert.ok(items.every((it) => typeof it.id === 'string'));
   await qwen.client.responses.delete(done.id);
   await assert.rejects(qwen.client.responses.retrieve(done.id), (e) => e.status === 404);
   await assert.rejects(qwen.client.responses.create({
