@@ -273,9 +273,10 @@ test: $(SETUP)
 
 # `make tsan`: the engine and server tests against a ThreadSanitizer build (build/san-thread):
 # the unit tests below (the engine, its thread pool, the server's parts, and the tokenizer and
-# template that every HTTP thread shares) and tests/cli_server.sh (with the SDK suite) on its
-# llaisys-server. Every process writes its reports to build/san-thread/tsan-logs/tsan.PID (and
-# exits 66 after one); any report fails the target and is printed at the end.
+# template that every HTTP thread shares), tests/cli_server.sh (with the SDK suite) and
+# tests/cli_responses.sh on its llaisys-server. Every process writes its reports to
+# build/san-thread/tsan-logs/tsan.PID (and exits 66 after one); any report fails the target and
+# is printed at the end.
 TSAN_TESTS := test_engine test_sampling_controls test_pool test_server test_live test_tokenizer \
               test_template
 tsan: $(SETUP)
@@ -287,7 +288,8 @@ tsan-run: $(TSAN_TESTS:%=$(BUILD)/tests/%) $(SERVER) $(NODE_DEPS)
 	@rm -rf $(TSAN_LOG) && mkdir -p $(TSAN_LOG)
 	@TSAN_OPTIONS="log_path=$(abspath $(TSAN_LOG))/tsan exitcode=66 second_deadlock_stack=1" \
 	    LLAISYS_SERVER=$(abspath $(SERVER)) \
-	    ./tests/run.sh $(TSAN_TESTS:%=$(BUILD)/tests/%) tests/cli_server.sh; rc=$$?; \
+	    ./tests/run.sh $(TSAN_TESTS:%=$(BUILD)/tests/%) tests/cli_server.sh tests/cli_responses.sh; \
+	    rc=$$?; \
 	if [ -n "$$(ls $(TSAN_LOG))" ]; then \
 	    cat $(TSAN_LOG)/*; \
 	    echo "tsan: $$(cat $(TSAN_LOG)/* | grep -c '^WARNING: ThreadSanitizer') reports in $(TSAN_LOG)"; \
