@@ -215,6 +215,28 @@ static void test_continue(void **state)
                         "function_call_output");
     oai_request_free(&r);
 
+    /* no item of its own: the history alone (and nothing at all is refused) */
+    b = "{\"input\":[],\"previous_response_id\":\"resp_1\"}";
+    assert_int_equal(oai_responses_parse(&r, b, strlen(b), &e), LL_OK);
+    assert_int_equal(oai_responses_continue(&r, cJSON_Parse("[{\"role\":\"user\",\"content\":"
+                                                            "\"again\"}]"),
+                                            &e),
+                     LL_OK);
+    m = messages(&r);
+    assert_string_equal(m, "[{\"role\":\"user\",\"content\":\"again\"}]");
+    free(m);
+    oai_request_free(&r);
+    assert_int_equal(oai_responses_parse(&r, b, strlen(b), &e), LL_OK);
+    assert_int_equal(oai_responses_continue(&r, cJSON_Parse("[]"), &e), LL_EINVAL);
+    assert_string_equal(e.param, "input");
+    oai_request_free(&r);
+    b = "{\"input\":[]}";
+    assert_int_equal(oai_responses_parse(&r, b, strlen(b), &e), LL_EINVAL);
+    oai_request_free(&r);
+    b = "{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c1\","
+        "\"output\":\"21 C\"}],\"instructions\":\"use tools\","
+        "\"previous_response_id\":\"resp_1\"}";
+
     /* a history that is not a list is refused, and freed */
     assert_int_equal(oai_responses_parse(&r, b, strlen(b), &e), LL_OK);
     assert_int_equal(oai_responses_continue(&r, cJSON_Parse("{}"), &e), LL_EINVAL);

@@ -1646,7 +1646,9 @@ nomem:
 }
 
 /* The template's messages of a Responses request: its instructions (a system message), the
- * items of history (a previous response's conversation, or NULL), then its own input items. */
+ * items of history (a previous response's conversation, or NULL), then its own input items.
+ * A request that names a previous response may bring no item of its own (checked once the
+ * history is there). */
 static enum ll_status responses_messages(struct oai_request *r, const cJSON *history,
                                          struct oai_error *e)
 {
@@ -1671,7 +1673,7 @@ static enum ll_status responses_messages(struct oai_request *r, const cJSON *his
     cJSON_ArrayForEach(it, r->resp_input)
         if ((s = input_item(it, "input", i++, list, e)) != LL_OK)
             return s;
-    if (cJSON_GetArraySize(list) == 0)
+    if (cJSON_GetArraySize(list) == 0 && (history || !r->prev_response_id))
         return oai_error_set(e, LL_EINVAL, "input", "invalid_value",
                              "'input' holds no message");
     return LL_OK;

@@ -142,6 +142,20 @@ static void chat_route(struct oai_request *r, const struct setup *s)
     free(text);
 }
 
+/* A Responses request naming a previous response, continued after a stored conversation: here
+ * its own items again (a stored one holds items that passed this parse, and output items of the
+ * same shapes). Only a conversation with no message at all may be refused. */
+static enum ll_status continued(struct oai_request *r, struct oai_error *e)
+{
+    int own = cJSON_GetArraySize(r->resp_input);
+    enum ll_status st = oai_responses_continue(r, cJSON_Duplicate(r->resp_input, true), e);
+    if (st != LL_OK && st != LL_ENOMEM && !(st == LL_EINVAL && !strcmp(e->param, "input")))
+        abort();
+    if (st == LL_OK && cJSON_GetArraySize(r->resp_input) != 2 * own)
+        abort();
+    return st;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -166,17 +180,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cJSON_Delete(id);
         if (st != LL_OK) {
             check_error(st, &e);
+        } else if (kind == 2 && r.prev_response_id &&
+                   (st = continued(&r, &e)) != LL_OK) {
+            check_error(st, &e);
         } else {
-            if (kind == 2 && r.prev_response_id) {
-                /* continued after a stored conversation: here its own items again (a stored
-                 * one holds items that passed this parse, and output items of the same shapes) */
-                int own = cJSON_GetArraySize(r.resp_input);
-                st = oai_responses_continue(&r, cJSON_Duplicate(r.resp_input, true), &e);
-                if (st != LL_OK && st != LL_ENOMEM)
-                    abort();
-                if (st == LL_OK && cJSON_GetArraySize(r.resp_input) != 2 * own)
-                    abort();
-            }
             check_request(&r);
             struct generation_defaults g;
             memset(&g, 0, sizeof g);
