@@ -431,7 +431,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         job_refuse(j);
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     }
-    j->owner = request_owner(c);
+    if (r->store)
+        j->owner = request_owner(c);
     snprintf(j->xrid, sizeof j->xrid, "%s", c->xrid);
     snprintf(j->method, sizeof j->method, "%s", c->method);
     snprintf(j->url, sizeof j->url, "%s", c->url);
@@ -1156,46 +1157,8 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     return res;
 }
 
-/* An input item as OpenAI lists it: with its type, a message's text as one input_text (or, from
- * the assistant, output_text) part, and an id if it has none (msg_, fc_, fco_ or rs_ and 32 hex
- * digits). The parse reads it back the same (openai_request.c, input_item). */
-static bool item_normalize(cJSON *it)
-{
-    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "type"));
-    if (!type && !(type = cJSON_GetStringValue(cJSON_AddStringToObject(it, "type", "message"))))
-        return false;
-    cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
-    if (!strcmp(type, "message") && cJSON_IsString(content)) {
-        const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "role"));
-        cJSON *parts = cJSON_CreateArray(), *part = cJSON_CreateObject();
-        if (!parts || !part || !cJSON_AddItemToArray(parts, part)) {
-            cJSON_Delete(parts);
-            cJSON_Delete(part);
-            return false;
-        }
-        if (!cJSON_AddStringToObject(part, "type", role && !strcmp(role, "assistant")
-                                                       ? "output_text"
-                                                       : "input_text") ||
-            !cJSON_AddStringToObject(part, "text", content->valuestring) ||
-            !cJSON_ReplaceItemInObjectCaseSensitive(it, "content", parts)) {
-            cJSON_Delete(parts);
-            return false;
-        }
-    }
-    if (cJSON_GetObjectItemCaseSensitive(it, "id"))
-        return true;
-    const char *pre = !strcmp(type, "message")                ? "msg"
-                      : !strcmp(type, "function_call")        ? "fc"
-                      : !strcmp(type, "function_call_output") ? "fco"
-                                                              : "rs";
-    char hex[33], id[40];
-    request_id_random(hex);
-    snprintf(id, sizeof id, "%s_%s", pre, hex);
-    return cJSON_AddStringToObject(it, "id", id) != NULL;
-}
-
-/* A stored response (resp_store.h): its object and its input items (item_normalize). Only a
- * response that completed or stopped at its length is kept. */
+/* A stored response (resp_store.h): its object and its input items (resp_input_item_normalize).
+ * Only a response that completed or stopped at its length is kept. */
 static void responses_keep(struct gen_job *j)
 {
     cJSON *o = r_object(j, &j->ch[0], true), *it;
@@ -1203,7 +1166,7 @@ static void responses_keep(struct gen_job *j)
     if (status && (!strcmp(status, "completed") || !strcmp(status, "incomplete"))) {
         bool ok = true;
         cJSON_ArrayForEach(it, j->resp_input)
-            ok = ok && item_normalize(it);
+            ok = ok && resp_input_item_normalize(it);
         if (ok && !resp_store_put(&j->srv->responses, j->id, j->owner, cJSON_PrintUnformatted(o),
                                   cJSON_PrintUnformatted(j->resp_input)))
             ok = false;
@@ -1215,7 +1178,8 @@ static void responses_keep(struct gen_job *j)
 }
 
 /* Settle the job once: release the engine requests (cancelling unfinished ones), keep its final
- * status, store a response, unregister, record the session's turn and the metrics, give the key's budgets back.
+ * status, store a response, unregister, record the session's turn and the metrics, give the
+ * key's budgets back.
  * Everything a client can observe of a finished request happens here, so a stream runs it before
  * its end reaches the client (handle(), when the last choice finishes): a client that sends its
  * next request the moment it reads [DONE] finds its key's concurrency slot free and its session's

@@ -1,13 +1,17 @@
 /*
  * responses_out.c: the Responses API's JSON (responses_out.h), built as cJSON trees: items,
- * parts, the response object with the request's echoed settings and their defaults, events.
+ * parts, the response object with the request's echoed settings and their defaults, events, and
+ * input items as they are stored and listed.
  */
 #include "responses_out.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
+
+#include "request_id.h"
 
 /* A string of len bytes (the text may hold NUL bytes: they end it here, as JSON text cannot
  * carry them through cJSON). */
@@ -182,4 +186,39 @@ char *resp_event(const char *type, int seq, cJSON *obj)
         out = cJSON_PrintUnformatted(obj);
     cJSON_Delete(obj);
     return out;
+}
+
+bool resp_input_item_normalize(cJSON *it)
+{
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "type"));
+    if (!type && !(type = cJSON_GetStringValue(cJSON_AddStringToObject(it, "type", "message"))))
+        return false;
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+    if (!strcmp(type, "message") && cJSON_IsString(content)) {
+        const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "role"));
+        cJSON *parts = cJSON_CreateArray(), *part = cJSON_CreateObject();
+        if (!parts || !part || !cJSON_AddItemToArray(parts, part)) {
+            cJSON_Delete(parts);
+            cJSON_Delete(part);
+            return false;
+        }
+        if (!cJSON_AddStringToObject(part, "type", role && !strcmp(role, "assistant")
+                                                       ? "output_text"
+                                                       : "input_text") ||
+            !cJSON_AddStringToObject(part, "text", content->valuestring) ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(it, "content", parts)) {
+            cJSON_Delete(parts);
+            return false;
+        }
+    }
+    if (cJSON_GetObjectItemCaseSensitive(it, "id"))
+        return true;
+    const char *pre = !strcmp(type, "message")                ? "msg"
+                      : !strcmp(type, "function_call")        ? "fc"
+                      : !strcmp(type, "function_call_output") ? "fco"
+                                                              : "rs";
+    char hex[33], id[40];
+    request_id_random(hex);
+    snprintf(id, sizeof id, "%s_%s", pre, hex);
+    return cJSON_AddStringToObject(it, "id", id) != NULL;
 }

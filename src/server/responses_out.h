@@ -1,6 +1,7 @@
 /*
  * responses_out.h: the JSON of the Responses API (/v1/responses): output items, the response
- * object and the typed stream events. Pure functions (cJSON trees); any thread.
+ * object, the typed stream events, and stored input items. Functions of cJSON trees (ids drawn
+ * at random); any thread.
  *
  * Output items, in the order they are produced: a "reasoning" item (the <think> part, as one
  * reasoning_text content part), a "message" item (one output_text part), "function_call"
@@ -50,6 +51,12 @@ struct cJSON *resp_object_json(const char *id, long long created, const char *st
                                const char *incomplete, const char *error, const char *model,
                                const struct resp_item *items, int n,
                                const struct resp_usage *u, const struct cJSON *echo);
+
+/* Make input item it (as a request gave it, or as stored before) an item as OpenAI lists it:
+ * with its type, a message's text as one input_text (or, from the assistant, output_text) part,
+ * and an id if it has none (msg_, fc_, fco_ or rs_ and 32 hex digits). The Responses parse reads
+ * it back the same (openai_request.c, input_item). False out of memory. */
+bool resp_input_item_normalize(struct cJSON *it);
 
 /* The text of an event: obj (taken over, freed here) with "type" and "sequence_number" added;
  * NULL out of memory. */
