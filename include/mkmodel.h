@@ -1,6 +1,6 @@
 /*
  * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2
- * model of any shape: config.json, generation_config.json, model.safetensors (bf16), and the
+ * or Qwen3 model of any shape: config.json, generation_config.json, model.safetensors (bf16), and the
  * tokenizer files copied from a tokenizer directory.
  *
  * Weights are a pure function of (seed, tensor name, element index) through a counter-based
@@ -8,8 +8,8 @@
  * can be recomputed on its own (mkmodel_weight) to check a loader.
  * Distributions keep activations sane at any width: projection matrices ~ N(0, 1/fan_in) (each
  * sub-layer adds O(1) to the residual stream; for R1-1.5B that is std 0.0255 / 0.0106, close to
- * Hugging Face's 0.02), embeddings, lm_head and biases ~ N(0, 0.02^2), norm weights
- * ~ 1 + N(0, 0.02^2). The normal is approximated by a sum of four uniforms (bounded by 3.5 std).
+ * Hugging Face's 0.02), embeddings, lm_head and biases ~ N(0, 0.02^2), norm weights (Qwen3's
+ * per-head q/k norms too) ~ 1 + N(0, 0.02^2). The normal is approximated by a sum of four uniforms (bounded by 3.5 std).
  *
  * A "copy" model (copy_period N > 0) has the same shapes and cost, with weights that make it
  * predict a known sequence: every o_proj and down_proj is zero, so each layer leaves the
@@ -29,7 +29,13 @@
 
 #include "errors.h"
 
+enum mkmodel_family {
+    MKMODEL_QWEN2, /* q/k/v biases */
+    MKMODEL_QWEN3, /* per-head q/k norms, no biases (attention_bias false) */
+};
+
 struct mkmodel_spec {
+    enum mkmodel_family family;
     int hidden_size;
     int intermediate_size;
     int n_layers;
@@ -43,12 +49,13 @@ struct mkmodel_spec {
     double rms_eps;
     bool tied;
     uint64_t seed;
-    int bos_token_id, eos_token_id; /* -1: taken from the tokenizer (or left out without one) */
+    int bos_token_id, eos_token_id; /* -1: taken from the tokenizer (or left out without one, or
+                                       when the tokenizer has no bos_token) */
     int copy_period;       /* > 0: a copy model of this group size (see above; needs !tied) */
 };
 
-/* Fill *s with preset `name`: "tiny", "small" or "r1-1.5b" (seed 0, bos/eos from tokenizer).
- * Returns LL_OK or LL_EINVAL (message lists the presets). */
+/* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b" or "qwen3-1.7b"
+ * (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL (message lists the presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 
 /* Check a spec: sizes positive and within limits, heads a multiple of KV heads, hidden a

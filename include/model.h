@@ -40,6 +40,8 @@ struct model_config {
     double rope_theta;     /* default 10000 */
     float rms_eps;         /* rms_norm_eps, default 1e-6 */
     bool tie_word_embeddings;
+    int attention_bias;    /* attention_bias: 1 true, 0 false, -1 absent (the family decides:
+                              Qwen2 always has q/k/v biases, Qwen3 only when true) */
     int bos_token_id;      /* -1 if absent */
     int eos_ids[LL_MAX_EOS]; /* eos_token_id (int or list) */
     int n_eos;

@@ -1,11 +1,14 @@
 /*
- * qwen2.h: the Qwen2 family (model_type "qwen2"): its weights struct, bound by qwen2_bind.c, and
- * its forward pass (qwen2.c), the implementation behind runtime.h. Registered in the family
- * table of model_registry.c; nothing outside the qwen2 files (and their tests) looks inside.
+ * qwen2.h: the Qwen2 family (model_type "qwen2") and Qwen3, its dense successor (model_type
+ * "qwen3"): one weights struct, bound by qwen2_bind.c, and one forward pass (qwen2.c), the
+ * implementation behind runtime.h. Registered in the family table of model_registry.c; nothing
+ * outside the qwen2 files (and their tests) looks inside.
  *
- * Per step: embedding → per layer (RMSNorm → q/k/v with bias → RoPE on q, k → K/V into the cache
- * → attention → o → residual → RMSNorm → gate, up → SwiGLU → down → residual) → final RMSNorm and
- * lm_head for the rows that want logits only.
+ * Per step: embedding → per layer (RMSNorm → q/k/v (+ bias: Qwen2; Qwen3 when attention_bias)
+ * → Qwen3 only: RMSNorm of each head of q and k → RoPE on q, k → K/V into the cache → attention
+ * → o → residual → RMSNorm → gate, up → SwiGLU → down → residual) → final RMSNorm and lm_head for
+ * the rows that want logits only. The two families differ in those two steps and nothing else
+ * (transformers' Qwen3 is Qwen2 with per-head q/k norms and biases off by default).
  */
 #ifndef LLAISYS_QWEN2_H
 #define LLAISYS_QWEN2_H
@@ -13,13 +16,16 @@
 #include "model.h"
 #include "runtime.h"
 
-/* One decoder layer (biases only on q/k/v). Shapes in HF layout (out, in). The linear weights
- * are dense or quantized (struct model_linear, model.h). */
+/* One decoder layer (biases only on q/k/v, and optional). Shapes in HF layout (out, in). The
+ * linear weights are dense or quantized (struct model_linear, model.h). A tensor the model does
+ * not have has data NULL: the biases of a Qwen3 model without attention_bias, the q/k norms of a
+ * Qwen2 model. */
 struct qwen2_layer {
     struct ll_tensor attn_norm;               /* (hidden) */
     struct model_linear wq, wk, wv, wo;       /* (nh*hd, hidden) (nkv*hd, hidden) x2
                                                  (hidden, nh*hd) */
     struct ll_tensor bq, bk, bv;              /* (nh*hd) (nkv*hd) (nkv*hd) */
+    struct ll_tensor q_norm, k_norm;          /* (hd) (hd): Qwen3's per-head RMSNorm weights */
     struct ll_tensor mlp_norm;                /* (hidden) */
     struct model_linear w_gate, w_up, w_down; /* (inter, hidden) x2, (hidden, inter) */
 };
@@ -40,6 +46,9 @@ struct qwen2_weights {
  * model_bind.h). Returns LL_OK, LL_EMODEL, LL_EUNSUPPORTED or LL_ENOMEM. qwen2_unbind frees it
  * (safe after a failed or partial bind). */
 enum ll_status qwen2_bind(struct model *m, struct ll_err *err);
+/* As qwen2_bind, for a qwen3 model: q_norm and k_norm in every layer, the q/k/v biases only when
+ * config.json has attention_bias true. */
+enum ll_status qwen3_bind(struct model *m, struct ll_err *err);
 void qwen2_unbind(struct model *m);
 
 /* As runtime_create / runtime_free / runtime_forward (runtime.h), for a qwen2 model. */

@@ -579,7 +579,7 @@ static const struct bad_dir bad_dirs[] = {
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"llama\"", {0},
-     LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2, mock)"},
+     LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2, qwen3, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"yarn\"}", {0},
@@ -707,6 +707,10 @@ static void test_registry_routes(void **state)
     assert_non_null(f);
     assert_string_equal(f->model_type, "qwen2");
     assert_ptr_equal(model_registry_find_arch("Qwen2ForCausalLM"), f);
+    const struct model_family *q3 = model_registry_find("qwen3");
+    assert_non_null(q3);
+    assert_ptr_equal(model_registry_find_arch("Qwen3ForCausalLM"), q3);
+    assert_true(q3 != f && q3->forward == f->forward && q3->bind != f->bind);
     assert_null(model_registry_find("llama"));
     assert_null(model_registry_find_arch("LlamaForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
@@ -715,7 +719,7 @@ static void test_registry_routes(void **state)
     assert_true(mock->no_weights && !f->no_weights);
     char names[64], cut[3];
     model_registry_names(names, sizeof names);
-    assert_string_equal(names, "qwen2, mock");
+    assert_string_equal(names, "qwen2, qwen3, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

@@ -21,7 +21,10 @@ static void mkmodel_usage(FILE *f)
             "Writes a random Qwen2 model in the Hugging Face layout: config.json,\n"
             "generation_config.json, model.safetensors (bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
-            "  --preset NAME        tiny (default), small, r1-1.5b (DeepSeek-R1-Distill-Qwen-1.5B)\n"
+            "  --preset NAME        tiny (default), small, r1-1.5b (DeepSeek-R1-Distill-Qwen-1.5B),\n"
+            "                       qwen3-0.6b, qwen3-1.7b (Qwen3's shapes)\n"
+            "  --family F           qwen2 (biases on q/k/v) or qwen3 (per-head q/k norms, no\n"
+            "                       biases); default: the preset's\n"
             "  --seed N             weights seed (default 0)\n"
             "  --tokenizer DIR      copy tokenizer.json + tokenizer_config.json from DIR\n"
             "                       (bos/eos ids come from it); required\n"
@@ -56,13 +59,14 @@ static const struct {
 
 int cmd_mkmodel(int argc, char **argv)
 {
-    const char *preset = "tiny", *tokenizer = NULL, *out = NULL;
+    const char *preset = "tiny", *tokenizer = NULL, *out = NULL, *family = NULL;
     long long iv[N_INTS] = {0}, seed = 0, threads = 2;
     bool ig[N_INTS] = {0}, seed_g = false, theta_g = false, eps_g = false, tied_g = false;
     bool tied = false, force = false;
     double theta = 0, eps = 0;
-    struct cli_arg args[N_INTS + 10] = {
+    struct cli_arg args[N_INTS + 11] = {
         CLI_STR("--preset", &preset),
+        CLI_STR("--family", &family),
         CLI_STR("--tokenizer", &tokenizer),
         {.flag = "--seed", .kind = CLI_ARG_INT, .out = &seed, .imin = 0, .imax = LLONG_MAX,
          .given = &seed_g},
@@ -76,9 +80,9 @@ int cmd_mkmodel(int argc, char **argv)
         CLI_SET("--force", &force),
     };
     for (int k = 0; k < N_INTS; k++)
-        args[9 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
+        args[10 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
                                        .imin = 1, .imax = ints[k].max, .given = &ig[k]};
-    args[N_INTS + 9] = (struct cli_arg)CLI_END;
+    args[N_INTS + 10] = (struct cli_arg)CLI_END;
     const char *pos[1] = {NULL};
     const struct cli_cmd cmd = {.name = "mkmodel", .usage = mkmodel_usage, .args = args,
                                 .pos = pos, .max_pos = 1};
@@ -96,6 +100,10 @@ int cmd_mkmodel(int argc, char **argv)
         fprintf(stderr, "llaisys-cli mkmodel: %s\n", err.msg);
         return 2;
     }
+    if (family && strcmp(family, "qwen2") && strcmp(family, "qwen3"))
+        return cli_args_fail(&cmd, "--family must be qwen2 or qwen3");
+    if (family)
+        s.family = strcmp(family, "qwen3") ? MKMODEL_QWEN2 : MKMODEL_QWEN3;
     for (int k = 0; k < N_INTS; k++)
         if (ig[k])
             *(int *)((char *)&s + ints[k].off) = (int)iv[k];
@@ -116,9 +124,9 @@ int cmd_mkmodel(int argc, char **argv)
         return 1;
     }
     double mb = (double)mkmodel_file_size(&s) / 1e6;
-    fprintf(stderr, "mkmodel: wrote %s (hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s%s; "
+    fprintf(stderr, "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s%s; "
                     "model.safetensors %.1f MB) in %.2f s\n",
-            out, s.hidden_size, s.n_layers, s.n_heads, s.n_kv_heads, s.intermediate_size,
+            out, s.family == MKMODEL_QWEN3 ? "qwen3" : "qwen2", s.hidden_size, s.n_layers, s.n_heads, s.n_kv_heads, s.intermediate_size,
             s.vocab_size, s.tied ? "tied" : "untied", s.copy_period ? ", copy model" : "", mb,
             ll_now() - t0);
     return 0;

@@ -237,6 +237,10 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
         return s;
     c->rope_theta = theta;
     c->rms_eps = (float)eps;
+    bool bias, has_bias;
+    if ((s = get_bool(o, "attention_bias", false, &bias, &has_bias, name, err)))
+        return s;
+    c->attention_bias = has_bias ? bias : -1;
 
     /* Features that would change the math: refuse rather than compute something else. */
     const cJSON *act = ll_json_member(o, "hidden_act");

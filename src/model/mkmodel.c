@@ -58,8 +58,16 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->hidden_size = 1536, s->n_layers = 28, s->n_heads = 12, s->n_kv_heads = 2;
         s->intermediate_size = 8960, s->tied = false, s->max_position = 131072;
         s->max_window_layers = 21;
+    } else if (!strcmp(name, "qwen3-0.6b") || !strcmp(name, "qwen3-1.7b")) { /* Qwen/Qwen3-* */
+        bool small = name[6] == '0';
+        s->family = MKMODEL_QWEN3;
+        s->hidden_size = small ? 1024 : 2048, s->n_layers = 28, s->n_heads = 16;
+        s->n_kv_heads = 8, s->head_dim = 128, s->intermediate_size = small ? 3072 : 6144;
+        s->tied = true, s->max_position = 40960, s->rope_theta = 1000000.0;
     } else {
-        return ll_err_set(err, LL_EINVAL, "unknown preset '%s' (known: tiny, small, r1-1.5b)",
+        return ll_err_set(err, LL_EINVAL,
+                          "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
+                          "qwen3-1.7b)",
                           name);
     }
     return LL_OK;
@@ -156,7 +164,8 @@ static void init_of(struct gen_tensor *t, const struct mkmodel_spec *s)
 {
     double std = EMBED_STD;
     t->offset = 0.0f;
-    if (ends_with(t->name, "layernorm.weight") || !strcmp(t->name, "model.norm.weight"))
+    if (ends_with(t->name, "layernorm.weight") || ends_with(t->name, "_norm.weight") ||
+        !strcmp(t->name, "model.norm.weight"))
         t->offset = 1.0f;
     else if (t->ndim == 2 && strcmp(t->name, "model.embed_tokens.weight") &&
              strcmp(t->name, "lm_head.weight"))
@@ -203,7 +212,8 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
 {
     const int64_t h = s->hidden_size, hd = head_dim_of(s), q = s->n_heads * hd,
                   kv = s->n_kv_heads * hd, ff = s->intermediate_size, v = s->vocab_size;
-    size_t n = (size_t)s->n_layers * 12 + 3;
+    size_t n = (size_t)s->n_layers * 12 + 3; /* Qwen2's 12 a layer; Qwen3 has 11 */
+    bool qwen3 = s->family == MKMODEL_QWEN3;
     struct gen_tensor *t = calloc(n, sizeof *t);
     *out = t;
     if (!t)
@@ -224,11 +234,16 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
     for (int i = 0; i < s->n_layers; i++) {
         ADD(h, 0, "model.layers.%d.input_layernorm.weight", i);
         ADD(q, h, "model.layers.%d.self_attn.q_proj.weight", i);
-        ADD(q, 0, "model.layers.%d.self_attn.q_proj.bias", i);
         ADD(kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
-        ADD(kv, 0, "model.layers.%d.self_attn.k_proj.bias", i);
         ADD(kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
-        ADD(kv, 0, "model.layers.%d.self_attn.v_proj.bias", i);
+        if (qwen3) {
+            ADD(hd, 0, "model.layers.%d.self_attn.q_norm.weight", i);
+            ADD(hd, 0, "model.layers.%d.self_attn.k_norm.weight", i);
+        } else {
+            ADD(q, 0, "model.layers.%d.self_attn.q_proj.bias", i);
+            ADD(kv, 0, "model.layers.%d.self_attn.k_proj.bias", i);
+            ADD(kv, 0, "model.layers.%d.self_attn.v_proj.bias", i);
+        }
         ADD(h, q, "model.layers.%d.self_attn.o_proj.weight", i);
         ADD(h, 0, "model.layers.%d.post_attention_layernorm.weight", i);
         ADD(ff, h, "model.layers.%d.mlp.gate_proj.weight", i);
@@ -456,6 +471,7 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
                                    const char *path, struct ll_err *err)
 {
     char theta[32], eps[32], ids[96] = "", hd[48] = "", buf[2048];
+    bool qwen3 = s->family == MKMODEL_QWEN3;
     py_float(theta, sizeof theta, s->rope_theta);
     py_float(eps, sizeof eps, s->rms_eps);
     size_t k = 0;
@@ -465,12 +481,14 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
         snprintf(ids + k, sizeof ids - k, "  \"eos_token_id\": %d,\n", eos);
     if (s->head_dim)
         snprintf(hd, sizeof hd, "  \"head_dim\": %d,\n", s->head_dim);
-    /* Keys sorted, two-space indent: as transformers' to_json_string writes them. */
+    /* Keys sorted, two-space indent: as transformers' to_json_string writes them (the fields
+     * and versions of the published Qwen2 / Qwen3 configs). */
     int n = snprintf(buf, sizeof buf,
                      "{\n"
                      "  \"architectures\": [\n"
-                     "    \"Qwen2ForCausalLM\"\n"
+                     "    \"%s\"\n"
                      "  ],\n"
+                     "%s"
                      "  \"attention_dropout\": 0.0,\n"
                      "%s"
                      "%s"
@@ -480,30 +498,36 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
                      "  \"intermediate_size\": %d,\n"
                      "  \"max_position_embeddings\": %d,\n"
                      "  \"max_window_layers\": %d,\n"
-                     "  \"model_type\": \"qwen2\",\n"
+                     "  \"model_type\": \"%s\",\n"
                      "  \"num_attention_heads\": %d,\n"
                      "  \"num_hidden_layers\": %d,\n"
                      "  \"num_key_value_heads\": %d,\n"
                      "  \"rms_norm_eps\": %s,\n"
+                     "%s"
                      "  \"rope_theta\": %s,\n"
-                     "  \"sliding_window\": 4096,\n"
+                     "  \"sliding_window\": %s,\n"
                      "  \"tie_word_embeddings\": %s,\n"
                      "  \"torch_dtype\": \"bfloat16\",\n"
-                     "  \"transformers_version\": \"4.44.0\",\n"
+                     "  \"transformers_version\": \"%s\",\n"
                      "  \"use_cache\": true,\n"
-                     "  \"use_mrope\": false,\n"
+                     "%s"
                      "  \"use_sliding_window\": false,\n"
                      "  \"vocab_size\": %d\n"
                      "}\n",
-                     ids, hd, s->hidden_size, s->intermediate_size, s->max_position,
-                     s->max_window_layers ? s->max_window_layers : s->n_layers, s->n_heads,
-                     s->n_layers, s->n_kv_heads, eps, theta, s->tied ? "true" : "false",
-                     s->vocab_size);
+                     qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM",
+                     qwen3 ? "  \"attention_bias\": false,\n" : "", ids, hd, s->hidden_size,
+                     s->intermediate_size, s->max_position,
+                     s->max_window_layers ? s->max_window_layers : s->n_layers,
+                     qwen3 ? "qwen3" : "qwen2", s->n_heads, s->n_layers, s->n_kv_heads, eps,
+                     qwen3 ? "  \"rope_scaling\": null,\n" : "", theta, qwen3 ? "null" : "4096",
+                     s->tied ? "true" : "false", qwen3 ? "4.51.0" : "4.44.0",
+                     qwen3 ? "" : "  \"use_mrope\": false,\n", s->vocab_size);
     LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
     return ll_write_file(path, buf, (size_t)n, err);
 }
 
-static enum ll_status generation_write(int bos, int eos, const char *path, struct ll_err *err)
+static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, int eos,
+                                       const char *path, struct ll_err *err)
 {
     char buf[512];
     int n = snprintf(buf, sizeof buf, "{\n  \"_from_model_config\": true,\n");
@@ -511,8 +535,10 @@ static enum ll_status generation_write(int bos, int eos, const char *path, struc
         n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"bos_token_id\": %d,\n", bos);
     if (eos >= 0)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"eos_token_id\": %d,\n", eos);
+    /* the published sampling defaults of R1-Distill-Qwen and of Qwen3 (which adds top_k) */
     n += snprintf(buf + n, sizeof buf - (size_t)n,
-                  "  \"do_sample\": true,\n  \"temperature\": 0.6,\n  \"top_p\": 0.95\n}\n");
+                  "  \"do_sample\": true,\n  \"temperature\": 0.6,\n%s  \"top_p\": 0.95\n}\n",
+                  s->family == MKMODEL_QWEN3 ? "  \"top_k\": 20,\n" : "");
     return ll_write_file(path, buf, (size_t)n, err);
 }
 
@@ -596,6 +622,8 @@ static enum ll_status tokenizer_files_read(const struct mkmodel_spec *s, const c
         if (given[i] >= 0)
             continue;
         const char *c = content[i];
+        if (!c && i == 0)
+            continue; /* a tokenizer without a BOS (Qwen3's): the config names none either */
         if (!c) {
             st = ll_err_set(err, LL_ETOKENIZER, "%s: no %s", p2, names[i]);
             goto out;
@@ -636,7 +664,7 @@ enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer
             goto out;
         }
     if ((st = config_write(s, bos, eos, paths[0], err)) ||
-        (st = generation_write(bos, eos, paths[1], err)) ||
+        (st = generation_write(s, bos, eos, paths[1], err)) ||
         (st = safetensors_write(s, paths[2], n_threads < 1 ? 1 : n_threads, err)))
         goto out;
     if (tokenizer_dir && ((st = ll_write_file(paths[3], tj.text, tj.len, err)) ||

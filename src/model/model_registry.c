@@ -10,12 +10,23 @@
 #include <string.h>
 
 static const char *const qwen2_archs[] = {"Qwen2ForCausalLM", NULL};
+static const char *const qwen3_archs[] = {"Qwen3ForCausalLM", NULL};
 
 static const struct model_family families[] = {
     {
         .model_type = "qwen2",
         .architectures = qwen2_archs,
         .bind = qwen2_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Qwen2's forward pass with per-head q/k norms (qwen2.h) */
+        .model_type = "qwen3",
+        .architectures = qwen3_archs,
+        .bind = qwen3_bind,
         .unbind = qwen2_unbind,
         .runtime_create = qwen2_runtime_create,
         .runtime_free = qwen2_runtime_free,

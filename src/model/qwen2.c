@@ -1,8 +1,8 @@
 /*
- * qwen2.c: the Qwen2 forward pass over a flat batch (see qwen2.h, runtime.h).
+ * qwen2.c: the forward pass of Qwen2 and Qwen3 over a flat batch (see qwen2.h, runtime.h).
  *
  * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
- * biases widened to f32, and one scratch allocation carved into the matmul scratch and the
+ * biases widened to f32 (when the model has them), and one scratch allocation carved into the matmul scratch and the
  * activation buffers of a max_batch step. qwen2_forward() allocates nothing. Each linear layer,
  * lm_head included, runs ll_qmatmul when its weight is quantized, else ll_matmul; both keep a
  * row's result independent of the batch and the thread count.
@@ -29,7 +29,8 @@ struct qwen2_runtime {
     struct model_runtime base; /* first: qwen2_* cast between the two */
     struct ll_rope rope;
     int hidden, n_heads, n_kv, head_dim, inter, vocab, qdim, kvdim;
-    float *bias;    /* (n_layers, qdim + 2·kvdim) bq | bk | bv widened to f32 */
+    float *bias;    /* (n_layers, qdim + 2·kvdim) bq | bk | bv widened to f32; NULL when the
+                       model has no biases (Qwen3 without attention_bias) */
     int32_t *table; /* (n_slots / block_size) identity block table of the default sequence */
     struct ll_kv_seq seq0;
     /* scratch, carved from mem */
@@ -54,7 +55,7 @@ struct qwen2_runtime {
 
 enum step_op {
     STEP_NORM,     /* xn = rms_norm(x, w) */
-    STEP_ROPE_KV,  /* rope(q), rope(k), cache ← k, v */
+    STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k), cache ← k, v */
     STEP_ADD_NORM, /* x += tmp; xn = rms_norm(x, w) */
     STEP_SWIGLU,   /* gate = silu(gate) · up */
 };
@@ -64,7 +65,8 @@ struct step {
     enum step_op op;
     int n;                     /* rows */
     int layer;
-    const struct ll_tensor *w; /* norm weight */
+    const struct ll_tensor *w; /* norm weight; for STEP_ROPE_KV the layer's q_norm, k_norm
+                                  (w[0], w[1]; data NULL: none) */
     const int32_t *pos;        /* (n) for STEP_ROPE_KV */
 };
 
@@ -99,6 +101,12 @@ static void step_worker(void *ctx, int ith, int nth)
                     eps);
         break;
     case STEP_ROPE_KV:
+        if (s->w[0].data) { /* each head of a row is a row of head_dim for the norm */
+            ll_rms_norm(r->q + (size_t)lo * r->qdim, r->q + (size_t)lo * r->qdim, s->w[0].data,
+                        s->w[0].dtype, (hi - lo) * r->n_heads, r->head_dim, eps);
+            ll_rms_norm(r->k + (size_t)lo * r->kvdim, r->k + (size_t)lo * r->kvdim, s->w[1].data,
+                        s->w[1].dtype, (hi - lo) * r->n_kv, r->head_dim, eps);
+        }
         ll_rope_apply(r->q + (size_t)lo * r->qdim, &r->rope, s->pos + lo, hi - lo, r->n_heads);
         ll_rope_apply(r->k + (size_t)lo * r->kvdim, &r->rope, s->pos + lo, hi - lo, r->n_kv);
         ll_kv_cache_write(&r->base.kv, s->layer, r->slot + lo, r->k + (size_t)lo * r->kvdim,
@@ -194,7 +202,9 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     int nblk = o.n_slots / o.block_size;
     r->table = malloc(sizeof(int32_t) * nblk);
     size_t per_layer = (size_t)r->qdim + 2 * (size_t)r->kvdim;
-    r->bias = malloc(sizeof(float) * per_layer * c->n_layers);
+    const struct qwen2_weights *W = m->weights;
+    bool has_bias = W->layers[0].bq.data != NULL; /* the bind gives all layers or none */
+    r->bias = has_bias ? malloc(sizeof(float) * per_layer * c->n_layers) : NULL;
     size_t B = (size_t)o.max_batch;
     size_t att_floats = ll_attention_scratch_floats(o.n_threads, c->n_heads, c->n_kv_heads,
                                                     o.n_ctx);
@@ -210,7 +220,7 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     r->mm_bytes = mm_dense > mm_quant ? mm_dense : mm_quant;
     size_t bytes = r->mm_bytes + floats * sizeof(float) + 3 * B * sizeof(int32_t);
     r->mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    if (!r->table || !r->bias || !r->mem) {
+    if (!r->table || (has_bias && !r->bias) || !r->mem) {
         qwen2_runtime_free(&r->base);
         return ll_err_set(err, LL_ENOMEM, "runtime: out of memory for %zu bytes of scratch "
                           "(max batch %d, ctx %d)", bytes, o.max_batch, o.n_ctx);
@@ -219,11 +229,10 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
         r->table[i] = i;
     r->seq0 = (struct ll_kv_seq){r->table, nblk};
 
-    const struct qwen2_weights *W = m->weights;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; has_bias && l < c->n_layers; l++) {
         const struct qwen2_layer *L = &W->layers[l];
         float *b = r->bias + per_layer * l;
-        LL_ASSERT(L->bq.data && L->bk.data && L->bv.data); /* qwen2_bind requires them */
+        LL_ASSERT(L->bq.data && L->bk.data && L->bv.data); /* the bind gives all or none */
         widen(b, &L->bq, r->qdim);
         widen(b + r->qdim, &L->bk, r->kvdim);
         widen(b + r->qdim + r->kvdim, &L->bv, r->kvdim);
@@ -299,11 +308,12 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
             return ll_err_set(err, LL_EABORTED, "the step was aborted before layer %d of %d", l,
                               nl);
         const struct qwen2_layer *L = &W->layers[l];
-        const float *bias = r->bias + per_layer * l;
+        const float *bias = r->bias ? r->bias + per_layer * l : NULL;
         linear(r, r->q, r->xn, &L->wq, bias, n);
-        linear(r, r->k, r->xn, &L->wk, bias + r->qdim, n);
-        linear(r, r->v, r->xn, &L->wv, bias + r->qdim + r->kvdim, n);
-        run_step(r, STEP_ROPE_KV, n, l, NULL, b->pos);
+        linear(r, r->k, r->xn, &L->wk, bias ? bias + r->qdim : NULL, n);
+        linear(r, r->v, r->xn, &L->wv, bias ? bias + r->qdim + r->kvdim : NULL, n);
+        const struct ll_tensor qk_norm[2] = {L->q_norm, L->k_norm};
+        run_step(r, STEP_ROPE_KV, n, l, qk_norm, b->pos);
         ab.n_tokens = n;
         ll_attention(r->att, r->q, &rt->kv, l, &ab, r->n_heads, r->scores, o->n_ctx, rt->pool);
 

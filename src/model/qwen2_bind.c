@@ -1,6 +1,8 @@
 /*
- * qwen2_bind.c: binds the Qwen2 family's weights (Hugging Face names) to a struct qwen2_weights
- * that it allocates into m->weights (qwen2.h).
+ * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2 or Qwen3 model to a struct
+ * qwen2_weights that it allocates into m->weights (qwen2.h). The two differ only in which
+ * per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has per-head q/k norms, and the biases
+ * only when config.json says attention_bias true.
  *
  * Every tensor is looked up by name and checked against the config before use (model_bind.h):
  * dtype BF16, F16 or F32 (each tensor may differ; the kernels dispatch per tensor), exact shape;
@@ -11,6 +13,7 @@
  * multiplied). A layer tensor numbered past num_hidden_layers means config and weights disagree
  * and is an error. Runs once in model_open(); the tensors point into the safetensors mmaps.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +41,13 @@ static enum ll_status check_layer_count(const struct model *m, struct ll_err *er
     return LL_OK;
 }
 
-enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
+/* Which of the optional per-layer tensors the model has. */
+struct layer_kind {
+    bool bias;    /* self_attn.{q,k,v}_proj.bias */
+    bool qk_norm; /* self_attn.{q,k}_norm.weight */
+};
+
+static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, struct ll_err *err)
 {
     const struct model_config *c = &m->config;
     const int64_t h = c->hidden_size, q = (int64_t)c->n_heads * c->head_dim,
@@ -74,22 +83,38 @@ enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
             enum model_role role;      /* the linear weight's */
             const char *suffix;
             int64_t d0, d1;
+            bool present;              /* the model has it (kind) */
         } spec[] = {
-            {&L->attn_norm, NULL, 0, "input_layernorm.weight", h, 0},
-            {NULL, &L->wq, MODEL_ROLE_OTHER, "self_attn.q_proj.weight", q, h},
-            {NULL, &L->wk, MODEL_ROLE_OTHER, "self_attn.k_proj.weight", kv, h},
-            {NULL, &L->wv, MODEL_ROLE_ATTN_V, "self_attn.v_proj.weight", kv, h},
-            {NULL, &L->wo, MODEL_ROLE_OTHER, "self_attn.o_proj.weight", h, q},
-            {&L->bq, NULL, 0, "self_attn.q_proj.bias", q, 0},
-            {&L->bk, NULL, 0, "self_attn.k_proj.bias", kv, 0},
-            {&L->bv, NULL, 0, "self_attn.v_proj.bias", kv, 0},
-            {&L->mlp_norm, NULL, 0, "post_attention_layernorm.weight", h, 0},
-            {NULL, &L->w_gate, MODEL_ROLE_OTHER, "mlp.gate_proj.weight", ff, h},
-            {NULL, &L->w_up, MODEL_ROLE_OTHER, "mlp.up_proj.weight", ff, h},
-            {NULL, &L->w_down, MODEL_ROLE_MLP_DOWN, "mlp.down_proj.weight", h, ff},
+            {&L->attn_norm, NULL, 0, "input_layernorm.weight", h, 0, true},
+            {NULL, &L->wq, MODEL_ROLE_OTHER, "self_attn.q_proj.weight", q, h, true},
+            {NULL, &L->wk, MODEL_ROLE_OTHER, "self_attn.k_proj.weight", kv, h, true},
+            {NULL, &L->wv, MODEL_ROLE_ATTN_V, "self_attn.v_proj.weight", kv, h, true},
+            {NULL, &L->wo, MODEL_ROLE_OTHER, "self_attn.o_proj.weight", h, q, true},
+            {&L->bq, NULL, 0, "self_attn.q_proj.bias", q, 0, kind.bias},
+            {&L->bk, NULL, 0, "self_attn.k_proj.bias", kv, 0, kind.bias},
+            {&L->bv, NULL, 0, "self_attn.v_proj.bias", kv, 0, kind.bias},
+            {&L->q_norm, NULL, 0, "self_attn.q_norm.weight", c->head_dim, 0, kind.qk_norm},
+            {&L->k_norm, NULL, 0, "self_attn.k_norm.weight", c->head_dim, 0, kind.qk_norm},
+            {&L->mlp_norm, NULL, 0, "post_attention_layernorm.weight", h, 0, true},
+            {NULL, &L->w_gate, MODEL_ROLE_OTHER, "mlp.gate_proj.weight", ff, h, true},
+            {NULL, &L->w_up, MODEL_ROLE_OTHER, "mlp.up_proj.weight", ff, h, true},
+            {NULL, &L->w_down, MODEL_ROLE_MLP_DOWN, "mlp.down_proj.weight", h, ff, true},
         };
         for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
             char name[96];
+            if (!spec[k].present) {
+                /* a tensor this kind of model does not have must not be in the file either:
+                 * it would mean the config describes another model than the weights */
+                snprintf(name, sizeof name, "model.layers.%d.%s", i, spec[k].suffix);
+                if (st_find(m->st, name))
+                    return ll_err_set(err, LL_EMODEL,
+                                      "%s: tensor '%s' is not part of a %s model%s",
+                                      st_path(m->st), name, c->model_type,
+                                      strstr(spec[k].suffix, ".bias")
+                                          ? " (config.json does not set attention_bias true)"
+                                          : "");
+                continue;
+            }
             snprintf(name, sizeof name, "model.layers.%d.%s", i, spec[k].suffix);
             s = spec[k].t ? model_bind_tensor(m, spec[k].t, name, spec[k].d0, spec[k].d1, err)
                           : model_bind_linear(m, spec[k].lin, name, spec[k].role, i, spec[k].d0,
@@ -100,6 +125,19 @@ enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
     }
     m->weight_dtype = c->quantized ? w->embed.dtype : w->layers[0].wq.dense.dtype;
     return LL_OK;
+}
+
+enum ll_status qwen2_bind(struct model *m, struct ll_err *err)
+{
+    /* transformers' Qwen2 always has the biases, whatever attention_bias says */
+    return bind_decoder(m, (struct layer_kind){.bias = true, .qk_norm = false}, err);
+}
+
+enum ll_status qwen3_bind(struct model *m, struct ll_err *err)
+{
+    return bind_decoder(m, (struct layer_kind){.bias = m->config.attention_bias == 1,
+                                               .qk_norm = true},
+                        err);
 }
 
 void qwen2_unbind(struct model *m)

@@ -1,0 +1,530 @@
+/*
+ * test_qwen3.c: the Qwen3 family (model_type "qwen3": per-head q/k RMSNorm before RoPE, no q/k/v
+ * biases unless attention_bias) against a float64 reference forward pass written here.
+ *
+ * The reference reads the stored weights straight from model.safetensors (st_open; not through
+ * the model's bind) and computes in double: embedding, per layer RMSNorm, q/k/v (+ bias), the
+ * per-head q/k norms, RoPE (rotate-half pairs i, i + head_dim/2, inverse frequencies
+ * θ^(-2i/head_dim)), causal grouped-query attention, o, residual, RMSNorm, SwiGLU MLP, residual,
+ * final RMSNorm, lm_head (the embedding when tied). Before it judges anything it is checked on
+ * Qwen2 against tests/fixtures/tiny-qwen2's independent reference (every prompt position's
+ * top-8 logits of its two short prompts to 1e-5 of the scale): the same code with the norms off and the biases on.
+ *
+ * A random tiny Qwen3 (mkmodel, head_dim 32 with hidden 64 and 4 heads, so q is wider than the
+ * residual stream, as in Qwen3-0.6B) then runs through the engine's forward pass: exact path
+ * within 1e-3 of the logit scale at every position and token, top-1 wherever the reference
+ * margin exceeds twice that; fast path within 2 %; prefill, chunks and single steps give the
+ * same bits. On every ops level the CPU runs (the q/k norms use the ops' RMSNorm). A quantized
+ * load (q8_0) stays near the reference. A qwen2 config over qwen3 weights and a qwen3 config
+ * asking for biases are refused naming the tensor.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mkmodel.h"
+#include "model.h"
+#include "model_config.h"
+#include "ops.h"
+#include "runtime.h"
+#include "safetensors.h"
+#include "util.h"
+
+#define QWEN2_FIXTURE "tests/fixtures/tiny-qwen2"
+#define N_MAX 48 /* tokens of a sequence in these tests */
+
+/* ---- the float64 reference ---- */
+
+struct ref {
+    struct safetensors *st;
+    const struct model_config *c;
+    bool qk_norm, bias;
+};
+
+/* Element i of tensor `name` as a double (bf16 / f16 / f32); fails the test when absent. */
+static const struct st_tensor *tensor(const struct ref *r, const char *fmt, int layer)
+{
+    char name[128];
+    snprintf(name, sizeof name, fmt, layer);
+    const struct st_tensor *t = st_find(r->st, name);
+    if (!t)
+        print_error("reference: no tensor %s\n", name);
+    assert_non_null(t);
+    return t;
+}
+
+static double at(const struct st_tensor *t, size_t i)
+{
+    switch (t->dtype) {
+    case ST_BF16:
+        return ll_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case ST_F16:
+        return ll_f16_to_f32(((const uint16_t *)t->data)[i]);
+    case ST_F32:
+        return ((const float *)t->data)[i];
+    default:
+        fail_msg("reference: unexpected dtype of %s", t->name);
+    }
+    return 0;
+}
+
+/* y (n_out) = W (n_out, n_in) x (+ b) */
+static void ref_linear(double *y, const struct st_tensor *w, const struct st_tensor *b,
+                       const double *x, int n_out, int n_in)
+{
+    assert_int_equal(w->shape[0], n_out);
+    assert_int_equal(w->shape[1], n_in);
+    for (int o = 0; o < n_out; o++) {
+        double s = b ? at(b, (size_t)o) : 0;
+        for (int i = 0; i < n_in; i++)
+            s += at(w, (size_t)o * n_in + i) * x[i];
+        y[o] = s;
+    }
+}
+
+static void ref_rms(double *y, const double *x, const struct st_tensor *w, int n, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * inv * at(w, (size_t)i);
+}
+
+static void ref_rope(double *v, int pos, int hd, double theta)
+{
+    for (int i = 0; i < hd / 2; i++) {
+        double a = pos * pow(theta, -2.0 * i / hd), c = cos(a), s = sin(a);
+        double x1 = v[i], x2 = v[i + hd / 2];
+        v[i] = x1 * c - x2 * s;
+        v[i + hd / 2] = x2 * c + x1 * s;
+    }
+}
+
+/* logits (n, vocab) of the sequence ids[0..n) from position 0 */
+static void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
+{
+    const struct model_config *c = r->c;
+    const int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim,
+              F = c->intermediate_size, V = c->vocab_size, q_dim = nh * hd, kv_dim = nkv * hd;
+    double *x = calloc((size_t)n * H, sizeof *x), *xn = malloc(sizeof(double) * H),
+           *q = malloc(sizeof(double) * (size_t)n * q_dim),
+           *k = malloc(sizeof(double) * (size_t)n * kv_dim),
+           *v = malloc(sizeof(double) * (size_t)n * kv_dim), *att = malloc(sizeof(double) * q_dim),
+           *o = malloc(sizeof(double) * H), *g = malloc(sizeof(double) * F),
+           *u = malloc(sizeof(double) * F), *p = malloc(sizeof(double) * n);
+    const struct st_tensor *emb = tensor(r, "model.embed_tokens.weight", 0);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < H; i++)
+            x[(size_t)t * H + i] = at(emb, (size_t)ids[t] * H + i);
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct st_tensor *qn = r->qk_norm ? tensor(r, "model.layers.%d.self_attn.q_norm.weight", l) : NULL,
+                               *kn = r->qk_norm ? tensor(r, "model.layers.%d.self_attn.k_norm.weight", l) : NULL;
+        for (int t = 0; t < n; t++) {
+            ref_rms(xn, x + (size_t)t * H, tensor(r, "model.layers.%d.input_layernorm.weight", l),
+                    H, c->rms_eps);
+            double *qt = q + (size_t)t * q_dim, *kt = k + (size_t)t * kv_dim;
+            ref_linear(qt, tensor(r, "model.layers.%d.self_attn.q_proj.weight", l),
+                       r->bias ? tensor(r, "model.layers.%d.self_attn.q_proj.bias", l) : NULL,
+                       xn, q_dim, H);
+            ref_linear(kt, tensor(r, "model.layers.%d.self_attn.k_proj.weight", l),
+                       r->bias ? tensor(r, "model.layers.%d.self_attn.k_proj.bias", l) : NULL,
+                       xn, kv_dim, H);
+            ref_linear(v + (size_t)t * kv_dim,
+                       tensor(r, "model.layers.%d.self_attn.v_proj.weight", l),
+                       r->bias ? tensor(r, "model.layers.%d.self_attn.v_proj.bias", l) : NULL,
+                       xn, kv_dim, H);
+            for (int h = 0; h < nh; h++) {
+                if (qn)
+                    ref_rms(qt + h * hd, qt + h * hd, qn, hd, c->rms_eps);
+                ref_rope(qt + h * hd, t, hd, c->rope_theta);
+            }
+            for (int h = 0; h < nkv; h++) {
+                if (kn)
+                    ref_rms(kt + h * hd, kt + h * hd, kn, hd, c->rms_eps);
+                ref_rope(kt + h * hd, t, hd, c->rope_theta);
+            }
+        }
+        for (int t = 0; t < n; t++) {
+            for (int h = 0; h < nh; h++) {
+                int kvh = h / (nh / nkv);
+                const double *qh = q + (size_t)t * q_dim + h * hd;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= t; j++) {
+                    double s = 0;
+                    for (int d = 0; d < hd; d++)
+                        s += qh[d] * k[(size_t)j * kv_dim + kvh * hd + d];
+                    p[j] = s / sqrt((double)hd);
+                    mx = fmax(mx, p[j]);
+                }
+                for (int j = 0; j <= t; j++)
+                    sum += p[j] = exp(p[j] - mx);
+                for (int d = 0; d < hd; d++) {
+                    double s = 0;
+                    for (int j = 0; j <= t; j++)
+                        s += p[j] * v[(size_t)j * kv_dim + kvh * hd + d];
+                    att[h * hd + d] = s / sum;
+                }
+            }
+            double *xt = x + (size_t)t * H;
+            ref_linear(o, tensor(r, "model.layers.%d.self_attn.o_proj.weight", l), NULL, att, H,
+                       q_dim);
+            for (int i = 0; i < H; i++)
+                xt[i] += o[i];
+            ref_rms(xn, xt, tensor(r, "model.layers.%d.post_attention_layernorm.weight", l), H,
+                    c->rms_eps);
+            ref_linear(g, tensor(r, "model.layers.%d.mlp.gate_proj.weight", l), NULL, xn, F, H);
+            ref_linear(u, tensor(r, "model.layers.%d.mlp.up_proj.weight", l), NULL, xn, F, H);
+            for (int i = 0; i < F; i++)
+                g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+            ref_linear(o, tensor(r, "model.layers.%d.mlp.down_proj.weight", l), NULL, g, H, F);
+            for (int i = 0; i < H; i++)
+                xt[i] += o[i];
+        }
+    }
+    const struct st_tensor *head =
+        c->tie_word_embeddings ? emb : tensor(r, "lm_head.weight", 0);
+    for (int t = 0; t < n; t++) {
+        ref_rms(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps);
+        ref_linear(logits + (size_t)t * V, head, NULL, xn, V, H);
+    }
+    free(x), free(xn), free(q), free(k), free(v), free(att), free(o), free(g), free(u), free(p);
+}
+
+static void ref_open(struct ref *r, const char *dir, const struct model_config *c, bool qk_norm,
+                     bool bias)
+{
+    char *path = ll_path_join(dir, "model.safetensors");
+    struct ll_err err = {0};
+    enum ll_status s = st_open(&r->st, path, &err);
+    if (s)
+        print_error("st_open: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    free(path);
+    r->c = c, r->qk_norm = qk_norm, r->bias = bias;
+}
+
+/* ---- the reference itself, on Qwen2, against the independent fixture ---- */
+
+static void test_reference_on_qwen2(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct model_config c;
+    assert_int_equal(model_config_read(&c, QWEN2_FIXTURE "/config.json", &err), LL_OK);
+    char *text;
+    size_t len;
+    assert_int_equal(ll_read_file(QWEN2_FIXTURE ".expected.json", &text, &len, &err), LL_OK);
+    cJSON *exp = cJSON_ParseWithLength(text, len);
+    free(text);
+    assert_non_null(exp);
+    struct ref r;
+    ref_open(&r, QWEN2_FIXTURE, &c, false, true);
+    int checked = 0;
+    double worst = 0;
+    const cJSON *cs;
+    cJSON_ArrayForEach(cs, cJSON_GetObjectItem(exp, "cases"))
+    {
+        const cJSON *ids_j = cJSON_GetObjectItem(cs, "ids"),
+                    *tops = cJSON_GetObjectItem(cs, "top_per_position");
+        int n = cJSON_GetArraySize(ids_j);
+        if (n > N_MAX)
+            continue; /* the two short cases (11 and 35 tokens) */
+        int32_t ids[N_MAX];
+        for (int i = 0; i < n; i++)
+            ids[i] = (int32_t)cJSON_GetArrayItem(ids_j, i)->valuedouble;
+        double *lg = malloc(sizeof(double) * (size_t)n * c.vocab_size);
+        ref_forward(&r, ids, n, lg);
+        double scale = 0;
+        for (size_t i = 0; i < (size_t)n * c.vocab_size; i++)
+            scale = fmax(scale, fabs(lg[i]));
+        for (int t = 0; t < n; t++) {
+            const cJSON *pair;
+            cJSON_ArrayForEach(pair, cJSON_GetArrayItem(tops, t))
+            {
+                int id = (int)cJSON_GetArrayItem(pair, 0)->valuedouble;
+                double want = cJSON_GetArrayItem(pair, 1)->valuedouble;
+                double d = fabs(lg[(size_t)t * c.vocab_size + id] - want);
+                worst = fmax(worst, d / scale);
+                if (d > 1e-5 * scale)
+                    fail_msg("reference on tiny-qwen2 pos %d token %d: %.6f, fixture %.6f", t,
+                             id, lg[(size_t)t * c.vocab_size + id], want);
+            }
+        }
+        free(lg);
+        checked++;
+    }
+    assert_int_equal(checked, 2);
+    printf("  float64 reference on tiny-qwen2: 2 cases, worst %.2e of the scale\n", worst);
+    st_close(r.st);
+    cJSON_Delete(exp);
+}
+
+/* ---- a tiny Qwen3 ---- */
+
+static char dir[64];
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static struct mkmodel_spec qwen3_spec(void)
+{
+    struct mkmodel_spec s;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&s, "tiny", &err), LL_OK);
+    s.family = MKMODEL_QWEN3;
+    s.head_dim = 32; /* q is 128 wide over a 64-wide residual stream */
+    s.vocab_size = 1024;
+    s.rope_theta = 1e6;
+    s.seed = 7;
+    s.bos_token_id = 1, s.eos_token_id = 2;
+    return s;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    strcpy(dir, "/tmp/llaisys-test-qwen3-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    char out[96];
+    snprintf(out, sizeof out, "%s/m", dir);
+    struct mkmodel_spec s = qwen3_spec();
+    struct ll_err err = {0};
+    if (mkmodel_write(&s, NULL, out, 2, false, &err) != LL_OK) {
+        fprintf(stderr, "mkmodel: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static const int32_t prompt[] = {5, 900, 17, 256, 3, 3, 3, 1000, 64, 511, 12, 77, 300, 8, 9, 10,
+                                 700, 42, 42, 1023, 0, 600, 33, 128};
+#define NP ((int)(sizeof prompt / sizeof prompt[0]))
+
+static struct model *open_model(const struct model_open_opts *o)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", dir);
+    struct model *m;
+    struct ll_err err = {0};
+    enum ll_status s = model_open(&m, path, o, &err);
+    if (s)
+        print_error("model_open: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    return m;
+}
+
+/* Logits (n, vocab) of prompt[0..n) run in steps of `chunk` tokens. */
+static void run(struct model *m, enum ll_math math, int threads, int chunk, float *out)
+{
+    struct runtime_opts o = {.n_ctx = 256, .max_batch = N_MAX, .n_threads = threads,
+                             .math = math};
+    struct model_runtime *rt;
+    struct ll_err err = {0};
+    assert_int_equal(runtime_create(&rt, m, &o, &err), LL_OK);
+    int32_t pos[N_MAX];
+    uint8_t want[N_MAX];
+    memset(want, 1, sizeof want);
+    for (int i0 = 0; i0 < NP; i0 += chunk) {
+        int k = NP - i0 < chunk ? NP - i0 : chunk;
+        for (int j = 0; j < k; j++)
+            pos[j] = i0 + j;
+        struct ll_batch b = {.n_tokens = k, .token = prompt + i0, .pos = pos, .want_logits = want};
+        enum ll_status s = runtime_forward(rt, &b, out + (size_t)i0 * m->config.vocab_size, &err);
+        if (s)
+            print_error("runtime_forward: %s\n", err.msg);
+        assert_int_equal(s, LL_OK);
+    }
+    runtime_free(rt);
+}
+
+/* Our logits against the reference's: every position and token within rel_tol of the scale,
+ * top-1 where the reference margin is above twice the tolerance (at least min_top1 positions). */
+static void compare(const float *got, const double *ref, int n, int V, double rel_tol,
+                    int min_top1, const char *what)
+{
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++)
+        scale = fmax(scale, fabs(ref[i]));
+    double tol = rel_tol * scale;
+    int top1 = 0;
+    for (int t = 0; t < n; t++) {
+        const float *g = got + (size_t)t * V;
+        const double *r = ref + (size_t)t * V;
+        int b1 = 0, b2 = -1;
+        for (int v = 0; v < V; v++) {
+            double d = fabs(g[v] - r[v]);
+            worst = fmax(worst, d);
+            if (d > tol)
+                fail_msg("%s pos %d token %d: %.5f, reference %.5f (tol %.5f)", what, t, v, g[v],
+                         r[v], tol);
+            if (r[v] > r[b1])
+                b2 = b1, b1 = v;
+            else if (b2 < 0 || r[v] > r[b2])
+                b2 = v;
+        }
+        if (r[b1] - r[b2] > 2 * tol) {
+            assert_int_equal(ll_argmax(g, V), b1);
+            top1++;
+        }
+    }
+    printf("  %s: %d positions, top-1 checked at %d, worst %.2e of scale %.2f\n", what, n, top1,
+           worst / scale, scale);
+    assert_true(top1 >= min_top1);
+}
+
+static void test_qwen3_parity(void **state)
+{
+    (void)state;
+    struct model *m = open_model(NULL);
+    assert_string_equal(m->config.model_type, "qwen3");
+    const int V = m->config.vocab_size;
+    struct ref r;
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", dir);
+    ref_open(&r, path, &m->config, true, false);
+    double *ref = malloc(sizeof(double) * NP * V);
+    ref_forward(&r, prompt, NP, ref);
+    st_close(r.st);
+
+    float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
+    run(m, LL_MATH_EXACT, 2, NP, a);
+    compare(a, ref, NP, V, 1e-3, NP - 2, "qwen3 exact");
+    /* the same bits in chunks, one token at a time, on one thread */
+    run(m, LL_MATH_EXACT, 2, 1, b);
+    assert_memory_equal(a, b, sizeof(float) * NP * V);
+    run(m, LL_MATH_EXACT, 1, 5, b);
+    assert_memory_equal(a, b, sizeof(float) * NP * V);
+
+    run(m, LL_MATH_FAST, 2, NP, a);
+    compare(a, ref, NP, V, 0.02, NP / 2, "qwen3 fast");
+    run(m, LL_MATH_FAST, 2, 3, b);
+    assert_memory_equal(a, b, sizeof(float) * NP * V);
+    model_close(m);
+
+    /* q8_0 at load: every linear weight quantized, the norms as stored */
+    struct model_open_opts qo = {.quantize = true, .qscheme = MODEL_QS_Q8_0};
+    m = open_model(&qo);
+    run(m, LL_MATH_FAST, 2, NP, a);
+    compare(a, ref, NP, V, 0.05, 1, "qwen3 q8_0");
+    model_close(m);
+    free(a), free(b), free(ref);
+}
+
+/* Without the q/k norms (a Qwen2 forward over the same weights) the logits are far off: the
+ * parity above depends on them. */
+static void test_norms_matter(void **state)
+{
+    (void)state;
+    struct model *m = open_model(NULL);
+    const int V = m->config.vocab_size;
+    struct ref r;
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", dir);
+    ref_open(&r, path, &m->config, false, false);
+    double *ref = malloc(sizeof(double) * NP * V), scale = 0, worst = 0;
+    ref_forward(&r, prompt, NP, ref);
+    st_close(r.st);
+    float *a = malloc(sizeof(float) * NP * V);
+    run(m, LL_MATH_EXACT, 2, NP, a);
+    for (size_t i = 0; i < (size_t)NP * V; i++) {
+        scale = fmax(scale, fabs(ref[i]));
+        worst = fmax(worst, fabs(a[i] - ref[i]));
+    }
+    printf("  without the q/k norms the reference differs by %.2e of the scale\n", worst / scale);
+    assert_true(worst > 0.01 * scale);
+    model_close(m);
+    free(a), free(ref);
+}
+
+/* Rewrite config.json's text: replace `from` by `to` (must occur). */
+static void config_edit(const char *from, const char *to)
+{
+    char path[96], *text;
+    size_t len;
+    struct ll_err err = {0};
+    snprintf(path, sizeof path, "%s/m/config.json", dir);
+    assert_int_equal(ll_read_file(path, &text, &len, &err), LL_OK);
+    char *p = strstr(text, from);
+    assert_non_null(p);
+    char *out = malloc(len + strlen(to) + 1);
+    size_t k = (size_t)(p - text);
+    memcpy(out, text, k);
+    strcpy(out + k, to);
+    strcat(out, p + strlen(from));
+    assert_int_equal(ll_write_file(path, out, strlen(out), &err), LL_OK);
+    free(out);
+    free(text);
+}
+
+static void expect_refused(const char *needle)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", dir);
+    struct model *m = NULL;
+    struct ll_err err = {0};
+    assert_int_equal(model_open(&m, path, NULL, &err), LL_EMODEL);
+    assert_null(m);
+    if (!strstr(err.msg, needle))
+        fail_msg("message '%s' does not name '%s'", err.msg, needle);
+}
+
+static void test_wrong_family_refused(void **state)
+{
+    (void)state;
+    /* Qwen2 needs biases these weights do not have */
+    config_edit("\"model_type\": \"qwen3\"", "\"model_type\": \"qwen2\"");
+    config_edit("Qwen3ForCausalLM", "Qwen2ForCausalLM");
+    expect_refused("model.layers.0.self_attn.q_proj.bias");
+    config_edit("\"model_type\": \"qwen2\"", "\"model_type\": \"qwen3\"");
+    config_edit("Qwen2ForCausalLM", "Qwen3ForCausalLM");
+    /* Qwen3 with attention_bias true needs them too */
+    config_edit("\"attention_bias\": false", "\"attention_bias\": true");
+    expect_refused("model.layers.0.self_attn.q_proj.bias");
+    config_edit("\"attention_bias\": true", "\"attention_bias\": false");
+    model_close(open_model(NULL)); /* and back as it was, it loads */
+}
+
+int main(void)
+{
+    const struct CMUnitTest ref_tests[] = {cmocka_unit_test(test_reference_on_qwen2)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qwen3_parity),
+        cmocka_unit_test(test_norms_matter),
+        cmocka_unit_test(test_wrong_family_refused),
+    };
+    int failed = cmocka_run_group_tests_name("reference", ref_tests, NULL, NULL);
+    /* the q/k norms run through the ops' RMSNorm: every level this CPU has */
+    static const char *const levels[] = {"avx512", "avx2", "scalar"};
+    for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+        if (!ll_ops_set_variant(levels[l])) {
+            printf("SKIP qwen3 on %s ops: this CPU cannot run them\n", levels[l]);
+            continue;
+        }
+        char name[48];
+        snprintf(name, sizeof name, "qwen3 (ops %s)", ll_ops_variant());
+        failed += cmocka_run_group_tests_name(name, tests, group_setup, group_teardown);
+    }
+    return failed;
+}
