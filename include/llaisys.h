@@ -135,8 +135,8 @@ LLAISYS_API struct llaisys_model_params llaisys_model_default_params(void);
  * "qwen3", or "mock": config.json only, see README), with params (NULL: defaults). On
  * LLAISYS_OK *out is the caller's (llaisys_model_destroy). Returns LLAISYS_OK,
  * LLAISYS_ERR_INVALID_ARG (NULL argument, a parameter out of range: the message names it),
- * LLAISYS_ERR_IO (missing or unreadable file), LLAISYS_ERR_MODEL (malformed or unsupported files), LLAISYS_ERR_UNSUPPORTED
- * (unknown model_type), LLAISYS_ERR_NO_MEMORY. Any thread. */
+ * LLAISYS_ERR_IO (missing or unreadable file), LLAISYS_ERR_MODEL (malformed or unsupported
+ * files), LLAISYS_ERR_UNSUPPORTED (unknown model_type), LLAISYS_ERR_NO_MEMORY. Any thread. */
 LLAISYS_API int32_t llaisys_model_create(const char *model_dir,
                                          const struct llaisys_model_params *params,
                                          llaisys_model **out);
