@@ -1,8 +1,8 @@
 /*
  * test_template.c: the chat-template engine (include/chat_template.h).
  *
- * Every case of tests/fixtures/chat-templates/{r1,qwen25}.cases.json must render byte for byte
- * (the counts are asserted so that a silently skipped case fails). Unit tests pin expressions,
+ * Every case of tests/fixtures/chat-templates/{r1,qwen25,qwen3}.cases.json must render byte for
+ * byte (the counts are asserted so that a silently skipped case fails). Unit tests pin expressions,
  * filters, tests, whitespace control, loops, namespaces, slicing, macros and tojson to the
  * outputs @huggingface/jinja 0.5.11 and Python jinja2 3.1 give (where they differ, the value
  * pinned is the one the engine documents: @huggingface/jinja where it renders, jinja2 where it
@@ -30,6 +30,7 @@
 #define FIXTURES "tests/fixtures/chat-templates/"
 #define R1_CASES 7
 #define QWEN25_CASES 7
+#define QWEN3_CASES 16
 
 /* Render tpl with a JSON context (NULL: none) and bos/eos "<s>" / "</s>". */
 static enum ll_status render_lim(const char *tpl, const char *ctx_json,
@@ -117,7 +118,9 @@ static int run_fixture(const char *cases_file, const struct chat_template *t_ove
     const cJSON *bos = cJSON_GetObjectItem(doc, "bos_token");
     const cJSON *eos = cJSON_GetObjectItem(doc, "eos_token");
     const cJSON *cases = cJSON_GetObjectItem(doc, "cases");
-    assert_true(cJSON_IsString(file) && cJSON_IsString(bos) && cJSON_IsString(eos));
+    /* bos_token null: a tokenizer without one (Qwen3's) */
+    assert_true(cJSON_IsString(file) && (cJSON_IsString(bos) || cJSON_IsNull(bos)) &&
+                cJSON_IsString(eos));
     assert_true(cJSON_IsArray(cases));
 
     struct chat_template *own = NULL;
@@ -141,8 +144,8 @@ static int run_fixture(const char *cases_file, const struct chat_template *t_ove
         char *out = NULL;
         size_t len = 0;
         struct ll_err err = {0};
-        if (chat_template_render_ex(t, ctx, bos->valuestring, eos->valuestring, NULL, &out, &len,
-                                    &err) != LL_OK)
+        if (chat_template_render_ex(t, ctx, cJSON_IsString(bos) ? bos->valuestring : NULL,
+                                    eos->valuestring, NULL, &out, &len, &err) != LL_OK)
             fail_msg("%s case %s: %s", cases_file, name->valuestring, err.msg);
         if (len != strlen(want->valuestring) || memcmp(out, want->valuestring, len) != 0)
             fail_msg("%s case %s:\n got  [%s]\n want [%s]", cases_file, name->valuestring, out,
@@ -164,6 +167,26 @@ static void test_fixture_qwen25(void **state)
 {
     (void)state;
     assert_int_equal(run_fixture(FIXTURES "qwen25.cases.json", NULL), QWEN25_CASES);
+}
+
+/* Qwen3's template (thinking kept only after the last real user query, reasoning_content,
+ * enable_thinking, tools and tool calls with object or string arguments, namespaces, reversed
+ * loops, string methods), as its tokenizer_config.json in models/qwen3-tokenizer holds it. */
+static void test_fixture_qwen3(void **state)
+{
+    (void)state;
+    assert_int_equal(run_fixture(FIXTURES "qwen3.cases.json", NULL), QWEN3_CASES);
+    struct chat_template *t;
+    char *bos, *eos;
+    struct ll_err err = {0};
+    if (chat_template_load_model(&t, &bos, &eos, "models/qwen3-tokenizer", &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_null(bos);
+    assert_string_equal(eos, "<|im_end|>");
+    assert_int_equal(run_fixture(FIXTURES "qwen3.cases.json", t), QWEN3_CASES);
+    free(bos);
+    free(eos);
+    chat_template_free(t);
 }
 
 /* The tiny model ships the DeepSeek-R1 template: loading it from tokenizer_config.json must
@@ -772,6 +795,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_r1),
         cmocka_unit_test(test_fixture_qwen25),
+        cmocka_unit_test(test_fixture_qwen3),
         cmocka_unit_test(test_load_model_fixture),
         cmocka_unit_test(test_load_model_variants),
         cmocka_unit_test(test_literals),

@@ -1,7 +1,7 @@
 /*
  * test_tokenizer.c: the byte-level BPE tokenizer against the reference data in tests/fixtures/
  * (tokenizer-cases.json, chat-encode-cases.json, the DeepSeek-R1-Distill-Qwen tokenizer in
- * tiny-qwen2/), plus: invalid UTF-8 handled like Python's errors="replace", the byte-level
+ * tiny-qwen2/; qwen3-tokenizer-cases.json with models/qwen3-tokenizer), plus: invalid UTF-8 handled like Python's errors="replace", the byte-level
  * table, incremental decoding, ids without text, special-token lookups, very long inputs,
  * concurrent encoding, and a small synthetic tokenizer.json for the added-token options, the
  * post-processor and every kind of malformed file.
@@ -175,10 +175,11 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static void test_fixture_cases(void **state)
+/* Every case of the file at path through tokenizer t: the ids exactly, and decoding them gives
+ * back the normalised text, after bos_text when the case adds special tokens. Returns the count. */
+static int run_token_cases(const struct tokenizer *t, const char *path, const char *bos_text)
 {
-    (void)state;
-    cJSON *cases = load_json("tests/fixtures/tokenizer-cases.json");
+    cJSON *cases = load_json(path);
     int n_cases = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, cases)
@@ -188,14 +189,13 @@ static void test_fixture_cases(void **state)
         bool special = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_special_tokens"));
         size_t n_want, n;
         int32_t *want = json_ids(cJSON_GetObjectItem(c, "ids"), &n_want), *ids;
-        encode(tok, text, strlen(text), special, &ids, &n);
+        encode(t, text, strlen(text), special, &ids, &n);
         assert_ids(name, ids, n, want, n_want);
 
-        /* decode gives back the normalised text, after the BOS text when it was added */
-        char *norm = nfc(text), *back = decode(tok, ids, n, NULL);
-        char *expect = malloc(strlen(norm) + sizeof BOS_TEXT);
+        char *norm = nfc(text), *back = decode(t, ids, n, NULL);
+        char *expect = malloc(strlen(norm) + strlen(bos_text) + 1);
         assert_non_null(expect);
-        sprintf(expect, "%s%s", special ? BOS_TEXT : "", norm);
+        sprintf(expect, "%s%s", special ? bos_text : "", norm);
         assert_string_equal(back, expect);
         free(expect);
         free(back);
@@ -204,8 +204,32 @@ static void test_fixture_cases(void **state)
         free(want);
         n_cases++;
     }
-    assert_int_equal(n_cases, 51);
     cJSON_Delete(cases);
+    return n_cases;
+}
+
+static void test_fixture_cases(void **state)
+{
+    (void)state;
+    assert_int_equal(run_token_cases(tok, "tests/fixtures/tokenizer-cases.json", BOS_TEXT), 51);
+}
+
+/* Qwen3's tokenizer (models/qwen3-tokenizer): the same vocabulary and merges, its own added
+ * tokens (<think> 151667, </think> 151668, <tool_call>, <tool_response>, ...) and no BOS, so
+ * adding special tokens adds nothing. */
+static void test_qwen3_cases(void **state)
+{
+    (void)state;
+    struct tokenizer *q3;
+    struct ll_err err = {0};
+    enum ll_status s = tokenizer_load(&q3, "models/qwen3-tokenizer", &err);
+    if (s != LL_OK)
+        print_error("load: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    assert_int_equal(tokenizer_token_to_id(q3, "<think>"), 151667);
+    assert_int_equal(tokenizer_token_to_id(q3, "</think>"), 151668);
+    assert_int_equal(run_token_cases(q3, "tests/fixtures/qwen3-tokenizer-cases.json", ""), 48);
+    tokenizer_free(q3);
 }
 
 static void test_chat_encode_cases(void **state)
@@ -1146,6 +1170,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_qwen3_cases),
         cmocka_unit_test(test_chat_encode_cases),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_nul_and_control_bytes),
