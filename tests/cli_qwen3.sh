@@ -5,7 +5,9 @@
 # twice, and the same from a directory written by `llaisys-cli quantize` as from --quant at
 # load; the server serves it, with the reasoning split on (the tokenizer has <think>), the
 # template's enable_thinking set through chat_template_kwargs (its empty think block is 4 more
-# prompt tokens), a streamed answer equal to the non-streamed one, and SIGTERM exit 0.
+# prompt tokens), a streamed answer equal to the non-streamed one, tool calls in the hermes
+# format its template writes (a required call, grammar-constrained, parsed into tool_calls), and
+# SIGTERM exit 0.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 tok=models/qwen3-tokenizer
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
@@ -62,4 +64,9 @@ text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
 want=$(printf '%s' "$on" | jq -j '.choices[0].message | (.reasoning_content // "") + (.content // "")')
 printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' && [ "$text" = "$want" ]
 check "qwen3 stream: the same text as the non-streamed answer, then [DONE]" $?
+grep -q 'tool-parser: auto: hermes (the chat template writes <tool_call>); tools rendered by the chat template' "$tmp/q3.err" &&
+    tc=$(chat '{"messages":[{"role":"user","content":"Weather in Paris?"}],"max_tokens":60,"temperature":0,"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"chat_template_kwargs":{"enable_thinking":false}}') &&
+    [ "$(printf '%s' "$tc" | jq -r '.choices[0] | .finish_reason + " " + .message.tool_calls[0].function.name')" = "tool_calls get_weather" ] &&
+    printf '%s' "$tc" | jq -e '.choices[0].message.tool_calls[0].function.arguments | fromjson | .city | type == "string"' >/dev/null
+check "qwen3 tool calls: hermes from its template, a required call parsed into tool_calls" $?
 stop q3
