@@ -31,6 +31,18 @@ grep -q '"Qwen3ForCausalLM"' "$m/config.json" &&
     ! grep -q 'q_proj.bias' "$m/model.safetensors"
 check "qwen3 config.json (no bos, eos <|im_end|>), generation defaults, q/k norms and no biases" $?
 
+"$cli" mkmodel --preset tiny --family llama --tokenizer "$tok" "$tmp/bad" 2>"$tmp/bad.err"
+[ $? -eq 2 ] && grep -q -- '--family must be qwen2 or qwen3' "$tmp/bad.err" && [ ! -e "$tmp/bad" ]
+check "mkmodel --family llama is refused, naming the choices" $?
+"$cli" mkmodel --preset qwen3-0.6b --layers 1 --tokenizer "$tok" "$tmp/p06" 2>/dev/null &&
+    grep -q '"hidden_size": 1024,' "$tmp/p06/config.json" &&
+    grep -q '"head_dim": 128,' "$tmp/p06/config.json" &&
+    grep -q '"num_key_value_heads": 8,' "$tmp/p06/config.json" &&
+    grep -q '"rope_theta": 1000000.0,' "$tmp/p06/config.json" &&
+    grep -q '"max_position_embeddings": 40960,' "$tmp/p06/config.json"
+check "mkmodel --preset qwen3-0.6b has Qwen3-0.6B's shapes" $?
+rm -rf "$tmp/p06"
+
 g1=$("$cli" generate --model "$m" --chat "Hello there" -n 12 --temp 0 2>/dev/null)
 g2=$("$cli" generate --model "$m" --chat "Hello there" -n 12 --temp 0 2>/dev/null)
 [ -n "$g1" ] && [ "$g1" = "$g2" ]
