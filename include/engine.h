@@ -38,7 +38,9 @@
  * after which the grammar can still be completed in the tokens left are allowed, so an output
  * cut by max_tokens is still a complete sentence when max_tokens leaves room for one. When the
  * output starts inside the reasoning (see the text path), the grammar applies after "</think>":
- * the reasoning is free text, and "</think>" is forced in time to complete the grammar. Stop
+ * the reasoning is free text, and "</think>" is forced in time to complete the grammar; where
+ * the output may open the reasoning itself (a "<think>" first, as Qwen3 writes), the grammar
+ * applies either from the start or after such a reasoning. Stop
  * strings still apply (and may cut a constrained output). Masks are cached per grammar state
  * and shared by requests with equal grammars; a request whose grammar needs more states than
  * GRAMMAR_MAX_STATES finishes with an error.

@@ -152,6 +152,12 @@ int grammar_json_lead_ws(struct gbuild *b);
  * memory). */
 struct grammar *grammar_after(const struct grammar *g, const char *trigger);
 
+/* The grammar "g, or `open`, free text without `close`, `close`, then g" (a request that may
+ * open its reasoning itself, as Qwen3 does: the constraint applies from the start, or after the
+ * reasoning it opens there). Returns a new reference or NULL (out of memory). */
+struct grammar *grammar_after_optional(const struct grammar *g, const char *open,
+                                       const char *close);
+
 /* References (any thread). */
 struct grammar *grammar_ref(struct grammar *g);
 void grammar_unref(struct grammar *g);

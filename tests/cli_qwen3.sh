@@ -6,8 +6,8 @@
 # load; the server serves it, with the reasoning split on (the tokenizer has <think>), the
 # template's enable_thinking set through chat_template_kwargs (its empty think block is 4 more
 # prompt tokens), a streamed answer equal to the non-streamed one, tool calls in the hermes
-# format its template writes (a required call, grammar-constrained, parsed into tool_calls), and
-# SIGTERM exit 0.
+# format its template writes (a required call, grammar-constrained, parsed into tool_calls), a
+# JSON schema applied after a reasoning the model opens itself, and SIGTERM exit 0.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 tok=models/qwen3-tokenizer
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
@@ -81,4 +81,14 @@ grep -q 'tool-parser: auto: hermes (the chat template writes <tool_call>); tools
     [ "$(printf '%s' "$tc" | jq -r '.choices[0] | .finish_reason + " " + .message.tool_calls[0].function.name')" = "tool_calls get_weather" ] &&
     printf '%s' "$tc" | jq -e '.choices[0].message.tool_calls[0].function.arguments | fromjson | .city | type == "string"' >/dev/null
 check "qwen3 tool calls: hermes from its template, a required call parsed into tool_calls" $?
+# structured output with thinking on: the model may open <think> itself (pushed to here by a
+# logit bias on its id), and the schema then applies after the reasoning, not from the start
+schema='"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}}}'
+js=$(chat "{\"messages\":[{\"role\":\"user\",\"content\":\"Give JSON\"}],\"max_tokens\":40,\"temperature\":0,\"logit_bias\":{\"151667\":100},$schema}")
+plain=$(chat "{\"messages\":[{\"role\":\"user\",\"content\":\"Give JSON\"}],\"max_tokens\":40,\"temperature\":0,$schema}")
+[ "$(printf '%s' "$js" | jq -r '.choices[0].finish_reason')" = stop ] &&
+    [ "$(printf '%s' "$js" | jq '.usage.completion_tokens_details.reasoning_tokens')" -gt 0 ] &&
+    printf '%s' "$js" | jq -e '.choices[0].message.content | fromjson | .ok | type == "boolean"' >/dev/null &&
+    printf '%s' "$plain" | jq -e '.choices[0].message.content | fromjson | .ok | type == "boolean"' >/dev/null
+check "qwen3 json_schema after a reasoning the model opens ($(printf '%s' "$js" | jq '.usage.completion_tokens_details.reasoning_tokens') reasoning tokens), and without one" $?
 stop q3

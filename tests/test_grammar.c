@@ -152,6 +152,24 @@ static void test_builder_rules(void **state)
     assert_true(acc(after, "reasoning</think>x<tag>!}"));
     assert_false(acc(after, "x<tag>!}"));
     grammar_unref(after);
+    /* the reasoning the output may open itself: g at once, or after a whole think block */
+    b = gbuild_new();
+    struct grammar *lit = NULL;
+    assert_int_equal(gbuild_finish(b, gb_literal(b, "{}"), &lit, &err), LL_OK);
+    gbuild_free(b);
+    after = grammar_after_optional(lit, "<think>", "</think>");
+    assert_non_null(after);
+    assert_true(acc(after, "{}"));
+    assert_true(acc(after, "<think>why {}</think>{}"));
+    assert_true(acc(after, "<think></think>{}"));
+    assert_false(acc(after, "why</think>{}"));
+    assert_false(acc(after, "<think>why {}"));
+    assert_false(acc(after, "<think>a</think>b</think>{}"));
+    assert_false(acc(after, "{}<think></think>"));
+    assert_true(prefix(after, "<think>still thinking"));
+    assert_false(prefix(after, "x"));
+    grammar_unref(lit);
+    grammar_unref(after);
     grammar_unref(g);
 
     /* optional: text alone is a sentence too */

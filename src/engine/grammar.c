@@ -549,3 +549,21 @@ struct grammar *grammar_after(const struct grammar *g, const char *trigger)
     gbuild_free(b);
     return out;
 }
+
+struct grammar *grammar_after_optional(const struct grammar *g, const char *open,
+                                       const char *close)
+{
+    struct gbuild *b = gbuild_new();
+    if (!b)
+        return NULL;
+    int base = import_rules(b, g), root = -1;
+    if (base >= 0) {
+        int think[2] = {gb_literal(b, open), gb_until(b, close, base + g->root, false)};
+        int alts[2] = {base + g->root, gb_concat(b, think, 2)};
+        root = gb_choice(b, alts, 2);
+    }
+    struct grammar *out = NULL;
+    gbuild_finish(b, root, &out, NULL);
+    gbuild_free(b);
+    return out;
+}

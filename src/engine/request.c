@@ -247,9 +247,16 @@ static enum ll_status submit_controls(struct engine *e, struct engine_req *r,
         r->use_counts = true;
     }
     enum split_state start = p->reasoning ? reasoning_start(e, p) : SPLIT_CONTENT;
-    if (p->grammar) { /* inside the reasoning: the constraint starts after "</think>" */
-        r->grammar = start == SPLIT_REASONING ? grammar_after(p->grammar, LL_REASONING_CLOSE)
-                                              : grammar_ref(p->grammar);
+    if (p->grammar) {
+        /* inside the reasoning: the constraint starts after "</think>"; where the output may
+         * open it ("<think>" first), after the reasoning it opens, or at once */
+        if (start == SPLIT_REASONING)
+            r->grammar = grammar_after(p->grammar, LL_REASONING_CLOSE);
+        else if (start == SPLIT_START)
+            r->grammar = grammar_after_optional(p->grammar, LL_REASONING_OPEN,
+                                                LL_REASONING_CLOSE);
+        else
+            r->grammar = grammar_ref(p->grammar);
         if (!r->grammar)
             return ll_err_set(err, LL_ENOMEM, "out of memory for the grammar");
     }
