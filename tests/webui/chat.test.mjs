@@ -184,7 +184,7 @@ test('edit an earlier message: later turns are dropped and the answer starts ove
   await page.context().close();
 });
 
-test('settings change the request: system prompt, sampling, max tokens, seed', async () => {
+test('settings change the request: system prompt, sampling, max tokens, seed, thinking', async () => {
   const page = await openPage(browser, url);
   await page.click('#open-settings');
   await page.fill('[name=systemPrompt]', 'You are terse.');
@@ -193,6 +193,7 @@ test('settings change the request: system prompt, sampling, max tokens, seed', a
   await page.fill('[name=top_k]', '20');
   await page.fill('[name=max_tokens]', '9');
   await page.fill('[name=seed]', '1234');
+  await page.selectOption('[name=thinking]', 'off');
   await shot(page, 'settings');
   // an invalid value is refused with a message, nothing saved
   await page.fill('[name=temperature]', '7');
@@ -212,6 +213,7 @@ test('settings change the request: system prompt, sampling, max tokens, seed', a
   assert.equal(body.top_k, 20);
   assert.equal(body.max_tokens, 9);
   assert.equal(body.seed, 1234);
+  assert.deepEqual(body.chat_template_kwargs, { enable_thinking: false });
   assert.equal(stats.tokens, '9', 'the server honoured max_tokens');
   // the same seed gives the same answer again
   const text = await page.locator('.msg-assistant .answer').textContent();
@@ -224,6 +226,7 @@ test('settings change the request: system prompt, sampling, max tokens, seed', a
   await page.reload();
   await page.click('#open-settings');
   assert.equal(await page.inputValue('[name=seed]'), '1234');
+  assert.equal(await page.inputValue('[name=thinking]'), 'off');
   await page.click('#settings-reset');
   await page.click('#settings-save');
   await send(page, 'Again');
@@ -231,7 +234,9 @@ test('settings change the request: system prompt, sampling, max tokens, seed', a
   await page.click('#stop');
   await answerDone(page);
   const plain = page.requests.at(-1).body;
-  for (const k of ['temperature', 'top_p', 'top_k', 'max_tokens', 'seed']) assert.equal(plain[k], undefined, k);
+  for (const k of ['temperature', 'top_p', 'top_k', 'max_tokens', 'seed', 'chat_template_kwargs']) {
+    assert.equal(plain[k], undefined, k);
+  }
   assert.equal(plain.messages[0].role, 'user', 'no system prompt');
   assert.deepEqual(page.errors, []);
   await page.context().close();

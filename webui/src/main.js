@@ -275,6 +275,10 @@ function requestBody(conv, { session = true } = {}) {
   if (session && state.sessions) body.session_id = conv.sessionId;
   // the server's name for it (llama.cpp's); reuse_prefix is the same switch
   if (!s.reusePrefix) body.cache_prompt = false;
+  // the templates' switch for thinking (Qwen3's; others ignore it)
+  if (s.thinking === 'on' || s.thinking === 'off') {
+    body.chat_template_kwargs = { enable_thinking: s.thinking === 'on' };
+  }
   return body;
 }
 
@@ -526,6 +530,7 @@ function readSettingsForm() {
   out.apiKey = f.apiKey.value.trim();
   out.systemPrompt = f.systemPrompt.value;
   out.theme = f.theme.value;
+  out.thinking = f.thinking.value;
   for (const k of SWITCHES) out[k] = f[k].checked;
   const ranges = {
     temperature: [0, 2, false, 'Temperature'],

@@ -20,6 +20,7 @@ export const DEFAULT_SETTINGS = Object.freeze({
   top_k: null,
   max_tokens: null,
   seed: null,
+  thinking: 'auto',    // 'on' / 'off': chat_template_kwargs.enable_thinking (Qwen3's switch)
   theme: 'auto',
   stream: true,        // false: ask for the whole answer in one response
   reusePrefix: true,   // false: the server neither takes from nor adds to its prefix cache
