@@ -622,6 +622,9 @@ static void test_syntax_errors(void **state)
     check_err("{% endfor %}", LL_ETEMPLATE, "line 1, column 4", "with no open block");
     check_err("{% if 1 %}{% else %}{% else %}{% endif %}", LL_ETEMPLATE, "column 24", "'{% else %}'");
     check_err("{{ 'abc }}", LL_ETEMPLATE, "line 1, column 4", "unterminated string literal");
+    /* eight hex digits past any code point (once an int overflow, found by fuzz_template) */
+    check_err("{{ '\\UFFFFFFFF' }}", LL_ETEMPLATE, "column 5", "invalid code point in \\U escape");
+    check_err("{{ '\\U00110000' }}", LL_ETEMPLATE, "column 5", "invalid code point in \\U escape");
     check_err("{{ x + }}", LL_ETEMPLATE, "line 1, column 8", "expected an expression, found '}}'");
     check_err("x\n  {{ x", LL_ETEMPLATE, "line 2, column 3", "unterminated '{{' expression");
     check_err("{% if x", LL_ETEMPLATE, "line 1, column 1", "unterminated '{%' tag");

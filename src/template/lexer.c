@@ -175,6 +175,8 @@ static int hexval(char c)
     return -1;
 }
 
+/* The value of `digits` hex digits at off; past 0x10FFFF (no code point) it stops growing, so
+ * eight digits cannot overflow and the caller's range check still refuses it. */
 static int32_t read_hex(struct lexer *lx, size_t off, int digits, size_t esc_off)
 {
     int32_t v = 0;
@@ -183,7 +185,8 @@ static int32_t read_hex(struct lexer *lx, size_t off, int digits, size_t esc_off
         if (h < 0)
             fail(lx, esc_off, "invalid escape sequence in string literal (expected %d hex digits)",
                  digits);
-        v = v * 16 + h;
+        if (v <= 0x10FFFF)
+            v = v * 16 + h;
     }
     return v;
 }

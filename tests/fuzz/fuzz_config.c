@@ -41,7 +41,8 @@ static void fuzz_model_config(const char *text, size_t len)
     need_message(st, &err, "model_config_parse");
     if (st == LL_OK &&
         (cfg.hidden_size <= 0 || cfg.n_layers <= 0 || cfg.n_heads <= 0 || cfg.n_kv_heads <= 0 ||
-         cfg.head_dim <= 0 || cfg.vocab_size <= 0 || cfg.n_heads % cfg.n_kv_heads != 0))
+         cfg.head_dim <= 0 || cfg.vocab_size <= 0 || cfg.n_heads % cfg.n_kv_heads != 0 ||
+         cfg.attention_bias < -1 || cfg.attention_bias > 1))
         fuzz_fail("model_config_parse accepted a shape it documents as invalid");
 }
 
