@@ -1,7 +1,7 @@
 /*
  * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2
- * or Qwen3 model of any shape: config.json, generation_config.json, model.safetensors (bf16), and the
- * tokenizer files copied from a tokenizer directory.
+ * or Qwen3 model of any shape: config.json, generation_config.json, model.safetensors (bf16),
+ * and the tokenizer files copied from a tokenizer directory.
  *
  * Weights are a pure function of (seed, tensor name, element index) through a counter-based
  * generator, so output is byte-identical for a seed whatever the thread count, and any element
@@ -9,7 +9,8 @@
  * Distributions keep activations sane at any width: projection matrices ~ N(0, 1/fan_in) (each
  * sub-layer adds O(1) to the residual stream; for R1-1.5B that is std 0.0255 / 0.0106, close to
  * Hugging Face's 0.02), embeddings, lm_head and biases ~ N(0, 0.02^2), norm weights (Qwen3's
- * per-head q/k norms too) ~ 1 + N(0, 0.02^2). The normal is approximated by a sum of four uniforms (bounded by 3.5 std).
+ * per-head q/k norms too) ~ 1 + N(0, 0.02^2). The normal is approximated by a sum of four
+ * uniforms (bounded by 3.5 std).
  *
  * A "copy" model (copy_period N > 0) has the same shapes and cost, with weights that make it
  * predict a known sequence: every o_proj and down_proj is zero, so each layer leaves the

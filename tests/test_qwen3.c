@@ -8,7 +8,8 @@
  * θ^(-2i/head_dim)), causal grouped-query attention, o, residual, RMSNorm, SwiGLU MLP, residual,
  * final RMSNorm, lm_head (the embedding when tied). Before it judges anything it is checked on
  * Qwen2 against tests/fixtures/tiny-qwen2's independent reference (every prompt position's
- * top-8 logits of its two short prompts to 1e-5 of the scale): the same code with the norms off and the biases on.
+ * top-8 logits of its two short prompts to 1e-5 of the scale): the same code with the norms off
+ * and the biases on.
  *
  * A random tiny Qwen3 (mkmodel, head_dim 32 with hidden 64 and 4 heads, so q is wider than the
  * residual stream, as in Qwen3-0.6B) then runs through the engine's forward pass: exact path
@@ -129,8 +130,11 @@ static void ref_forward(const struct ref *r, const int32_t *ids, int n, double *
         for (int i = 0; i < H; i++)
             x[(size_t)t * H + i] = at(emb, (size_t)ids[t] * H + i);
     for (int l = 0; l < c->n_layers; l++) {
-        const struct st_tensor *qn = r->qk_norm ? tensor(r, "model.layers.%d.self_attn.q_norm.weight", l) : NULL,
-                               *kn = r->qk_norm ? tensor(r, "model.layers.%d.self_attn.k_norm.weight", l) : NULL;
+        const struct st_tensor *qn = NULL, *kn = NULL;
+        if (r->qk_norm) {
+            qn = tensor(r, "model.layers.%d.self_attn.q_norm.weight", l);
+            kn = tensor(r, "model.layers.%d.self_attn.k_norm.weight", l);
+        }
         for (int t = 0; t < n; t++) {
             ref_rms(xn, x + (size_t)t * H, tensor(r, "model.layers.%d.input_layernorm.weight", l),
                     H, c->rms_eps);

@@ -1,10 +1,11 @@
 /*
  * test_tokenizer.c: the byte-level BPE tokenizer against the reference data in tests/fixtures/
  * (tokenizer-cases.json, chat-encode-cases.json, the DeepSeek-R1-Distill-Qwen tokenizer in
- * tiny-qwen2/; qwen3-tokenizer-cases.json with models/qwen3-tokenizer), plus: invalid UTF-8 handled like Python's errors="replace", the byte-level
- * table, incremental decoding, ids without text, special-token lookups, very long inputs,
- * concurrent encoding, and a small synthetic tokenizer.json for the added-token options, the
- * post-processor and every kind of malformed file.
+ * tiny-qwen2/; qwen3-tokenizer-cases.json with models/qwen3-tokenizer), plus: invalid UTF-8
+ * handled like Python's errors="replace", the byte-level table, incremental decoding, ids
+ * without text, special-token lookups, very long inputs, concurrent encoding, and a small
+ * synthetic tokenizer.json for the added-token options, the post-processor and every kind of
+ * malformed file.
  */
 #include <stdarg.h>
 #include <stddef.h>

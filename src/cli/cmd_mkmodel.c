@@ -21,8 +21,9 @@ static void mkmodel_usage(FILE *f)
             "Writes a random Qwen2 model in the Hugging Face layout: config.json,\n"
             "generation_config.json, model.safetensors (bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
-            "  --preset NAME        tiny (default), small, r1-1.5b (DeepSeek-R1-Distill-Qwen-1.5B),\n"
-            "                       qwen3-0.6b, qwen3-1.7b (Qwen3's shapes)\n"
+            "  --preset NAME        tiny (default), small, r1-1.5b\n"
+            "                       (DeepSeek-R1-Distill-Qwen-1.5B), qwen3-0.6b, qwen3-1.7b\n"
+            "                       (Qwen3's shapes)\n"
             "  --family F           qwen2 (biases on q/k/v) or qwen3 (per-head q/k norms, no\n"
             "                       biases); default: the preset's\n"
             "  --seed N             weights seed (default 0)\n"
@@ -124,10 +125,11 @@ int cmd_mkmodel(int argc, char **argv)
         return 1;
     }
     double mb = (double)mkmodel_file_size(&s) / 1e6;
-    fprintf(stderr, "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s%s; "
-                    "model.safetensors %.1f MB) in %.2f s\n",
-            out, s.family == MKMODEL_QWEN3 ? "qwen3" : "qwen2", s.hidden_size, s.n_layers, s.n_heads, s.n_kv_heads, s.intermediate_size,
-            s.vocab_size, s.tied ? "tied" : "untied", s.copy_period ? ", copy model" : "", mb,
-            ll_now() - t0);
+    fprintf(stderr,
+            "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s%s; "
+            "model.safetensors %.1f MB) in %.2f s\n",
+            out, s.family == MKMODEL_QWEN3 ? "qwen3" : "qwen2", s.hidden_size, s.n_layers,
+            s.n_heads, s.n_kv_heads, s.intermediate_size, s.vocab_size, s.tied ? "tied" : "untied",
+            s.copy_period ? ", copy model" : "", mb, ll_now() - t0);
     return 0;
 }

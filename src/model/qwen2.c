@@ -2,10 +2,10 @@
  * qwen2.c: the forward pass of Qwen2 and Qwen3 over a flat batch (see qwen2.h, runtime.h).
  *
  * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
- * biases widened to f32 (when the model has them), and one scratch allocation carved into the matmul scratch and the
- * activation buffers of a max_batch step. qwen2_forward() allocates nothing. Each linear layer,
- * lm_head included, runs ll_qmatmul when its weight is quantized, else ll_matmul; both keep a
- * row's result independent of the batch and the thread count.
+ * biases widened to f32 (when the model has them), and one scratch allocation carved into the
+ * matmul scratch and the activation buffers of a max_batch step. qwen2_forward() allocates
+ * nothing. Each linear layer, lm_head included, runs ll_qmatmul when its weight is quantized,
+ * else ll_matmul; both keep a row's result independent of the batch and the thread count.
  *
  * Called by the thread that owns the runtime; the matmuls, attention and the row-wise steps run
  * on the pool (one ll_pool_run per op, rows split by (ith, nth)). Every row-wise step computes a
@@ -55,7 +55,8 @@ struct qwen2_runtime {
 
 enum step_op {
     STEP_NORM,     /* xn = rms_norm(x, w) */
-    STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k), cache ← k, v */
+    STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k),
+                      cache ← k, v */
     STEP_ADD_NORM, /* x += tmp; xn = rms_norm(x, w) */
     STEP_SWIGLU,   /* gate = silu(gate) · up */
 };
