@@ -17,9 +17,13 @@
 struct chat_template;
 struct tokenizer;
 
-/* Whether chat requests split the reasoning off: forced ("deepseek_r1": on, "none": off), else
- * (forced NULL) on when the template t (may be NULL) puts "<think>" in its generation prompt or
- * the tokenizer (may be NULL) has both markers. why (may be NULL) gets the choice and its
+/* Whether name is a --reasoning-parser value: "deepseek_r1" or "qwen3" (vLLM's names: the same
+ * <think> ... </think> split, whoever opens it) or "none". */
+bool reasoning_parser_valid(const char *name);
+
+/* Whether chat requests split the reasoning off: forced ("deepseek_r1", "qwen3": on; "none":
+ * off), else (forced NULL) on when the template t (may be NULL) puts "<think>" in its generation
+ * prompt or the tokenizer (may be NULL) has both markers. why (may be NULL) gets the choice and its
  * reason, e.g. "auto: deepseek_r1 (the chat template opens <think>)". */
 bool reasoning_choose(const char *forced, const struct chat_template *t, const char *bos,
                       const char *eos, const struct tokenizer *tok, char *why, size_t why_size);

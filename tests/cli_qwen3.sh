@@ -55,6 +55,14 @@ check "qwen3 greedy generation is the same twice" $?
     [ -n "$gq" ] && [ "$gq" = "$gl" ] && grep -q q_norm "$tmp/q3q/model.safetensors"
 check "qwen3 quantized directory generates as --quant at load (q4_k_m)" $?
 
+"$srv" --model "$m" --port 0 --reasoning-parser qwen4 >/dev/null 2>"$tmp/rp.err"
+[ $? -ne 0 ] && grep -q -- "--reasoning-parser: must be deepseek_r1, qwen3 or none (got 'qwen4')" "$tmp/rp.err"
+check "--reasoning-parser qwen4 is refused, naming the choices" $?
+start q3named --model "$m" --threads 1 --reasoning-parser qwen3 &&
+    grep -q 'reasoning-parser: qwen3 (--reasoning-parser)' "$tmp/q3named.err"
+check "--reasoning-parser qwen3 (vLLM's name) is accepted" $?
+kill -TERM "$PID"; wait "$PID"
+
 start q3 --model "$m" --threads 1 || exit 1
 grep -q 'reasoning-parser: auto: deepseek_r1 (the tokenizer has <think> and </think>)' \
     "$tmp/q3.err"

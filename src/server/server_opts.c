@@ -15,6 +15,7 @@
 
 #include "auth.h"
 #include "parse.h"
+#include "reasoning.h"
 #include "server.h"
 #include "tool_calls.h"
 #include "util.h"
@@ -75,7 +76,8 @@ static const struct opt_def defs[] = {
     {"--chat-template", "LLAISYS_CHAT_TEMPLATE", T_STR, OFF(chat_template), 0, 0, "FILE",
      "Jinja chat template to use instead of the model's"},
     {"--reasoning-parser", "LLAISYS_REASONING_PARSER", T_STR, OFF(reasoning_parser), 0, 0,
-     "NAME", "deepseek_r1: chat text up to </think> is reasoning_content; none: no split "
+     "NAME", "deepseek_r1 or qwen3 (the same split): chat text up to </think> is "
+             "reasoning_content; none: no split "
              "(default: deepseek_r1 when the chat template opens <think> or the tokenizer has "
              "<think> and </think>)"},
     {"--tool-parser", "LLAISYS_TOOL_PARSER", T_STR, OFF(tool_parser), 0, 0, "NAME",
@@ -361,9 +363,9 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         fprintf(stderr, "llaisys-server: --model DIR is required (or LLAISYS_MODEL); see --help\n");
         return -1;
     }
-    if (o->reasoning_parser && strcmp(o->reasoning_parser, "none") &&
-        strcmp(o->reasoning_parser, "deepseek_r1"))
-        return bad("--reasoning-parser", "must be none or deepseek_r1", o->reasoning_parser);
+    if (o->reasoning_parser && !reasoning_parser_valid(o->reasoning_parser))
+        return bad("--reasoning-parser", "must be deepseek_r1, qwen3 or none",
+                   o->reasoning_parser);
     if (o->tool_parser && !tools_parser_valid(o->tool_parser))
         return bad("--tool-parser", "must be hermes, deepseek_v3 or none", o->tool_parser);
     /* The server profile's batch shape now, the context and the KV pool when the model loads;

@@ -52,13 +52,18 @@ static bool template_opens_think(const struct chat_template *t, const char *bos,
     return opens;
 }
 
+bool reasoning_parser_valid(const char *name)
+{
+    return !strcmp(name, "deepseek_r1") || !strcmp(name, "qwen3") || !strcmp(name, "none");
+}
+
 bool reasoning_choose(const char *forced, const struct chat_template *t, const char *bos,
                       const char *eos, const struct tokenizer *tok, char *why, size_t why_size)
 {
     const char *reason;
     bool on;
     if (forced) {
-        on = !strcmp(forced, "deepseek_r1");
+        on = strcmp(forced, "none") != 0;
         reason = "--reasoning-parser";
     } else if (t && template_opens_think(t, bos, eos)) {
         on = true;
@@ -69,7 +74,7 @@ bool reasoning_choose(const char *forced, const struct chat_template *t, const c
         reason = on ? "the tokenizer has <think> and </think>" : "no <think> tokens";
     }
     if (why && why_size)
-        snprintf(why, why_size, "%s%s (%s)", forced ? "" : "auto: ", on ? "deepseek_r1" : "none",
-                 reason);
+        snprintf(why, why_size, "%s%s (%s)", forced ? "" : "auto: ",
+                 forced ? forced : on ? "deepseek_r1" : "none", reason);
     return on;
 }
