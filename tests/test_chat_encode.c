@@ -1,6 +1,7 @@
 /* test_chat_encode.c: the whole prompt path of a chat request: messages → the model's chat
  * template (from tokenizer_config.json) → token ids without an added BOS (the template writes
- * it), checked against tests/fixtures/chat-encode-cases.json. */
+ * it), checked against tests/fixtures/chat-encode-cases.json (DeepSeek-R1-Distill-Qwen, in
+ * tiny-qwen2/) and qwen3-chat-encode-cases.json (models/qwen3-tokenizer). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,32 +17,35 @@
 #include "tokenizer.h"
 #include "util.h"
 
-#define MODEL_DIR "tests/fixtures/tiny-qwen2"
-#define CASES "tests/fixtures/chat-encode-cases.json"
-
-static void test_chat_encode_cases(void **state)
+/* Every case of the file at path through the template and tokenizer of model_dir: the render
+ * byte for byte, then its ids exactly. A case's members other than name, rendered and ids
+ * (messages, add_generation_prompt, tools, enable_thinking) are the template's variables.
+ * Returns the number of cases. */
+static int run_chat_encode(const char *model_dir, const char *path)
 {
-    (void)state;
     struct ll_err err = {0};
     struct tokenizer *tok = NULL;
     struct chat_template *tpl = NULL;
     char *bos = NULL, *eos = NULL, *json = NULL;
-    assert_int_equal(tokenizer_load(&tok, MODEL_DIR, &err), LL_OK);
-    assert_int_equal(chat_template_load_model(&tpl, &bos, &eos, MODEL_DIR, &err), LL_OK);
-    assert_int_equal(ll_read_file(CASES, &json, NULL, &err), LL_OK);
+    assert_int_equal(tokenizer_load(&tok, model_dir, &err), LL_OK);
+    assert_int_equal(chat_template_load_model(&tpl, &bos, &eos, model_dir, &err), LL_OK);
+    assert_int_equal(ll_read_file(path, &json, NULL, &err), LL_OK);
     cJSON *cases = cJSON_Parse(json);
     assert_non_null(cases);
-    int n_cases = cJSON_GetArraySize(cases);
-    assert_true(n_cases >= 2);
+    int n_cases = 0;
 
     const cJSON *c;
-    cJSON_ArrayForEach(c, cases) {
+    cJSON_ArrayForEach(c, cases)
+    {
         const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
         cJSON *ctx = cJSON_CreateObject();
-        cJSON_AddItemToObject(ctx, "messages",
-                              cJSON_Duplicate(cJSON_GetObjectItem(c, "messages"), 1));
-        cJSON_AddItemToObject(ctx, "add_generation_prompt",
-                              cJSON_Duplicate(cJSON_GetObjectItem(c, "add_generation_prompt"), 1));
+        const cJSON *m;
+        cJSON_ArrayForEach(m, c)
+        {
+            if (strcmp(m->string, "name") && strcmp(m->string, "rendered") &&
+                strcmp(m->string, "ids"))
+                cJSON_AddItemToObject(ctx, m->string, cJSON_Duplicate(m, 1));
+        }
         char *text = NULL;
         enum ll_status st = chat_template_render(tpl, ctx, bos, eos, &text, &err);
         if (st != LL_OK)
@@ -60,6 +64,7 @@ static void test_chat_encode_cases(void **state)
         free(ids);
         free(text);
         cJSON_Delete(ctx);
+        n_cases++;
     }
     cJSON_Delete(cases);
     free(json);
@@ -67,12 +72,31 @@ static void test_chat_encode_cases(void **state)
     free(eos);
     chat_template_free(tpl);
     tokenizer_free(tok);
+    return n_cases;
+}
+
+static void test_chat_encode_cases(void **state)
+{
+    (void)state;
+    assert_int_equal(
+        run_chat_encode("tests/fixtures/tiny-qwen2", "tests/fixtures/chat-encode-cases.json"), 2);
+}
+
+/* Qwen3: no BOS, enable_thinking false writes an empty think block (<think> 151667, </think>
+ * 151668), reasoning kept only after the last user query, tool calls and responses. */
+static void test_qwen3_chat_encode_cases(void **state)
+{
+    (void)state;
+    assert_int_equal(
+        run_chat_encode("models/qwen3-tokenizer", "tests/fixtures/qwen3-chat-encode-cases.json"),
+        4);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_encode_cases),
+        cmocka_unit_test(test_qwen3_chat_encode_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
