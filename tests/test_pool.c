@@ -673,11 +673,22 @@ static void test_adapt_busy_neighbours(void **state)
         kill(kids[i], SIGKILL);
         waitpid(kids[i], NULL, 0);
     }
+    struct ll_cpu_sample a, b;
+    assert_true(ll_cpu_sample(&a));
     double grow = ops_until(pool, 2, 5.0);
     print_message("%d busy processes: one thread dropped after %.2f s; all back %.2f s after "
                   "they ended\n", ncpu, shrink, grow);
     assert_true(shrink >= 0);
-    assert_true(grow >= 0);
+    double idle = 0, others = 0;
+    assert_true(ll_cpu_sample(&b));
+    if (grow < 0 && ll_cpu_between(&a, &b, &idle, &others) && others > 0.5) {
+        /* someone else (another build on a shared machine) took the cores our neighbours left:
+         * staying smaller is the pool's rule working, not a failure of it */
+        print_message("SKIP the return to 2 threads: other processes kept %.2f cores busy after "
+                      "ours ended\n", others);
+    } else {
+        assert_true(grow >= 0);
+    }
     ll_pool_set_adaptive(pool, false);
     assert_int_equal(ll_pool_active(pool), 2);
     ll_pool_free(pool);
