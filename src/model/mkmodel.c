@@ -59,7 +59,7 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->intermediate_size = 8960, s->tied = false, s->max_position = 131072;
         s->max_window_layers = 21;
     } else if (!strcmp(name, "qwen3-0.6b") || !strcmp(name, "qwen3-1.7b")) { /* Qwen/Qwen3-* */
-        bool small = name[6] == '0';
+        bool small = !strcmp(name, "qwen3-0.6b");
         s->family = MKMODEL_QWEN3;
         s->hidden_size = small ? 1024 : 2048, s->n_layers = 28, s->n_heads = 16;
         s->n_kv_heads = 8, s->head_dim = 128, s->intermediate_size = small ? 3072 : 6144;
