@@ -1,6 +1,6 @@
 /*
- * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2
- * or Qwen3 model of any shape: config.json, generation_config.json, model.safetensors (bf16),
+ * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2,
+ * Qwen3 or Llama model of any shape: config.json, generation_config.json, model.safetensors (bf16),
  * and the tokenizer files copied from a tokenizer directory.
  *
  * Weights are a pure function of (seed, tensor name, element index) through a counter-based
@@ -33,7 +33,13 @@
 enum mkmodel_family {
     MKMODEL_QWEN2, /* q/k/v biases */
     MKMODEL_QWEN3, /* per-head q/k norms, no biases (attention_bias false) */
+    MKMODEL_LLAMA, /* neither (Llama 3.x) */
 };
+
+/* The family's model_type ("qwen2", "qwen3", "llama"). */
+const char *mkmodel_family_name(enum mkmodel_family f);
+/* The family called `name`; false when there is none. */
+bool mkmodel_family_parse(const char *name, enum mkmodel_family *f);
 
 struct mkmodel_spec {
     enum mkmodel_family family;
@@ -47,6 +53,9 @@ struct mkmodel_spec {
     int max_position;
     int max_window_layers; /* 0: n_layers */
     double rope_theta;
+    double rope_factor;          /* > 0: config.json gets rope_scaling "llama3" with this factor,
+                                    low/high_freq_factor 1 and 4 (Llama 3.1's), and */
+    int rope_original_max;       /* original_max_position_embeddings; 0 with rope_factor 0 */
     double rms_eps;
     bool tied;
     uint64_t seed;
@@ -55,8 +64,10 @@ struct mkmodel_spec {
     int copy_period;       /* > 0: a copy model of this group size (see above; needs !tied) */
 };
 
-/* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b" or "qwen3-1.7b"
- * (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL (message lists the presets). */
+/* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b", "qwen3-1.7b",
+ * "llama3.2-1b", "llama3.2-3b" or "llama3.1-8b" (the shapes of DeepSeek-R1-Distill-Llama-8B
+ * too) (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL (message lists the
+ * presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 
 /* Check a spec: sizes positive and within limits, heads a multiple of KV heads, hidden a

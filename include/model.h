@@ -25,6 +25,21 @@
 #define LL_TENSOR_NAME_MAX 128 /* bytes of a tensor name, NUL included */
 
 /* config.json, the fields a decoder-only transformer of the Qwen2 family needs. */
+/* config.json's rope_scaling: how the rotary frequencies are stretched for long contexts. */
+enum model_rope_kind {
+    MODEL_ROPE_DEFAULT, /* absent or null: theta^(-2i/d) */
+    MODEL_ROPE_LINEAR,  /* "linear": every frequency divided by factor */
+    MODEL_ROPE_LLAMA3,  /* "llama3": low frequencies divided by factor, high ones kept, the
+                           band between interpolated (Llama 3.1 and later) */
+};
+
+struct model_rope_scaling {
+    enum model_rope_kind kind;
+    double factor;          /* > 0 (linear, llama3) */
+    double low_freq_factor, high_freq_factor; /* llama3: 0 < low < high */
+    int original_max_position; /* llama3: original_max_position_embeddings */
+};
+
 struct model_config {
     char model_type[32];   /* e.g. "qwen2" (the family's name when config.json gives only
                               architectures) */
@@ -38,6 +53,7 @@ struct model_config {
     int vocab_size;
     int max_position;      /* max_position_embeddings */
     double rope_theta;     /* default 10000 */
+    struct model_rope_scaling rope_scaling;
     float rms_eps;         /* rms_norm_eps, default 1e-6 */
     bool tie_word_embeddings;
     int attention_bias;    /* attention_bias: 1 true, 0 false, -1 absent (the family decides:

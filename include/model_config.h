@@ -4,8 +4,8 @@
  *
  * Every message names the file (the path or name given) and the field. Missing required fields,
  * wrong JSON types and values out of range give LL_EMODEL; unparseable JSON gives LL_EJSON with a
- * line and column; features the model code does not implement (rope_scaling, sliding-window
- * attention, an activation other than silu) give LL_EUNSUPPORTED. The caller owns the structs.
+ * line and column; features the model code does not implement (rope_scaling other than linear and llama3,
+ * sliding-window attention, an activation other than silu, MLP biases) give LL_EUNSUPPORTED. The caller owns the structs.
  */
 #ifndef LLAISYS_MODEL_CONFIG_H
 #define LLAISYS_MODEL_CONFIG_H
@@ -49,5 +49,9 @@ enum ll_status generation_defaults_read(struct generation_defaults *g, const cha
 enum ll_status model_config_merge_eos(struct model_config *cfg, const struct generation_defaults *g,
                                       const char *cfg_name, const char *gen_name,
                                       struct ll_err *err);
+
+/* The rotary inverse frequencies of cfg (head_dim / 2 of them, in double) into inv_freq:
+ * theta^(-2i/head_dim), then stretched as cfg->rope_scaling says (rope_freq.c). */
+void model_rope_inv_freq(const struct model_config *cfg, double *inv_freq);
 
 #endif

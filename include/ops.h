@@ -36,9 +36,11 @@ struct ll_rope {
     float *sin; /* (n_pos, head_dim/2) */
 };
 
-/* Fill r for positions < n_pos. Returns LL_OK, LL_EINVAL (odd head_dim, n_pos < 1) or
- * LL_ENOMEM. ll_rope_free() frees the tables (safe on a zeroed struct). */
-enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, double theta,
+/* Fill r for positions < n_pos: pair i of a head turns by position · inv_freq[i] (head_dim / 2
+ * frequencies; the model decides them, model_rope_inv_freq()). Returns LL_OK, LL_EINVAL (odd
+ * head_dim, n_pos < 1) or LL_ENOMEM. ll_rope_free() frees the tables (safe on a zeroed
+ * struct). */
+enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const double *inv_freq,
                             struct ll_err *err);
 void ll_rope_free(struct ll_rope *r);
 

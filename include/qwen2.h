@@ -1,14 +1,17 @@
 /*
- * qwen2.h: the Qwen2 family (model_type "qwen2") and Qwen3, its dense successor (model_type
- * "qwen3"): one weights struct, bound by qwen2_bind.c, and one forward pass (qwen2.c), the
- * implementation behind runtime.h. Registered in the family table of model_registry.c; nothing
- * outside the qwen2 files (and their tests) looks inside.
+ * qwen2.h: the Qwen2 family (model_type "qwen2"), Qwen3, its dense successor (model_type
+ * "qwen3"), and Llama (model_type "llama": Llama 3.x and the models built on it, such as
+ * DeepSeek-R1-Distill-Llama): one weights struct, bound by qwen2_bind.c, and one forward pass
+ * (qwen2.c), the implementation behind runtime.h. Registered in the family table of
+ * model_registry.c; nothing outside the qwen2 files (and their tests) looks inside.
  *
  * Per step: embedding → per layer (RMSNorm → q/k/v (+ bias: Qwen2; Qwen3 when attention_bias)
  * → Qwen3 only: RMSNorm of each head of q and k → RoPE on q, k → K/V into the cache → attention
  * → o → residual → RMSNorm → gate, up → SwiGLU → down → residual) → final RMSNorm and lm_head for
- * the rows that want logits only. The two families differ in those two steps and nothing else
- * (transformers' Qwen3 is Qwen2 with per-head q/k norms and biases off by default).
+ * the rows that want logits only. The families differ in those two steps and nothing else
+ * (transformers' Qwen3 is Qwen2 with per-head q/k norms and biases off by default; its Llama is
+ * Qwen2 without biases). RoPE's frequencies follow config.json's rope_scaling
+ * (model_rope_inv_freq()), Llama 3.1's "llama3" stretching included.
  */
 #ifndef LLAISYS_QWEN2_H
 #define LLAISYS_QWEN2_H
@@ -49,6 +52,9 @@ enum ll_status qwen2_bind(struct model *m, struct ll_err *err);
 /* As qwen2_bind, for a qwen3 model: q_norm and k_norm in every layer, the q/k/v biases only when
  * config.json has attention_bias true. */
 enum ll_status qwen3_bind(struct model *m, struct ll_err *err);
+/* As qwen2_bind, for a llama model: no biases, no q/k norms (attention_bias true, which would
+ * put biases on o_proj too, is refused). */
+enum ll_status llama_bind(struct model *m, struct ll_err *err);
 void qwen2_unbind(struct model *m);
 
 /* As runtime_create / runtime_free / runtime_forward (runtime.h), for a qwen2 model. */

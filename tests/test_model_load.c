@@ -578,12 +578,13 @@ static const struct bad_dir bad_dirs[] = {
      "config.json", "'eos_token_id' must be a non-negative integer or a list"},
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
-    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"llama\"", {0},
-     LL_EUNSUPPORTED, "config.json", "unknown model_type \"llama\" (known: qwen2, qwen3, mock)"},
+    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"mistral\"", {0},
+     LL_EUNSUPPORTED, "config.json",
+     "unknown model_type \"mistral\" (known: qwen2, qwen3, llama, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"yarn\"}", {0},
-     LL_EUNSUPPORTED, "config.json", "rope_scaling is not supported"},
+     LL_EUNSUPPORTED, "config.json", "rope_scaling.rope_type \"yarn\" is not supported"},
     {"sliding window", M_CONFIG, "config.json", "use_sliding_window", "true", {0},
      LL_EUNSUPPORTED, "config.json", "use_sliding_window"},
     {"activation", M_CONFIG, "config.json", "hidden_act", "\"gelu\"", {0}, LL_EUNSUPPORTED,
@@ -711,15 +712,19 @@ static void test_registry_routes(void **state)
     assert_non_null(q3);
     assert_ptr_equal(model_registry_find_arch("Qwen3ForCausalLM"), q3);
     assert_true(q3 != f && q3->forward == f->forward && q3->bind != f->bind);
-    assert_null(model_registry_find("llama"));
-    assert_null(model_registry_find_arch("LlamaForCausalLM"));
+    const struct model_family *ll = model_registry_find("llama");
+    assert_non_null(ll);
+    assert_ptr_equal(model_registry_find_arch("LlamaForCausalLM"), ll);
+    assert_true(ll != f && ll->forward == f->forward && ll->bind != f->bind && ll->bind != q3->bind);
+    assert_null(model_registry_find("mistral"));
+    assert_null(model_registry_find_arch("MistralForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
     const struct model_family *mock = model_registry_find("mock");
     assert_non_null(mock);
     assert_true(mock->no_weights && !f->no_weights);
     char names[64], cut[3];
     model_registry_names(names, sizeof names);
-    assert_string_equal(names, "qwen2, qwen3, mock");
+    assert_string_equal(names, "qwen2, qwen3, llama, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

@@ -1,5 +1,6 @@
 /*
- * cmd_mkmodel.c: `llaisys-cli mkmodel`: write a random Qwen2 model directory (see mkmodel.h).
+ * cmd_mkmodel.c: `llaisys-cli mkmodel`: write a random Qwen2, Qwen3 or Llama model directory
+ * (see mkmodel.h).
  * A preset gives the shape; flags override single fields.
  */
 #include <limits.h>
@@ -18,19 +19,24 @@ static void mkmodel_usage(FILE *f)
 {
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
-            "Writes a random Qwen2 model in the Hugging Face layout: config.json,\n"
+            "Writes a random Qwen2, Qwen3 or Llama model in the Hugging Face layout: config.json,\n"
             "generation_config.json, model.safetensors (bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
             "  --preset NAME        tiny (default), small, r1-1.5b\n"
             "                       (DeepSeek-R1-Distill-Qwen-1.5B), qwen3-0.6b, qwen3-1.7b\n"
-            "                       (Qwen3's shapes)\n"
-            "  --family F           qwen2 (biases on q/k/v) or qwen3 (per-head q/k norms, no\n"
-            "                       biases); default: the preset's\n"
+            "                       (Qwen3's shapes), llama3.2-1b, llama3.2-3b, llama3.1-8b\n"
+            "                       (also DeepSeek-R1-Distill-Llama-8B's shapes)\n"
+            "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
+            "                       biases) or llama (neither); default: the preset's\n"
             "  --seed N             weights seed (default 0)\n"
             "  --tokenizer DIR      copy tokenizer.json + tokenizer_config.json from DIR\n"
             "                       (bos/eos ids come from it); required\n"
             "  --hidden N  --layers N  --heads N  --kv-heads N  --head-dim N\n"
             "  --intermediate N  --vocab N  --max-pos N  --rope-theta X  --rms-eps X\n"
+            "  --rope-factor X  --rope-original-max N\n"
+            "                       llama: rope_scaling \"llama3\" with this factor and\n"
+            "                       original_max_position_embeddings (low/high_freq_factor 1\n"
+            "                       and 4); 0 for none (default: the preset's)\n"
             "  --tied | --untied    share lm_head with the embedding or not\n"
             "  --copy N             a copy model (needs --untied): same shapes and cost, but\n"
             "                       greedy decoding steps through t+1, t+2, ... within t's\n"
@@ -64,8 +70,10 @@ int cmd_mkmodel(int argc, char **argv)
     long long iv[N_INTS] = {0}, seed = 0, threads = 2;
     bool ig[N_INTS] = {0}, seed_g = false, theta_g = false, eps_g = false, tied_g = false;
     bool tied = false, force = false;
-    double theta = 0, eps = 0;
-    struct cli_arg args[N_INTS + 11] = {
+    double theta = 0, eps = 0, rope_factor = 0;
+    long long rope_orig = 0;
+    bool ig_rope[2] = {false, false};
+    struct cli_arg args[N_INTS + 13] = {
         CLI_STR("--preset", &preset),
         CLI_STR("--family", &family),
         CLI_STR("--tokenizer", &tokenizer),
@@ -79,11 +87,15 @@ int cmd_mkmodel(int argc, char **argv)
         {.flag = "--tied", .kind = CLI_ARG_SET, .out = &tied, .given = &tied_g},
         {.flag = "--untied", .kind = CLI_ARG_CLEAR, .out = &tied, .given = &tied_g},
         CLI_SET("--force", &force),
+        {.flag = "--rope-factor", .kind = CLI_ARG_NUM, .out = &rope_factor, .min = 0,
+         .max = 1e6, .given = &ig_rope[0]},
+        {.flag = "--rope-original-max", .kind = CLI_ARG_INT, .out = &rope_orig, .imin = 0,
+         .imax = 1 << 30, .given = &ig_rope[1]},
     };
     for (int k = 0; k < N_INTS; k++)
-        args[10 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
+        args[12 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
                                        .imin = 1, .imax = ints[k].max, .given = &ig[k]};
-    args[N_INTS + 10] = (struct cli_arg)CLI_END;
+    args[N_INTS + 12] = (struct cli_arg)CLI_END;
     const char *pos[1] = {NULL};
     const struct cli_cmd cmd = {.name = "mkmodel", .usage = mkmodel_usage, .args = args,
                                 .pos = pos, .max_pos = 1};
@@ -101,10 +113,14 @@ int cmd_mkmodel(int argc, char **argv)
         fprintf(stderr, "llaisys-cli mkmodel: %s\n", err.msg);
         return 2;
     }
-    if (family && strcmp(family, "qwen2") && strcmp(family, "qwen3"))
-        return cli_args_fail(&cmd, "--family must be qwen2 or qwen3");
-    if (family)
-        s.family = strcmp(family, "qwen3") ? MKMODEL_QWEN2 : MKMODEL_QWEN3;
+    if (family && !mkmodel_family_parse(family, &s.family))
+        return cli_args_fail(&cmd, "--family must be qwen2, qwen3 or llama");
+    if (s.family != MKMODEL_LLAMA && !ig_rope[0])
+        s.rope_factor = 0, s.rope_original_max = 0; /* a llama preset's, for another family */
+    if (ig_rope[0])
+        s.rope_factor = rope_factor;
+    if (ig_rope[1])
+        s.rope_original_max = (int)rope_orig;
     for (int k = 0; k < N_INTS; k++)
         if (ig[k])
             *(int *)((char *)&s + ints[k].off) = (int)iv[k];
@@ -128,7 +144,7 @@ int cmd_mkmodel(int argc, char **argv)
     fprintf(stderr,
             "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s%s; "
             "model.safetensors %.1f MB) in %.2f s\n",
-            out, s.family == MKMODEL_QWEN3 ? "qwen3" : "qwen2", s.hidden_size, s.n_layers,
+            out, mkmodel_family_name(s.family), s.hidden_size, s.n_layers,
             s.n_heads, s.n_kv_heads, s.intermediate_size, s.vocab_size, s.tied ? "tied" : "untied",
             s.copy_period ? ", copy model" : "", mb, ll_now() - t0);
     return 0;

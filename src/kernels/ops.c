@@ -122,7 +122,7 @@ void ll_rms_norm_ref(float *out, const float *x, const void *w, enum ll_dtype wt
     }
 }
 
-enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, double theta,
+enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const double *inv_freq,
                             struct ll_err *err)
 {
     memset(r, 0, sizeof *r);
@@ -140,9 +140,8 @@ enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, double t
     r->head_dim = head_dim;
     r->n_pos = n_pos;
     for (int i = 0; i < half; i++) {
-        double inv_freq = pow(theta, -2.0 * i / head_dim);
         for (int p = 0; p < n_pos; p++) {
-            double a = (double)p * inv_freq;
+            double a = (double)p * inv_freq[i];
             r->cos[(size_t)p * half + i] = (float)cos(a);
             r->sin[(size_t)p * half + i] = (float)sin(a);
         }

@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -82,6 +83,83 @@ static enum ll_status get_token_id(const cJSON *o, const char *key, int *out, co
                                    struct ll_err *err)
 {
     return get_int(o, key, false, 0, INT32_MAX, -1, out, name, err);
+}
+
+/* rope_scaling (absent or null: none). Only the kinds that keep the attention's math otherwise
+ * unchanged are read; every other kind, and any member a kind does not define, is refused by
+ * name rather than ignored (it would change the frequencies or scale the attention). */
+static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, const char *name,
+                                       struct ll_err *err)
+{
+    struct model_rope_scaling *rs = &c->rope_scaling;
+    memset(rs, 0, sizeof *rs);
+    if (!r)
+        return LL_OK;
+    if (!cJSON_IsObject(r))
+        return ll_err_set(err, LL_EMODEL, "%s: rope_scaling must be an object or null, got %s",
+                          name, ll_json_type_name(r));
+    const cJSON *t = ll_json_member(r, "rope_type");
+    const cJSON *legacy = ll_json_member(r, "type");
+    if (!t)
+        t = legacy;
+    if (!cJSON_IsString(t))
+        return ll_err_set(err, LL_EMODEL, "%s: rope_scaling.rope_type must be a string", name);
+    if (legacy && (!cJSON_IsString(legacy) || strcmp(legacy->valuestring, t->valuestring)))
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: rope_scaling.type and rope_scaling.rope_type disagree", name);
+    static const char *const linear_keys[] = {"rope_type", "type", "factor", NULL};
+    static const char *const llama3_keys[] = {"rope_type",       "type",
+                                              "factor",          "low_freq_factor",
+                                              "high_freq_factor", "original_max_position_embeddings",
+                                              NULL};
+    const char *const *keys;
+    if (!strcmp(t->valuestring, "default")) {
+        return LL_OK;
+    } else if (!strcmp(t->valuestring, "linear")) {
+        rs->kind = MODEL_ROPE_LINEAR, keys = linear_keys;
+    } else if (!strcmp(t->valuestring, "llama3")) {
+        rs->kind = MODEL_ROPE_LLAMA3, keys = llama3_keys;
+    } else {
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: rope_scaling.rope_type \"%.40s\" is not supported (only "
+                          "\"linear\" and \"llama3\", or null)",
+                          name, t->valuestring);
+    }
+    for (const cJSON *m = r->child; m; m = m->next) {
+        const char *const *k = keys;
+        while (*k && strcmp(*k, m->string))
+            k++;
+        if (!*k)
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: rope_scaling.%.40s is not supported with rope_type \"%s\"",
+                              name, m->string, t->valuestring);
+    }
+    enum ll_status s;
+    char where[128];
+    snprintf(where, sizeof where, "%s: rope_scaling", name);
+    bool has_factor;
+    if ((s = get_num(r, "factor", 0, false, 1e6, 0, &rs->factor, &has_factor, where, err)))
+        return s;
+    if (!has_factor)
+        return ll_err_set(err, LL_EMODEL, "%s: missing field 'factor'", where);
+    if (rs->kind != MODEL_ROPE_LLAMA3)
+        return LL_OK;
+    bool has_low, has_high;
+    if ((s = get_num(r, "low_freq_factor", 0, false, 1e6, 0, &rs->low_freq_factor, &has_low,
+                     where, err)) ||
+        (s = get_num(r, "high_freq_factor", 0, false, 1e6, 0, &rs->high_freq_factor, &has_high,
+                     where, err)) ||
+        (s = get_int(r, "original_max_position_embeddings", true, 1, 1 << 30, 0,
+                     &rs->original_max_position, where, err)))
+        return s;
+    if (!has_low || !has_high)
+        return ll_err_set(err, LL_EMODEL, "%s: missing field '%s'", where,
+                          has_low ? "high_freq_factor" : "low_freq_factor");
+    if (!(rs->low_freq_factor < rs->high_freq_factor))
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: low_freq_factor (%g) must be below high_freq_factor (%g)", where,
+                          rs->low_freq_factor, rs->high_freq_factor);
+    return LL_OK;
 }
 
 /* eos_token_id: an integer or a list of integers (absent/null -> none). */
@@ -250,9 +328,14 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
                           cJSON_IsString(act) ? "\"" : "",
                           cJSON_IsString(act) ? act->valuestring : ll_json_type_name(act),
                           cJSON_IsString(act) ? "\"" : "");
-    if (ll_json_member(o, "rope_scaling"))
-        return ll_err_set(err, LL_EUNSUPPORTED, "%s: rope_scaling is not supported (must be null)",
-                          name);
+    if ((s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), name, err)))
+        return s;
+    bool mlp_bias;
+    if ((s = get_bool(o, "mlp_bias", false, &mlp_bias, NULL, name, err)))
+        return s;
+    if (mlp_bias)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: mlp_bias true is not supported (MLP projections with biases)", name);
     bool sliding;
     if ((s = get_bool(o, "use_sliding_window", false, &sliding, NULL, name, err)))
         return s;

@@ -64,13 +64,50 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->hidden_size = small ? 1024 : 2048, s->n_layers = 28, s->n_heads = 16;
         s->n_kv_heads = 8, s->head_dim = 128, s->intermediate_size = small ? 3072 : 6144;
         s->tied = true, s->max_position = 40960, s->rope_theta = 1000000.0;
+    } else if (!strcmp(name, "llama3.2-1b") || !strcmp(name, "llama3.2-3b")) {
+        /* meta-llama/Llama-3.2-{1B,3B}(-Instruct) */
+        bool small = !strcmp(name, "llama3.2-1b");
+        s->family = MKMODEL_LLAMA;
+        s->hidden_size = small ? 2048 : 3072, s->n_layers = small ? 16 : 28;
+        s->n_heads = small ? 32 : 24, s->n_kv_heads = 8, s->head_dim = small ? 64 : 128;
+        s->intermediate_size = 8192, s->vocab_size = 128256, s->tied = true;
+        s->max_position = 131072, s->rope_theta = 500000.0, s->rms_eps = 1e-5;
+        s->rope_factor = 32.0, s->rope_original_max = 8192;
+    } else if (!strcmp(name, "llama3.1-8b")) {
+        /* meta-llama/Llama-3.1-8B(-Instruct), deepseek-ai/DeepSeek-R1-Distill-Llama-8B */
+        s->family = MKMODEL_LLAMA;
+        s->hidden_size = 4096, s->n_layers = 32, s->n_heads = 32, s->n_kv_heads = 8;
+        s->intermediate_size = 14336, s->vocab_size = 128256, s->tied = false;
+        s->max_position = 131072, s->rope_theta = 500000.0, s->rms_eps = 1e-5;
+        s->rope_factor = 8.0, s->rope_original_max = 8192;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
-                          "qwen3-1.7b)",
+                          "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b)",
                           name);
     }
     return LL_OK;
+}
+
+static const char *const family_names[] = {
+    [MKMODEL_QWEN2] = "qwen2",
+    [MKMODEL_QWEN3] = "qwen3",
+    [MKMODEL_LLAMA] = "llama",
+};
+
+const char *mkmodel_family_name(enum mkmodel_family f)
+{
+    return family_names[f];
+}
+
+bool mkmodel_family_parse(const char *name, enum mkmodel_family *f)
+{
+    for (size_t i = 0; i < LL_ARRAY_LEN(family_names); i++)
+        if (!strcmp(name, family_names[i])) {
+            *f = (enum mkmodel_family)i;
+            return true;
+        }
+    return false;
 }
 
 static int head_dim_of(const struct mkmodel_spec *s)
@@ -112,6 +149,14 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
     if (!(s->rope_theta > 0 && s->rope_theta < 1e12))
         return ll_err_set(err, LL_EINVAL, "rope theta %g is out of range (0, 1e12)",
                           s->rope_theta);
+    if (s->rope_factor < 0 || s->rope_factor > 1e6 ||
+        (s->rope_factor > 0) != (s->rope_original_max > 0))
+        return ll_err_set(err, LL_EINVAL,
+                          "rope scaling: factor %g and original max positions %d must be both "
+                          "given (factor in (0, 1e6]) or both absent",
+                          s->rope_factor, s->rope_original_max);
+    if (s->rope_factor > 0 && s->family != MKMODEL_LLAMA)
+        return ll_err_set(err, LL_EINVAL, "rope scaling (\"llama3\") is for llama models only");
     if (!(s->rms_eps > 0 && s->rms_eps < 1))
         return ll_err_set(err, LL_EINVAL, "rms eps %g is out of range (0, 1)", s->rms_eps);
     if (s->copy_period < 0 || s->copy_period == 1 || s->copy_period > s->vocab_size)
@@ -212,8 +257,7 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
 {
     const int64_t h = s->hidden_size, hd = head_dim_of(s), q = s->n_heads * hd,
                   kv = s->n_kv_heads * hd, ff = s->intermediate_size, v = s->vocab_size;
-    size_t n = (size_t)s->n_layers * 12 + 3; /* Qwen2's 12 a layer; Qwen3 has 11 */
-    bool qwen3 = s->family == MKMODEL_QWEN3;
+    size_t n = (size_t)s->n_layers * 12 + 3; /* Qwen2's 12 a layer; Qwen3 has 11, Llama 9 */
     struct gen_tensor *t = calloc(n, sizeof *t);
     *out = t;
     if (!t)
@@ -236,10 +280,10 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
         ADD(q, h, "model.layers.%d.self_attn.q_proj.weight", i);
         ADD(kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
         ADD(kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
-        if (qwen3) {
+        if (s->family == MKMODEL_QWEN3) {
             ADD(hd, 0, "model.layers.%d.self_attn.q_norm.weight", i);
             ADD(hd, 0, "model.layers.%d.self_attn.k_norm.weight", i);
-        } else {
+        } else if (s->family == MKMODEL_QWEN2) {
             ADD(q, 0, "model.layers.%d.self_attn.q_proj.bias", i);
             ADD(kv, 0, "model.layers.%d.self_attn.k_proj.bias", i);
             ADD(kv, 0, "model.layers.%d.self_attn.v_proj.bias", i);
@@ -467,6 +511,61 @@ static void py_float(char *buf, size_t size, double v)
         strncat(buf, ".0", size - strlen(buf) - 1);
 }
 
+/* config.json of a Llama model: the fields of the published Llama 3.x configs. */
+static enum ll_status config_write_llama(const struct mkmodel_spec *s, const char *ids,
+                                         const char *hd, const char *theta, const char *eps,
+                                         const char *path, struct ll_err *err)
+{
+    char scaling[320] = "null", factor[32];
+    if (s->rope_factor > 0) {
+        py_float(factor, sizeof factor, s->rope_factor);
+        snprintf(scaling, sizeof scaling,
+                 "{\n"
+                 "    \"factor\": %s,\n"
+                 "    \"high_freq_factor\": 4.0,\n"
+                 "    \"low_freq_factor\": 1.0,\n"
+                 "    \"original_max_position_embeddings\": %d,\n"
+                 "    \"rope_type\": \"llama3\"\n"
+                 "  }",
+                 factor, s->rope_original_max);
+    }
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf,
+                     "{\n"
+                     "  \"architectures\": [\n"
+                     "    \"LlamaForCausalLM\"\n"
+                     "  ],\n"
+                     "  \"attention_bias\": false,\n"
+                     "  \"attention_dropout\": 0.0,\n"
+                     "%s"
+                     "%s"
+                     "  \"hidden_act\": \"silu\",\n"
+                     "  \"hidden_size\": %d,\n"
+                     "  \"initializer_range\": 0.02,\n"
+                     "  \"intermediate_size\": %d,\n"
+                     "  \"max_position_embeddings\": %d,\n"
+                     "  \"mlp_bias\": false,\n"
+                     "  \"model_type\": \"llama\",\n"
+                     "  \"num_attention_heads\": %d,\n"
+                     "  \"num_hidden_layers\": %d,\n"
+                     "  \"num_key_value_heads\": %d,\n"
+                     "  \"pretraining_tp\": 1,\n"
+                     "  \"rms_norm_eps\": %s,\n"
+                     "  \"rope_scaling\": %s,\n"
+                     "  \"rope_theta\": %s,\n"
+                     "  \"tie_word_embeddings\": %s,\n"
+                     "  \"torch_dtype\": \"bfloat16\",\n"
+                     "  \"transformers_version\": \"4.45.0\",\n"
+                     "  \"use_cache\": true,\n"
+                     "  \"vocab_size\": %d\n"
+                     "}\n",
+                     ids, hd, s->hidden_size, s->intermediate_size, s->max_position, s->n_heads,
+                     s->n_layers, s->n_kv_heads, eps, scaling, theta, s->tied ? "true" : "false",
+                     s->vocab_size);
+    LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
+    return ll_write_file(path, buf, (size_t)n, err);
+}
+
 static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eos,
                                    const char *path, struct ll_err *err)
 {
@@ -481,6 +580,8 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
         snprintf(ids + k, sizeof ids - k, "  \"eos_token_id\": %d,\n", eos);
     if (s->head_dim)
         snprintf(hd, sizeof hd, "  \"head_dim\": %d,\n", s->head_dim);
+    if (s->family == MKMODEL_LLAMA)
+        return config_write_llama(s, ids, hd, theta, eps, path, err);
     /* Keys sorted, two-space indent: as transformers' to_json_string writes them (the fields
      * and versions of the published Qwen2 / Qwen3 configs). */
     int n = snprintf(buf, sizeof buf,
@@ -535,10 +636,12 @@ static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, in
         n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"bos_token_id\": %d,\n", bos);
     if (eos >= 0)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"eos_token_id\": %d,\n", eos);
-    /* the published sampling defaults of R1-Distill-Qwen and of Qwen3 (which adds top_k) */
+    /* the published sampling defaults of R1-Distill-Qwen, of Qwen3 (which adds top_k) and of
+     * Llama 3.x Instruct (top_p 0.9) */
     n += snprintf(buf + n, sizeof buf - (size_t)n,
-                  "  \"do_sample\": true,\n  \"temperature\": 0.6,\n%s  \"top_p\": 0.95\n}\n",
-                  s->family == MKMODEL_QWEN3 ? "  \"top_k\": 20,\n" : "");
+                  "  \"do_sample\": true,\n  \"temperature\": 0.6,\n%s  \"top_p\": %s\n}\n",
+                  s->family == MKMODEL_QWEN3 ? "  \"top_k\": 20,\n" : "",
+                  s->family == MKMODEL_LLAMA ? "0.9" : "0.95");
     return ll_write_file(path, buf, (size_t)n, err);
 }
 

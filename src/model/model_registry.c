@@ -11,6 +11,7 @@
 
 static const char *const qwen2_archs[] = {"Qwen2ForCausalLM", NULL};
 static const char *const qwen3_archs[] = {"Qwen3ForCausalLM", NULL};
+static const char *const llama_archs[] = {"LlamaForCausalLM", NULL};
 
 static const struct model_family families[] = {
     {
@@ -27,6 +28,16 @@ static const struct model_family families[] = {
         .model_type = "qwen3",
         .architectures = qwen3_archs,
         .bind = qwen3_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Qwen2's forward pass without biases (qwen2.h) */
+        .model_type = "llama",
+        .architectures = llama_archs,
+        .bind = llama_bind,
         .unbind = qwen2_unbind,
         .runtime_create = qwen2_runtime_create,
         .runtime_free = qwen2_runtime_free,

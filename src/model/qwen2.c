@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_config.h"
 #include "ops.h"
 #include "qmatmul.h"
 #include "util.h"
@@ -191,11 +192,17 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     r->qdim = c->n_heads * c->head_dim;
     r->kvdim = c->n_kv_heads * c->head_dim;
 
-    enum ll_status s;
-    if ((s = ll_pool_create(&r->base.pool, o.n_threads, err)) ||
+    double *inv_freq = malloc(sizeof(double) * (size_t)(c->head_dim / 2));
+    if (!inv_freq) {
+        qwen2_runtime_free(&r->base);
+        return ll_err_set(err, LL_ENOMEM, "out of memory");
+    }
+    model_rope_inv_freq(c, inv_freq);
+    enum ll_status s = ll_rope_init(&r->rope, c->head_dim, o.n_ctx, inv_freq, err);
+    free(inv_freq);
+    if (s || (s = ll_pool_create(&r->base.pool, o.n_threads, err)) ||
         (s = ll_kv_cache_init(&r->base.kv, o.math == LL_MATH_EXACT ? LL_F32 : LL_BF16,
-                               c->n_layers, o.n_slots, c->n_kv_heads, c->head_dim, err)) ||
-        (s = ll_rope_init(&r->rope, c->head_dim, o.n_ctx, c->rope_theta, err))) {
+                               c->n_layers, o.n_slots, c->n_kv_heads, c->head_dim, err))) {
         qwen2_runtime_free(&r->base);
         return s;
     }

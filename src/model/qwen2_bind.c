@@ -1,8 +1,8 @@
 /*
- * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2 or Qwen3 model to a struct
- * qwen2_weights that it allocates into m->weights (qwen2.h). The two differ only in which
- * per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has per-head q/k norms, and the biases
- * only when config.json says attention_bias true.
+ * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3 or Llama model to a
+ * struct qwen2_weights that it allocates into m->weights (qwen2.h). The three differ only in
+ * which per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has per-head q/k norms, and the
+ * biases only when config.json says attention_bias true; Llama has neither.
  *
  * Every tensor is looked up by name and checked against the config before use (model_bind.h):
  * dtype BF16, F16 or F32 (each tensor may differ; the kernels dispatch per tensor), exact shape;
@@ -138,6 +138,17 @@ enum ll_status qwen3_bind(struct model *m, struct ll_err *err)
     return bind_decoder(m, (struct layer_kind){.bias = m->config.attention_bias == 1,
                                                .qk_norm = true},
                         err);
+}
+
+enum ll_status llama_bind(struct model *m, struct ll_err *err)
+{
+    /* transformers' Llama puts attention_bias on o_proj as well, which this decoder lacks */
+    if (m->config.attention_bias == 1)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s/config.json: attention_bias true is not supported for a llama "
+                          "model (biases on q/k/v/o projections)",
+                          m->dir);
+    return bind_decoder(m, (struct layer_kind){.bias = false, .qk_norm = false}, err);
 }
 
 void qwen2_unbind(struct model *m)

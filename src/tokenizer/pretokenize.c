@@ -1,9 +1,11 @@
 /*
- * pretokenize.c: the Qwen2 pre-tokenizer, a hand-written matcher for exactly the split regex
+ * pretokenize.c: the Qwen2 and Llama 3 pre-tokenizers, a hand-written matcher for exactly the
+ * split regex
  *
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|
  *   \s*[\r\n]+|\s+(?!\S)|\s+
  *
+ * (Qwen2's; Llama 3's is the same with \p{N}{1,3} for \p{N}: digits go in runs of up to three)
  * with the leftmost-first alternation and greedy backtracking of the regex engines Hugging Face
  * uses, over Unicode general categories from utf8proc (\p{L}, \p{N}) and the White_Space
  * property (\s). Every character of the input belongs to exactly one match, so the pieces cover
@@ -19,6 +21,10 @@
 
 const char tok_qwen2_pattern[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+const char tok_llama3_pattern[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
     " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 static bool is_white_space(uint32_t c)
@@ -167,9 +173,19 @@ static size_t match_at(const struct text *t, size_t i)
         return scan_run(t, i1, TOK_CP_L, 0);
     if (!(k0 & (TOK_CP_CRLF | TOK_CP_L | TOK_CP_N)) && i1 < t->n && (class_at(t, i1) & TOK_CP_L))
         return scan_run(t, i1, TOK_CP_L, 0);
-    /* \p{N} */
-    if (k0 & TOK_CP_N)
-        return i1;
+    /* \p{N}{1,max_digits} */
+    if (k0 & TOK_CP_N) {
+        size_t end = i1;
+        for (int d = 1; d < t->tok->max_digits && end < t->n; d++) {
+            uint32_t cp;
+            uint8_t k;
+            size_t len = char_at(t, end, &cp, &k);
+            if (!(k & TOK_CP_N))
+                break;
+            end += len;
+        }
+        return end;
+    }
     /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
     if (!(k0 & TOK_CP_WS))
         return scan_symbols(t, i1);

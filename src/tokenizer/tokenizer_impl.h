@@ -153,11 +153,14 @@ enum {
 void tok_cp_class_init(uint8_t *table);
 /* Class of any code point. */
 uint8_t tok_cp_class(const struct tokenizer *tok, uint32_t cp);
-/* Split s by the Qwen2 pre-tokenizer regex, calling fn(ctx, piece, len, -1) per piece. */
+/* Split s by the tokenizer's pre-tokenizer regex (Qwen2's or Llama 3's, tok->max_digits),
+ * calling fn(ctx, piece, len, -1) per piece. */
 enum ll_status tok_pretokenize(const struct tokenizer *tok, const char *s, size_t n,
                                tok_part_fn fn, void *ctx);
-/* The one pre-tokenizer pattern implemented, as tokenizer.json writes it. */
+/* The pre-tokenizer patterns implemented, as tokenizer.json writes them: Qwen2's splits digits
+ * one by one, Llama 3's (otherwise the same) in runs of up to three. */
 extern const char tok_qwen2_pattern[];
+extern const char tok_llama3_pattern[];
 
 /* ---- UTF-8 (utf8.h) ---- */
 /* Decode one character of valid UTF-8 (n ≥ 1); returns its length. */
@@ -220,6 +223,7 @@ struct tokenizer {
     int32_t byte_id[256];      /* id of each single byte's token, -1 if none */
     uint32_t byte_to_cp[256];
     bool ignore_merges;        /* BPE option: a pre-token that is a token is taken whole */
+    int max_digits;            /* the split's \p{N}{1,max_digits}: 1 Qwen2, 3 Llama 3 */
     bool nfc;                  /* normalizer is NFC (else none) */
 
     struct tok_added *added; /* (n_added) */

@@ -4,7 +4,7 @@
  *
  * Read from tokenizer.json: model (BPE: vocab, merges in "a b" or ["a","b"] form,
  * ignore_merges), added_tokens (id, content, single_word, lstrip, rstrip, normalized, special),
- * normalizer (none or NFC), pre_tokenizer (must be the Qwen2 split regex followed by ByteLevel
+ * normalizer (none or NFC), pre_tokenizer (the Qwen2 or Llama 3 split regex followed by ByteLevel
  * without its own regex; anything else is refused by name), post_processor
  * (TemplateProcessing, ByteLevel, Sequence of these, or none) and decoder (ByteLevel).
  * Every problem is reported as "FILE: FIELD: what is wrong" and everything built so far is
@@ -298,7 +298,7 @@ static enum ll_status byte_level_ok(struct loader *L, const cJSON *b, const char
         return fail(L, LL_EUNSUPPORTED, "%s.add_prefix_space: true is not supported", where);
     if (regex)
         return fail(L, LL_EUNSUPPORTED, "%s.use_regex: the GPT-2 regex is not supported (only "
-                    "the Qwen2 Split pattern before a ByteLevel with use_regex false)", where);
+                    "a Split pattern before a ByteLevel with use_regex false)", where);
     return LL_OK;
 }
 
@@ -308,7 +308,7 @@ static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
     const cJSON *list = ll_json_member(p, "pretokenizers");
     if (!type || strcmp(type, "Sequence") || !cJSON_IsArray(list) || cJSON_GetArraySize(list) != 2)
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer: only a Sequence of [Split with the Qwen2 "
-                    "pattern, ByteLevel] is supported (found %s)", type ? type : "none");
+                    "or Llama 3 pattern, ByteLevel] is supported (found %s)", type ? type : "none");
     const cJSON *split = list->child, *bl = split->next;
     const char *t0 = type_of(split), *t1 = type_of(bl);
     if (!t0 || strcmp(t0, "Split") || !t1 || strcmp(t1, "ByteLevel"))
@@ -318,10 +318,14 @@ static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
     if (!cJSON_IsString(regex))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern: expected "
                     "{\"Regex\": ...}");
-    if (strcmp(regex->valuestring, tok_qwen2_pattern))
+    if (!strcmp(regex->valuestring, tok_qwen2_pattern))
+        L->tok->max_digits = 1;
+    else if (!strcmp(regex->valuestring, tok_llama3_pattern))
+        L->tok->max_digits = 3;
+    else
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex: only the "
-                    "Qwen2 pattern %s is implemented, found %.120s", tok_qwen2_pattern,
-                    regex->valuestring);
+                    "Qwen2 pattern %s and Llama 3's (\\p{N}{1,3} for \\p{N}) are implemented, "
+                    "found %.120s", tok_qwen2_pattern, regex->valuestring);
     const cJSON *behavior = ll_json_member(split, "behavior");
     if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated"))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior: only "

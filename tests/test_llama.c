@@ -1,0 +1,377 @@
+/*
+ * test_llama.c: the Llama family (model_type "llama": Llama 3.x, DeepSeek-R1-Distill-Llama)
+ * against llama.cpp, an independent implementation, on the same weights.
+ *
+ * tests/fixtures/tiny-llama.llamacpp.json holds llama.cpp's logits for a random tiny Llama
+ * (mkmodel, as its "mkmodel" field says: hidden 64, 4 heads over 2 KV heads, untied lm_head,
+ * the Llama 3 vocabulary's 128256 rows, rope_scaling "llama3" with factor 8 over an original
+ * 256 positions, so that its three bands of frequencies all occur in a head of 16): every
+ * position of two prompts (a chat turn of 19 tokens and 361 tokens of prose), llama.cpp's top 8
+ * tokens and 9 fixed ones each. The test regenerates the same weights (checked against the
+ * fixture's samples of the file: a changed generator fails here, not as a parity failure), runs
+ * them through the engine's forward pass and compares: exact path within 2e-5 of the logit
+ * scale, top-1 equal wherever llama.cpp's margin exceeds twice that; fast path within 1 %.
+ * Without the rope scaling (config.json's rope_scaling null) the long prompt is far off, so the
+ * parity depends on it. Then config.json's refusals (attention_bias, mlp_bias, other rope
+ * scalings, a llama3 scaling with a field missing or unknown) name the field.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "mkmodel.h"
+#include "model.h"
+#include "model_config.h"
+#include "ops.h"
+#include "runtime.h"
+#include "safetensors.h"
+#include "util.h"
+
+#define FIXTURE "tests/fixtures/tiny-llama.llamacpp.json"
+#define CHUNK 32 /* tokens per forward call (logits for all of them) */
+
+static char dir[64];
+static cJSON *fixture;
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+/* The fixture's model, as its "mkmodel" field writes it. */
+static struct mkmodel_spec llama_spec(void)
+{
+    struct mkmodel_spec s;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&s, "tiny", &err), LL_OK);
+    s.family = MKMODEL_LLAMA;
+    s.vocab_size = 128256;
+    s.tied = false;
+    s.rope_theta = 10000.0;
+    s.rope_factor = 8.0, s.rope_original_max = 256;
+    s.seed = 7;
+    s.bos_token_id = 128000, s.eos_token_id = 128009;
+    return s;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    char *text;
+    size_t len;
+    struct ll_err err = {0};
+    if (ll_read_file(FIXTURE, &text, &len, &err) != LL_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    fixture = cJSON_ParseWithLength(text, len);
+    free(text);
+    strcpy(dir, "/tmp/llaisys-test-llama-XXXXXX");
+    if (!fixture || !mkdtemp(dir))
+        return -1;
+    char out[96];
+    snprintf(out, sizeof out, "%s/m", dir);
+    struct mkmodel_spec s = llama_spec();
+    if (mkmodel_write(&s, NULL, out, 2, false, &err) != LL_OK) {
+        fprintf(stderr, "mkmodel: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    cJSON_Delete(fixture);
+    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct model *open_model(const struct model_open_opts *o)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", dir);
+    struct model *m;
+    struct ll_err err = {0};
+    enum ll_status s = model_open(&m, path, o, &err);
+    if (s)
+        print_error("model_open: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    return m;
+}
+
+/* The generated weights are the ones llama.cpp ran: the fixture's samples of each tensor. */
+static void test_weights_are_the_fixtures(void **state)
+{
+    (void)state;
+    char path[96];
+    snprintf(path, sizeof path, "%s/m/model.safetensors", dir);
+    struct safetensors *st;
+    struct ll_err err = {0};
+    assert_int_equal(st_open(&st, path, &err), LL_OK);
+    const cJSON *samples = cJSON_GetObjectItem(fixture, "weight_samples"), *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, samples)
+    {
+        const char *name = cJSON_GetArrayItem(e, 0)->valuestring;
+        size_t idx = (size_t)cJSON_GetArrayItem(e, 1)->valuedouble;
+        uint16_t want = (uint16_t)cJSON_GetArrayItem(e, 2)->valueint;
+        const struct st_tensor *t = st_find(st, name);
+        if (!t)
+            fail_msg("mkmodel wrote no tensor %s (the fixture's generator differs)", name);
+        uint16_t got;
+        memcpy(&got, (const char *)t->data + 2 * idx, 2);
+        if (got != want)
+            fail_msg("%s[%zu] is 0x%04x, the fixture's 0x%04x: mkmodel's output changed; "
+                     "regenerate the fixture (tests/fixtures/README.md)",
+                     name, idx, got, want);
+        n++;
+    }
+    assert_int_equal(n, 63); /* three of each of the 21 tensors */
+    st_close(st);
+}
+
+/* Run prompt p through m and compare with llama.cpp's logits: returns the worst difference
+ * over the scale; fails above rel_tol (when rel_tol > 0). */
+static double compare_prompt(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
+                             const char *what)
+{
+    const cJSON *ids_j = cJSON_GetObjectItem(p, "ids"), *pos_j = cJSON_GetObjectItem(p, "positions");
+    int n = cJSON_GetArraySize(ids_j), V = m->config.vocab_size;
+    assert_int_equal(cJSON_GetArraySize(pos_j), n);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        ids[i] = cJSON_GetArrayItem(ids_j, i)->valueint;
+    struct runtime_opts o = {.n_ctx = 512, .max_batch = CHUNK, .n_threads = 2, .math = math};
+    struct model_runtime *rt;
+    struct ll_err err = {0};
+    assert_int_equal(runtime_create(&rt, m, &o, &err), LL_OK);
+    float *logits = malloc(sizeof(float) * CHUNK * (size_t)V);
+    int32_t pos[CHUNK];
+    uint8_t want[CHUNK];
+    memset(want, 1, sizeof want);
+
+    double scale = 0, worst = 0;
+    for (const cJSON *q = pos_j->child; q; q = q->next) {
+        const cJSON *l;
+        cJSON_ArrayForEach(l, cJSON_GetObjectItem(q, "logits")) scale = fmax(scale, fabs(l->valuedouble));
+    }
+    int top1 = 0, top1_checked = 0;
+    for (int i0 = 0; i0 < n; i0 += CHUNK) {
+        int k = n - i0 < CHUNK ? n - i0 : CHUNK;
+        for (int j = 0; j < k; j++)
+            pos[j] = i0 + j;
+        struct ll_batch b = {.n_tokens = k, .token = ids + i0, .pos = pos, .want_logits = want};
+        enum ll_status s = runtime_forward(rt, &b, logits, &err);
+        if (s)
+            print_error("runtime_forward: %s\n", err.msg);
+        assert_int_equal(s, LL_OK);
+        for (int j = 0; j < k; j++) {
+            const cJSON *q = cJSON_GetArrayItem(pos_j, i0 + j);
+            const cJSON *sel = cJSON_GetObjectItem(q, "ids"), *ref = cJSON_GetObjectItem(q, "logits");
+            const float *row = logits + (size_t)j * V;
+            for (int c = 0; c < cJSON_GetArraySize(sel); c++) {
+                int v = cJSON_GetArrayItem(sel, c)->valueint;
+                double r = cJSON_GetArrayItem(ref, c)->valuedouble, d = fabs(row[v] - r);
+                worst = fmax(worst, d);
+                if (rel_tol > 0 && d > rel_tol * scale)
+                    fail_msg("%s pos %d token %d: %.6f, llama.cpp %.6f (tol %.2e)", what, i0 + j,
+                             v, row[v], r, rel_tol * scale);
+            }
+            /* the first two ids are llama.cpp's best two */
+            double margin = cJSON_GetArrayItem(ref, 0)->valuedouble -
+                            cJSON_GetArrayItem(ref, 1)->valuedouble;
+            if (rel_tol > 0 && margin > 2 * rel_tol * scale) {
+                top1_checked++;
+                top1 += ll_argmax(row, V) == cJSON_GetArrayItem(sel, 0)->valueint;
+            }
+        }
+    }
+    if (rel_tol > 0) {
+        printf("  %s: %d positions, worst %.2e of scale %.3f, top-1 equal at %d of %d checked\n",
+               what, n, worst / scale, scale, top1, top1_checked);
+        assert_int_equal(top1, top1_checked);
+        assert_true(top1_checked >= n / 2);
+    }
+    runtime_free(rt);
+    free(logits);
+    free(ids);
+    return worst / scale;
+}
+
+static void test_llama_cpp_parity(void **state)
+{
+    (void)state;
+    struct model *m = open_model(NULL);
+    assert_string_equal(m->config.model_type, "llama");
+    assert_int_equal(m->config.rope_scaling.kind, MODEL_ROPE_LLAMA3);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))
+    {
+        char what[64];
+        snprintf(what, sizeof what, "%s exact", cJSON_GetObjectItem(p, "name")->valuestring);
+        compare_prompt(m, LL_MATH_EXACT, p, 2e-5, what);
+        snprintf(what, sizeof what, "%s fast", cJSON_GetObjectItem(p, "name")->valuestring);
+        compare_prompt(m, LL_MATH_FAST, p, 0.01, what);
+    }
+    model_close(m);
+}
+
+/* Rewrite config.json's text: replace `from` by `to` (must occur). */
+static void config_edit(const char *from, const char *to)
+{
+    char path[96], *text;
+    size_t len;
+    struct ll_err err = {0};
+    snprintf(path, sizeof path, "%s/m/config.json", dir);
+    assert_int_equal(ll_read_file(path, &text, &len, &err), LL_OK);
+    char *p = strstr(text, from);
+    if (!p)
+        fail_msg("config.json has no '%s'", from);
+    char *out = malloc(len + strlen(to) + 1);
+    size_t k = (size_t)(p - text);
+    memcpy(out, text, k);
+    strcpy(out + k, to);
+    strcat(out, p + strlen(from));
+    assert_int_equal(ll_write_file(path, out, strlen(out), &err), LL_OK);
+    free(out);
+    free(text);
+}
+
+#define SCALING                                                                                \
+    "{\n    \"factor\": 8.0,\n    \"high_freq_factor\": 4.0,\n    \"low_freq_factor\": 1.0,\n" \
+    "    \"original_max_position_embeddings\": 256,\n    \"rope_type\": \"llama3\"\n  }"
+
+/* Plain RoPE over the same weights: the long prompt is far from llama.cpp's. */
+static void test_rope_scaling_matters(void **state)
+{
+    (void)state;
+    config_edit("\"rope_scaling\": " SCALING, "\"rope_scaling\": null");
+    struct model *m = open_model(NULL);
+    assert_int_equal(m->config.rope_scaling.kind, MODEL_ROPE_DEFAULT);
+    const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 1);
+    double off = compare_prompt(m, LL_MATH_EXACT, p, 0, "long, no rope scaling");
+    printf("  without rope_scaling the long prompt is off by %.2e of the scale\n", off);
+    assert_true(off > 1e-3);
+    model_close(m);
+    config_edit("\"rope_scaling\": null", "\"rope_scaling\": " SCALING);
+}
+
+/* The three bands of "llama3": kept, divided by the factor, and between them. */
+static void test_inv_freq_bands(void **state)
+{
+    (void)state;
+    struct model *m = open_model(NULL);
+    const struct model_config *c = &m->config;
+    double f[8];
+    assert_int_equal(c->head_dim, 16);
+    model_rope_inv_freq(c, f);
+    int kept = 0, divided = 0, between = 0;
+    for (int i = 0; i < 8; i++) {
+        double plain = pow(10000.0, -2.0 * i / 16), wavelen = 2 * M_PI / plain;
+        if (wavelen < 256 / 4.0) {
+            assert_true(f[i] == plain);
+            kept++;
+        } else if (wavelen > 256 / 1.0) {
+            assert_true(fabs(f[i] - plain / 8) <= 1e-15 * plain);
+            divided++;
+        } else {
+            assert_true(f[i] < plain && f[i] > plain / 8);
+            between++;
+        }
+        if (i)
+            assert_true(f[i] < f[i - 1]); /* still decreasing */
+    }
+    assert_true(kept > 0 && divided > 0 && between > 0);
+    model_close(m);
+}
+
+/* config.json refusals, each naming what it refuses. */
+static void expect_config(const char *json, enum ll_status want, const char *needle)
+{
+    struct model_config c;
+    struct ll_err err = {0};
+    enum ll_status s = model_config_parse(&c, json, strlen(json), "config.json", &err);
+    if (s != want)
+        fail_msg("%s: status %d, want %d (%s)", json, s, want, err.msg);
+    if (needle && !strstr(err.msg, needle))
+        fail_msg("message '%s' does not name '%s'", err.msg, needle);
+}
+
+#define BASE                                                                                   \
+    "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 160, "            \
+    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000"
+
+static void test_config_refusals(void **state)
+{
+    (void)state;
+    expect_config(BASE "}", LL_OK, NULL);
+    expect_config(BASE ", \"rope_scaling\": null}", LL_OK, NULL);
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"default\"}}", LL_OK, NULL);
+    expect_config(BASE ", \"mlp_bias\": true}", LL_EUNSUPPORTED, "mlp_bias");
+    expect_config(BASE ", \"mlp_bias\": false}", LL_OK, NULL);
+    expect_config(BASE ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
+                       "\"original_max_position_embeddings\": 32768}}",
+                  LL_EUNSUPPORTED, "\"yarn\"");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 2.0}}",
+                  LL_EUNSUPPORTED, "\"dynamic\"");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}}", LL_OK,
+                  NULL);
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\"}}", LL_EMODEL, "factor");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0}}",
+                  LL_EMODEL, "factor");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                       "\"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192}}",
+                  LL_EMODEL, "high_freq_factor");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                       "\"low_freq_factor\": 4.0, \"high_freq_factor\": 1.0, "
+                       "\"original_max_position_embeddings\": 8192}}",
+                  LL_EMODEL, "low_freq_factor");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                       "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}}",
+                  LL_EMODEL, "original_max_position_embeddings");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                       "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                       "\"original_max_position_embeddings\": 8192, \"attention_factor\": 2}}",
+                  LL_EUNSUPPORTED, "attention_factor");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"type\": \"linear\", "
+                       "\"factor\": 8.0}}",
+                  LL_EMODEL, "disagree");
+    expect_config(BASE ", \"rope_scaling\": 3}", LL_EMODEL, "rope_scaling");
+    expect_config(BASE ", \"rope_scaling\": {\"factor\": 3}}", LL_EMODEL, "rope_type");
+
+    /* attention_bias true would put biases on o_proj too: the llama bind refuses it */
+    config_edit("\"attention_bias\": false", "\"attention_bias\": true");
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", dir);
+    struct model *m = NULL;
+    struct ll_err err = {0};
+    assert_int_equal(model_open(&m, path, NULL, &err), LL_EUNSUPPORTED);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "attention_bias"));
+    config_edit("\"attention_bias\": true", "\"attention_bias\": false");
+    model_close(open_model(NULL)); /* and back as it was, it loads */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_weights_are_the_fixtures),
+        cmocka_unit_test(test_llama_cpp_parity),
+        cmocka_unit_test(test_rope_scaling_matters),
+        cmocka_unit_test(test_inv_freq_bands),
+        cmocka_unit_test(test_config_refusals),
+    };
+    return cmocka_run_group_tests_name("llama", tests, group_setup, group_teardown);
+}
