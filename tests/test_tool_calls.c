@@ -1,5 +1,5 @@
 /*
- * test_tool_calls.c: tool calling (tool_calls.h): both parsers on tricky outputs (markers and
+ * test_tool_calls.c: tool calling (tool_calls.h): the three parsers on tricky outputs (markers and
  * JSON split across tokens, fed whole and byte by byte with equal results; JSON whose strings
  * hold the end marker and braces; several calls; text around calls; unclosed and malformed
  * blocks coming out as text), the call grammars (auto, required, named, one call only) and the
@@ -172,6 +172,37 @@ static void test_deepseek(void **state)
           0, NULL, NULL);
 }
 
+static void test_llama3(void **state)
+{
+    (void)state;
+    const enum tool_format L = TOOL_FORMAT_LLAMA3;
+    /* one call, as Llama 3.x writes it; braces and ';' inside its strings */
+    check(L, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par}is; {x\"}}", "", 1,
+          (const char *const[]){"get_weather"},
+          (const char *const[]){"{\"city\": \"Par}is; {x\"}"});
+    /* white space first, two calls separated by ';', "arguments" as the key, text after */
+    check(L,
+          "\n {\"name\": \"a\", \"parameters\": {\"n\": [1, {\"m\": 2}]}} ; "
+          "{\"name\":\"b\",\"arguments\":{}}\nDone.",
+          "Done.", 2, (const char *const[]){"a", "b"},
+          (const char *const[]){"{\"n\": [1, {\"m\": 2}]}", "{}"});
+    /* arguments given as a JSON string; no arguments at all */
+    check(L, "{\"name\": \"f\", \"parameters\": \"{\\\"x\\\": 1}\"}", "", 1,
+          (const char *const[]){"f"}, (const char *const[]){"{\"x\":1}"});
+    check(L, "{\"name\": \"f\"}", "", 1, (const char *const[]){"f"},
+          (const char *const[]){"{}"});
+    /* text: an answer that does not start with '{', whatever follows */
+    check(L, "Sure: {\"name\": \"f\", \"parameters\": {}}",
+          "Sure: {\"name\": \"f\", \"parameters\": {}}", 0, NULL, NULL);
+    /* an object that is not a call, an unclosed one: text */
+    check(L, "{\"answer\": 42}", "{\"answer\": 42}", 0, NULL, NULL);
+    check(L, " {\"name\": \"f\", \"param", " {\"name\": \"f\", \"param", 0, NULL, NULL);
+    /* a call, then an object that is not one: the call, and the rest as text */
+    check(L, "{\"name\": \"f\", \"parameters\": {}}; {\"x\": 1}", "{\"x\": 1}", 1,
+          (const char *const[]){"f"}, (const char *const[]){"{}"});
+    check(L, "   ", "   ", 0, NULL, NULL);
+}
+
 /* A call's arguments stream as they come: its start (id, name) once the name and the arguments'
  * '{' are in, then pieces; cut before its end, a streamed call stays a call with what came,
  * while a whole answer cut the same way is text. */
@@ -189,6 +220,8 @@ static void test_streamed_pieces(void **state)
          "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
         {TOOL_FORMAT_DEEPSEEK, "ok " DSB DCB "function" DSEP "get_weather\n```json\n",
          "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
+        {TOOL_FORMAT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": ",
+         "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
     };
     for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
         tool_parser_init(&p, forms[i].f);
@@ -198,7 +231,8 @@ static void test_streamed_pieces(void **state)
         assert_false(tool_parser_next(&p, &pc));
         tool_parser_feed(&p, h + strlen(h) - 1, 1, false, &c);
         assert_false(tool_parser_next(&p, &pc));
-        assert_string_equal(c.data, "ok");
+        bool l3 = forms[i].f == TOOL_FORMAT_LLAMA3; /* its answer is the calls alone */
+        assert_string_equal(c.data ? c.data : "", l3 ? "" : "ok");
         /* the arguments, 5 bytes at a time: the start, then a piece each time */
         const char *a = forms[i].args;
         size_t n = strlen(a), got = 0;
@@ -222,7 +256,7 @@ static void test_streamed_pieces(void **state)
         assert_false(tool_parser_next(&p, &pc));
         assert_int_equal(p.n_calls, 1);
         assert_memory_equal(tool_call_args(&p.calls[0]), a, got);
-        assert_string_equal(c.data, "ok");
+        assert_string_equal(c.data ? c.data : "", l3 ? "" : "ok");
         tool_parser_free(&p);
         ll_buf_clear(&c);
         /* the same answer not streamed (pieces taken only at its end): text */
@@ -233,14 +267,16 @@ static void test_streamed_pieces(void **state)
         assert_int_equal(r.n, 0);
         assert_string_equal(r.content, whole);
         /* streamed byte by byte to its end: many pieces, the arguments whole */
-        const char *tail = forms[i].f == TOOL_FORMAT_HERMES ? "}\n</tool_call> done"
-                                                           : "\n```" DCE DSE " done";
+        const char *tail = forms[i].f == TOOL_FORMAT_HERMES   ? "}\n</tool_call> done"
+                           : forms[i].f == TOOL_FORMAT_LLAMA3 ? "}\n done"
+                                                              : "\n```" DCE DSE " done";
         snprintf(whole, sizeof whole, "%s%s%s", h, a, tail);
         run_parser_as(forms[i].f, whole, 1, true, &r);
         assert_int_equal(r.n, 1);
         assert_string_equal(r.args[0], a);
         assert_int_equal(r.pieces, (int)n);
-        assert_string_equal(r.content, "okdone"); /* whitespace next to calls is dropped */
+        /* whitespace next to calls is dropped */
+        assert_string_equal(r.content, l3 ? "done" : "okdone");
     }
     ll_buf_free(&c);
     /* a streamed call's name is the one its complete block gives: a JSON string's value, or
@@ -337,6 +373,33 @@ static void test_grammars(void **state)
     grammar_unref(g);
     oai_request_free(&r);
 
+    /* llama3_json: the calls are the whole answer, or the answer is text not starting with '{' */
+    struct tool_setup l3 = {.format = TOOL_FORMAT_LLAMA3};
+    const char *l3call = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_grammar(&l3, &r, &g, &e), LL_OK);
+    assert_true(acc(g, l3call));
+    assert_true(acc(g, "\n{\"name\": \"ping\", \"parameters\": {}}; {\"name\": \"ping\", "
+                       "\"parameters\": {\"a\": 1}}"));
+    assert_true(acc(g, "Paris is sunny today. {braces} are fine after the start"));
+    assert_true(acc(g, "\n\nHello"));
+    assert_true(acc(g, ""));
+    assert_false(acc(g, "{\"name\": \"nope\", \"parameters\": {}}"));
+    assert_false(acc(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}"));
+    assert_false(acc(g, "{\"answer\": 1}"));
+    assert_false(acc(g, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"P\"}} and text"));
+    grammar_unref(g);
+    oai_request_free(&r);
+    r = parse_chat(TOOLS ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false");
+    assert_int_equal(tools_grammar(&l3, &r, &g, &e), LL_OK);
+    assert_true(acc(g, l3call));
+    assert_false(acc(g, "text"));
+    assert_false(acc(g, ""));
+    assert_false(acc(g, "{\"name\": \"ping\", \"parameters\": {}}; {\"name\": \"ping\", "
+                        "\"parameters\": {}}"));
+    grammar_unref(g);
+    oai_request_free(&r);
+
     /* none: no grammar; a strict function whose schema cannot be enforced: 400 naming it */
     r = parse_chat(TOOLS ",\"tool_choice\":\"none\"");
     assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
@@ -409,6 +472,19 @@ static void test_context(void **state)
     assert_memory_equal(text, "S\n\n# Tools", 10);
     assert_non_null(strstr(text, DSB));
     oai_request_free(&r);
+    /* llama3_json's fallback prompt shows its form; history arguments become objects */
+    struct tool_setup l3 = {.format = TOOL_FORMAT_LLAMA3};
+    assert_int_equal(oai_request_parse(&r, OAI_CHAT, body, strlen(body), &e), LL_OK);
+    assert_int_equal(tools_context(&l3, r.tools, OAI_TOOL_AUTO, r.chat_context, &e), LL_OK);
+    msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    text = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content")->valuestring;
+    assert_non_null(strstr(text, "\"parameters\": {ARGUMENTS"));
+    args = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 1),
+                                                                   "tool_calls"), 0),
+                            "function"), "arguments");
+    assert_true(cJSON_IsObject(args));
+    oai_request_free(&r);
     /* no tool format: tools are refused */
     struct tool_setup none = {.format = TOOL_FORMAT_NONE};
     r = parse_chat(TOOLS);
@@ -422,6 +498,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hermes),
         cmocka_unit_test(test_deepseek),
+        cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_streamed_pieces),
         cmocka_unit_test(test_grammars),
         cmocka_unit_test(test_context),

@@ -30,11 +30,12 @@
 #define DS_SEP "<｜tool▁sep｜>"
 #define DS_MAX_TYPE 64  /* bytes of a deepseek call's type ("function"), without '<' */
 #define DS_MAX_NAME 128 /* bytes of a deepseek call's function name */
+#define L3_TAG "<|python_tag|>"
 
 bool tools_parser_valid(const char *parser)
 {
     return !strcmp(parser, "hermes") || !strcmp(parser, "deepseek_v3") ||
-           !strcmp(parser, "none");
+           !strcmp(parser, "llama3_json") || !strcmp(parser, "none");
 }
 
 /* Whether the template renders a probe tool given as `tools`. */
@@ -62,9 +63,10 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
     const char *src = tmpl ? chat_template_source(tmpl) : "";
     const char *why;
     if (parser) {
-        t->format = !strcmp(parser, "none")       ? TOOL_FORMAT_NONE
-                    : !strcmp(parser, "hermes")   ? TOOL_FORMAT_HERMES
-                                                  : TOOL_FORMAT_DEEPSEEK;
+        t->format = !strcmp(parser, "none")          ? TOOL_FORMAT_NONE
+                    : !strcmp(parser, "hermes")      ? TOOL_FORMAT_HERMES
+                    : !strcmp(parser, "llama3_json") ? TOOL_FORMAT_LLAMA3
+                                                     : TOOL_FORMAT_DEEPSEEK;
         why = "--tool-parser";
     } else if (strstr(src, H_OPEN)) {
         t->format = TOOL_FORMAT_HERMES;
@@ -72,6 +74,9 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
     } else if (strstr(src, "tool▁call▁begin")) {
         t->format = TOOL_FORMAT_DEEPSEEK;
         why = "the chat template writes <｜tool▁call▁begin｜>";
+    } else if (strstr(src, L3_TAG)) {
+        t->format = TOOL_FORMAT_LLAMA3;
+        why = "the chat template writes " L3_TAG;
     } else {
         t->format = TOOL_FORMAT_HERMES;
         why = "the default";
@@ -79,6 +84,7 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
     t->in_template = tmpl && renders_tools(tmpl, bos, eos);
     const char *name = t->format == TOOL_FORMAT_NONE     ? "none"
                        : t->format == TOOL_FORMAT_HERMES ? "hermes"
+                       : t->format == TOOL_FORMAT_LLAMA3 ? "llama3_json"
                                                          : "deepseek_v3";
     snprintf(t->why, sizeof t->why, "%s%s (%s); tools %s", parser ? "" : "auto: ", name, why,
              t->in_template ? "rendered by the chat template" : "in a fallback system prompt");
@@ -114,6 +120,11 @@ static char *fallback_prompt(enum tool_format f, const cJSON *tools)
                         "a newline):\n" DS_BLOCK_OPEN DS_CALL_OPEN "function" DS_SEP
                         "FUNCTION_NAME\n```json\n{ARGUMENTS AS A JSON OBJECT}\n```" DS_CALL_CLOSE
                         DS_BLOCK_CLOSE "\nThe results come back in the next message.");
+    else if (f == TOOL_FORMAT_LLAMA3)
+        ll_buf_puts(&b, "\nTo call functions, answer with the calls only, each a JSON object "
+                        "{\"name\": \"FUNCTION_NAME\", \"parameters\": {ARGUMENTS AS A JSON "
+                        "OBJECT}}, separated by \";\".\nThe results come back in the next "
+                        "message.");
     else
         ll_buf_puts(&b, "\nTo call a function, answer with one block per call:\n" H_OPEN
                         "\n{\"name\": \"FUNCTION_NAME\", \"arguments\": {ARGUMENTS AS A JSON "
@@ -237,7 +248,7 @@ static enum ll_status args_rule(struct gbuild *b, const cJSON *fn, int index, in
     return LL_OK;
 }
 
-/* One call of function fn (its name quoted as JSON for hermes). */
+/* One call of function fn (its name quoted as JSON for hermes and llama3_json). */
 static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSON *fn,
                                 int index, int *rule, struct oai_error *e)
 {
@@ -250,7 +261,8 @@ static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSO
     struct gseq q = {0};
     *rule = gb_rule(b);
     char lit[160];
-    if (f == TOOL_FORMAT_HERMES) {
+    if (f == TOOL_FORMAT_HERMES || f == TOOL_FORMAT_LLAMA3) {
+        const char *key = f == TOOL_FORMAT_HERMES ? "\"arguments\"" : "\"parameters\"";
         gseq_byte(b, &q, '{');
         gseq_rule(&q, ws);
         gseq_lit(b, &q, "\"name\"", 6);
@@ -262,7 +274,7 @@ static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSO
         gseq_rule(&q, ws);
         gseq_byte(b, &q, ',');
         gseq_rule(&q, ws);
-        gseq_lit(b, &q, "\"arguments\"", 11);
+        gseq_lit(b, &q, key, strlen(key));
         gseq_rule(&q, ws);
         gseq_byte(b, &q, ':');
         gseq_rule(&q, ws);
@@ -316,6 +328,11 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
         int first = gb_concat(b, (int[]){ws, call, ws, close}, 4);
         int more = gb_concat(b, (int[]){ws, start, ws, call, ws, close}, 6);
         rest = many ? gb_concat(b, (int[]){first, gb_repeat(b, more, 0, -1)}, 2) : first;
+    } else if (t->format == TOOL_FORMAT_LLAMA3) {
+        /* rest ::= call (ws ";" ws call)*, the whole answer */
+        int more = gb_concat(b, (int[]){ws, gb_literal(b, ";"), ws, call}, 4);
+        rest = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
+        start = gb_literal(b, "");
     } else {
         /* rest ::= call ("\n" call)* "<｜tool▁calls▁end｜>" */
         start = gb_literal(b, DS_BLOCK_OPEN);
@@ -324,7 +341,28 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
         rest = gb_concat(b, (int[]){call, tail, gb_literal(b, DS_BLOCK_CLOSE)}, 3);
     }
     int root;
-    if (r->tool_choice == OAI_TOOL_AUTO)
+    if (r->tool_choice == OAI_TOOL_AUTO && t->format == TOOL_FORMAT_LLAMA3) {
+        /* the calls, or text that does not start with '{' (nor with white space: the calls
+         * may follow a little of it), or nothing */
+        struct gset first = {{0}};
+        for (int c = 0; c < 256; c++)
+            if (c != '{' && c != ' ' && c != '\t' && c != '\n' && c != '\r')
+                first.bits[c / 64] |= 1ull << (c % 64);
+        struct gset all;
+        memset(&all, 0xff, sizeof all);
+        int any = gb_rule(b), lead = gb_rule(b);
+        struct gseq q = {0};
+        gseq_setsym(&q, gb_set(b, &all));
+        gb_alt(b, any, &q);
+        gseq_clear(&q);
+        gseq_setsym(&q, gb_set(b, &first));
+        gb_alt(b, lead, &q);
+        gseq_free(&q);
+        int text = gb_concat(b, (int[]){lead, gb_repeat(b, any, 0, -1)}, 2);
+        root = gb_concat(b, (int[]){grammar_json_lead_ws(b),
+                                    gb_optional(b, gb_choice(b, (int[]){rest, text}, 2))},
+                         2);
+    } else if (r->tool_choice == OAI_TOOL_AUTO)
         root = gb_until(b, t->format == TOOL_FORMAT_HERMES ? H_OPEN : DS_BLOCK_OPEN, rest, true);
     else
         root = gb_concat(b, (int[]){grammar_json_lead_ws(b), start, rest}, 3);
@@ -340,7 +378,9 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
 
 /* ---- the parser ---- */
 
-enum { P_OUT, P_IN, P_IN_BARE }; /* (bare: a deepseek call without the block's marker) */
+/* bare: a deepseek call without the block's marker; text: llama3_json, an answer that is text
+ * to its end; sep: llama3_json, after a call */
+enum { P_OUT, P_IN, P_IN_BARE, P_TEXT, P_SEP };
 
 void tool_parser_init(struct tool_parser *p, enum tool_format f)
 {
@@ -556,14 +596,20 @@ static size_t skip_ws(const char *s, size_t n, size_t at)
     return at;
 }
 
-/* The head of a hermes call's JSON as the grammar writes it: ws '{' ws "name" ws ':' ws "NAME"
- * ws ',' ws "arguments" ws ':' ws, then the arguments' '{'. 1: found (*name, *name_len: the
- * name's text between its quotes; *args: where the arguments start), 0: not yet, -1: the text
- * is not in this form. */
-static int hermes_head(const char *s, size_t n, const char **name, size_t *name_len,
-                       size_t *args)
+/* The arguments' key of a JSON call: "arguments" (hermes), "parameters" (llama3_json). */
+static const char *args_key(enum tool_format f)
 {
-    static const char *const parts[] = {"{", "\"name\"", ":", NULL, ",", "\"arguments\"", ":"};
+    return f == TOOL_FORMAT_LLAMA3 ? "\"parameters\"" : "\"arguments\"";
+}
+
+/* The head of a hermes or llama3_json call's JSON as the grammar writes it: ws '{' ws "name" ws
+ * ':' ws "NAME" ws ',' ws KEY ws ':' ws, then the arguments' '{' (KEY: args_key). 1: found
+ * (*name, *name_len: the name's text between its quotes; *args: where the arguments start), 0:
+ * not yet, -1: the text is not in this form. */
+static int json_head(enum tool_format f, const char *s, size_t n, const char **name,
+                     size_t *name_len, size_t *args)
+{
+    const char *const parts[] = {"{", "\"name\"", ":", NULL, ",", args_key(f), ":"};
     size_t at = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
         at = skip_ws(s, n, at);
@@ -596,10 +642,11 @@ static int hermes_head(const char *s, size_t n, const char **name, size_t *name_
     return 1;
 }
 
-/* {"name": ..., "arguments": {...}} (a hermes block's JSON text). The arguments are the model's
- * text when the block is in the grammar's form; else (another order, "parameters", arguments
- * given as a JSON string) the parsed object written compactly. */
-static bool parse_hermes(struct tool_parser *p, const char *s, size_t n)
+/* {"name": ..., "arguments": {...}} (a hermes block's JSON text; "parameters" for llama3_json).
+ * The arguments are the model's text when the block is in the grammar's form; else (another
+ * order, the other key, arguments given as a JSON string) the parsed object written
+ * compactly. */
+static bool parse_json_call(struct tool_parser *p, const char *s, size_t n)
 {
     char *t = trimmed(s, n);
     cJSON *v = NULL;
@@ -607,9 +654,11 @@ static bool parse_hermes(struct tool_parser *p, const char *s, size_t n)
     bool ok = false;
     if (t && ll_json_parse(&v, t, strlen(t), "tool call", &err) == LL_OK && cJSON_IsObject(v)) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(v, "name");
-        const cJSON *args = cJSON_GetObjectItemCaseSensitive(v, "arguments");
+        const char *key = p->format == TOOL_FORMAT_LLAMA3 ? "parameters" : "arguments";
+        const char *other = p->format == TOOL_FORMAT_LLAMA3 ? "arguments" : "parameters";
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(v, key);
         if (!args)
-            args = cJSON_GetObjectItemCaseSensitive(v, "parameters");
+            args = cJSON_GetObjectItemCaseSensitive(v, other);
         cJSON *parsed = NULL;
         if (cJSON_IsString(args) && ll_json_parse(&parsed, args->valuestring,
                                                   strlen(args->valuestring), "arguments",
@@ -618,7 +667,7 @@ static bool parse_hermes(struct tool_parser *p, const char *s, size_t n)
         const char *nm;
         size_t nm_len, at;
         if (cJSON_IsString(name) && cJSON_IsObject(args) && !parsed &&
-            hermes_head(t, strlen(t), &nm, &nm_len, &at) > 0) {
+            json_head(p->format, t, strlen(t), &nm, &nm_len, &at) > 0) {
             ok = finish_call(p, name->valuestring, t + at, json_end(t + at, strlen(t) - at)) ||
                  (p->failed = true, false);
         } else if (cJSON_IsString(name) && (!args || cJSON_IsObject(args))) {
@@ -649,7 +698,7 @@ static enum block hermes_block(struct tool_parser *p, const char *s, size_t n, s
     int m = starts(s, n, at, H_CLOSE);
     if (m <= 0)
         return m == 0 ? B_WAIT : B_TEXT;
-    if (!parse_hermes(p, s + a, len))
+    if (!parse_json_call(p, s + a, len))
         return B_TEXT;
     *used = at + strlen(H_CLOSE);
     return B_CALL;
@@ -746,8 +795,9 @@ static void block_progress(struct tool_parser *p)
     const char *s = p->hold.data ? p->hold.data : "", *name;
     size_t n = p->hold.len, name_len, args;
     bool found;
-    if (p->format == TOOL_FORMAT_HERMES) {
-        found = hermes_head(s, n, &name, &name_len, &args) > 0;
+    bool json = p->format == TOOL_FORMAT_HERMES || p->format == TOOL_FORMAT_LLAMA3;
+    if (json) {
+        found = json_head(p->format, s, n, &name, &name_len, &args) > 0;
     } else {
         size_t a = skip_ws(s, n, 0);
         bool fenced;
@@ -758,10 +808,10 @@ static void block_progress(struct tool_parser *p)
     }
     if (!found)
         return;
-    /* the name as the complete block will read it: a JSON string's value (hermes), trimmed
-     * (deepseek) */
+    /* the name as the complete block will read it: a JSON string's value (hermes,
+     * llama3_json), trimmed (deepseek) */
     char *nm = NULL;
-    if (p->open < 0 && p->format == TOOL_FORMAT_HERMES) {
+    if (p->open < 0 && json) {
         cJSON *v = NULL;
         struct ll_err err = {0};
         if (ll_json_parse(&v, name - 1, name_len + 2, "name", &err) == LL_OK &&
@@ -784,13 +834,66 @@ static void block_progress(struct tool_parser *p)
     free(nm);
 }
 
+/* llama3_json: the held text from its first call on. An answer whose first byte after white
+ * space is not '{' is text to its end; else each JSON object is a call, and ';' between calls
+ * is dropped; text after the calls, or an object that is not a call, is text from there on. */
+static void llama3_feed(struct tool_parser *p, bool final, struct ll_buf *content)
+{
+    struct ll_buf *h = &p->hold;
+    for (;;) {
+        const char *s = h->data ? h->data : "";
+        size_t n = h->len, a = skip_ws(s, n, 0);
+        if (p->state == P_TEXT) {
+            release(p, s, n, content);
+            consume(h, n);
+            return;
+        }
+        if (p->state == P_OUT || p->state == P_SEP) { /* a call, or text, starts here */
+            if (a < n && p->state == P_SEP && s[a] == ';') {
+                consume(h, a + 1);
+                p->state = P_OUT;
+                continue;
+            }
+            if (a == n) { /* white space so far: undecided */
+                if (final) {
+                    release(p, s, n, content);
+                    consume(h, n);
+                }
+                return;
+            }
+            p->state = s[a] == '{' ? P_IN : P_TEXT;
+            continue;
+        }
+        size_t len = json_end(s + a, n - a);
+        if (len && parse_json_call(p, s + a, len)) {
+            consume(h, a + len);
+            p->state = P_SEP;
+            continue;
+        }
+        if ((len || final) && drop_open(p)) { /* a call handed out ends here */
+            consume(h, h->len);
+            p->state = P_TEXT;
+            p->after_call = true;
+            return;
+        }
+        if (len || final) { /* not a call: text from here */
+            p->state = P_TEXT;
+            continue;
+        }
+        block_progress(p);
+        return;
+    }
+}
+
 void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool final,
                       struct ll_buf *content)
 {
     struct ll_buf *h = &p->hold;
     ll_buf_append(h, text, len);
     bool hermes = p->format == TOOL_FORMAT_HERMES;
-    for (;;) {
+    if (p->format == TOOL_FORMAT_LLAMA3)
+        llama3_feed(p, final, content);
+    for (; p->format != TOOL_FORMAT_LLAMA3;) {
         const char *s = h->data ? h->data : "";
         size_t n = h->len;
         if (p->state == P_OUT) {

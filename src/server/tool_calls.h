@@ -9,15 +9,19 @@
  *   deepseek_v3  what the DeepSeek-R1 distill template renders for an assistant's tool calls:
  *                <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n
  *                {...}\n```<｜tool▁call▁end｜> (calls separated by "\n") <｜tool▁calls▁end｜>.
+ *   llama3_json  Llama 3.1 / 3.2 / 3.3 (their templates ask for it): the answer is the calls
+ *                alone, each a JSON object {"name": NAME, "parameters": {...}}, separated by
+ *                ";"; an answer that does not start with '{' is text.
  * The server picks one at start-up (tools_choose): --tool-parser, else the template's text
- * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3), else hermes.
+ * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, <|python_tag|> → llama3_json), else
+ * hermes.
  *
  * Prompt: tools go to the template as the variable `tools` (Hugging Face's convention:
  * [{"type": "function", "function": {...}}]) when the template renders them (found at start-up
  * by rendering a probe tool); otherwise a fallback system prompt lists them and shows the
  * format (appended to the first system message, or a new one). History: an assistant's
- * tool_calls arguments are given to hermes templates as JSON objects (Qwen's template writes
- * them with tojson) and to deepseek_v3 ones as the JSON text; tool_choice "none" leaves the
+ * tool_calls arguments are given to hermes and llama3_json templates as JSON objects (Qwen's and
+ * Llama's templates write them with tojson) and to deepseek_v3 ones as the JSON text; tool_choice "none" leaves the
  * tools out of the prompt.
  *
  * Grammar: auto: free text, and from the start marker on, well-formed calls to the given
@@ -46,6 +50,7 @@ enum tool_format {
     TOOL_FORMAT_NONE,     /* --tool-parser none: requests with tools are refused */
     TOOL_FORMAT_HERMES,
     TOOL_FORMAT_DEEPSEEK,
+    TOOL_FORMAT_LLAMA3,
 };
 
 /* The server's choice. */
@@ -55,7 +60,8 @@ struct tool_setup {
     char why[128];     /* the choice and its reason, for the configuration print */
 };
 
-/* Choose the format (parser: "hermes", "deepseek_v3", "none", or NULL for detection) and find
+/* Choose the format (parser: "hermes", "deepseek_v3", "llama3_json", "none", or NULL for
+ * detection) and find
  * whether the template renders tools (tmpl may be NULL). */
 void tools_choose(struct tool_setup *t, const char *parser, const struct chat_template *tmpl,
                   const char *bos, const char *eos);
