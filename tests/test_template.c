@@ -1,10 +1,10 @@
 /*
  * test_template.c: the chat-template engine (include/chat_template.h).
  *
- * Every case of tests/fixtures/chat-templates/{r1,qwen25,qwen3}.cases.json must render byte for
- * byte (the counts are asserted so that a silently skipped case fails). Unit tests pin expressions,
- * filters, tests, whitespace control, loops, namespaces, slicing, macros and tojson to the
- * outputs @huggingface/jinja 0.5.11 and Python jinja2 3.1 give (where they differ, the value
+ * Every case of tests/fixtures/chat-templates/{r1,qwen25,qwen3,llama32}.cases.json must render
+ * byte for byte (the counts are asserted so that a silently skipped case fails). Unit tests pin
+ * expressions, filters, tests, whitespace control, loops, namespaces, slicing, macros and tojson
+ * to the outputs @huggingface/jinja 0.5.11 and Python jinja2 3.1 give (where they differ, the value
  * pinned is the one the engine documents: @huggingface/jinja where it renders, jinja2 where it
  * raises). Error tests check the code, the message and the line:column, and run under ASan/LSan
  * in `make test`, which makes every error path a leak check too.
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chat_template.h"
@@ -31,6 +32,7 @@
 #define R1_CASES 7
 #define QWEN25_CASES 7
 #define QWEN3_CASES 16
+#define LLAMA32_CASES 15
 
 /* Render tpl with a JSON context (NULL: none) and bos/eos "<s>" / "</s>". */
 static enum ll_status render_lim(const char *tpl, const char *ctx_json,
@@ -106,9 +108,45 @@ static char *read_text(const char *path)
     return data;
 }
 
+/* The text of a rendered date for the present moment: strftime(fmt) of localtime. */
+static void date_now(char *buf, size_t size, const char *fmt)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    assert_true(strftime(buf, size, fmt, &tm) > 0);
+}
+
+/* For the case named today_case (NULL: none), whose context has no date_string so the
+ * template asked strftime_now("%d %b %Y") for it: the render is compared with the recorded one
+ * in which the date that follows "Today Date: " (the day it was rendered) becomes today's.
+ * Today is read before and after the render, so a render across midnight passes. */
+static bool same_with_today(const char *got, size_t len, const char *want,
+                            const char *date_before)
+{
+    static const char mark[] = "Today Date: ";
+    const char *at = strstr(want, mark);
+    assert_non_null(at);
+    at += strlen(mark);
+    const char *end = strchr(at, '\n');
+    assert_non_null(end);
+    char after[64];
+    date_now(after, sizeof after, "%d %b %Y");
+    const char *dates[2] = {date_before, after};
+    for (int i = 0; i < 2; i++) {
+        size_t dl = strlen(dates[i]);
+        size_t pre = (size_t)(at - want), post = strlen(end);
+        if (len == pre + dl + post && memcmp(got, want, pre) == 0 &&
+            memcmp(got + pre, dates[i], dl) == 0 && memcmp(got + pre + dl, end, post) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* Render every case of a fixture file with t (or with the template the file names); returns
  * the number of cases, failing on any difference. */
-static int run_fixture(const char *cases_file, const struct chat_template *t_override)
+static int run_fixture_today(const char *cases_file, const struct chat_template *t_override,
+                             const char *today_case)
 {
     char *text = read_text(cases_file);
     cJSON *doc = cJSON_Parse(text);
@@ -135,7 +173,7 @@ static int run_fixture(const char *cases_file, const struct chat_template *t_ove
         free(src);
         t = own;
     }
-    int n = 0;
+    int n = 0, today_seen = 0;
     for (const cJSON *c = cases->child; c; c = c->next, n++) {
         const cJSON *name = cJSON_GetObjectItem(c, "name");
         const cJSON *ctx = cJSON_GetObjectItem(c, "context");
@@ -144,17 +182,30 @@ static int run_fixture(const char *cases_file, const struct chat_template *t_ove
         char *out = NULL;
         size_t len = 0;
         struct ll_err err = {0};
+        bool today = today_case && strcmp(name->valuestring, today_case) == 0;
+        char before[64];
+        date_now(before, sizeof before, "%d %b %Y");
         if (chat_template_render_ex(t, ctx, cJSON_IsString(bos) ? bos->valuestring : NULL,
                                     eos->valuestring, NULL, &out, &len, &err) != LL_OK)
             fail_msg("%s case %s: %s", cases_file, name->valuestring, err.msg);
-        if (len != strlen(want->valuestring) || memcmp(out, want->valuestring, len) != 0)
-            fail_msg("%s case %s:\n got  [%s]\n want [%s]", cases_file, name->valuestring, out,
-                     want->valuestring);
+        bool same = today ? same_with_today(out, len, want->valuestring, before)
+                          : len == strlen(want->valuestring) &&
+                                memcmp(out, want->valuestring, len) == 0;
+        if (!same)
+            fail_msg("%s case %s:\n got  [%s]\n want [%s]%s", cases_file, name->valuestring,
+                     out, want->valuestring, today ? " (its date made today's)" : "");
+        today_seen += today;
         free(out);
     }
+    assert_int_equal(today_seen, today_case != NULL);
     chat_template_free(own);
     cJSON_Delete(doc);
     return n;
+}
+
+static int run_fixture(const char *cases_file, const struct chat_template *t_override)
+{
+    return run_fixture_today(cases_file, t_override, NULL);
 }
 
 static void test_fixture_r1(void **state)
@@ -184,6 +235,46 @@ static void test_fixture_qwen3(void **state)
     assert_null(bos);
     assert_string_equal(eos, "<|im_end|>");
     assert_int_equal(run_fixture(FIXTURES "qwen3.cases.json", t), QWEN3_CASES);
+    free(bos);
+    free(eos);
+    chat_template_free(t);
+}
+
+/* Llama 3.2's template (system header dated by date_string or else strftime_now, content
+ * trimmed, tools in the first user message or in the system message, custom_tools, one tool
+ * call with tojson arguments, tool and ipython turns with string or JSON content), as its
+ * tokenizer_config.json in models/llama3-tokenizer holds it. The case without date_string
+ * was rendered on 2026-11-29 and is compared with that day's date made today's. */
+static void test_fixture_llama32(void **state)
+{
+    (void)state;
+    const char *file = FIXTURES "llama32.cases.json";
+    assert_int_equal(run_fixture_today(file, NULL, "date_from_strftime_now"), LLAMA32_CASES);
+    struct chat_template *t;
+    char *bos, *eos;
+    struct ll_err err = {0};
+    if (chat_template_load_model(&t, &bos, &eos, "models/llama3-tokenizer", &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(bos, "<|begin_of_text|>");
+    assert_string_equal(eos, "<|eot_id|>");
+    assert_int_equal(run_fixture_today(file, t, "date_from_strftime_now"), LLAMA32_CASES);
+    char *src = read_text(FIXTURES "llama32.jinja");
+    assert_string_equal(chat_template_source(t), src);
+    free(src);
+
+    /* the template's own errors: tools with no user message to put them in, two calls */
+    char *out = NULL;
+    cJSON *ctx = cJSON_Parse("{\"messages\": [], \"tools\": [], \"date_string\": \"1 Jan 2026\"}");
+    assert_int_equal(chat_template_render(t, ctx, bos, eos, &out, &err), LL_ETEMPLATE);
+    assert_non_null(strstr(err.msg, "Cannot put tools in the first user message"));
+    assert_null(out);
+    cJSON_Delete(ctx);
+    ctx = cJSON_Parse("{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\":"
+                      " {\"name\": \"a\", \"arguments\": {}}}, {\"function\": {\"name\": \"b\","
+                      " \"arguments\": {}}}]}], \"date_string\": \"1 Jan 2026\"}");
+    assert_int_equal(chat_template_render(t, ctx, bos, eos, &out, &err), LL_ETEMPLATE);
+    assert_non_null(strstr(err.msg, "only supports single tool-calls"));
+    cJSON_Delete(ctx);
     free(bos);
     free(eos);
     chat_template_free(t);
@@ -799,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_fixture_r1),
         cmocka_unit_test(test_fixture_qwen25),
         cmocka_unit_test(test_fixture_qwen3),
+        cmocka_unit_test(test_fixture_llama32),
         cmocka_unit_test(test_load_model_fixture),
         cmocka_unit_test(test_load_model_variants),
         cmocka_unit_test(test_literals),
