@@ -7,6 +7,10 @@
  * (the renderer of the project's fixtures) with trim_blocks and lstrip_blocks on, as Hugging
  * Face renders chat templates. Every failure is an error code with a message naming the
  * problem and, for template errors, its line and column; runaway templates stop at limits.
+ * Globals a template may call: range, namespace, dict, raise_exception(message), and
+ * strftime_now(format), the local time at the render formatted by C strftime (as transformers
+ * and llama.cpp give it; Llama 3.x dates its system header with it when the context has no
+ * date_string).
  */
 #ifndef LLAISYS_CHAT_TEMPLATE_H
 #define LLAISYS_CHAT_TEMPLATE_H

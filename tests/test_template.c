@@ -699,6 +699,57 @@ static void test_context_and_tokens(void **state)
     free(o2);
 }
 
+/* The local time now as a template's strftime_now calls would give it (want_time's layout). */
+static void want_time(char *out, size_t size)
+{
+    char a[64], b[64], c[64];
+    date_now(a, sizeof a, "%Y-%m-%d %H:%M");
+    date_now(b, sizeof b, "%d %b %Y");
+    date_now(c, sizeof c, "%A %j %-d%%");
+    snprintf(out, size, "%s|%s|%s|true|no conversions|50%%|1200|[%%Q]", a, b, c);
+}
+
+/* strftime_now(format) is C strftime of the local time at the render, as transformers and
+ * llama.cpp define it: its output is compared with strftime read just before and just after
+ * the render (one of the two matches even across a minute boundary). */
+static void test_strftime_now(void **state)
+{
+    (void)state;
+    const char *tpl = "{{ strftime_now('%Y-%m-%d %H:%M') }}|{{ strftime_now('%d %b %Y') }}|"
+                      "{{ strftime_now('%A %j %-d%%') }}|{{ strftime_now is defined }}|"
+                      "{{ strftime_now('no conversions') }}|{{ strftime_now('50%') }}|"
+                      "{{ strftime_now('%Y' * 300)|length }}|[{{ strftime_now('%Q') }}]";
+    char before[256], after[256], *out;
+    struct ll_err err = {0};
+    want_time(before, sizeof before);
+    assert_int_equal(render_lim(tpl, NULL, NULL, &out, &err), LL_OK);
+    want_time(after, sizeof after);
+    if (strcmp(out, before) != 0 && strcmp(out, after) != 0)
+        fail_msg("strftime_now gave [%s]\n want [%s]\n   or [%s]", out, before, after);
+    free(out);
+
+    /* Llama 3.x's way of dating its system header: date_string wins, else strftime_now */
+    const char *dated = "{%- if not date_string is defined %}{%- if strftime_now is defined %}"
+                        "{%- set date_string = strftime_now('%d %b %Y') %}{%- else %}"
+                        "{%- set date_string = '26 Jul 2024' %}{%- endif %}{%- endif %}"
+                        "Today Date: {{ date_string }}";
+    check_ctx(dated, "{\"date_string\": \"1 Jan 2000\"}", "Today Date: 1 Jan 2000");
+    char today1[64], today2[64], want1[96], want2[96];
+    date_now(today1, sizeof today1, "%d %b %Y");
+    assert_int_equal(render_lim(dated, NULL, NULL, &out, &err), LL_OK);
+    date_now(today2, sizeof today2, "%d %b %Y");
+    snprintf(want1, sizeof want1, "Today Date: %s", today1);
+    snprintf(want2, sizeof want2, "Today Date: %s", today2);
+    if (strcmp(out, want1) != 0 && strcmp(out, want2) != 0)
+        fail_msg("dated header [%s], want [%s]", out, want1);
+    free(out);
+
+    check_err("{{ strftime_now(3) }}", LL_ETEMPLATE, "takes a format string", NULL);
+    check_err("{{ strftime_now('%300Y') }}", LL_ETEMPLATE, "field width over 255", NULL);
+    check_err("{{ strftime_now('%____________________Y') }}", LL_ETEMPLATE, "too long", "%____");
+    check_err("{{ strftime_now() }}", LL_ETEMPLATE, "format", NULL);
+}
+
 /* ------------------------------------------------------------------ errors */
 
 static void test_syntax_errors(void **state)
@@ -907,6 +958,7 @@ int main(void)
         cmocka_unit_test(test_macros),
         cmocka_unit_test(test_whitespace_control),
         cmocka_unit_test(test_context_and_tokens),
+        cmocka_unit_test(test_strftime_now),
         cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_runtime_errors),
         cmocka_unit_test(test_limits),

@@ -3,8 +3,10 @@
  *
  * Strings have Python's str methods that chat templates use (split, strip, startswith,
  * replace, title, format, ...), dicts have items/keys/values/get, the loop object has cycle().
- * Globals: range, namespace, dict, raise_exception, strftime_now. The string helpers shared
- * with the filters (case mapping, strip, replace) live here too.
+ * Globals: range, namespace, dict, raise_exception(message), strftime_now(format) (the local
+ * time now by C strftime, as transformers and llama.cpp define it; Llama 3.x's template dates
+ * its system header with it when no date_string is given). The string helpers shared with the
+ * filters (case mapping, strip, replace) live here too.
  *
  * Every function builds its result in the render's scratch output (jr_mark/jr_take) or in new
  * values, so an error part-way leaks nothing. Called on the render's thread only.
@@ -754,6 +756,11 @@ static struct jv g_raise_exception(struct jrender *r, const struct jnode *at, st
             (int)(msg.u.s->len > 380 ? 380 : msg.u.s->len), msg.u.s->s);
 }
 
+/* strftime_now(format): the current local time formatted by C strftime, as transformers and
+ * llama.cpp give templates (Llama 3.x dates its system header with it). Each conversion is
+ * formatted on its own, so the result has no length limit but the render's output limit; a
+ * field width over 255 or a conversion spelled in more than 15 bytes fails the render. Text
+ * between conversions is copied as it is, a lone '%' at the end too. */
 static struct jv g_strftime_now(struct jrender *r, const struct jnode *at, struct jv self,
                                 const struct jv *a, const struct jargs *raw)
 {
@@ -763,9 +770,42 @@ static struct jv g_strftime_now(struct jrender *r, const struct jnode *at, struc
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
-    char buf[512];
-    size_t n = strftime(buf, sizeof buf, a[0].u.s->s, &tm);
-    return jv_str(r, buf, n);
+    const char *f = a[0].u.s->s;
+    size_t len = a[0].u.s->len, mark = jr_mark(r);
+    for (size_t i = 0; i < len;) {
+        size_t j = i + 1;
+        if (f[i] != '%' || j == len) {
+            while (j < len && f[j] != '%')
+                j++;
+            jr_emit(r, at, f + i, j - i);
+            i = j;
+            continue;
+        }
+        /* one conversion: flags (glibc's _-0^#), a width, an E or O modifier, the letter */
+        while (j < len && (f[j] == '_' || f[j] == '-' || f[j] == '0' || f[j] == '^' ||
+                           f[j] == '#'))
+            j++;
+        int width = 0;
+        while (j < len && f[j] >= '0' && f[j] <= '9' && width <= 255)
+            width = width * 10 + (f[j++] - '0');
+        if (width > 255)
+            jr_fail(r, at, LL_ETEMPLATE, "strftime_now(): field width over 255");
+        if (j < len && (f[j] == 'E' || f[j] == 'O'))
+            j++;
+        if (j == len) { /* a conversion cut off by the end: kept as text */
+            jr_emit(r, at, f + i, j - i);
+            break;
+        }
+        char spec[16], buf[512];
+        if (j + 1 - i >= sizeof spec)
+            jr_fail(r, at, LL_ETEMPLATE, "strftime_now(): conversion '%.*s' too long",
+                    (int)(j + 1 - i > 40 ? 40 : j + 1 - i), f + i);
+        memcpy(spec, f + i, j + 1 - i);
+        spec[j + 1 - i] = 0;
+        jr_emit(r, at, buf, strftime(buf, sizeof buf, spec, &tm));
+        i = j + 1;
+    }
+    return jr_take(r, mark);
 }
 
 static const struct jbuiltin globals[] = {
