@@ -1,7 +1,8 @@
 /* test_chat_encode.c: the whole prompt path of a chat request: messages → the model's chat
  * template (from tokenizer_config.json) → token ids without an added BOS (the template writes
  * it), checked against tests/fixtures/chat-encode-cases.json (DeepSeek-R1-Distill-Qwen, in
- * tiny-qwen2/) and qwen3-chat-encode-cases.json (models/qwen3-tokenizer). */
+ * tiny-qwen2/), qwen3-chat-encode-cases.json (models/qwen3-tokenizer) and
+ * llama3-chat-encode-cases.json (models/llama3-tokenizer). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,11 +93,22 @@ static void test_qwen3_chat_encode_cases(void **state)
         4);
 }
 
+/* Llama 3.2: the dated system header, digits split in threes by its pre-tokenizer, a tool
+ * round (tools in the first user message, a call, an ipython turn). */
+static void test_llama3_chat_encode_cases(void **state)
+{
+    (void)state;
+    assert_int_equal(
+        run_chat_encode("models/llama3-tokenizer", "tests/fixtures/llama3-chat-encode-cases.json"),
+        4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_encode_cases),
         cmocka_unit_test(test_qwen3_chat_encode_cases),
+        cmocka_unit_test(test_llama3_chat_encode_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * test_tokenizer.c: the byte-level BPE tokenizer against the reference data in tests/fixtures/
  * (tokenizer-cases.json, chat-encode-cases.json, the DeepSeek-R1-Distill-Qwen tokenizer in
- * tiny-qwen2/; qwen3-tokenizer-cases.json with models/qwen3-tokenizer), plus: invalid UTF-8
+ * tiny-qwen2/; qwen3-tokenizer-cases.json with models/qwen3-tokenizer, llama3-tokenizer-cases.json
+ * with models/llama3-tokenizer), plus: invalid UTF-8
  * handled like Python's errors="replace", the byte-level table, incremental decoding, ids
  * without text, special-token lookups, very long inputs, concurrent encoding, and a small
  * synthetic tokenizer.json for the added-token options, the post-processor and every kind of
@@ -231,6 +232,45 @@ static void test_qwen3_cases(void **state)
     assert_int_equal(tokenizer_token_to_id(q3, "</think>"), 151668);
     assert_int_equal(run_token_cases(q3, "tests/fixtures/qwen3-tokenizer-cases.json", ""), 48);
     tokenizer_free(q3);
+}
+
+/* Llama 3.2's tokenizer (models/llama3-tokenizer): the Llama 3 split (digits in runs of up to
+ * three), ignore_merges, BOS 128000 from the post-processor. The same text through the Qwen2
+ * split differs wherever two digits meet, so the cases depend on the pattern. */
+static void test_llama3_cases(void **state)
+{
+    (void)state;
+    struct tokenizer *l3;
+    struct ll_err err = {0};
+    enum ll_status s = tokenizer_load(&l3, "models/llama3-tokenizer", &err);
+    if (s != LL_OK)
+        print_error("load: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    assert_int_equal(tokenizer_token_to_id(l3, "<|begin_of_text|>"), 128000);
+    assert_int_equal(tokenizer_token_to_id(l3, "<|eot_id|>"), 128009);
+    assert_int_equal(run_token_cases(l3, "tests/fixtures/llama3-tokenizer-cases.json",
+                                     "<|begin_of_text|>"),
+                     116);
+    /* "1234567" is "123", "456", "7" */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    assert_int_equal(tokenizer_encode(l3, "1234567", 7, false, &ids, &n, &err), LL_OK);
+    assert_int_equal(n, 3);
+    char piece[8];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *t = NULL;
+        size_t tl = 0;
+        assert_int_equal(tokenizer_decode(l3, &ids[i], 1, false, &t, &tl, &err), LL_OK);
+        assert_true(len + tl < sizeof piece);
+        assert_int_equal(tl, i < 2 ? 3 : 1);
+        memcpy(piece + len, t, tl);
+        len += tl;
+        free(t);
+    }
+    assert_memory_equal(piece, "1234567", 7);
+    free(ids);
+    tokenizer_free(l3);
 }
 
 static void test_chat_encode_cases(void **state)
@@ -1172,6 +1212,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_qwen3_cases),
+        cmocka_unit_test(test_llama3_cases),
         cmocka_unit_test(test_chat_encode_cases),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_nul_and_control_bytes),
