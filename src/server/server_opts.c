@@ -81,8 +81,9 @@ static const struct opt_def defs[] = {
              "(default: deepseek_r1 when the chat template opens <think> or the tokenizer has "
              "<think> and </think>)"},
     {"--tool-parser", "LLAISYS_TOOL_PARSER", T_STR, OFF(tool_parser), 0, 0, "NAME",
-     "hermes: <tool_call>{json}</tool_call>; deepseek_v3: <｜tool▁calls▁begin｜>...; none: "
-     "refuse tools (default: from the chat template, else hermes)"},
+     "hermes: <tool_call>{json}</tool_call>; deepseek_v3: <｜tool▁calls▁begin｜>...; "
+     "llama3_json: the answer is {\"name\", \"parameters\"} calls (Llama 3.x); none: refuse "
+     "tools (default: from the chat template, else hermes)"},
     {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 1, 1LL << 50, "SIZE",
      "largest request body, else 413 (default 8M)"},
     {"--request-timeout", "LLAISYS_REQUEST_TIMEOUT", T_SECS, OFF(request_timeout), 0, 0, "SECS",
@@ -367,7 +368,7 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         return bad("--reasoning-parser", "must be deepseek_r1, qwen3 or none",
                    o->reasoning_parser);
     if (o->tool_parser && !tools_parser_valid(o->tool_parser))
-        return bad("--tool-parser", "must be hermes, deepseek_v3 or none", o->tool_parser);
+        return bad("--tool-parser", "must be hermes, deepseek_v3, llama3_json or none", o->tool_parser);
     /* The server profile's batch shape now, the context and the KV pool when the model loads;
      * options at odds with each other are refused here, not after the model was loaded. */
     engine_opts_resolve(&o->engine, NULL);

@@ -74,9 +74,9 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
     } else if (strstr(src, "tool▁call▁begin")) {
         t->format = TOOL_FORMAT_DEEPSEEK;
         why = "the chat template writes <｜tool▁call▁begin｜>";
-    } else if (strstr(src, L3_TAG)) {
+    } else if (strstr(src, L3_TAG) || strstr(src, "\"parameters\": ")) {
         t->format = TOOL_FORMAT_LLAMA3;
-        why = "the chat template writes " L3_TAG;
+        why = "the chat template writes Llama 3 calls";
     } else {
         t->format = TOOL_FORMAT_HERMES;
         why = "the default";

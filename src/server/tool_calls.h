@@ -13,8 +13,8 @@
  *                alone, each a JSON object {"name": NAME, "parameters": {...}}, separated by
  *                ";"; an answer that does not start with '{' is text.
  * The server picks one at start-up (tools_choose): --tool-parser, else the template's text
- * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, <|python_tag|> → llama3_json), else
- * hermes.
+ * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, <|python_tag|> or a literal
+ * "parameters": key → llama3_json), else hermes.
  *
  * Prompt: tools go to the template as the variable `tools` (Hugging Face's convention:
  * [{"type": "function", "function": {...}}]) when the template renders them (found at start-up
