@@ -31,13 +31,19 @@ enum model_rope_kind {
     MODEL_ROPE_LINEAR,  /* "linear": every frequency divided by factor */
     MODEL_ROPE_LLAMA3,  /* "llama3": low frequencies divided by factor, high ones kept, the
                            band between interpolated (Llama 3.1 and later) */
+    MODEL_ROPE_YARN,    /* "yarn": the same three bands by rotations over the original context
+                           (beta_fast, beta_slow), and q·k scaled (Qwen2.5 / Qwen3 long
+                           context) */
 };
 
 struct model_rope_scaling {
     enum model_rope_kind kind;
-    double factor;          /* > 0 (linear, llama3) */
+    double factor;          /* > 0 (linear, llama3, yarn) */
     double low_freq_factor, high_freq_factor; /* llama3: 0 < low < high */
-    int original_max_position; /* llama3: original_max_position_embeddings */
+    int original_max_position; /* llama3, yarn: original_max_position_embeddings (yarn:
+                                  max_position_embeddings when absent) */
+    double beta_fast, beta_slow;  /* yarn: rotations bounding the band (32 and 1 by default) */
+    double attention_factor;      /* yarn: cos and sin scaled by it (0: 0.1 ln(factor) + 1) */
 };
 
 struct model_config {

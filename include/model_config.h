@@ -4,7 +4,7 @@
  *
  * Every message names the file (the path or name given) and the field. Missing required fields,
  * wrong JSON types and values out of range give LL_EMODEL; unparseable JSON gives LL_EJSON with a
- * line and column; features the model code does not implement (rope_scaling other than linear and llama3,
+ * line and column; features the model code does not implement (rope_scaling other than linear, llama3 and yarn,
  * sliding-window attention, an activation other than silu, MLP biases) give LL_EUNSUPPORTED. The caller owns the structs.
  */
 #ifndef LLAISYS_MODEL_CONFIG_H
@@ -51,7 +51,8 @@ enum ll_status model_config_merge_eos(struct model_config *cfg, const struct gen
                                       struct ll_err *err);
 
 /* The rotary inverse frequencies of cfg (head_dim / 2 of them, in double) into inv_freq:
- * theta^(-2i/head_dim), then stretched as cfg->rope_scaling says (rope_freq.c). */
-void model_rope_inv_freq(const struct model_config *cfg, double *inv_freq);
+ * theta^(-2i/head_dim), then stretched as cfg->rope_scaling says (rope_freq.c). Returns the
+ * factor the rotation's cos and sin are scaled by (1 but for yarn). */
+double model_rope_inv_freq(const struct model_config *cfg, double *inv_freq);
 
 #endif

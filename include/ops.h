@@ -37,11 +37,11 @@ struct ll_rope {
 };
 
 /* Fill r for positions < n_pos: pair i of a head turns by position · inv_freq[i] (head_dim / 2
- * frequencies; the model decides them, model_rope_inv_freq()). Returns LL_OK, LL_EINVAL (odd
- * head_dim, n_pos < 1) or LL_ENOMEM. ll_rope_free() frees the tables (safe on a zeroed
- * struct). */
+ * frequencies; the model decides them, model_rope_inv_freq()), its cos and sin scaled by
+ * `scale` (1: a pure rotation). Returns LL_OK, LL_EINVAL (odd head_dim, n_pos < 1) or
+ * LL_ENOMEM. ll_rope_free() frees the tables (safe on a zeroed struct). */
 enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const double *inv_freq,
-                            struct ll_err *err);
+                            double scale, struct ll_err *err);
 void ll_rope_free(struct ll_rope *r);
 
 /* Rotate x (n, n_heads, head_dim) in place; row i uses position pos[i] (< r->n_pos). */

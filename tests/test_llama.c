@@ -12,8 +12,8 @@
  * them through the engine's forward pass and compares: exact path within 2e-5 of the logit
  * scale, top-1 equal wherever llama.cpp's margin exceeds twice that; fast path within 1 %.
  * Without the rope scaling (config.json's rope_scaling null) the long prompt is far off, so the
- * parity depends on it. Then config.json's refusals (attention_bias, mlp_bias, other rope
- * scalings, a llama3 scaling with a field missing or unknown) name the field.
+ * parity depends on it. Then config.json's refusals (attention_bias, mlp_bias) name the field
+ * (the rope_scaling kinds' own are in test_rope_scaling.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "llamacpp_ref.h"
 #include "mkmodel.h"
 #include "model.h"
 #include "model_config.h"
@@ -39,7 +40,6 @@
 #include "util.h"
 
 #define FIXTURE "tests/fixtures/tiny-llama.llamacpp.json"
-#define CHUNK 32 /* tokens per forward call (logits for all of them) */
 
 static char dir[64];
 static cJSON *fixture;
@@ -142,74 +142,6 @@ static void test_weights_are_the_fixtures(void **state)
     st_close(st);
 }
 
-/* Run prompt p through m and compare with llama.cpp's logits: returns the worst difference
- * over the scale; fails above rel_tol (when rel_tol > 0). */
-static double compare_prompt(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
-                             const char *what)
-{
-    const cJSON *ids_j = cJSON_GetObjectItem(p, "ids"), *pos_j = cJSON_GetObjectItem(p, "positions");
-    int n = cJSON_GetArraySize(ids_j), V = m->config.vocab_size;
-    assert_int_equal(cJSON_GetArraySize(pos_j), n);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
-    for (int i = 0; i < n; i++)
-        ids[i] = cJSON_GetArrayItem(ids_j, i)->valueint;
-    struct runtime_opts o = {.n_ctx = 512, .max_batch = CHUNK, .n_threads = 2, .math = math};
-    struct model_runtime *rt;
-    struct ll_err err = {0};
-    assert_int_equal(runtime_create(&rt, m, &o, &err), LL_OK);
-    float *logits = malloc(sizeof(float) * CHUNK * (size_t)V);
-    int32_t pos[CHUNK];
-    uint8_t want[CHUNK];
-    memset(want, 1, sizeof want);
-
-    double scale = 0, worst = 0;
-    for (const cJSON *q = pos_j->child; q; q = q->next) {
-        const cJSON *l;
-        cJSON_ArrayForEach(l, cJSON_GetObjectItem(q, "logits")) scale = fmax(scale, fabs(l->valuedouble));
-    }
-    int top1 = 0, top1_checked = 0;
-    for (int i0 = 0; i0 < n; i0 += CHUNK) {
-        int k = n - i0 < CHUNK ? n - i0 : CHUNK;
-        for (int j = 0; j < k; j++)
-            pos[j] = i0 + j;
-        struct ll_batch b = {.n_tokens = k, .token = ids + i0, .pos = pos, .want_logits = want};
-        enum ll_status s = runtime_forward(rt, &b, logits, &err);
-        if (s)
-            print_error("runtime_forward: %s\n", err.msg);
-        assert_int_equal(s, LL_OK);
-        for (int j = 0; j < k; j++) {
-            const cJSON *q = cJSON_GetArrayItem(pos_j, i0 + j);
-            const cJSON *sel = cJSON_GetObjectItem(q, "ids"), *ref = cJSON_GetObjectItem(q, "logits");
-            const float *row = logits + (size_t)j * V;
-            for (int c = 0; c < cJSON_GetArraySize(sel); c++) {
-                int v = cJSON_GetArrayItem(sel, c)->valueint;
-                double r = cJSON_GetArrayItem(ref, c)->valuedouble, d = fabs(row[v] - r);
-                worst = fmax(worst, d);
-                if (rel_tol > 0 && d > rel_tol * scale)
-                    fail_msg("%s pos %d token %d: %.6f, llama.cpp %.6f (tol %.2e)", what, i0 + j,
-                             v, row[v], r, rel_tol * scale);
-            }
-            /* the first two ids are llama.cpp's best two */
-            double margin = cJSON_GetArrayItem(ref, 0)->valuedouble -
-                            cJSON_GetArrayItem(ref, 1)->valuedouble;
-            if (rel_tol > 0 && margin > 2 * rel_tol * scale) {
-                top1_checked++;
-                top1 += ll_argmax(row, V) == cJSON_GetArrayItem(sel, 0)->valueint;
-            }
-        }
-    }
-    if (rel_tol > 0) {
-        printf("  %s: %d positions, worst %.2e of scale %.3f, top-1 equal at %d of %d checked\n",
-               what, n, worst / scale, scale, top1, top1_checked);
-        assert_int_equal(top1, top1_checked);
-        assert_true(top1_checked >= n / 2);
-    }
-    runtime_free(rt);
-    free(logits);
-    free(ids);
-    return worst / scale;
-}
-
 static void test_llama_cpp_parity(void **state)
 {
     (void)state;
@@ -221,9 +153,9 @@ static void test_llama_cpp_parity(void **state)
     {
         char what[64];
         snprintf(what, sizeof what, "%s exact", cJSON_GetObjectItem(p, "name")->valuestring);
-        compare_prompt(m, LL_MATH_EXACT, p, 2e-5, what);
+        llamacpp_compare(m, LL_MATH_EXACT, p, 2e-5, what);
         snprintf(what, sizeof what, "%s fast", cJSON_GetObjectItem(p, "name")->valuestring);
-        compare_prompt(m, LL_MATH_FAST, p, 0.01, what);
+        llamacpp_compare(m, LL_MATH_FAST, p, 0.01, what);
     }
     model_close(m);
 }
@@ -261,7 +193,7 @@ static void test_rope_scaling_matters(void **state)
     struct model *m = open_model(NULL);
     assert_int_equal(m->config.rope_scaling.kind, MODEL_ROPE_DEFAULT);
     const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 1);
-    double off = compare_prompt(m, LL_MATH_EXACT, p, 0, "long, no rope scaling");
+    double off = llamacpp_compare(m, LL_MATH_EXACT, p, 0, "long, no rope scaling");
     printf("  without rope_scaling the long prompt is off by %.2e of the scale\n", off);
     assert_true(off > 1e-3);
     model_close(m);
@@ -317,39 +249,8 @@ static void test_config_refusals(void **state)
 {
     (void)state;
     expect_config(BASE "}", LL_OK, NULL);
-    expect_config(BASE ", \"rope_scaling\": null}", LL_OK, NULL);
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"default\"}}", LL_OK, NULL);
     expect_config(BASE ", \"mlp_bias\": true}", LL_EUNSUPPORTED, "mlp_bias");
     expect_config(BASE ", \"mlp_bias\": false}", LL_OK, NULL);
-    expect_config(BASE ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
-                       "\"original_max_position_embeddings\": 32768}}",
-                  LL_EUNSUPPORTED, "\"yarn\"");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 2.0}}",
-                  LL_EUNSUPPORTED, "\"dynamic\"");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}}", LL_OK,
-                  NULL);
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\"}}", LL_EMODEL, "factor");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0}}",
-                  LL_EMODEL, "factor");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
-                       "\"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192}}",
-                  LL_EMODEL, "high_freq_factor");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
-                       "\"low_freq_factor\": 4.0, \"high_freq_factor\": 1.0, "
-                       "\"original_max_position_embeddings\": 8192}}",
-                  LL_EMODEL, "low_freq_factor");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
-                       "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}}",
-                  LL_EMODEL, "original_max_position_embeddings");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
-                       "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
-                       "\"original_max_position_embeddings\": 8192, \"attention_factor\": 2}}",
-                  LL_EUNSUPPORTED, "attention_factor");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"type\": \"linear\", "
-                       "\"factor\": 8.0}}",
-                  LL_EMODEL, "disagree");
-    expect_config(BASE ", \"rope_scaling\": 3}", LL_EMODEL, "rope_scaling");
-    expect_config(BASE ", \"rope_scaling\": {\"factor\": 3}}", LL_EMODEL, "rope_type");
 
     /* attention_bias true would put biases on o_proj too: the llama bind refuses it */
     config_edit("\"attention_bias\": false", "\"attention_bias\": true");

@@ -145,9 +145,9 @@ static void test_rope(void **state)
     for (int j = 0; j < HD / 2; j++)
         inv_freq[j] = pow(10000.0, -2.0 * j / HD) * (j % 3 ? 1.0 : 0.125);
     struct ll_rope r;
-    assert_int_equal(ll_rope_init(&r, HD, NPOS, inv_freq, NULL), LL_OK);
+    assert_int_equal(ll_rope_init(&r, HD, NPOS, inv_freq, 1.0, NULL), LL_OK);
     struct ll_rope bad;
-    assert_int_equal(ll_rope_init(&bad, 7, NPOS, inv_freq, NULL), LL_EINVAL);
+    assert_int_equal(ll_rope_init(&bad, 7, NPOS, inv_freq, 1.0, NULL), LL_EINVAL);
 
     float x[4 * NH * HD], orig[4 * NH * HD];
     double want[4 * NH * HD];
@@ -171,6 +171,14 @@ static void test_rope(void **state)
     memcpy(one, orig + 3 * NH * HD, sizeof one);
     ll_rope_apply(one, &r, &pos[3], 1, NH);
     assert_memory_equal(one, x + 3 * NH * HD, sizeof one);
+    ll_rope_free(&r);
+    /* a scaled table (yarn's attention factor): the same rotation, 1.5 times as long */
+    assert_int_equal(ll_rope_init(&r, HD, NPOS, inv_freq, 1.5, NULL), LL_OK);
+    memcpy(x, orig, sizeof x);
+    ll_rope_apply(x, &r, pos, 4, NH);
+    for (int i = 0; i < 4 * NH * HD; i++)
+        want[i] *= 1.5;
+    assert_close(x, want, 4 * NH * HD, 3e-6);
     ll_rope_free(&r);
 }
 

@@ -123,7 +123,7 @@ void ll_rms_norm_ref(float *out, const float *x, const void *w, enum ll_dtype wt
 }
 
 enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const double *inv_freq,
-                            struct ll_err *err)
+                            double scale, struct ll_err *err)
 {
     memset(r, 0, sizeof *r);
     if (head_dim < 2 || head_dim % 2 || n_pos < 1)
@@ -142,8 +142,8 @@ enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const do
     for (int i = 0; i < half; i++) {
         for (int p = 0; p < n_pos; p++) {
             double a = (double)p * inv_freq[i];
-            r->cos[(size_t)p * half + i] = (float)cos(a);
-            r->sin[(size_t)p * half + i] = (float)sin(a);
+            r->cos[(size_t)p * half + i] = (float)(scale * cos(a));
+            r->sin[(size_t)p * half + i] = (float)(scale * sin(a));
         }
     }
     return LL_OK;

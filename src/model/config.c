@@ -108,6 +108,9 @@ static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, c
         return ll_err_set(err, LL_EMODEL,
                           "%s: rope_scaling.type and rope_scaling.rope_type disagree", name);
     static const char *const linear_keys[] = {"rope_type", "type", "factor", NULL};
+    static const char *const yarn_keys[] = {"rope_type", "type", "factor",
+                                            "original_max_position_embeddings", "beta_fast",
+                                            "beta_slow", "attention_factor", NULL};
     static const char *const llama3_keys[] = {"rope_type",       "type",
                                               "factor",          "low_freq_factor",
                                               "high_freq_factor", "original_max_position_embeddings",
@@ -119,10 +122,12 @@ static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, c
         rs->kind = MODEL_ROPE_LINEAR, keys = linear_keys;
     } else if (!strcmp(t->valuestring, "llama3")) {
         rs->kind = MODEL_ROPE_LLAMA3, keys = llama3_keys;
+    } else if (!strcmp(t->valuestring, "yarn")) {
+        rs->kind = MODEL_ROPE_YARN, keys = yarn_keys;
     } else {
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: rope_scaling.rope_type \"%.40s\" is not supported (only "
-                          "\"linear\" and \"llama3\", or null)",
+                          "\"linear\", \"llama3\" and \"yarn\", or null)",
                           name, t->valuestring);
     }
     for (const cJSON *m = r->child; m; m = m->next) {
@@ -142,6 +147,22 @@ static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, c
         return s;
     if (!has_factor)
         return ll_err_set(err, LL_EMODEL, "%s: missing field 'factor'", where);
+    if (rs->kind == MODEL_ROPE_YARN) {
+        bool has_af;
+        if ((s = get_int(r, "original_max_position_embeddings", false, 1, 1 << 30,
+                         c->max_position, &rs->original_max_position, where, err)) ||
+            (s = get_num(r, "beta_fast", 0, false, 1e6, 32.0, &rs->beta_fast, NULL, where,
+                         err)) ||
+            (s = get_num(r, "beta_slow", 0, false, 1e6, 1.0, &rs->beta_slow, NULL, where,
+                         err)) ||
+            (s = get_num(r, "attention_factor", 0, false, 1e3, 0, &rs->attention_factor,
+                         &has_af, where, err)))
+            return s;
+        if (!(rs->beta_slow < rs->beta_fast))
+            return ll_err_set(err, LL_EMODEL, "%s: beta_slow (%g) must be below beta_fast (%g)",
+                              where, rs->beta_slow, rs->beta_fast);
+        return LL_OK;
+    }
     if (rs->kind != MODEL_ROPE_LLAMA3)
         return LL_OK;
     bool has_low, has_high;

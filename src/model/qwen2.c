@@ -197,8 +197,8 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
         qwen2_runtime_free(&r->base);
         return ll_err_set(err, LL_ENOMEM, "out of memory");
     }
-    model_rope_inv_freq(c, inv_freq);
-    enum ll_status s = ll_rope_init(&r->rope, c->head_dim, o.n_ctx, inv_freq, err);
+    double scale = model_rope_inv_freq(c, inv_freq);
+    enum ll_status s = ll_rope_init(&r->rope, c->head_dim, o.n_ctx, inv_freq, scale, err);
     free(inv_freq);
     if (s || (s = ll_pool_create(&r->base.pool, o.n_threads, err)) ||
         (s = ll_kv_cache_init(&r->base.kv, o.math == LL_MATH_EXACT ? LL_F32 : LL_BF16,

@@ -8,16 +8,37 @@
  * L / low_freq_factor are divided by the factor, those shorter than L / high_freq_factor are
  * kept, and the band between moves smoothly from one to the other, with the weight
  * s = (L / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor) on the kept
- * frequency. Computed in double once at start-up.
+ * frequency. "yarn" bands the pairs by index instead: the pair where a wavelength makes r
+ * rotations over the original L is d · ln(L / (2π r)) / (2 ln θ); pairs below the one of
+ * beta_fast rotations (rounded down) are kept, those past the one of beta_slow (rounded up)
+ * divided by the factor, with a linear ramp between; and the rotation's cos and sin are scaled
+ * by attention_factor (0.1 ln(factor) + 1 unless given), so q·k grows by its square. Computed
+ * in double once at start-up.
  */
 #include <math.h>
 
 #include "model_config.h"
 
-void model_rope_inv_freq(const struct model_config *cfg, double *inv_freq)
+/* yarn: the pair index where a wavelength makes `rot` rotations over n_pos positions. */
+static double yarn_pair(double rot, int d, double theta, int n_pos)
+{
+    return d * log(n_pos / (rot * 2.0 * M_PI)) / (2.0 * log(theta));
+}
+
+double model_rope_inv_freq(const struct model_config *cfg, double *inv_freq)
 {
     const struct model_rope_scaling *rs = &cfg->rope_scaling;
     int half = cfg->head_dim / 2;
+    double lo = 0, hi = 0;
+    if (rs->kind == MODEL_ROPE_YARN) {
+        lo = floor(yarn_pair(rs->beta_fast, cfg->head_dim, cfg->rope_theta,
+                             rs->original_max_position));
+        hi = ceil(yarn_pair(rs->beta_slow, cfg->head_dim, cfg->rope_theta,
+                            rs->original_max_position));
+        lo = fmax(lo, 0), hi = fmin(hi, cfg->head_dim - 1);
+        if (lo == hi)
+            hi += 0.001;
+    }
     for (int i = 0; i < half; i++) {
         double f = pow(cfg->rope_theta, -2.0 * i / cfg->head_dim);
         if (rs->kind == MODEL_ROPE_LINEAR) {
@@ -31,7 +52,15 @@ void model_rope_inv_freq(const struct model_config *cfg, double *inv_freq)
                            (rs->high_freq_factor - rs->low_freq_factor);
                 f = (1.0 - s) * f / rs->factor + s * f;
             }
+        } else if (rs->kind == MODEL_ROPE_YARN) {
+            double ramp = fmin(fmax((i - lo) / (hi - lo), 0.0), 1.0); /* 0: kept, 1: divided */
+            f = f / rs->factor * ramp + f * (1.0 - ramp);
         }
         inv_freq[i] = f;
     }
+    if (rs->kind != MODEL_ROPE_YARN)
+        return 1.0;
+    if (rs->attention_factor > 0)
+        return rs->attention_factor;
+    return rs->factor <= 1 ? 1.0 : 0.1 * log(rs->factor) + 1.0;
 }

@@ -1,0 +1,22 @@
+/*
+ * llamacpp_ref.h: the engine's forward pass against llama.cpp's logits on the same weights, as
+ * the tests/fixtures/...llamacpp.json files store them: per prompt its "ids" and, per position,
+ * llama.cpp's 8 best "ids" (best first) and some fixed ones with their "logits".
+ */
+#ifndef LLAISYS_TEST_LLAMACPP_REF_H
+#define LLAISYS_TEST_LLAMACPP_REF_H
+
+#include <cjson/cJSON.h>
+
+#include "model.h"
+#include "runtime.h"
+
+/* Run prompt p (a member of a fixture's "prompts") through m with `math` (2 threads, in chunks
+ * of 32 tokens) and compare every stored logit: fails (naming the position and token) when one
+ * is more than rel_tol of the fixture's largest |logit| away, or when the top-1 token differs
+ * where llama.cpp's margin exceeds twice that (checked at half the positions at least), and
+ * prints the figures; rel_tol 0 only measures. Returns the worst difference over that scale. */
+double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
+                        const char *what);
+
+#endif
