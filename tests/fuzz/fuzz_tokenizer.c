@@ -1,9 +1,11 @@
 /*
- * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with the real
- * DeepSeek-R1-Distill-Qwen tokenizer (models/deepseek-r1-distill-qwen-tokenizer, or the
- * directory in $LLAISYS_FUZZ_TOKENIZER), loaded once.
+ * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with two real
+ * tokenizers, loaded once: DeepSeek-R1-Distill-Qwen's (models/deepseek-r1-distill-qwen-tokenizer,
+ * or the directory in $LLAISYS_FUZZ_TOKENIZER; the Qwen2 split) and Llama 3.2's
+ * (models/llama3-tokenizer; the Llama 3 split, ignore_merges).
  *
- * Input: one mode byte, then the payload. Mode bit 0 clear: the payload is text; it is encoded
+ * Input: one mode byte, then the payload. Mode bit 3 picks the tokenizer (set: Llama 3.2's).
+ * Bit 0 clear: the payload is text; it is encoded
  * (bit 1: add_special) and the ids decoded back. Bit 0 set: the payload is ids, 3 bytes each
  * (little-endian, minus 16, so a few are negative and some past the vocabulary), decoded.
  * Checked either way: the decoded text is valid UTF-8 (invalid bytes become U+FFFD) and the
@@ -16,25 +18,29 @@
 #include "tokenizer.h"
 #include "utf8.h"
 
-static struct tokenizer *tok;
-static struct tokenizer_stream *stream[2]; /* [skip_special] */
+static struct tokenizer *toks[2];
+static struct tokenizer_stream *streams[2][2]; /* [tokenizer][skip_special] */
+static struct tokenizer *tok;                 /* the input's */
+static struct tokenizer_stream **stream;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    const char *dir = getenv("LLAISYS_FUZZ_TOKENIZER");
-    if (!dir || !*dir)
-        dir = "models/deepseek-r1-distill-qwen-tokenizer";
-    struct ll_err err = {0};
-    if (tokenizer_load(&tok, dir, &err) != LL_OK ||
-        tokenizer_stream_init(&stream[0], tok, false, &err) != LL_OK ||
-        tokenizer_stream_init(&stream[1], tok, true, &err) != LL_OK) {
-        fprintf(stderr,
-                "fuzz_tokenizer: %s (run from the repository root, or set "
-                "LLAISYS_FUZZ_TOKENIZER)\n",
-                err.msg);
-        exit(1);
+    const char *dirs[2] = {getenv("LLAISYS_FUZZ_TOKENIZER"), "models/llama3-tokenizer"};
+    if (!dirs[0] || !*dirs[0])
+        dirs[0] = "models/deepseek-r1-distill-qwen-tokenizer";
+    for (int k = 0; k < 2; k++) {
+        struct ll_err err = {0};
+        if (tokenizer_load(&toks[k], dirs[k], &err) != LL_OK ||
+            tokenizer_stream_init(&streams[k][0], toks[k], false, &err) != LL_OK ||
+            tokenizer_stream_init(&streams[k][1], toks[k], true, &err) != LL_OK) {
+            fprintf(stderr,
+                    "fuzz_tokenizer: %s (run from the repository root, or set "
+                    "LLAISYS_FUZZ_TOKENIZER)\n",
+                    err.msg);
+            exit(1);
+        }
     }
     return 0;
 }
@@ -71,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t mode = data[0];
     data++;
     size--;
+    tok = toks[(mode >> 3) & 1];
+    stream = streams[(mode >> 3) & 1];
     bool skip_special = mode & 4;
     struct ll_err err = {0};
     if (!(mode & 1)) {
