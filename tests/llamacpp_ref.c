@@ -25,7 +25,8 @@
 double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
                         const char *what)
 {
-    const cJSON *ids_j = cJSON_GetObjectItem(p, "ids"), *pos_j = cJSON_GetObjectItem(p, "positions");
+    const cJSON *ids_j = cJSON_GetObjectItem(p, "ids"),
+                *pos_j = cJSON_GetObjectItem(p, "positions");
     int n = cJSON_GetArraySize(ids_j), V = m->config.vocab_size;
     assert_int_equal(cJSON_GetArraySize(pos_j), n);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
@@ -43,7 +44,8 @@ double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, doub
     double scale = 0, worst = 0;
     for (const cJSON *q = pos_j->child; q; q = q->next) {
         const cJSON *l;
-        cJSON_ArrayForEach(l, cJSON_GetObjectItem(q, "logits")) scale = fmax(scale, fabs(l->valuedouble));
+        cJSON_ArrayForEach(l, cJSON_GetObjectItem(q, "logits"))
+            scale = fmax(scale, fabs(l->valuedouble));
     }
     int top1 = 0, top1_checked = 0;
     for (int i0 = 0; i0 < n; i0 += CHUNK) {
@@ -57,15 +59,16 @@ double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, doub
         assert_int_equal(s, LL_OK);
         for (int j = 0; j < k; j++) {
             const cJSON *q = cJSON_GetArrayItem(pos_j, i0 + j);
-            const cJSON *sel = cJSON_GetObjectItem(q, "ids"), *ref = cJSON_GetObjectItem(q, "logits");
+            const cJSON *sel = cJSON_GetObjectItem(q, "ids"),
+                        *ref = cJSON_GetObjectItem(q, "logits");
             const float *row = logits + (size_t)j * V;
             for (int c = 0; c < cJSON_GetArraySize(sel); c++) {
                 int v = cJSON_GetArrayItem(sel, c)->valueint;
                 double r = cJSON_GetArrayItem(ref, c)->valuedouble, d = fabs(row[v] - r);
                 worst = fmax(worst, d);
                 if (rel_tol > 0 && d > rel_tol * scale)
-                    fail_msg("%s pos %d token %d: %.6f, llama.cpp %.6f (tol %.2e)", what, i0 + j,
-                             v, row[v], r, rel_tol * scale);
+                    fail_msg("%s pos %d token %d: %.6f, llama.cpp %.6f (tol %.2e)", what, i0 + j, v,
+                             row[v], r, rel_tol * scale);
             }
             /* the first two ids are llama.cpp's best two */
             double margin = cJSON_GetArrayItem(ref, 0)->valuedouble -
@@ -87,4 +90,3 @@ double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, doub
     free(ids);
     return worst / scale;
 }
-

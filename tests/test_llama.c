@@ -181,8 +181,8 @@ static void config_edit(const char *from, const char *to)
     free(text);
 }
 
-#define SCALING                                                                                \
-    "{\n    \"factor\": 8.0,\n    \"high_freq_factor\": 4.0,\n    \"low_freq_factor\": 1.0,\n" \
+#define SCALING                                                                                    \
+    "{\n    \"factor\": 8.0,\n    \"high_freq_factor\": 4.0,\n    \"low_freq_factor\": 1.0,\n"     \
     "    \"original_max_position_embeddings\": 256,\n    \"rope_type\": \"llama3\"\n  }"
 
 /* Plain RoPE over the same weights: the long prompt is far from llama.cpp's. */
@@ -241,8 +241,8 @@ static void expect_config(const char *json, enum ll_status want, const char *nee
         fail_msg("message '%s' does not name '%s'", err.msg, needle);
 }
 
-#define BASE                                                                                   \
-    "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 160, "            \
+#define BASE                                                                                       \
+    "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 160, "                \
     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000"
 
 static void test_config_refusals(void **state)
@@ -268,10 +268,8 @@ static void test_config_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_weights_are_the_fixtures),
-        cmocka_unit_test(test_llama_cpp_parity),
-        cmocka_unit_test(test_rope_scaling_matters),
-        cmocka_unit_test(test_inv_freq_bands),
+        cmocka_unit_test(test_weights_are_the_fixtures), cmocka_unit_test(test_llama_cpp_parity),
+        cmocka_unit_test(test_rope_scaling_matters),     cmocka_unit_test(test_inv_freq_bands),
         cmocka_unit_test(test_config_refusals),
     };
     return cmocka_run_group_tests_name("llama", tests, group_setup, group_teardown);

@@ -31,8 +31,9 @@
 
 #define QWEN2 "tests/fixtures/tiny-qwen2"
 #define FIXTURE "tests/fixtures/tiny-qwen2-yarn.llamacpp.json"
-#define YARN "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, " \
-             "\"original_max_position_embeddings\": 64},\n  "
+#define YARN                                                                                       \
+    "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "                                     \
+    "\"original_max_position_embeddings\": 64},\n  "
 
 static char dir[64];
 static cJSON *fixture;
@@ -150,9 +151,9 @@ static struct model_config parse(const char *json)
     return c;
 }
 
-#define BASE                                                                                   \
-    "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 160, "            \
-    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000, "             \
+#define BASE                                                                                       \
+    "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 160, "                \
+    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000, "                 \
     "\"max_position_embeddings\": 4096"
 
 /* The bands: yarn's pairs by rotations over the original context, llama3's by wavelength. */
@@ -220,8 +221,8 @@ static void test_config(void **state)
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}}", LL_OK,
                   NULL);
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\"}}", LL_EMODEL, "factor");
-    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0}}",
-                  LL_EMODEL, "factor");
+    expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0}}", LL_EMODEL,
+                  "factor");
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
                        "\"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192}}",
                   LL_EMODEL, "high_freq_factor");

@@ -111,10 +111,9 @@ static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, c
     static const char *const yarn_keys[] = {"rope_type", "type", "factor",
                                             "original_max_position_embeddings", "beta_fast",
                                             "beta_slow", "attention_factor", NULL};
-    static const char *const llama3_keys[] = {"rope_type",       "type",
-                                              "factor",          "low_freq_factor",
-                                              "high_freq_factor", "original_max_position_embeddings",
-                                              NULL};
+    static const char *const llama3_keys[] = {"rope_type", "type", "factor", "low_freq_factor",
+                                              "high_freq_factor",
+                                              "original_max_position_embeddings", NULL};
     const char *const *keys;
     if (!strcmp(t->valuestring, "default")) {
         return LL_OK;

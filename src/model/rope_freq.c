@@ -31,10 +31,10 @@ double model_rope_inv_freq(const struct model_config *cfg, double *inv_freq)
     int half = cfg->head_dim / 2;
     double lo = 0, hi = 0;
     if (rs->kind == MODEL_ROPE_YARN) {
-        lo = floor(yarn_pair(rs->beta_fast, cfg->head_dim, cfg->rope_theta,
-                             rs->original_max_position));
-        hi = ceil(yarn_pair(rs->beta_slow, cfg->head_dim, cfg->rope_theta,
-                            rs->original_max_position));
+        lo = floor(
+            yarn_pair(rs->beta_fast, cfg->head_dim, cfg->rope_theta, rs->original_max_position));
+        hi = ceil(
+            yarn_pair(rs->beta_slow, cfg->head_dim, cfg->rope_theta, rs->original_max_position));
         lo = fmax(lo, 0), hi = fmin(hi, cfg->head_dim - 1);
         if (lo == hi)
             hi += 0.001;

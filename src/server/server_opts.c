@@ -368,7 +368,8 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
         return bad("--reasoning-parser", "must be deepseek_r1, qwen3 or none",
                    o->reasoning_parser);
     if (o->tool_parser && !tools_parser_valid(o->tool_parser))
-        return bad("--tool-parser", "must be hermes, deepseek_v3, llama3_json or none", o->tool_parser);
+        return bad("--tool-parser", "must be hermes, deepseek_v3, llama3_json or none",
+                   o->tool_parser);
     /* The server profile's batch shape now, the context and the KV pool when the model loads;
      * options at odds with each other are refused here, not after the model was loaded. */
     engine_opts_resolve(&o->engine, NULL);

@@ -61,8 +61,7 @@ struct tool_setup {
 };
 
 /* Choose the format (parser: "hermes", "deepseek_v3", "llama3_json", "none", or NULL for
- * detection) and find
- * whether the template renders tools (tmpl may be NULL). */
+ * detection) and find whether the template renders tools (tmpl may be NULL). */
 void tools_choose(struct tool_setup *t, const char *parser, const struct chat_template *tmpl,
                   const char *bos, const char *eos);
 
