@@ -17,8 +17,25 @@
 #include "llamacpp_ref.h"
 #include "ops.h"
 #include "runtime.h"
+#include "util.h"
 
 #define CHUNK 32 /* tokens per forward call (logits for all of them) */
+
+cJSON *llamacpp_fixture_load(const char *path)
+{
+    char *text;
+    size_t len;
+    struct ll_err err = {0};
+    if (ll_read_file(path, &text, &len, &err) != LL_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!j)
+        fprintf(stderr, "%s: not JSON\n", path);
+    return j;
+}
 
 /* Run prompt p through m and compare with llama.cpp's logits: returns the worst difference
  * over the scale; fails above rel_tol (when rel_tol > 0). */

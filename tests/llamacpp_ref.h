@@ -11,6 +11,10 @@
 #include "model.h"
 #include "runtime.h"
 
+/* The fixture at path, parsed (NULL, with a message on stderr, when it cannot be read or
+ * parsed). The caller frees it with cJSON_Delete. */
+cJSON *llamacpp_fixture_load(const char *path);
+
 /* Run prompt p (a member of a fixture's "prompts") through m with `math` (2 threads, in chunks
  * of 32 tokens) and compare every stored logit: fails (naming the position and token) when one
  * is more than rel_tol of the fixture's largest |logit| away, or when the top-1 token differs

@@ -69,15 +69,8 @@ static struct mkmodel_spec llama_spec(void)
 static int group_setup(void **state)
 {
     (void)state;
-    char *text;
-    size_t len;
+    fixture = llamacpp_fixture_load(FIXTURE);
     struct ll_err err = {0};
-    if (ll_read_file(FIXTURE, &text, &len, &err) != LL_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    fixture = cJSON_ParseWithLength(text, len);
-    free(text);
     strcpy(dir, "/tmp/llaisys-test-llama-XXXXXX");
     if (!fixture || !mkdtemp(dir))
         return -1;

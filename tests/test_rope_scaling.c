@@ -73,15 +73,7 @@ static void write_model(const char *extra)
 static int group_setup(void **state)
 {
     (void)state;
-    char *text;
-    size_t len;
-    struct ll_err err = {0};
-    if (ll_read_file(FIXTURE, &text, &len, &err) != LL_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    fixture = cJSON_ParseWithLength(text, len);
-    free(text);
+    fixture = llamacpp_fixture_load(FIXTURE);
     strcpy(dir, "/tmp/llaisys-test-rope-XXXXXX");
     if (!fixture || !mkdtemp(dir))
         return -1;
