@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config_edit.h"
 #include "mkmodel.h"
 #include "model.h"
 #include "model_config.h"
@@ -462,24 +463,12 @@ static void test_norms_matter(void **state)
     free(a), free(ref);
 }
 
-/* Rewrite config.json's text: replace `from` by `to` (must occur). */
-static void config_edit(const char *from, const char *to)
+/* Rewrite config.json's text of the model under test (config_edit.h). */
+static void edit(const char *from, const char *to)
 {
-    char path[96], *text;
-    size_t len;
-    struct ll_err err = {0};
-    snprintf(path, sizeof path, "%s/m/config.json", dir);
-    assert_int_equal(ll_read_file(path, &text, &len, &err), LL_OK);
-    char *p = strstr(text, from);
-    assert_non_null(p);
-    char *out = malloc(len + strlen(to) + 1);
-    size_t k = (size_t)(p - text);
-    memcpy(out, text, k);
-    strcpy(out + k, to);
-    strcat(out, p + strlen(from));
-    assert_int_equal(ll_write_file(path, out, strlen(out), &err), LL_OK);
-    free(out);
-    free(text);
+    char m[96];
+    snprintf(m, sizeof m, "%s/m", dir);
+    config_edit(m, from, to);
 }
 
 static void expect_refused(const char *needle)
@@ -498,15 +487,15 @@ static void test_wrong_family_refused(void **state)
 {
     (void)state;
     /* Qwen2 needs biases these weights do not have */
-    config_edit("\"model_type\": \"qwen3\"", "\"model_type\": \"qwen2\"");
-    config_edit("Qwen3ForCausalLM", "Qwen2ForCausalLM");
+    edit("\"model_type\": \"qwen3\"", "\"model_type\": \"qwen2\"");
+    edit("Qwen3ForCausalLM", "Qwen2ForCausalLM");
     expect_refused("model.layers.0.self_attn.q_proj.bias");
-    config_edit("\"model_type\": \"qwen2\"", "\"model_type\": \"qwen3\"");
-    config_edit("Qwen2ForCausalLM", "Qwen3ForCausalLM");
+    edit("\"model_type\": \"qwen2\"", "\"model_type\": \"qwen3\"");
+    edit("Qwen2ForCausalLM", "Qwen3ForCausalLM");
     /* Qwen3 with attention_bias true needs them too */
-    config_edit("\"attention_bias\": false", "\"attention_bias\": true");
+    edit("\"attention_bias\": false", "\"attention_bias\": true");
     expect_refused("model.layers.0.self_attn.q_proj.bias");
-    config_edit("\"attention_bias\": true", "\"attention_bias\": false");
+    edit("\"attention_bias\": true", "\"attention_bias\": false");
     model_close(open_model(NULL)); /* and back as it was, it loads */
 }
 
