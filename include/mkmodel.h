@@ -1,6 +1,6 @@
 /*
  * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2,
- * Qwen3 or Llama model of any shape: config.json, generation_config.json, model.safetensors (bf16),
+ * Qwen3, Llama, Qwen2-MoE or Qwen3-MoE model of any shape: config.json, generation_config.json, model.safetensors (bf16),
  * and the tokenizer files copied from a tokenizer directory.
  *
  * Weights are a pure function of (seed, tensor name, element index) through a counter-based
@@ -8,7 +8,7 @@
  * can be recomputed on its own (mkmodel_weight) to check a loader.
  * Distributions keep activations sane at any width: projection matrices ~ N(0, 1/fan_in) (each
  * sub-layer adds O(1) to the residual stream; for R1-1.5B that is std 0.0255 / 0.0106, close to
- * Hugging Face's 0.02), embeddings, lm_head and biases ~ N(0, 0.02^2), norm weights (Qwen3's
+ * Hugging Face's 0.02; routers and the shared expert's gate too, so routing is far from uniform), embeddings, lm_head and biases ~ N(0, 0.02^2), norm weights (Qwen3's
  * per-head q/k norms too) ~ 1 + N(0, 0.02^2). The normal is approximated by a sum of four
  * uniforms (bounded by 3.5 std).
  *
@@ -34,9 +34,14 @@ enum mkmodel_family {
     MKMODEL_QWEN2, /* q/k/v biases */
     MKMODEL_QWEN3, /* per-head q/k norms, no biases (attention_bias false) */
     MKMODEL_LLAMA, /* neither (Llama 3.x) */
+    MKMODEL_QWEN2_MOE, /* Qwen2's attention; experts and a shared expert (Qwen1.5-MoE, Qwen2-57B-A14B) */
+    MKMODEL_QWEN3_MOE, /* Qwen3's attention; experts, norm_topk_prob (Qwen3-30B-A3B, 235B-A22B) */
 };
 
-/* The family's model_type ("qwen2", "qwen3", "llama"). */
+/* Whether f has experts (the n_experts fields of the spec apply). */
+bool mkmodel_family_moe(enum mkmodel_family f);
+
+/* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe"). */
 const char *mkmodel_family_name(enum mkmodel_family f);
 /* The family called `name`; false when there is none. */
 bool mkmodel_family_parse(const char *name, enum mkmodel_family *f);
@@ -62,11 +67,16 @@ struct mkmodel_spec {
     int bos_token_id, eos_token_id; /* -1: taken from the tokenizer (or left out without one, or
                                        when the tokenizer has no bos_token) */
     int copy_period;       /* > 0: a copy model of this group size (see above; needs !tied) */
+    /* the MoE families: every layer sparse but those in mlp_only (bit l: layer l < 64 has
+     * the dense MLP of intermediate_size) */
+    int n_experts, n_experts_used, moe_intermediate_size;
+    int shared_intermediate_size; /* qwen2_moe: the shared expert's width */
+    uint64_t mlp_only;
 };
 
 /* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b", "qwen3-1.7b",
  * "llama3.2-1b", "llama3.2-3b" or "llama3.1-8b" (the shapes of DeepSeek-R1-Distill-Llama-8B
- * too) (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL (message lists the
+ * too), "qwen1.5-moe-a2.7b" or "qwen3-30b-a3b" (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL (message lists the
  * presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 

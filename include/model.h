@@ -46,6 +46,23 @@ struct model_rope_scaling {
     double attention_factor;      /* yarn: cos and sin scaled by it (0: 0.1 ln(factor) + 1) */
 };
 
+/* config.json's mixture-of-experts fields (Qwen2-MoE, Qwen3-MoE): a sparse layer's MLP is
+ * n_experts small SwiGLU MLPs of moe_intermediate_size, of which a router (a linear layer over
+ * the normed residual, softmax) picks n_experts_used per token and sums them weighted by their
+ * probabilities (renormalised over the picked ones when norm_topk_prob); Qwen2-MoE adds a shared
+ * expert of shared_intermediate_size scaled by sigmoid(shared_expert_gate · x). A layer is dense
+ * (intermediate_size, as in the dense families) when it is in mlp_only_layers or (layer + 1) is
+ * not a multiple of decoder_sparse_step. n_experts 0: no experts anywhere. */
+struct model_moe {
+    int n_experts;        /* num_experts */
+    int n_experts_used;   /* num_experts_per_tok, 1..n_experts */
+    int intermediate;     /* moe_intermediate_size */
+    int shared_intermediate; /* shared_expert_intermediate_size (0: no shared expert) */
+    bool norm_topk_prob;
+    int sparse_step;      /* decoder_sparse_step (>= 1) */
+    uint64_t mlp_only[16]; /* mlp_only_layers as a bit set over layers 0..1023 */
+};
+
 struct model_config {
     char model_type[32];   /* e.g. "qwen2" (the family's name when config.json gives only
                               architectures) */
@@ -60,6 +77,7 @@ struct model_config {
     int max_position;      /* max_position_embeddings */
     double rope_theta;     /* default 10000 */
     struct model_rope_scaling rope_scaling;
+    struct model_moe moe;  /* n_experts 0 for the dense families */
     float rms_eps;         /* rms_norm_eps, default 1e-6 */
     bool tie_word_embeddings;
     int attention_bias;    /* attention_bias: 1 true, 0 false, -1 absent (the family decides:

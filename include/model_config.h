@@ -5,7 +5,11 @@
  * Every message names the file (the path or name given) and the field. Missing required fields,
  * wrong JSON types and values out of range give LL_EMODEL; unparseable JSON gives LL_EJSON with a
  * line and column; features the model code does not implement (rope_scaling other than linear, llama3 and yarn,
- * sliding-window attention, an activation other than silu, MLP biases) give LL_EUNSUPPORTED. The caller owns the structs.
+ * sliding-window attention, an activation other than silu, MLP biases) give LL_EUNSUPPORTED.
+ * The mixture-of-experts fields (model.h's struct model_moe) are read when num_experts is
+ * present: num_experts_per_tok and moe_intermediate_size are then required, the others take
+ * transformers' defaults (norm_topk_prob false, decoder_sparse_step 1, mlp_only_layers [], no
+ * shared expert). The caller owns the structs.
  */
 #ifndef LLAISYS_MODEL_CONFIG_H
 #define LLAISYS_MODEL_CONFIG_H
@@ -49,6 +53,9 @@ enum ll_status generation_defaults_read(struct generation_defaults *g, const cha
 enum ll_status model_config_merge_eos(struct model_config *cfg, const struct generation_defaults *g,
                                       const char *cfg_name, const char *gen_name,
                                       struct ll_err *err);
+
+/* Whether layer `layer` of a model of config c has experts (c->moe) rather than a dense MLP. */
+bool model_layer_sparse(const struct model_config *c, int layer);
 
 /* The rotary inverse frequencies of cfg (head_dim / 2 of them, in double) into inv_freq:
  * theta^(-2i/head_dim), then stretched as cfg->rope_scaling says (rope_freq.c). Returns the

@@ -23,6 +23,22 @@
  * linear weights are dense or quantized (struct model_linear, model.h). A tensor the model does
  * not have has data NULL: the biases of a Qwen3 model without attention_bias, the q/k norms of a
  * Qwen2 model. */
+/* One SwiGLU MLP: down(silu(gate · x) * (up · x)). */
+struct qwen2_mlp {
+    struct model_linear gate, up, down; /* (inter, hidden) x2, (hidden, inter) */
+};
+
+/* A sparse layer's experts (config.json's struct model_moe): the router and n_experts MLPs of
+ * moe_intermediate_size; Qwen2-MoE's shared expert and its gate when shared_gate.data is set. */
+struct qwen2_moe {
+    struct ll_tensor router;      /* (n_experts, hidden) mlp.gate.weight, as stored (never
+                                     quantized: it picks the experts) */
+    struct qwen2_mlp *experts;    /* n_experts: mlp.experts.E.{gate,up,down}_proj */
+    struct qwen2_mlp shared;      /* mlp.shared_expert.*: (shared_inter, hidden) ... */
+    struct ll_tensor shared_gate; /* (1, hidden) mlp.shared_expert_gate.weight; data NULL: no
+                                     shared expert (Qwen3-MoE) */
+};
+
 struct qwen2_layer {
     struct ll_tensor attn_norm;               /* (hidden) */
     struct model_linear wq, wk, wv, wo;       /* (nh*hd, hidden) (nkv*hd, hidden) x2
@@ -30,7 +46,8 @@ struct qwen2_layer {
     struct ll_tensor bq, bk, bv;              /* (nh*hd) (nkv*hd) (nkv*hd) */
     struct ll_tensor q_norm, k_norm;          /* (hd) (hd): Qwen3's per-head RMSNorm weights */
     struct ll_tensor mlp_norm;                /* (hidden) */
-    struct model_linear w_gate, w_up, w_down; /* (inter, hidden) x2, (hidden, inter) */
+    struct qwen2_mlp mlp;                     /* a dense layer's MLP (moe NULL) */
+    struct qwen2_moe *moe;                    /* a sparse layer's experts; NULL: dense */
 };
 
 /* What m->weights points at for a qwen2 model. Tensors point into the safetensors mmaps (or,
@@ -57,6 +74,12 @@ enum ll_status qwen3_bind(struct model *m, struct ll_err *err);
 enum ll_status llama_bind(struct model *m, struct ll_err *err);
 void qwen2_unbind(struct model *m);
 
+/* As qwen2_bind, for Qwen2-MoE (model_type "qwen2_moe"): Qwen2's attention; the sparse
+ * layers' experts, each with the shared expert and its gate. */
+enum ll_status qwen2_moe_bind(struct model *m, struct ll_err *err);
+/* As qwen3_bind, for Qwen3-MoE (model_type "qwen3_moe"): Qwen3's attention; the sparse layers'
+ * experts, without a shared expert. */
+enum ll_status qwen3_moe_bind(struct model *m, struct ll_err *err);
 /* As runtime_create / runtime_free / runtime_forward (runtime.h), for a qwen2 model. */
 enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct model *m,
                                     const struct runtime_opts *opts, struct ll_err *err);

@@ -1,12 +1,7 @@
 /*
  * test_qwen3.c: the Qwen3 family (model_type "qwen3": per-head q/k RMSNorm before RoPE, no q/k/v
- * biases unless attention_bias) against a float64 reference forward pass written here.
- *
- * The reference reads the stored weights straight from model.safetensors (st_open; not through
- * the model's bind) and computes in double: embedding, per layer RMSNorm, q/k/v (+ bias), the
- * per-head q/k norms, RoPE (rotate-half pairs i, i + head_dim/2, inverse frequencies
- * θ^(-2i/head_dim)), causal grouped-query attention, o, residual, RMSNorm, SwiGLU MLP, residual,
- * final RMSNorm, lm_head (the embedding when tied). Before it judges anything it is checked on
+ * biases unless attention_bias) against the tests' float64 reference forward pass
+ * (ref_forward.h). Before it judges anything it is checked on
  * Qwen2 against tests/fixtures/tiny-qwen2's independent reference (every prompt position's
  * top-8 logits of its two short prompts to 1e-5 of the scale): the same code with the norms off
  * and the biases on.
@@ -38,187 +33,13 @@
 #include "model.h"
 #include "model_config.h"
 #include "ops.h"
+#include "ref_forward.h"
 #include "runtime.h"
 #include "safetensors.h"
 #include "util.h"
 
 #define QWEN2_FIXTURE "tests/fixtures/tiny-qwen2"
 #define N_MAX 48 /* tokens of a sequence in these tests */
-
-/* ---- the float64 reference ---- */
-
-struct ref {
-    struct safetensors *st;
-    const struct model_config *c;
-    bool qk_norm, bias;
-};
-
-/* Element i of tensor `name` as a double (bf16 / f16 / f32); fails the test when absent. */
-static const struct st_tensor *tensor(const struct ref *r, const char *fmt, int layer)
-{
-    char name[128];
-    snprintf(name, sizeof name, fmt, layer);
-    const struct st_tensor *t = st_find(r->st, name);
-    if (!t)
-        print_error("reference: no tensor %s\n", name);
-    assert_non_null(t);
-    return t;
-}
-
-static double at(const struct st_tensor *t, size_t i)
-{
-    switch (t->dtype) {
-    case ST_BF16:
-        return ll_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    case ST_F16:
-        return ll_f16_to_f32(((const uint16_t *)t->data)[i]);
-    case ST_F32:
-        return ((const float *)t->data)[i];
-    default:
-        fail_msg("reference: unexpected dtype of %s", t->name);
-    }
-    return 0;
-}
-
-/* y (n_out) = W (n_out, n_in) x (+ b) */
-static void ref_linear(double *y, const struct st_tensor *w, const struct st_tensor *b,
-                       const double *x, int n_out, int n_in)
-{
-    assert_int_equal(w->shape[0], n_out);
-    assert_int_equal(w->shape[1], n_in);
-    for (int o = 0; o < n_out; o++) {
-        double s = b ? at(b, (size_t)o) : 0;
-        for (int i = 0; i < n_in; i++)
-            s += at(w, (size_t)o * n_in + i) * x[i];
-        y[o] = s;
-    }
-}
-
-static void ref_rms(double *y, const double *x, const struct st_tensor *w, int n, double eps)
-{
-    double ss = 0;
-    for (int i = 0; i < n; i++)
-        ss += x[i] * x[i];
-    double inv = 1.0 / sqrt(ss / n + eps);
-    for (int i = 0; i < n; i++)
-        y[i] = x[i] * inv * at(w, (size_t)i);
-}
-
-static void ref_rope(double *v, int pos, int hd, double theta)
-{
-    for (int i = 0; i < hd / 2; i++) {
-        double a = pos * pow(theta, -2.0 * i / hd), c = cos(a), s = sin(a);
-        double x1 = v[i], x2 = v[i + hd / 2];
-        v[i] = x1 * c - x2 * s;
-        v[i + hd / 2] = x2 * c + x1 * s;
-    }
-}
-
-/* logits (n, vocab) of the sequence ids[0..n) from position 0 */
-static void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
-{
-    const struct model_config *c = r->c;
-    const int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim,
-              F = c->intermediate_size, V = c->vocab_size, q_dim = nh * hd, kv_dim = nkv * hd;
-    double *x = calloc((size_t)n * H, sizeof *x), *xn = malloc(sizeof(double) * H),
-           *q = malloc(sizeof(double) * (size_t)n * q_dim),
-           *k = malloc(sizeof(double) * (size_t)n * kv_dim),
-           *v = malloc(sizeof(double) * (size_t)n * kv_dim), *att = malloc(sizeof(double) * q_dim),
-           *o = malloc(sizeof(double) * H), *g = malloc(sizeof(double) * F),
-           *u = malloc(sizeof(double) * F), *p = malloc(sizeof(double) * n);
-    const struct st_tensor *emb = tensor(r, "model.embed_tokens.weight", 0);
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < H; i++)
-            x[(size_t)t * H + i] = at(emb, (size_t)ids[t] * H + i);
-    for (int l = 0; l < c->n_layers; l++) {
-        const struct st_tensor *qn = NULL, *kn = NULL;
-        if (r->qk_norm) {
-            qn = tensor(r, "model.layers.%d.self_attn.q_norm.weight", l);
-            kn = tensor(r, "model.layers.%d.self_attn.k_norm.weight", l);
-        }
-        for (int t = 0; t < n; t++) {
-            ref_rms(xn, x + (size_t)t * H, tensor(r, "model.layers.%d.input_layernorm.weight", l),
-                    H, c->rms_eps);
-            double *qt = q + (size_t)t * q_dim, *kt = k + (size_t)t * kv_dim;
-            ref_linear(qt, tensor(r, "model.layers.%d.self_attn.q_proj.weight", l),
-                       r->bias ? tensor(r, "model.layers.%d.self_attn.q_proj.bias", l) : NULL,
-                       xn, q_dim, H);
-            ref_linear(kt, tensor(r, "model.layers.%d.self_attn.k_proj.weight", l),
-                       r->bias ? tensor(r, "model.layers.%d.self_attn.k_proj.bias", l) : NULL,
-                       xn, kv_dim, H);
-            ref_linear(v + (size_t)t * kv_dim,
-                       tensor(r, "model.layers.%d.self_attn.v_proj.weight", l),
-                       r->bias ? tensor(r, "model.layers.%d.self_attn.v_proj.bias", l) : NULL,
-                       xn, kv_dim, H);
-            for (int h = 0; h < nh; h++) {
-                if (qn)
-                    ref_rms(qt + h * hd, qt + h * hd, qn, hd, c->rms_eps);
-                ref_rope(qt + h * hd, t, hd, c->rope_theta);
-            }
-            for (int h = 0; h < nkv; h++) {
-                if (kn)
-                    ref_rms(kt + h * hd, kt + h * hd, kn, hd, c->rms_eps);
-                ref_rope(kt + h * hd, t, hd, c->rope_theta);
-            }
-        }
-        for (int t = 0; t < n; t++) {
-            for (int h = 0; h < nh; h++) {
-                int kvh = h / (nh / nkv);
-                const double *qh = q + (size_t)t * q_dim + h * hd;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j <= t; j++) {
-                    double s = 0;
-                    for (int d = 0; d < hd; d++)
-                        s += qh[d] * k[(size_t)j * kv_dim + kvh * hd + d];
-                    p[j] = s / sqrt((double)hd);
-                    mx = fmax(mx, p[j]);
-                }
-                for (int j = 0; j <= t; j++)
-                    sum += p[j] = exp(p[j] - mx);
-                for (int d = 0; d < hd; d++) {
-                    double s = 0;
-                    for (int j = 0; j <= t; j++)
-                        s += p[j] * v[(size_t)j * kv_dim + kvh * hd + d];
-                    att[h * hd + d] = s / sum;
-                }
-            }
-            double *xt = x + (size_t)t * H;
-            ref_linear(o, tensor(r, "model.layers.%d.self_attn.o_proj.weight", l), NULL, att, H,
-                       q_dim);
-            for (int i = 0; i < H; i++)
-                xt[i] += o[i];
-            ref_rms(xn, xt, tensor(r, "model.layers.%d.post_attention_layernorm.weight", l), H,
-                    c->rms_eps);
-            ref_linear(g, tensor(r, "model.layers.%d.mlp.gate_proj.weight", l), NULL, xn, F, H);
-            ref_linear(u, tensor(r, "model.layers.%d.mlp.up_proj.weight", l), NULL, xn, F, H);
-            for (int i = 0; i < F; i++)
-                g[i] = g[i] / (1 + exp(-g[i])) * u[i];
-            ref_linear(o, tensor(r, "model.layers.%d.mlp.down_proj.weight", l), NULL, g, H, F);
-            for (int i = 0; i < H; i++)
-                xt[i] += o[i];
-        }
-    }
-    const struct st_tensor *head =
-        c->tie_word_embeddings ? emb : tensor(r, "lm_head.weight", 0);
-    for (int t = 0; t < n; t++) {
-        ref_rms(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps);
-        ref_linear(logits + (size_t)t * V, head, NULL, xn, V, H);
-    }
-    free(x), free(xn), free(q), free(k), free(v), free(att), free(o), free(g), free(u), free(p);
-}
-
-static void ref_open(struct ref *r, const char *dir, const struct model_config *c, bool qk_norm,
-                     bool bias)
-{
-    char *path = ll_path_join(dir, "model.safetensors");
-    struct ll_err err = {0};
-    enum ll_status s = st_open(&r->st, path, &err);
-    if (s)
-        print_error("st_open: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    free(path);
-    r->c = c, r->qk_norm = qk_norm, r->bias = bias;
-}
 
 /* ---- the reference itself, on Qwen2, against the independent fixture ---- */
 
@@ -235,7 +56,7 @@ static void test_reference_on_qwen2(void **state)
     free(text);
     assert_non_null(exp);
     struct ref r;
-    ref_open(&r, QWEN2_FIXTURE, &c, false, true);
+    ref_open(&r, QWEN2_FIXTURE, &c, (struct ref_kind){.bias = true});
     int checked = 0;
     double worst = 0;
     const cJSON *cs;
@@ -272,7 +93,7 @@ static void test_reference_on_qwen2(void **state)
     }
     assert_int_equal(checked, 2);
     printf("  float64 reference on tiny-qwen2: 2 cases, worst %.2e of the scale\n", worst);
-    st_close(r.st);
+    ref_close(&r);
     cJSON_Delete(exp);
 }
 
@@ -408,10 +229,10 @@ static void test_qwen3_parity(void **state)
     struct ref r;
     char path[96];
     snprintf(path, sizeof path, "%s/m", dir);
-    ref_open(&r, path, &m->config, true, false);
+    ref_open(&r, path, &m->config, (struct ref_kind){.qk_norm = true});
     double *ref = malloc(sizeof(double) * NP * V);
     ref_forward(&r, prompt, NP, ref);
-    st_close(r.st);
+    ref_close(&r);
 
     float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
     run(m, LL_MATH_EXACT, 2, NP, a);
@@ -447,10 +268,10 @@ static void test_norms_matter(void **state)
     struct ref r;
     char path[96];
     snprintf(path, sizeof path, "%s/m", dir);
-    ref_open(&r, path, &m->config, false, false);
+    ref_open(&r, path, &m->config, (struct ref_kind){0});
     double *ref = malloc(sizeof(double) * NP * V), scale = 0, worst = 0;
     ref_forward(&r, prompt, NP, ref);
-    st_close(r.st);
+    ref_close(&r);
     float *a = malloc(sizeof(float) * NP * V);
     run(m, LL_MATH_EXACT, 2, NP, a);
     for (size_t i = 0; i < (size_t)NP * V; i++) {

@@ -19,15 +19,24 @@ static void mkmodel_usage(FILE *f)
 {
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
-            "Writes a random Qwen2, Qwen3 or Llama model in the Hugging Face layout: config.json,\n"
+            "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE or Qwen3-MoE model in the Hugging\n"
+            "Face layout: config.json,\n"
             "generation_config.json, model.safetensors (bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
             "  --preset NAME        tiny (default), small, r1-1.5b\n"
             "                       (DeepSeek-R1-Distill-Qwen-1.5B), qwen3-0.6b, qwen3-1.7b\n"
             "                       (Qwen3's shapes), llama3.2-1b, llama3.2-3b, llama3.1-8b\n"
-            "                       (also DeepSeek-R1-Distill-Llama-8B's shapes)\n"
+            "                       (also DeepSeek-R1-Distill-Llama-8B's shapes),\n"
+            "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts)\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
-            "                       biases) or llama (neither); default: the preset's\n"
+            "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
+            "                       attention, experts in the MLPs); default: the preset's\n"
+            "  --experts N  --experts-used K  --moe-intermediate N  --shared-intermediate N\n"
+            "                       the MoE families: N experts of which K run a token, their\n"
+            "                       MLP width, qwen2_moe's shared expert's width (default for\n"
+            "                       a dense preset: 8, 2, intermediate / 4, intermediate)\n"
+            "  --mlp-only-layers L  comma-separated layers (< 64) with a dense MLP instead of\n"
+            "                       experts (config.json's mlp_only_layers)\n"
             "  --seed N             weights seed (default 0)\n"
             "  --tokenizer DIR      copy tokenizer.json + tokenizer_config.json from DIR\n"
             "                       (bos/eos ids come from it); required\n"
@@ -47,7 +56,7 @@ static void mkmodel_usage(FILE *f)
 }
 
 /* The fields a flag may override, after the preset is applied. */
-#define N_INTS 9
+#define N_INTS 13
 static const struct {
     const char *flag;
     size_t off;
@@ -62,19 +71,25 @@ static const struct {
     {"--vocab", offsetof(struct mkmodel_spec, vocab_size), 1 << 24},
     {"--max-pos", offsetof(struct mkmodel_spec, max_position), 1 << 30},
     {"--copy", offsetof(struct mkmodel_spec, copy_period), 1 << 24},
+    {"--experts", offsetof(struct mkmodel_spec, n_experts), 1024},
+    {"--experts-used", offsetof(struct mkmodel_spec, n_experts_used), 1024},
+    {"--moe-intermediate", offsetof(struct mkmodel_spec, moe_intermediate_size), 1 << 20},
+    {"--shared-intermediate", offsetof(struct mkmodel_spec, shared_intermediate_size), 1 << 20},
 };
 
 int cmd_mkmodel(int argc, char **argv)
 {
-    const char *preset = "tiny", *tokenizer = NULL, *out = NULL, *family = NULL;
+    const char *preset = "tiny", *tokenizer = NULL, *out = NULL, *family = NULL,
+               *mlp_only = NULL;
     long long iv[N_INTS] = {0}, seed = 0, threads = 2;
     bool ig[N_INTS] = {0}, seed_g = false, theta_g = false, eps_g = false, tied_g = false;
     bool tied = false, force = false;
     double theta = 0, eps = 0, rope_factor = 0;
     long long rope_orig = 0;
     bool ig_rope[2] = {false, false};
-    struct cli_arg args[N_INTS + 13] = {
+    struct cli_arg args[N_INTS + 14] = {
         CLI_STR("--preset", &preset),
+        CLI_STR("--mlp-only-layers", &mlp_only),
         CLI_STR("--family", &family),
         CLI_STR("--tokenizer", &tokenizer),
         {.flag = "--seed", .kind = CLI_ARG_INT, .out = &seed, .imin = 0, .imax = LLONG_MAX,
@@ -93,9 +108,9 @@ int cmd_mkmodel(int argc, char **argv)
          .imax = 1 << 30, .given = &ig_rope[1]},
     };
     for (int k = 0; k < N_INTS; k++)
-        args[12 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
+        args[13 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
                                        .imin = 1, .imax = ints[k].max, .given = &ig[k]};
-    args[N_INTS + 12] = (struct cli_arg)CLI_END;
+    args[N_INTS + 13] = (struct cli_arg)CLI_END;
     const char *pos[1] = {NULL};
     const struct cli_cmd cmd = {.name = "mkmodel", .usage = mkmodel_usage, .args = args,
                                 .pos = pos, .max_pos = 1};
@@ -114,7 +129,28 @@ int cmd_mkmodel(int argc, char **argv)
         return 2;
     }
     if (family && !mkmodel_family_parse(family, &s.family))
-        return cli_args_fail(&cmd, "--family must be qwen2, qwen3 or llama");
+        return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe or qwen3_moe");
+    if (!mkmodel_family_moe(s.family)) {
+        s.n_experts = s.n_experts_used = s.moe_intermediate_size = 0; /* a MoE preset's */
+        s.shared_intermediate_size = 0;
+    } else if (!s.n_experts) { /* a dense preset's shapes with experts */
+        s.n_experts = 8, s.n_experts_used = 2;
+        s.moe_intermediate_size = s.intermediate_size / 4 ? s.intermediate_size / 4 : 1;
+        s.shared_intermediate_size = s.family == MKMODEL_QWEN2_MOE ? s.intermediate_size : 0;
+    } else if (s.family == MKMODEL_QWEN3_MOE) {
+        s.shared_intermediate_size = 0; /* a qwen2_moe preset's, for qwen3_moe */
+    } else if (!s.shared_intermediate_size) {
+        s.shared_intermediate_size = s.intermediate_size;
+    }
+    for (const char *p = mlp_only; p && *p;) {
+        char *end;
+        long l = strtol(p, &end, 10);
+        if (end == p || l < 0 || l >= 64 || (*end && *end != ','))
+            return cli_args_fail(&cmd, "--mlp-only-layers takes layer numbers below 64, "
+                                       "comma-separated");
+        s.mlp_only |= (uint64_t)1 << l;
+        p = *end ? end + 1 : end;
+    }
     if (s.family != MKMODEL_LLAMA && !ig_rope[0])
         s.rope_factor = 0, s.rope_original_max = 0; /* a llama preset's, for another family */
     if (ig_rope[0])
@@ -141,11 +177,15 @@ int cmd_mkmodel(int argc, char **argv)
         return 1;
     }
     double mb = (double)mkmodel_file_size(&s) / 1e6;
+    char moe[96] = "";
+    if (s.n_experts)
+        snprintf(moe, sizeof moe, ", %d experts (%d a token) of MLP %d", s.n_experts,
+                 s.n_experts_used, s.moe_intermediate_size);
     fprintf(stderr,
-            "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads, MLP %d, vocab %d, %s%s; "
+            "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads, MLP %d%s, vocab %d, %s%s; "
             "model.safetensors %.1f MB) in %.2f s\n",
             out, mkmodel_family_name(s.family), s.hidden_size, s.n_layers,
-            s.n_heads, s.n_kv_heads, s.intermediate_size, s.vocab_size, s.tied ? "tied" : "untied",
-            s.copy_period ? ", copy model" : "", mb, ll_now() - t0);
+            s.n_heads, s.n_kv_heads, s.intermediate_size, moe, s.vocab_size,
+            s.tied ? "tied" : "untied", s.copy_period ? ", copy model" : "", mb, ll_now() - t0);
     return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "json.h"
 #include "model_registry.h"
+#include "moe_route.h"
 #include "util.h"
 
 /* Parse text as a JSON object (ll_json_parse names line and column). */
@@ -257,6 +258,55 @@ static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const c
     return LL_OK;
 }
 
+/* The mixture-of-experts fields (model.h's struct model_moe), read when num_experts is present
+ * and not null; *m stays zeroed (no experts) otherwise. */
+static enum ll_status get_moe(struct model_moe *m, const cJSON *o, int n_layers, const char *name,
+                              struct ll_err *err)
+{
+    enum ll_status s;
+    memset(m, 0, sizeof *m);
+    const cJSON *ne = ll_json_member(o, "num_experts");
+    if (!ne || cJSON_IsNull(ne))
+        return LL_OK;
+    if ((s = get_int(o, "num_experts", true, 1, MOE_MAX_EXPERTS, 0, &m->n_experts, name,
+                     err)) ||
+        (s = get_int(o, "num_experts_per_tok", true, 1, m->n_experts, 0, &m->n_experts_used,
+                     name, err)) ||
+        (s = get_int(o, "moe_intermediate_size", true, 1, 1 << 20, 0, &m->intermediate, name,
+                     err)) ||
+        (s = get_int(o, "shared_expert_intermediate_size", false, 1, 1 << 20, 0,
+                     &m->shared_intermediate, name, err)) ||
+        (s = get_int(o, "decoder_sparse_step", false, 1, 1024, 1, &m->sparse_step, name, err)) ||
+        (s = get_bool(o, "norm_topk_prob", false, &m->norm_topk_prob, NULL, name, err)))
+        return s;
+    const cJSON *only = ll_json_member(o, "mlp_only_layers");
+    if (only && !cJSON_IsNull(only)) {
+        if (!cJSON_IsArray(only))
+            return ll_err_set(err, LL_EMODEL, "%s: 'mlp_only_layers' must be a list of layer "
+                              "numbers, got %s", name, ll_json_type_name(only));
+        const cJSON *e;
+        cJSON_ArrayForEach(e, only)
+        {
+            long long l;
+            if (!ll_json_is_int(e, 0, n_layers - 1, &l))
+                return ll_err_set(err, LL_EMODEL,
+                                  "%s: 'mlp_only_layers' holds %s, not a layer number in [0, %d]",
+                                  name, cJSON_IsNumber(e) ? "a number out of range"
+                                                          : ll_json_type_name(e),
+                                  n_layers - 1);
+            m->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
+        }
+    }
+    return LL_OK;
+}
+
+bool model_layer_sparse(const struct model_config *c, int layer)
+{
+    const struct model_moe *m = &c->moe;
+    return m->n_experts > 0 && !(m->mlp_only[layer / 64] >> (layer % 64) & 1) &&
+           (layer + 1) % m->sparse_step == 0;
+}
+
 static enum ll_status config_fill(struct model_config *c, const cJSON *o, const char *name,
                                   struct ll_err *err)
 {
@@ -348,7 +398,8 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
                           cJSON_IsString(act) ? "\"" : "",
                           cJSON_IsString(act) ? act->valuestring : ll_json_type_name(act),
                           cJSON_IsString(act) ? "\"" : "");
-    if ((s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), name, err)))
+    if ((s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), name, err)) ||
+        (s = get_moe(&c->moe, o, c->n_layers, name, err)))
         return s;
     bool mlp_bias;
     if ((s = get_bool(o, "mlp_bias", false, &mlp_bias, NULL, name, err)))

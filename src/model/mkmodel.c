@@ -80,10 +80,24 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->intermediate_size = 14336, s->vocab_size = 128256, s->tied = false;
         s->max_position = 131072, s->rope_theta = 500000.0, s->rms_eps = 1e-5;
         s->rope_factor = 8.0, s->rope_original_max = 8192;
+    } else if (!strcmp(name, "qwen1.5-moe-a2.7b")) { /* Qwen/Qwen1.5-MoE-A2.7B(-Chat) */
+        s->family = MKMODEL_QWEN2_MOE;
+        s->hidden_size = 2048, s->n_layers = 24, s->n_heads = 16, s->n_kv_heads = 16;
+        s->intermediate_size = 5632, s->tied = false, s->max_position = 8192;
+        s->rope_theta = 1000000.0, s->max_window_layers = 21;
+        s->n_experts = 60, s->n_experts_used = 4, s->moe_intermediate_size = 1408;
+        s->shared_intermediate_size = 5632;
+    } else if (!strcmp(name, "qwen3-30b-a3b")) { /* Qwen/Qwen3-30B-A3B, Qwen3-Coder-30B-A3B */
+        s->family = MKMODEL_QWEN3_MOE;
+        s->hidden_size = 2048, s->n_layers = 48, s->n_heads = 32, s->n_kv_heads = 4;
+        s->head_dim = 128, s->intermediate_size = 6144, s->tied = false;
+        s->max_position = 40960, s->rope_theta = 1000000.0;
+        s->n_experts = 128, s->n_experts_used = 8, s->moe_intermediate_size = 768;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
-                          "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b)",
+                          "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
+                          "qwen1.5-moe-a2.7b, qwen3-30b-a3b)",
                           name);
     }
     return LL_OK;
@@ -93,6 +107,8 @@ static const char *const family_names[] = {
     [MKMODEL_QWEN2] = "qwen2",
     [MKMODEL_QWEN3] = "qwen3",
     [MKMODEL_LLAMA] = "llama",
+    [MKMODEL_QWEN2_MOE] = "qwen2_moe",
+    [MKMODEL_QWEN3_MOE] = "qwen3_moe",
 };
 
 const char *mkmodel_family_name(enum mkmodel_family f)
@@ -108,6 +124,17 @@ bool mkmodel_family_parse(const char *name, enum mkmodel_family *f)
             return true;
         }
     return false;
+}
+
+bool mkmodel_family_moe(enum mkmodel_family f)
+{
+    return f == MKMODEL_QWEN2_MOE || f == MKMODEL_QWEN3_MOE;
+}
+
+/* Whether layer i of s has experts. */
+static bool sparse_layer(const struct mkmodel_spec *s, int i)
+{
+    return mkmodel_family_moe(s->family) && !(i < 64 && (s->mlp_only >> i & 1));
 }
 
 static int head_dim_of(const struct mkmodel_spec *s)
@@ -133,6 +160,30 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
         if (lim[i].v < 1 || lim[i].v > lim[i].max)
             return ll_err_set(err, LL_EINVAL, "%s %lld is out of range [1, %lld]", lim[i].name,
                               lim[i].v, lim[i].max);
+    if (mkmodel_family_moe(s->family)) {
+        if (s->n_experts < 1 || s->n_experts > 1024)
+            return ll_err_set(err, LL_EINVAL, "expert count %d is out of range [1, 1024]",
+                              s->n_experts);
+        if (s->n_experts_used < 1 || s->n_experts_used > s->n_experts)
+            return ll_err_set(err, LL_EINVAL, "experts used %d is out of range [1, %d]",
+                              s->n_experts_used, s->n_experts);
+        if (s->moe_intermediate_size < 1 || s->moe_intermediate_size > 1 << 20)
+            return ll_err_set(err, LL_EINVAL, "expert MLP size %d is out of range [1, %d]",
+                              s->moe_intermediate_size, 1 << 20);
+        bool shared = s->family == MKMODEL_QWEN2_MOE;
+        if (shared ? s->shared_intermediate_size < 1 || s->shared_intermediate_size > 1 << 20
+                   : s->shared_intermediate_size != 0)
+            return ll_err_set(err, LL_EINVAL, shared ? "shared expert MLP size %d is out of "
+                                                       "range [1, 1048576]"
+                                                     : "shared expert MLP size %d: only "
+                                                       "qwen2_moe has a shared expert",
+                              s->shared_intermediate_size);
+        if (s->n_layers < 64 && s->mlp_only >> s->n_layers)
+            return ll_err_set(err, LL_EINVAL, "a dense-MLP layer is past the %d layers",
+                              s->n_layers);
+    } else if (s->n_experts || s->mlp_only) {
+        return ll_err_set(err, LL_EINVAL, "experts are for the qwen2_moe and qwen3_moe families");
+    }
     if (s->head_dim < 0 || s->head_dim > 4096)
         return ll_err_set(err, LL_EINVAL, "head dim %d is out of range [1, 4096]", s->head_dim);
     if (s->n_heads % s->n_kv_heads)
@@ -257,7 +308,10 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
 {
     const int64_t h = s->hidden_size, hd = head_dim_of(s), q = s->n_heads * hd,
                   kv = s->n_kv_heads * hd, ff = s->intermediate_size, v = s->vocab_size;
-    size_t n = (size_t)s->n_layers * 12 + 3; /* Qwen2's 12 a layer; Qwen3 has 11, Llama 9 */
+    const int64_t fe = s->moe_intermediate_size, fs = s->shared_intermediate_size;
+    /* Qwen2's 12 a layer (Qwen3 has 11, Llama 9); a sparse layer's MLP: a router, 3 an expert,
+     * 4 for the shared expert and its gate */
+    size_t n = (size_t)s->n_layers * (12 + 1 + 3 * (size_t)s->n_experts + 4) + 3;
     struct gen_tensor *t = calloc(n, sizeof *t);
     *out = t;
     if (!t)
@@ -280,19 +334,35 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
         ADD(q, h, "model.layers.%d.self_attn.q_proj.weight", i);
         ADD(kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
         ADD(kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
-        if (s->family == MKMODEL_QWEN3) {
+        bool qwen3 = s->family == MKMODEL_QWEN3 || s->family == MKMODEL_QWEN3_MOE;
+        if (qwen3) {
             ADD(hd, 0, "model.layers.%d.self_attn.q_norm.weight", i);
             ADD(hd, 0, "model.layers.%d.self_attn.k_norm.weight", i);
-        } else if (s->family == MKMODEL_QWEN2) {
+        } else if (s->family == MKMODEL_QWEN2 || s->family == MKMODEL_QWEN2_MOE) {
             ADD(q, 0, "model.layers.%d.self_attn.q_proj.bias", i);
             ADD(kv, 0, "model.layers.%d.self_attn.k_proj.bias", i);
             ADD(kv, 0, "model.layers.%d.self_attn.v_proj.bias", i);
         }
         ADD(h, q, "model.layers.%d.self_attn.o_proj.weight", i);
         ADD(h, 0, "model.layers.%d.post_attention_layernorm.weight", i);
-        ADD(ff, h, "model.layers.%d.mlp.gate_proj.weight", i);
-        ADD(ff, h, "model.layers.%d.mlp.up_proj.weight", i);
-        ADD(h, ff, "model.layers.%d.mlp.down_proj.weight", i);
+        if (!sparse_layer(s, i)) {
+            ADD(ff, h, "model.layers.%d.mlp.gate_proj.weight", i);
+            ADD(ff, h, "model.layers.%d.mlp.up_proj.weight", i);
+            ADD(h, ff, "model.layers.%d.mlp.down_proj.weight", i);
+            continue;
+        }
+        ADD(s->n_experts, h, "model.layers.%d.mlp.gate.weight", i);
+        for (int e = 0; e < s->n_experts; e++) {
+            ADD(fe, h, "model.layers.%d.mlp.experts.%d.gate_proj.weight", i, e);
+            ADD(fe, h, "model.layers.%d.mlp.experts.%d.up_proj.weight", i, e);
+            ADD(h, fe, "model.layers.%d.mlp.experts.%d.down_proj.weight", i, e);
+        }
+        if (fs) {
+            ADD(1, h, "model.layers.%d.mlp.shared_expert_gate.weight", i);
+            ADD(fs, h, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i);
+            ADD(fs, h, "model.layers.%d.mlp.shared_expert.up_proj.weight", i);
+            ADD(h, fs, "model.layers.%d.mlp.shared_expert.down_proj.weight", i);
+        }
     }
 #undef ADD
     qsort(t, k, sizeof *t, gen_cmp);
@@ -566,6 +636,76 @@ static enum ll_status config_write_llama(const struct mkmodel_spec *s, const cha
     return ll_write_file(path, buf, (size_t)n, err);
 }
 
+/* config.json of a Qwen2-MoE or Qwen3-MoE model: the fields of Qwen1.5-MoE-A2.7B's and
+ * Qwen3-30B-A3B's configs. */
+static enum ll_status config_write_moe(const struct mkmodel_spec *s, const char *ids,
+                                       const char *hd, const char *theta, const char *eps,
+                                       const char *path, struct ll_err *err)
+{
+    bool qwen3 = s->family == MKMODEL_QWEN3_MOE;
+    char only[64 * 4 + 8] = "[]", shared[80] = "";
+    size_t k = 0;
+    for (int i = 0; i < 64 && i < s->n_layers; i++)
+        if (s->mlp_only >> i & 1)
+            k += (size_t)snprintf(only + k, sizeof only - k, "%s%d", k ? ", " : "[", i);
+    if (k)
+        snprintf(only + k, sizeof only - k, "]");
+    if (!qwen3)
+        snprintf(shared, sizeof shared, "  \"shared_expert_intermediate_size\": %d,\n",
+                 s->shared_intermediate_size);
+    char buf[3072];
+    int n = snprintf(buf, sizeof buf,
+                     "{\n"
+                     "  \"architectures\": [\n"
+                     "    \"%s\"\n"
+                     "  ],\n"
+                     "%s"
+                     "  \"attention_dropout\": 0.0,\n"
+                     "%s"
+                     "  \"decoder_sparse_step\": 1,\n"
+                     "%s"
+                     "  \"hidden_act\": \"silu\",\n"
+                     "  \"hidden_size\": %d,\n"
+                     "  \"initializer_range\": 0.02,\n"
+                     "  \"intermediate_size\": %d,\n"
+                     "  \"max_position_embeddings\": %d,\n"
+                     "  \"max_window_layers\": %d,\n"
+                     "  \"mlp_only_layers\": %s,\n"
+                     "  \"model_type\": \"%s\",\n"
+                     "  \"moe_intermediate_size\": %d,\n"
+                     "  \"norm_topk_prob\": %s,\n"
+                     "  \"num_attention_heads\": %d,\n"
+                     "  \"num_experts\": %d,\n"
+                     "  \"num_experts_per_tok\": %d,\n"
+                     "  \"num_hidden_layers\": %d,\n"
+                     "  \"num_key_value_heads\": %d,\n"
+                     "  \"output_router_logits\": false,\n"
+                     "  \"rms_norm_eps\": %s,\n"
+                     "%s"
+                     "  \"rope_theta\": %s,\n"
+                     "  \"router_aux_loss_coef\": 0.001,\n"
+                     "%s"
+                     "  \"sliding_window\": %s,\n"
+                     "  \"tie_word_embeddings\": %s,\n"
+                     "  \"torch_dtype\": \"bfloat16\",\n"
+                     "  \"transformers_version\": \"%s\",\n"
+                     "  \"use_cache\": true,\n"
+                     "  \"use_sliding_window\": false,\n"
+                     "  \"vocab_size\": %d\n"
+                     "}\n",
+                     qwen3 ? "Qwen3MoeForCausalLM" : "Qwen2MoeForCausalLM",
+                     qwen3 ? "  \"attention_bias\": false,\n" : "", ids, hd, s->hidden_size,
+                     s->intermediate_size, s->max_position,
+                     s->max_window_layers ? s->max_window_layers : s->n_layers, only,
+                     qwen3 ? "qwen3_moe" : "qwen2_moe", s->moe_intermediate_size,
+                     qwen3 ? "true" : "false", s->n_heads, s->n_experts, s->n_experts_used,
+                     s->n_layers, s->n_kv_heads, eps, qwen3 ? "  \"rope_scaling\": null,\n" : "",
+                     theta, shared, qwen3 ? "null" : "32768", s->tied ? "true" : "false",
+                     qwen3 ? "4.51.0" : "4.40.0", s->vocab_size);
+    LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
+    return ll_write_file(path, buf, (size_t)n, err);
+}
+
 static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eos,
                                    const char *path, struct ll_err *err)
 {
@@ -582,6 +722,8 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
         snprintf(hd, sizeof hd, "  \"head_dim\": %d,\n", s->head_dim);
     if (s->family == MKMODEL_LLAMA)
         return config_write_llama(s, ids, hd, theta, eps, path, err);
+    if (mkmodel_family_moe(s->family))
+        return config_write_moe(s, ids, hd, theta, eps, path, err);
     /* Keys sorted, two-space indent: as transformers' to_json_string writes them (the fields
      * and versions of the published Qwen2 / Qwen3 configs). */
     int n = snprintf(buf, sizeof buf,
@@ -640,7 +782,9 @@ static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, in
      * Llama 3.x Instruct (top_p 0.9) */
     n += snprintf(buf + n, sizeof buf - (size_t)n,
                   "  \"do_sample\": true,\n  \"temperature\": 0.6,\n%s  \"top_p\": %s\n}\n",
-                  s->family == MKMODEL_QWEN3 ? "  \"top_k\": 20,\n" : "",
+                  s->family == MKMODEL_QWEN3 || s->family == MKMODEL_QWEN3_MOE
+                      ? "  \"top_k\": 20,\n"
+                      : "",
                   s->family == MKMODEL_LLAMA ? "0.9" : "0.95");
     return ll_write_file(path, buf, (size_t)n, err);
 }

@@ -12,6 +12,8 @@
 static const char *const qwen2_archs[] = {"Qwen2ForCausalLM", NULL};
 static const char *const qwen3_archs[] = {"Qwen3ForCausalLM", NULL};
 static const char *const llama_archs[] = {"LlamaForCausalLM", NULL};
+static const char *const qwen2_moe_archs[] = {"Qwen2MoeForCausalLM", NULL};
+static const char *const qwen3_moe_archs[] = {"Qwen3MoeForCausalLM", NULL};
 
 static const struct model_family families[] = {
     {
@@ -38,6 +40,26 @@ static const struct model_family families[] = {
         .model_type = "llama",
         .architectures = llama_archs,
         .bind = llama_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Qwen2's forward pass with experts and a shared expert in the sparse layers */
+        .model_type = "qwen2_moe",
+        .architectures = qwen2_moe_archs,
+        .bind = qwen2_moe_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Qwen3's forward pass with experts in the sparse layers */
+        .model_type = "qwen3_moe",
+        .architectures = qwen3_moe_archs,
+        .bind = qwen3_moe_bind,
         .unbind = qwen2_unbind,
         .runtime_create = qwen2_runtime_create,
         .runtime_free = qwen2_runtime_free,

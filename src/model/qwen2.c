@@ -18,10 +18,12 @@
  */
 #include "qwen2.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model_config.h"
+#include "moe_route.h"
 #include "ops.h"
 #include "qmatmul.h"
 #include "util.h"
@@ -30,6 +32,7 @@ struct qwen2_runtime {
     struct model_runtime base; /* first: qwen2_* cast between the two */
     struct ll_rope rope;
     int hidden, n_heads, n_kv, head_dim, inter, vocab, qdim, kvdim;
+    int ff_max;     /* the widest MLP: intermediate_size, or an expert's or the shared one's */
     float *bias;    /* (n_layers, qdim + 2·kvdim) bq | bk | bv widened to f32; NULL when the
                        model has no biases (Qwen3 without attention_bias) */
     int32_t *table; /* (n_slots / block_size) identity block table of the default sequence */
@@ -45,7 +48,14 @@ struct qwen2_runtime {
     float *tmp;     /* (max_batch, hidden) o / down projection output */
     float *q, *att; /* (max_batch, qdim) */
     float *k, *v;   /* (max_batch, kvdim) */
-    float *gate, *up; /* (max_batch, inter) */
+    float *gate, *up; /* (max_batch, ff_max) */
+    /* mixture of experts (NULL in a dense model) */
+    float *xe, *ye; /* (max_batch, hidden) one expert's gathered inputs, its outputs */
+    float *rlog;    /* (max_batch, n_experts) router logits */
+    float *rw;      /* (max_batch · n_experts_used) routing weights, grouped by expert */
+    float *sgate;   /* (max_batch) the shared expert's gate logits */
+    int32_t *roff, *rtok, *rsel; /* (n_experts + 1), (max_batch · n_experts_used) x2: the
+                                    routing (moe_route.h) */
     float *scores;  /* (n_threads, n_heads / n_kv_heads, n_ctx) attention scratch */
     int32_t *slot;  /* (max_batch) resolved KV slot of each row */
     int32_t *seqi;  /* (max_batch) resolved sequence index of each row */
@@ -59,7 +69,10 @@ enum step_op {
     STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k),
                       cache ← k, v */
     STEP_ADD_NORM, /* x += tmp; xn = rms_norm(x, w) */
-    STEP_SWIGLU,   /* gate = silu(gate) · up */
+    STEP_SWIGLU,   /* gate = silu(gate) · up, rows of dim */
+    STEP_MOE_GATHER, /* xe[j] = xn[rtok[first + j]]: one expert's input rows */
+    STEP_MOE_ADD,  /* tmp[rtok[first + j]] += rw[first + j] · ye[j]: its weighted outputs */
+    STEP_SHARED_ADD, /* tmp += sigmoid(sgate) · ye: the shared expert's */
 };
 
 struct step {
@@ -70,6 +83,8 @@ struct step {
     const struct ll_tensor *w; /* norm weight; for STEP_ROPE_KV the layer's q_norm, k_norm
                                   (w[0], w[1]; data NULL: none) */
     const int32_t *pos;        /* (n) for STEP_ROPE_KV */
+    int dim;                   /* STEP_SWIGLU: the row width */
+    int first;                 /* STEP_MOE_*: the expert's first pair in the routing */
 };
 
 static void step_worker(void *ctx, int ith, int nth)
@@ -80,7 +95,7 @@ static void step_worker(void *ctx, int ith, int nth)
     int lo, hi;
     if (s->op == STEP_SWIGLU) {
         /* Split elements in 16-aligned pieces (a row of one token is worth splitting). */
-        int total = s->n * r->inter, chunks = (total + 15) / 16;
+        int total = s->n * s->dim, chunks = (total + 15) / 16;
         ll_split(chunks, ith, nth, &lo, &hi);
         lo *= 16;
         hi = hi * 16 < total ? hi * 16 : total;
@@ -114,6 +129,26 @@ static void step_worker(void *ctx, int ith, int nth)
         ll_kv_cache_write(&r->base.kv, s->layer, r->slot + lo, r->k + (size_t)lo * r->kvdim,
                           r->v + (size_t)lo * r->kvdim, hi - lo);
         break;
+    case STEP_MOE_GATHER:
+        for (int j = lo; j < hi; j++)
+            memcpy(r->xe + j * h, r->xn + (size_t)r->rtok[s->first + j] * h, sizeof(float) * h);
+        break;
+    case STEP_MOE_ADD:
+        for (int j = lo; j < hi; j++) {
+            float *t = r->tmp + (size_t)r->rtok[s->first + j] * h, wj = r->rw[s->first + j];
+            const float *y = r->ye + j * h;
+            for (size_t i = 0; i < h; i++)
+                t[i] += wj * y[i];
+        }
+        break;
+    case STEP_SHARED_ADD:
+        for (int j = lo; j < hi; j++) {
+            float *t = r->tmp + j * h, g = 1.0f / (1.0f + expf(-r->sgate[j]));
+            const float *y = r->ye + j * h;
+            for (size_t i = 0; i < h; i++)
+                t[i] += g * y[i];
+        }
+        break;
     case STEP_SWIGLU:
         break;
     }
@@ -122,7 +157,15 @@ static void step_worker(void *ctx, int ith, int nth)
 static void run_step(struct qwen2_runtime *r, enum step_op op, int n, int layer,
                      const struct ll_tensor *w, const int32_t *pos)
 {
-    struct step s = {r, op, n, layer, w, pos};
+    struct step s = {r, op, n, layer, w, pos, 0, 0};
+    ll_pool_run(r->base.pool, step_worker, &s);
+}
+
+/* A step of the MLPs: SwiGLU over n rows of dim, or an expert's gather / add over its n rows
+ * from pair `first` of the routing. */
+static void run_mlp_step(struct qwen2_runtime *r, enum step_op op, int n, int dim, int first)
+{
+    struct step s = {r, op, n, 0, NULL, NULL, dim, first};
     ll_pool_run(r->base.pool, step_worker, &s);
 }
 
@@ -188,6 +231,9 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     r->n_kv = c->n_kv_heads;
     r->head_dim = c->head_dim;
     r->inter = c->intermediate_size;
+    const struct model_moe *mc = &c->moe;
+    r->ff_max = r->inter > mc->intermediate ? r->inter : mc->intermediate;
+    r->ff_max = r->ff_max > mc->shared_intermediate ? r->ff_max : mc->shared_intermediate;
     r->vocab = c->vocab_size;
     r->qdim = c->n_heads * c->head_dim;
     r->kvdim = c->n_kv_heads * c->head_dim;
@@ -216,17 +262,22 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     size_t B = (size_t)o.max_batch;
     size_t att_floats = ll_attention_scratch_floats(o.n_threads, c->n_heads, c->n_kv_heads,
                                                     o.n_ctx);
+    size_t moe_k = (size_t)mc->n_experts_used; /* routed pairs a token */
+    size_t moe_floats = mc->n_experts ? B * (2 * (size_t)r->hidden + (size_t)mc->n_experts +
+                                             moe_k + 1)
+                                      : 0;
+    size_t moe_ints = mc->n_experts ? (size_t)mc->n_experts + 1 + 2 * B * moe_k : 0;
     size_t floats = B * (3 * (size_t)r->hidden + 2 * (size_t)r->qdim + 2 * (size_t)r->kvdim +
-                         2 * (size_t)r->inter) +
-                    att_floats;
+                         2 * (size_t)r->ff_max) +
+                    att_floats + moe_floats;
     int widest_k = r->hidden > r->qdim ? r->hidden : r->qdim;
-    widest_k = r->inter > widest_k ? r->inter : widest_k;
+    widest_k = r->ff_max > widest_k ? r->ff_max : widest_k;
     /* one scratch serves both GEMMs (never in use at once): the larger of what each needs */
     size_t mm_dense =
         o.math == LL_MATH_FAST ? ll_matmul_scratch_bytes(o.max_batch, widest_k, o.n_threads) : 0;
     size_t mm_quant = m->quantized ? ll_qmatmul_scratch_bytes(o.max_batch, widest_k) : 0;
     r->mm_bytes = mm_dense > mm_quant ? mm_dense : mm_quant;
-    size_t bytes = r->mm_bytes + floats * sizeof(float) + 3 * B * sizeof(int32_t);
+    size_t bytes = r->mm_bytes + floats * sizeof(float) + (3 * B + moe_ints) * sizeof(int32_t);
     r->mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!r->table || (has_bias && !r->bias) || !r->mem) {
         qwen2_runtime_free(&r->base);
@@ -255,12 +306,24 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     r->att = p, p += B * r->qdim;
     r->k = p, p += B * r->kvdim;
     r->v = p, p += B * r->kvdim;
-    r->gate = p, p += B * r->inter;
-    r->up = p, p += B * r->inter;
+    r->gate = p, p += B * r->ff_max;
+    r->up = p, p += B * r->ff_max;
     r->scores = p, p += att_floats;
+    if (mc->n_experts) {
+        r->xe = p, p += B * r->hidden;
+        r->ye = p, p += B * r->hidden;
+        r->rlog = p, p += B * mc->n_experts;
+        r->rw = p, p += B * moe_k;
+        r->sgate = p, p += B;
+    }
     r->slot = (int32_t *)p;
     r->seqi = r->slot + B;
     r->rows = r->seqi + B;
+    if (mc->n_experts) {
+        r->roff = r->rows + B;
+        r->rtok = r->roff + mc->n_experts + 1;
+        r->rsel = r->rtok + B * moe_k;
+    }
     *out = &r->base;
     return LL_OK;
 }
@@ -289,6 +352,45 @@ static void linear(struct qwen2_runtime *r, float *out, const float *x,
     else
         ll_matmul(out, x, w->dense.data, w->dense.dtype, bias, n, w->n, w->k, r->base.opts.math,
                   r->mm, r->mm_bytes, r->base.pool);
+}
+
+/* out (n, hidden) = the SwiGLU MLP p of width dim over x (n, hidden) (gate and up in r->gate,
+ * r->up). */
+static void mlp(struct qwen2_runtime *r, float *out, const float *x, const struct qwen2_mlp *p,
+                int n, int dim)
+{
+    linear(r, r->gate, x, &p->gate, NULL, n);
+    linear(r, r->up, x, &p->up, NULL, n);
+    run_mlp_step(r, STEP_SWIGLU, n, dim, 0);
+    linear(r, out, r->gate, &p->down, NULL, n);
+}
+
+/* r->tmp (n, hidden) = a sparse layer's experts over r->xn: each expert runs once over the rows
+ * routed to it, and a token's weighted outputs are summed in increasing expert order (then the
+ * shared expert's), so a row's sum is the same in any batch. */
+static void experts(struct qwen2_runtime *r, const struct qwen2_moe *e, int n)
+{
+    const struct model_moe *mc = &r->base.model->config.moe;
+    const int H = r->hidden, E = mc->n_experts;
+    ll_matmul(r->rlog, r->xn, e->router.data, e->router.dtype, NULL, n, E, H, r->base.opts.math,
+              r->mm, r->mm_bytes, r->base.pool);
+    moe_route(r->rlog, n, E, mc->n_experts_used, mc->norm_topk_prob, r->roff, r->rtok, r->rw,
+              r->rsel);
+    memset(r->tmp, 0, sizeof(float) * (size_t)n * H);
+    for (int x = 0; x < E; x++) {
+        int first = r->roff[x], m = r->roff[x + 1] - first;
+        if (!m)
+            continue;
+        run_mlp_step(r, STEP_MOE_GATHER, m, 0, first);
+        mlp(r, r->ye, r->xe, &e->experts[x], m, mc->intermediate);
+        run_mlp_step(r, STEP_MOE_ADD, m, 0, first);
+    }
+    if (e->shared_gate.data) {
+        ll_matmul(r->sgate, r->xn, e->shared_gate.data, e->shared_gate.dtype, NULL, n, 1, H,
+                  r->base.opts.math, r->mm, r->mm_bytes, r->base.pool);
+        mlp(r, r->ye, r->xn, &e->shared, n, mc->shared_intermediate);
+        run_mlp_step(r, STEP_SHARED_ADD, n, 0, 0);
+    }
 }
 
 enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b, float *logits,
@@ -336,10 +438,10 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
 
         linear(r, r->tmp, r->att, &L->wo, NULL, n);
         run_step(r, STEP_ADD_NORM, n, l, &L->mlp_norm, NULL);
-        linear(r, r->gate, r->xn, &L->w_gate, NULL, n);
-        linear(r, r->up, r->xn, &L->w_up, NULL, n);
-        run_step(r, STEP_SWIGLU, n, l, NULL, NULL);
-        linear(r, r->tmp, r->gate, &L->w_down, NULL, n);
+        if (L->moe)
+            experts(r, L->moe, n);
+        else
+            mlp(r, r->tmp, r->xn, &L->mlp, n, r->inter);
         run_step(r, STEP_ADD_NORM, n, l, l + 1 < nl ? &W->layers[l + 1].attn_norm : &W->final_norm,
                  NULL);
     }

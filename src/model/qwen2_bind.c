@@ -1,8 +1,10 @@
 /*
- * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3 or Llama model to a
- * struct qwen2_weights that it allocates into m->weights (qwen2.h). The three differ only in
- * which per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has per-head q/k norms, and the
- * biases only when config.json says attention_bias true; Llama has neither.
+ * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3 or Llama model, or of
+ * Qwen2-MoE or Qwen3-MoE, to a struct qwen2_weights that it allocates into m->weights
+ * (qwen2.h). They differ only in which per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has
+ * per-head q/k norms, and the biases only when config.json says attention_bias true; Llama has
+ * neither; the MoE variants (Qwen2's or Qwen3's attention) replace the MLP of their sparse layers
+ * (model_layer_sparse) by a router and experts, Qwen2-MoE's with a shared expert and its gate.
  *
  * Every tensor is looked up by name and checked against the config before use (model_bind.h):
  * dtype BF16, F16 or F32 (each tensor may differ; the kernels dispatch per tensor), exact shape;
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "model_bind.h"
+#include "model_config.h"
 #include "qwen2.h"
 #include "safetensors.h"
 
@@ -45,15 +48,90 @@ static enum ll_status check_layer_count(const struct model *m, struct ll_err *er
 struct layer_kind {
     bool bias;    /* self_attn.{q,k,v}_proj.bias */
     bool qk_norm; /* self_attn.{q,k}_norm.weight */
+    bool moe;     /* the sparse layers' mlp.gate + mlp.experts.E.* (config.json's moe) */
+    bool shared;  /* with mlp.shared_expert.* and mlp.shared_expert_gate (Qwen2-MoE) */
 };
+
+/* The SwiGLU MLP whose tensors are PREFIX.{gate,up,down}_proj.weight, of width ff. */
+static enum ll_status bind_mlp(struct model *m, struct qwen2_mlp *mlp, const char *prefix,
+                               int layer, int64_t ff, struct ll_err *err)
+{
+    const int64_t h = m->config.hidden_size;
+    char name[LL_TENSOR_NAME_MAX];
+    enum ll_status s;
+    snprintf(name, sizeof name, "%s.gate_proj.weight", prefix);
+    if ((s = model_bind_linear(m, &mlp->gate, name, MODEL_ROLE_OTHER, layer, ff, h, NULL, err)))
+        return s;
+    snprintf(name, sizeof name, "%s.up_proj.weight", prefix);
+    if ((s = model_bind_linear(m, &mlp->up, name, MODEL_ROLE_OTHER, layer, ff, h, NULL, err)))
+        return s;
+    snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
+    return model_bind_linear(m, &mlp->down, name, MODEL_ROLE_MLP_DOWN, layer, h, ff, NULL, err);
+}
+
+/* Layer i's MLP: dense (mlp.*_proj), or, in a sparse layer, the router and the experts. */
+static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int i,
+                                     struct layer_kind kind, struct ll_err *err)
+{
+    const struct model_config *c = &m->config;
+    char prefix[64], name[LL_TENSOR_NAME_MAX];
+    enum ll_status s;
+    if (!model_layer_sparse(c, i)) {
+        snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", i);
+        if (st_find(m->st, name))
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: tensor '%s' is a router, but config.json makes layer %d a "
+                              "dense one (mlp_only_layers, decoder_sparse_step)",
+                              st_path(m->st), name, i);
+        snprintf(prefix, sizeof prefix, "model.layers.%d.mlp", i);
+        return bind_mlp(m, &L->mlp, prefix, i, c->intermediate_size, err);
+    }
+    const struct model_moe *mc = &c->moe;
+    struct qwen2_moe *e = calloc(1, sizeof *e);
+    if (e)
+        e->experts = calloc((size_t)mc->n_experts, sizeof *e->experts);
+    L->moe = e;
+    if (!e || !e->experts)
+        return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", i);
+    if ((s = model_bind_tensor(m, &e->router, name, mc->n_experts, c->hidden_size, err)))
+        return s;
+    for (int x = 0; x < mc->n_experts; x++) {
+        snprintf(prefix, sizeof prefix, "model.layers.%d.mlp.experts.%d", i, x);
+        if ((s = bind_mlp(m, &e->experts[x], prefix, i, mc->intermediate, err)))
+            return s;
+    }
+    snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", i);
+    if (!kind.shared) {
+        if (st_find(m->st, name))
+            return ll_err_set(err, LL_EMODEL, "%s: tensor '%s' is not part of a %s model",
+                              st_path(m->st), name, c->model_type);
+        return LL_OK;
+    }
+    if ((s = model_bind_tensor(m, &e->shared_gate, name, 1, c->hidden_size, err)))
+        return s;
+    snprintf(prefix, sizeof prefix, "model.layers.%d.mlp.shared_expert", i);
+    return bind_mlp(m, &e->shared, prefix, i, mc->shared_intermediate, err);
+}
 
 static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, struct ll_err *err)
 {
     const struct model_config *c = &m->config;
     const int64_t h = c->hidden_size, q = (int64_t)c->n_heads * c->head_dim,
-                  kv = (int64_t)c->n_kv_heads * c->head_dim, ff = c->intermediate_size,
-                  v = c->vocab_size;
+                  kv = (int64_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
     enum ll_status s;
+    if (kind.moe && !c->moe.n_experts)
+        return ll_err_set(err, LL_EMODEL, "%s/config.json: missing field 'num_experts' (a %s "
+                          "model has experts)", m->dir, c->model_type);
+    if (!kind.moe && c->moe.n_experts)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s/config.json: num_experts %d describes a mixture-of-experts model, "
+                          "but model_type %s has no experts",
+                          m->dir, c->moe.n_experts, c->model_type);
+    if (kind.shared && !c->moe.shared_intermediate)
+        return ll_err_set(err, LL_EMODEL, "%s/config.json: missing field "
+                          "'shared_expert_intermediate_size' (a %s model has a shared expert)",
+                          m->dir, c->model_type);
 
     struct qwen2_weights *w = calloc(1, sizeof *w);
     if (!w)
@@ -96,9 +174,6 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
             {&L->q_norm, NULL, 0, "self_attn.q_norm.weight", c->head_dim, 0, kind.qk_norm},
             {&L->k_norm, NULL, 0, "self_attn.k_norm.weight", c->head_dim, 0, kind.qk_norm},
             {&L->mlp_norm, NULL, 0, "post_attention_layernorm.weight", h, 0, true},
-            {NULL, &L->w_gate, MODEL_ROLE_OTHER, "mlp.gate_proj.weight", ff, h, true},
-            {NULL, &L->w_up, MODEL_ROLE_OTHER, "mlp.up_proj.weight", ff, h, true},
-            {NULL, &L->w_down, MODEL_ROLE_MLP_DOWN, "mlp.down_proj.weight", h, ff, true},
         };
         for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
             char name[96];
@@ -122,6 +197,8 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
             if (s)
                 return s;
         }
+        if ((s = bind_layer_mlp(m, L, i, kind, err)))
+            return s;
     }
     m->weight_dtype = c->quantized ? w->embed.dtype : w->layers[0].wq.dense.dtype;
     return LL_OK;
@@ -151,9 +228,26 @@ enum ll_status llama_bind(struct model *m, struct ll_err *err)
     return bind_decoder(m, (struct layer_kind){.bias = false, .qk_norm = false}, err);
 }
 
+enum ll_status qwen2_moe_bind(struct model *m, struct ll_err *err)
+{
+    return bind_decoder(m, (struct layer_kind){.bias = true, .moe = true, .shared = true}, err);
+}
+
+enum ll_status qwen3_moe_bind(struct model *m, struct ll_err *err)
+{
+    return bind_decoder(m, (struct layer_kind){.bias = m->config.attention_bias == 1,
+                                               .qk_norm = true, .moe = true},
+                        err);
+}
+
 void qwen2_unbind(struct model *m)
 {
     struct qwen2_weights *w = m->weights;
+    for (int i = 0; w && w->layers && i < m->config.n_layers; i++)
+        if (w->layers[i].moe) {
+            free(w->layers[i].moe->experts);
+            free(w->layers[i].moe);
+        }
     if (w)
         free(w->layers);
     free(w);

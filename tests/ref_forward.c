@@ -1,0 +1,247 @@
+/*
+ * ref_forward.c: the tests' float64 reference forward pass (see ref_forward.h).
+ */
+#include "ref_forward.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "model_config.h"
+#include "moe_route.h"
+#include "safetensors.h"
+#include "util.h"
+
+/* Element i of tensor `name` as a double (bf16 / f16 / f32); fails the test when absent. */
+static const struct st_tensor *tensor(const struct ref *r, const char *fmt, int layer)
+{
+    char name[128];
+    snprintf(name, sizeof name, fmt, layer);
+    const struct st_tensor *t = st_find(r->st, name);
+    if (!t)
+        print_error("reference: no tensor %s\n", name);
+    assert_non_null(t);
+    return t;
+}
+
+static double at(const struct st_tensor *t, size_t i)
+{
+    switch (t->dtype) {
+    case ST_BF16:
+        return ll_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case ST_F16:
+        return ll_f16_to_f32(((const uint16_t *)t->data)[i]);
+    case ST_F32:
+        return ((const float *)t->data)[i];
+    default:
+        fail_msg("reference: unexpected dtype of %s", t->name);
+    }
+    return 0;
+}
+
+/* y (n_out) = W (n_out, n_in) x (+ b) */
+static void ref_linear(double *y, const struct st_tensor *w, const struct st_tensor *b,
+                       const double *x, int n_out, int n_in)
+{
+    assert_int_equal(w->shape[0], n_out);
+    assert_int_equal(w->shape[1], n_in);
+    for (int o = 0; o < n_out; o++) {
+        double s = b ? at(b, (size_t)o) : 0;
+        for (int i = 0; i < n_in; i++)
+            s += at(w, (size_t)o * n_in + i) * x[i];
+        y[o] = s;
+    }
+}
+
+static void ref_rms(double *y, const double *x, const struct st_tensor *w, int n, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * inv * at(w, (size_t)i);
+}
+
+static void ref_rope(double *v, int pos, int hd, double theta)
+{
+    for (int i = 0; i < hd / 2; i++) {
+        double a = pos * pow(theta, -2.0 * i / hd), c = cos(a), s = sin(a);
+        double x1 = v[i], x2 = v[i + hd / 2];
+        v[i] = x1 * c - x2 * s;
+        v[i + hd / 2] = x2 * c + x1 * s;
+    }
+}
+
+/* acc (hidden) += scale · the SwiGLU MLP PREFIX.{gate,up,down}_proj (width f) of xn. */
+static void ref_mlp(const struct ref *r, const char *prefix_fmt, int layer, int f,
+                    const double *xn, double scale, double *acc)
+{
+    const int H = r->c->hidden_size;
+    char fmt[128];
+    double *g = malloc(sizeof(double) * f), *u = malloc(sizeof(double) * f),
+           *o = malloc(sizeof(double) * H);
+    snprintf(fmt, sizeof fmt, "%s.gate_proj.weight", prefix_fmt);
+    ref_linear(g, tensor(r, fmt, layer), NULL, xn, f, H);
+    snprintf(fmt, sizeof fmt, "%s.up_proj.weight", prefix_fmt);
+    ref_linear(u, tensor(r, fmt, layer), NULL, xn, f, H);
+    for (int i = 0; i < f; i++)
+        g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+    snprintf(fmt, sizeof fmt, "%s.down_proj.weight", prefix_fmt);
+    ref_linear(o, tensor(r, fmt, layer), NULL, g, H, f);
+    for (int i = 0; i < H; i++)
+        acc[i] += scale * o[i];
+    free(g), free(u), free(o);
+}
+
+/* acc (hidden) += sparse layer l's experts over xn. */
+static void ref_experts(const struct ref *r, int l, const double *xn, double *acc)
+{
+    const struct model_moe *mc = &r->c->moe;
+    const int H = r->c->hidden_size, E = mc->n_experts, K = mc->n_experts_used;
+    double *lg = malloc(sizeof(double) * E), mx = -INFINITY, sum = 0, picked = 0;
+    bool *used = calloc((size_t)E, sizeof *used);
+    ref_linear(lg, tensor(r, "model.layers.%d.mlp.gate.weight", l), NULL, xn, E, H);
+    for (int e = 0; e < E; e++)
+        mx = fmax(mx, lg[e]);
+    for (int e = 0; e < E; e++)
+        sum += lg[e] = exp(lg[e] - mx);
+    int sel[MOE_MAX_EXPERTS];
+    for (int j = 0; j < K; j++) { /* the K most probable, ties to the lower index */
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (!used[e] && (best < 0 || lg[e] > lg[best]))
+                best = e;
+        used[best] = true;
+        sel[j] = best;
+        picked += lg[best] / sum;
+    }
+    for (int j = 0; j < K; j++) {
+        char fmt[96];
+        snprintf(fmt, sizeof fmt, "model.layers.%%d.mlp.experts.%d", sel[j]);
+        double w = lg[sel[j]] / sum;
+        ref_mlp(r, fmt, l, mc->intermediate, xn, mc->norm_topk_prob ? w / picked : w, acc);
+    }
+    if (r->kind.shared) {
+        double gl;
+        ref_linear(&gl, tensor(r, "model.layers.%d.mlp.shared_expert_gate.weight", l), NULL, xn,
+                   1, H);
+        ref_mlp(r, "model.layers.%d.mlp.shared_expert", l, mc->shared_intermediate, xn,
+                1 / (1 + exp(-gl)), acc);
+    }
+    free(lg), free(used);
+}
+
+/* logits (n, vocab) of the sequence ids[0..n) from position 0 */
+void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
+{
+    const struct model_config *c = r->c;
+    const int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim,
+              F = c->intermediate_size, V = c->vocab_size, q_dim = nh * hd, kv_dim = nkv * hd;
+    double *x = calloc((size_t)n * H, sizeof *x), *xn = malloc(sizeof(double) * H),
+           *q = malloc(sizeof(double) * (size_t)n * q_dim),
+           *k = malloc(sizeof(double) * (size_t)n * kv_dim),
+           *v = malloc(sizeof(double) * (size_t)n * kv_dim), *att = malloc(sizeof(double) * q_dim),
+           *o = malloc(sizeof(double) * H), *p = malloc(sizeof(double) * n);
+    const struct st_tensor *emb = tensor(r, "model.embed_tokens.weight", 0);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < H; i++)
+            x[(size_t)t * H + i] = at(emb, (size_t)ids[t] * H + i);
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct st_tensor *qn = NULL, *kn = NULL;
+        if (r->kind.qk_norm) {
+            qn = tensor(r, "model.layers.%d.self_attn.q_norm.weight", l);
+            kn = tensor(r, "model.layers.%d.self_attn.k_norm.weight", l);
+        }
+        for (int t = 0; t < n; t++) {
+            ref_rms(xn, x + (size_t)t * H, tensor(r, "model.layers.%d.input_layernorm.weight", l),
+                    H, c->rms_eps);
+            double *qt = q + (size_t)t * q_dim, *kt = k + (size_t)t * kv_dim;
+            ref_linear(qt, tensor(r, "model.layers.%d.self_attn.q_proj.weight", l),
+                       r->kind.bias ? tensor(r, "model.layers.%d.self_attn.q_proj.bias", l) : NULL,
+                       xn, q_dim, H);
+            ref_linear(kt, tensor(r, "model.layers.%d.self_attn.k_proj.weight", l),
+                       r->kind.bias ? tensor(r, "model.layers.%d.self_attn.k_proj.bias", l) : NULL,
+                       xn, kv_dim, H);
+            ref_linear(v + (size_t)t * kv_dim,
+                       tensor(r, "model.layers.%d.self_attn.v_proj.weight", l),
+                       r->kind.bias ? tensor(r, "model.layers.%d.self_attn.v_proj.bias", l) : NULL,
+                       xn, kv_dim, H);
+            for (int h = 0; h < nh; h++) {
+                if (qn)
+                    ref_rms(qt + h * hd, qt + h * hd, qn, hd, c->rms_eps);
+                ref_rope(qt + h * hd, t, hd, c->rope_theta);
+            }
+            for (int h = 0; h < nkv; h++) {
+                if (kn)
+                    ref_rms(kt + h * hd, kt + h * hd, kn, hd, c->rms_eps);
+                ref_rope(kt + h * hd, t, hd, c->rope_theta);
+            }
+        }
+        for (int t = 0; t < n; t++) {
+            for (int h = 0; h < nh; h++) {
+                int kvh = h / (nh / nkv);
+                const double *qh = q + (size_t)t * q_dim + h * hd;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= t; j++) {
+                    double s = 0;
+                    for (int d = 0; d < hd; d++)
+                        s += qh[d] * k[(size_t)j * kv_dim + kvh * hd + d];
+                    p[j] = s / sqrt((double)hd);
+                    mx = fmax(mx, p[j]);
+                }
+                for (int j = 0; j <= t; j++)
+                    sum += p[j] = exp(p[j] - mx);
+                for (int d = 0; d < hd; d++) {
+                    double s = 0;
+                    for (int j = 0; j <= t; j++)
+                        s += p[j] * v[(size_t)j * kv_dim + kvh * hd + d];
+                    att[h * hd + d] = s / sum;
+                }
+            }
+            double *xt = x + (size_t)t * H;
+            ref_linear(o, tensor(r, "model.layers.%d.self_attn.o_proj.weight", l), NULL, att, H,
+                       q_dim);
+            for (int i = 0; i < H; i++)
+                xt[i] += o[i];
+            ref_rms(xn, xt, tensor(r, "model.layers.%d.post_attention_layernorm.weight", l), H,
+                    c->rms_eps);
+            if (model_layer_sparse(c, l))
+                ref_experts(r, l, xn, xt);
+            else
+                ref_mlp(r, "model.layers.%d.mlp", l, F, xn, 1.0, xt);
+        }
+    }
+    const struct st_tensor *head =
+        c->tie_word_embeddings ? emb : tensor(r, "lm_head.weight", 0);
+    for (int t = 0; t < n; t++) {
+        ref_rms(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps);
+        ref_linear(logits + (size_t)t * V, head, NULL, xn, V, H);
+    }
+    free(x), free(xn), free(q), free(k), free(v), free(att), free(o), free(p);
+}
+
+void ref_open(struct ref *r, const char *dir, const struct model_config *c, struct ref_kind kind)
+{
+    char *path = ll_path_join(dir, "model.safetensors");
+    struct ll_err err = {0};
+    enum ll_status s = st_open(&r->st, path, &err);
+    if (s)
+        print_error("st_open: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    free(path);
+    r->c = c, r->kind = kind;
+}
+
+void ref_close(struct ref *r)
+{
+    st_close(r->st);
+    r->st = NULL;
+}
