@@ -184,8 +184,8 @@ static void test_fixture_weights(void **state)
     assert_int_equal(w->final_norm.shape[0], 64);
     assert_int_equal(w->final_norm.shape[1], 1);
     assert_int_equal(w->layers[0].wk.dense.shape[0], 32);
-    assert_int_equal(w->layers[1].w_down.dense.shape[0], 64);
-    assert_int_equal(w->layers[1].w_down.dense.shape[1], 160);
+    assert_int_equal(w->layers[1].mlp.down.dense.shape[0], 64);
+    assert_int_equal(w->layers[1].mlp.down.dense.shape[1], 160);
 
     /* Values read from the file with a separate script (bf16 bits in the comments). */
     assert_true(bf16_at(&w->embed, 0) == -0.400390625f);                 /* 0xbecd */
@@ -194,7 +194,7 @@ static void test_fixture_weights(void **state)
     assert_true(bf16_at(&w->final_norm, 0) == 13.0f);                    /* 0x4150 */
     assert_true(bf16_at(&w->final_norm, 63) == 12.0625f);                /* 0x4141 */
     assert_true(bf16_at(&w->layers[0].bq, 0) == -0.42578125f);           /* 0xbeda */
-    assert_true(bf16_at(&w->layers[1].w_down.dense, 64 * 160 - 1) == -0.189453125f); /* 0xbe42 */
+    assert_true(bf16_at(&w->layers[1].mlp.down.dense, 64 * 160 - 1) == -0.189453125f); /* 0xbe42 */
     assert_true(bf16_at(&w->layers[1].wk.dense, 5 * 64 + 7) == -0.1669921875f);      /* 0xbe2b */
 
     /* And byte for byte at the offsets the header gives (data section starts at byte 2792). */
@@ -205,7 +205,7 @@ static void test_fixture_weights(void **state)
         long begin, end;
     } spans[] = {
         {&w->final_norm, 19620864, 19620992},
-        {&w->layers[1].w_down.dense, 19600384, 19620864},
+        {&w->layers[1].mlp.down.dense, 19600384, 19620864},
         {&w->layers[0].bq, 19456128, 19456256},
     };
     for (size_t i = 0; i < LL_ARRAY_LEN(spans); i++) {
@@ -286,7 +286,7 @@ static void test_mkmodel_tiny(void **state)
     const struct {
         const struct ll_tensor *t;
         double sd;
-    } dist[] = {{&w->layers[0].w_up.dense, 0.125}, {&w->layers[1].w_down.dense, 0.0791}, {&w->embed, 0.02}};
+    } dist[] = {{&w->layers[0].mlp.up.dense, 0.125}, {&w->layers[1].mlp.down.dense, 0.0791}, {&w->embed, 0.02}};
     for (size_t k = 0; k < LL_ARRAY_LEN(dist); k++) {
         double sum = 0, sq = 0;
         size_t n = (size_t)dist[k].t->shape[0] * (size_t)dist[k].t->shape[1];
@@ -334,8 +334,8 @@ static void test_mkmodel_untied(void **state)
     check_generated(&w->lm_head.dense, &base_spec, "lm_head.weight");
     check_generated(&w->embed, &base_spec, "model.embed_tokens.weight");
     check_generated(&w->layers[1].wo.dense, &base_spec, "model.layers.1.self_attn.o_proj.weight");
-    check_generated(&w->layers[1].w_down.dense, &base_spec, "model.layers.1.mlp.down_proj.weight");
-    check_generated(&w->layers[0].w_gate.dense, &base_spec, "model.layers.0.mlp.gate_proj.weight");
+    check_generated(&w->layers[1].mlp.down.dense, &base_spec, "model.layers.1.mlp.down_proj.weight");
+    check_generated(&w->layers[0].mlp.gate.dense, &base_spec, "model.layers.0.mlp.gate_proj.weight");
     model_close(m);
 }
 
@@ -485,7 +485,7 @@ static void test_sharded_model(void **state)
     assert_memory_equal(wa->lm_head.dense.data, wb->lm_head.dense.data, 1000 * 32 * 2);
     for (int l = 0; l < 2; l++) {
         assert_memory_equal(wa->layers[l].wq.dense.data, wb->layers[l].wq.dense.data, 64 * 32 * 2);
-        assert_memory_equal(wa->layers[l].w_down.dense.data, wb->layers[l].w_down.dense.data, 32 * 48 * 2);
+        assert_memory_equal(wa->layers[l].mlp.down.dense.data, wb->layers[l].mlp.down.dense.data, 32 * 48 * 2);
         assert_memory_equal(wa->layers[l].bk.data, wb->layers[l].bk.data, 32 * 2);
     }
     model_close(a);
@@ -580,7 +580,7 @@ static const struct bad_dir bad_dirs[] = {
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"mistral\"", {0},
      LL_EUNSUPPORTED, "config.json",
-     "unknown model_type \"mistral\" (known: qwen2, qwen3, llama, mock)"},
+     "unknown model_type \"mistral\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"longrope\"}", {0},
@@ -716,6 +716,13 @@ static void test_registry_routes(void **state)
     assert_non_null(ll);
     assert_ptr_equal(model_registry_find_arch("LlamaForCausalLM"), ll);
     assert_true(ll != f && ll->forward == f->forward && ll->bind != f->bind && ll->bind != q3->bind);
+    const struct model_family *q2m = model_registry_find("qwen2_moe"),
+                              *q3m = model_registry_find("qwen3_moe");
+    assert_non_null(q2m);
+    assert_non_null(q3m);
+    assert_ptr_equal(model_registry_find_arch("Qwen2MoeForCausalLM"), q2m);
+    assert_ptr_equal(model_registry_find_arch("Qwen3MoeForCausalLM"), q3m);
+    assert_true(q2m->forward == f->forward && q3m->forward == f->forward && q2m->bind != q3m->bind);
     assert_null(model_registry_find("mistral"));
     assert_null(model_registry_find_arch("MistralForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
@@ -724,7 +731,7 @@ static void test_registry_routes(void **state)
     assert_true(mock->no_weights && !f->no_weights);
     char names[64], cut[3];
     model_registry_names(names, sizeof names);
-    assert_string_equal(names, "qwen2, qwen3, llama, mock");
+    assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 
