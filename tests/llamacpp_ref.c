@@ -37,10 +37,25 @@ cJSON *llamacpp_fixture_load(const char *path)
     return j;
 }
 
-/* Run prompt p through m and compare with llama.cpp's logits: returns the worst difference
- * over the scale; fails above rel_tol (when rel_tol > 0). */
-double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
-                        const char *what)
+/* The fixture's largest |logit| of prompt p: the scale of the differences. */
+static double fixture_scale(const cJSON *p)
+{
+    double scale = 0;
+    for (const cJSON *q = cJSON_GetObjectItem(p, "positions")->child; q; q = q->next) {
+        const cJSON *l;
+        cJSON_ArrayForEach(l, cJSON_GetObjectItem(q, "logits"))
+            scale = fmax(scale, fabs(l->valuedouble));
+    }
+    return scale;
+}
+
+/* Called for position i of a prompt with the engine's logits there and the fixture's entry q. */
+typedef void each_position(void *ctx, int i, const float *row, const cJSON *q);
+
+/* Run prompt p through m with `math` (2 threads, CHUNK tokens a call) and hand every position's
+ * logits to each(ctx, ...) in order. */
+static void run_prompt(struct model *m, enum ll_math math, const cJSON *p, each_position *each,
+                       void *ctx)
 {
     const cJSON *ids_j = cJSON_GetObjectItem(p, "ids"),
                 *pos_j = cJSON_GetObjectItem(p, "positions");
@@ -57,14 +72,7 @@ double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, doub
     int32_t pos[CHUNK];
     uint8_t want[CHUNK];
     memset(want, 1, sizeof want);
-
-    double scale = 0, worst = 0;
-    for (const cJSON *q = pos_j->child; q; q = q->next) {
-        const cJSON *l;
-        cJSON_ArrayForEach(l, cJSON_GetObjectItem(q, "logits"))
-            scale = fmax(scale, fabs(l->valuedouble));
-    }
-    int top1 = 0, top1_checked = 0;
+    const cJSON *q = pos_j->child;
     for (int i0 = 0; i0 < n; i0 += CHUNK) {
         int k = n - i0 < CHUNK ? n - i0 : CHUNK;
         for (int j = 0; j < k; j++)
@@ -74,36 +82,93 @@ double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, doub
         if (s)
             print_error("runtime_forward: %s\n", err.msg);
         assert_int_equal(s, LL_OK);
-        for (int j = 0; j < k; j++) {
-            const cJSON *q = cJSON_GetArrayItem(pos_j, i0 + j);
-            const cJSON *sel = cJSON_GetObjectItem(q, "ids"),
-                        *ref = cJSON_GetObjectItem(q, "logits");
-            const float *row = logits + (size_t)j * V;
-            for (int c = 0; c < cJSON_GetArraySize(sel); c++) {
-                int v = cJSON_GetArrayItem(sel, c)->valueint;
-                double r = cJSON_GetArrayItem(ref, c)->valuedouble, d = fabs(row[v] - r);
-                worst = fmax(worst, d);
-                if (rel_tol > 0 && d > rel_tol * scale)
-                    fail_msg("%s pos %d token %d: %.6f, llama.cpp %.6f (tol %.2e)", what, i0 + j, v,
-                             row[v], r, rel_tol * scale);
-            }
-            /* the first two ids are llama.cpp's best two */
-            double margin = cJSON_GetArrayItem(ref, 0)->valuedouble -
-                            cJSON_GetArrayItem(ref, 1)->valuedouble;
-            if (rel_tol > 0 && margin > 2 * rel_tol * scale) {
-                top1_checked++;
-                top1 += ll_argmax(row, V) == cJSON_GetArrayItem(sel, 0)->valueint;
-            }
-        }
-    }
-    if (rel_tol > 0) {
-        printf("  %s: %d positions, worst %.2e of scale %.3f, top-1 equal at %d of %d checked\n",
-               what, n, worst / scale, scale, top1, top1_checked);
-        assert_int_equal(top1, top1_checked);
-        assert_true(top1_checked >= n / 2);
+        for (int j = 0; j < k; j++, q = q->next)
+            each(ctx, i0 + j, logits + (size_t)j * V, q);
     }
     runtime_free(rt);
     free(logits);
     free(ids);
-    return worst / scale;
+}
+
+struct compare {
+    const char *what;
+    double tol, worst; /* absolute */
+    int V, top1, top1_checked;
+};
+
+static void compare_position(void *ctx, int i, const float *row, const cJSON *q)
+{
+    struct compare *c = ctx;
+    const cJSON *sel = cJSON_GetObjectItem(q, "ids"), *ref = cJSON_GetObjectItem(q, "logits");
+    for (int j = 0; j < cJSON_GetArraySize(sel); j++) {
+        int v = cJSON_GetArrayItem(sel, j)->valueint;
+        double r = cJSON_GetArrayItem(ref, j)->valuedouble, d = fabs(row[v] - r);
+        if (!(d <= c->worst)) /* a NaN stays */
+            c->worst = d;
+        if (c->tol > 0 && !(d <= c->tol)) /* NaN too */
+            fail_msg("%s pos %d token %d: %.6f, llama.cpp %.6f (tol %.2e)", c->what, i, v, row[v],
+                     r, c->tol);
+    }
+    /* the first two ids are llama.cpp's best two */
+    double margin = cJSON_GetArrayItem(ref, 0)->valuedouble -
+                    cJSON_GetArrayItem(ref, 1)->valuedouble;
+    if (c->tol > 0 && margin > 2 * c->tol) {
+        c->top1_checked++;
+        c->top1 += ll_argmax(row, c->V) == cJSON_GetArrayItem(sel, 0)->valueint;
+    }
+}
+
+/* Run prompt p through m and compare with llama.cpp's logits: returns the worst difference
+ * over the scale; fails above rel_tol (when rel_tol > 0). */
+double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
+                        const char *what)
+{
+    double scale = fixture_scale(p);
+    int n = cJSON_GetArraySize(cJSON_GetObjectItem(p, "ids"));
+    struct compare c = {.what = what, .tol = rel_tol * scale, .V = m->config.vocab_size};
+    run_prompt(m, math, p, compare_position, &c);
+    if (rel_tol > 0) {
+        printf("  %s: %d positions, worst %.2e of scale %.3f, top-1 equal at %d of %d checked\n",
+               what, n, c.worst / scale, scale, c.top1, c.top1_checked);
+        assert_int_equal(c.top1, c.top1_checked);
+        assert_true(c.top1_checked >= n / 2);
+    }
+    return c.worst / scale;
+}
+
+struct positions {
+    struct llamacpp_position *at;
+    double scale;
+    int V;
+};
+
+static void position_figures(void *ctx, int i, const float *row, const cJSON *q)
+{
+    struct positions *ps = ctx;
+    const cJSON *sel = cJSON_GetObjectItem(q, "ids"), *ref = cJSON_GetObjectItem(q, "logits");
+    double worst = 0;
+    for (int j = 0; j < cJSON_GetArraySize(sel); j++) {
+        double d = fabs(row[cJSON_GetArrayItem(sel, j)->valueint] -
+                        cJSON_GetArrayItem(ref, j)->valuedouble);
+        if (!(d <= worst)) /* a NaN stays */
+            worst = d;
+    }
+    ps->at[i] = (struct llamacpp_position){
+        .err = worst / ps->scale,
+        .margin =
+            (cJSON_GetArrayItem(ref, 0)->valuedouble - cJSON_GetArrayItem(ref, 1)->valuedouble) /
+            ps->scale,
+        .top1 = ll_argmax(row, ps->V) == cJSON_GetArrayItem(sel, 0)->valueint,
+    };
+}
+
+struct llamacpp_position *llamacpp_positions(struct model *m, enum ll_math math, const cJSON *p,
+                                             int *n)
+{
+    *n = cJSON_GetArraySize(cJSON_GetObjectItem(p, "ids"));
+    struct positions ps = {.at = malloc(sizeof(struct llamacpp_position) * (size_t)*n),
+                           .scale = fixture_scale(p),
+                           .V = m->config.vocab_size};
+    run_prompt(m, math, p, position_figures, &ps);
+    return ps.at;
 }

@@ -7,6 +7,7 @@
 #define LLAISYS_TEST_LLAMACPP_REF_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 
 #include "model.h"
 #include "runtime.h"
@@ -22,5 +23,19 @@ cJSON *llamacpp_fixture_load(const char *path);
  * prints the figures; rel_tol 0 only measures. Returns the worst difference over that scale. */
 double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
                         const char *what);
+
+/* One position of a prompt: the largest difference over its stored logits and llama.cpp's margin
+ * between its best two, both over the fixture's largest |logit|; whether the engine's best token
+ * is llama.cpp's. */
+struct llamacpp_position {
+    double err, margin;
+    bool top1;
+};
+
+/* Run prompt p through m with `math` as llamacpp_compare does and return the figures of each of
+ * its *n positions (the caller frees them): for comparisons that some positions may fail for a
+ * known reason. */
+struct llamacpp_position *llamacpp_positions(struct model *m, enum ll_math math, const cJSON *p,
+                                             int *n);
 
 #endif
