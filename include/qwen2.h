@@ -1,14 +1,16 @@
 /*
  * qwen2.h: the Qwen2 family (model_type "qwen2"), Qwen3, its dense successor (model_type
  * "qwen3"), and Llama (model_type "llama": Llama 3.x and the models built on it, such as
- * DeepSeek-R1-Distill-Llama): one weights struct, bound by qwen2_bind.c, and one forward pass
+ * DeepSeek-R1-Distill-Llama), and their mixtures of experts, Qwen2-MoE ("qwen2_moe") and
+ * Qwen3-MoE ("qwen3_moe"): one weights struct, bound by qwen2_bind.c, and one forward pass
  * (qwen2.c), the implementation behind runtime.h. Registered in the family table of
  * model_registry.c; nothing outside the qwen2 files (and their tests) looks inside.
  *
  * Per step: embedding → per layer (RMSNorm → q/k/v (+ bias: Qwen2; Qwen3 when attention_bias)
  * → Qwen3 only: RMSNorm of each head of q and k → RoPE on q, k → K/V into the cache → attention
- * → o → residual → RMSNorm → gate, up → SwiGLU → down → residual) → final RMSNorm and lm_head for
- * the rows that want logits only. The families differ in those two steps and nothing else
+ * → o → residual → RMSNorm → gate, up → SwiGLU → down (a sparse layer: the router's k experts,
+ * each such MLP, weighted; Qwen2-MoE: plus the gated shared expert) → residual) → final RMSNorm
+ * and lm_head for the rows that want logits only. The families differ in those two steps and nothing else
  * (transformers' Qwen3 is Qwen2 with per-head q/k norms and biases off by default; its Llama is
  * Qwen2 without biases). RoPE's frequencies follow config.json's rope_scaling
  * (model_rope_inv_freq()), Llama 3.1's "llama3" stretching included.

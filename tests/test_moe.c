@@ -451,7 +451,10 @@ static void test_refused(void **state)
     edit(st, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [0, 1]");
     expect_refused(st, LL_EMODEL, "model.layers.0.mlp.gate.weight");
     edit(st, "\"mlp_only_layers\": [0, 1]", "\"mlp_only_layers\": [1, 3]");
-    expect_refused(st, LL_EMODEL, "mlp_only_layers");
+    expect_refused(st, LL_EMODEL, "'mlp_only_layers' holds 3, not a layer number in [0, 2]");
+    edit(st, "\"mlp_only_layers\": [1, 3]", "\"mlp_only_layers\": [1, \"2\"]");
+    expect_refused(st, LL_EMODEL, "'mlp_only_layers' holds a string");
+    edit(st, "\"mlp_only_layers\": [1, \"2\"]", "\"mlp_only_layers\": [1, 3]");
     edit(st, "\"mlp_only_layers\": [1, 3]", "\"mlp_only_layers\": [1]");
     /* a required field missing */
     edit(st, "\"moe_intermediate_size\": 64", "\"moe_intermediate_sizes\": 64");

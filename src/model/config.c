@@ -288,12 +288,16 @@ static enum ll_status get_moe(struct model_moe *m, const cJSON *o, int n_layers,
         cJSON_ArrayForEach(e, only)
         {
             long long l;
-            if (!ll_json_is_int(e, 0, n_layers - 1, &l))
+            if (!ll_json_is_int(e, 0, n_layers - 1, &l)) {
+                char what[40];
+                if (cJSON_IsNumber(e))
+                    snprintf(what, sizeof what, "%g", e->valuedouble);
+                else
+                    snprintf(what, sizeof what, "%s", ll_json_type_name(e));
                 return ll_err_set(err, LL_EMODEL,
                                   "%s: 'mlp_only_layers' holds %s, not a layer number in [0, %d]",
-                                  name, cJSON_IsNumber(e) ? "a number out of range"
-                                                          : ll_json_type_name(e),
-                                  n_layers - 1);
+                                  name, what, n_layers - 1);
+            }
             m->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
         }
     }

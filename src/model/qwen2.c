@@ -1,5 +1,6 @@
 /*
- * qwen2.c: the forward pass of Qwen2 and Qwen3 over a flat batch (see qwen2.h, runtime.h).
+ * qwen2.c: the forward pass of Qwen2, Qwen3, Llama and the MoE variants over a flat batch (see
+ * qwen2.h, runtime.h).
  *
  * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
  * biases widened to f32 (when the model has them), and one scratch allocation carved into the
@@ -12,6 +13,11 @@
  * row the same way wherever it sits, the matmul contract gives the same guarantee, and attention
  * reads K/V only from the cache after this step's K/V are written: a token's logits are the same
  * bits in a prefill batch, a chunk or a decode step.
+ *
+ * A sparse layer (experts()) routes its rows (moe_route.h), runs each expert's MLP over the
+ * rows routed to it (gathered into xe), and adds each row's weighted output to tmp, expert by
+ * expert in increasing order: the matmul contract and that order keep a row's bits independent
+ * of the other rows.
  *
  * The last layer only needs the rows that want logits after its attention (the K/V it writes
  * come from its input), so those rows are gathered there and o/MLP/norm/lm_head run on them alone.

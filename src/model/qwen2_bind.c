@@ -8,7 +8,8 @@
  *
  * Every tensor is looked up by name and checked against the config before use (model_bind.h):
  * dtype BF16, F16 or F32 (each tensor may differ; the kernels dispatch per tensor), exact shape;
- * the seven projections of each layer and lm_head are linear weights, dense or quantized.
+ * the projections of each layer (the experts' too) and lm_head are linear weights, dense or
+ * quantized; a router stays a plain tensor.
  * lm_head.weight is optional when tie_word_embeddings is true; then, as in transformers, lm_head
  * is the embedding (a stored lm_head.weight is ignored), except in a quantized model, which
  * stores lm_head's planes (the embedding itself stays as stored: it is gathered, not
