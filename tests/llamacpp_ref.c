@@ -17,6 +17,7 @@
 #include "llamacpp_ref.h"
 #include "ops.h"
 #include "runtime.h"
+#include "safetensors.h"
 #include "util.h"
 
 #define CHUNK 32 /* tokens per forward call (logits for all of them) */
@@ -171,4 +172,33 @@ struct llamacpp_position *llamacpp_positions(struct model *m, enum ll_math math,
                            .V = m->config.vocab_size};
     run_prompt(m, math, p, position_figures, &ps);
     return ps.at;
+}
+
+void llamacpp_check_weights(const cJSON *fixture, const char *model_dir, int n_samples)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/m/model.safetensors", model_dir);
+    struct safetensors *st;
+    struct ll_err err = {0};
+    assert_int_equal(st_open(&st, path, &err), LL_OK);
+    const cJSON *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(fixture, "weight_samples"))
+    {
+        const char *name = cJSON_GetArrayItem(e, 0)->valuestring;
+        size_t idx = (size_t)cJSON_GetArrayItem(e, 1)->valuedouble;
+        uint16_t want = (uint16_t)cJSON_GetArrayItem(e, 2)->valueint;
+        const struct st_tensor *t = st_find(st, name);
+        if (!t)
+            fail_msg("mkmodel wrote no tensor %s (the fixture's generator differs)", name);
+        uint16_t got;
+        memcpy(&got, (const char *)t->data + 2 * idx, 2);
+        if (got != want)
+            fail_msg("%s[%zu] is 0x%04x, the fixture's 0x%04x: mkmodel's output changed; "
+                     "regenerate the fixture (tests/fixtures/README.md)",
+                     name, idx, got, want);
+        n++;
+    }
+    assert_int_equal(n, n_samples);
+    st_close(st);
 }

@@ -16,6 +16,12 @@
  * parsed). The caller frees it with cJSON_Delete. */
 cJSON *llamacpp_fixture_load(const char *path);
 
+/* The fixture's "weight_samples" ([tensor, element, bf16 bits]: the weights llama.cpp ran)
+ * against model_dir/m/model.safetensors, which the test regenerated with mkmodel: fails naming
+ * the first tensor and element that differ (mkmodel's output changed: regenerate the fixture),
+ * or when the fixture holds other than n_samples of them. */
+void llamacpp_check_weights(const cJSON *fixture, const char *model_dir, int n_samples);
+
 /* Run prompt p (a member of a fixture's "prompts") through m with `math` (2 threads, in chunks
  * of 32 tokens) and compare every stored logit: fails (naming the position and token) when one
  * is more than rel_tol of the fixture's largest |logit| away, or when the top-1 token differs
@@ -31,6 +37,12 @@ struct llamacpp_position {
     double err, margin;
     bool top1;
 };
+
+/* The fixture's "weight_samples" ([tensor, element, bf16 bits]: the weights llama.cpp ran)
+ * against model_dir/m/model.safetensors, which the test regenerated with mkmodel: fails naming
+ * the first tensor and element that differ (mkmodel's output changed: regenerate the fixture),
+ * or when the fixture holds other than n_samples of them. */
+void llamacpp_check_weights(const cJSON *fixture, const char *model_dir, int n_samples);
 
 /* Run prompt p through m with `math` as llamacpp_compare does and return the figures of each of
  * its *n positions (the caller frees them): for comparisons that some positions may fail for a

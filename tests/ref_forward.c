@@ -16,6 +16,8 @@
 #include "dtype.h"
 #include "model_config.h"
 #include "moe_route.h"
+#include "ops.h"
+#include "runtime.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -244,4 +246,64 @@ void ref_close(struct ref *r)
 {
     st_close(r->st);
     r->st = NULL;
+}
+
+double ref_compare(const float *got, const double *ref, int n, int V, double rel_tol,
+                   int min_top1, const char *what)
+{
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++)
+        scale = fmax(scale, fabs(ref[i]));
+    double tol = rel_tol * scale;
+    int top1 = 0;
+    for (int t = 0; t < n; t++) {
+        const float *g = got + (size_t)t * V;
+        const double *r = ref + (size_t)t * V;
+        int b1 = 0, b2 = -1;
+        for (int v = 0; v < V; v++) {
+            double d = fabs(g[v] - r[v]);
+            worst = fmax(worst, d);
+            if (d > tol)
+                fail_msg("%s pos %d token %d: %.5f, reference %.5f (tol %.5f)", what, t, v, g[v],
+                         r[v], tol);
+            if (v && r[v] > r[b1])
+                b2 = b1, b1 = v;
+            else if (v && (b2 < 0 || r[v] > r[b2]))
+                b2 = v;
+        }
+        if (r[b1] - r[b2] > 2 * tol) {
+            assert_int_equal(ll_argmax(g, V), b1);
+            top1++;
+        }
+    }
+    printf("  %s: %d positions, top-1 checked at %d, worst %.2e of scale %.2f\n", what, n, top1,
+           worst / scale, scale);
+    assert_true(top1 >= min_top1);
+    return worst / scale;
+}
+
+void ref_engine_logits(const struct model *m, const int32_t *ids, int n, enum ll_math math,
+                       int threads, int chunk, float *out)
+{
+    enum { MAX_CHUNK = 64 };
+    assert_true(n <= 256 && chunk >= 1 && chunk <= MAX_CHUNK);
+    struct runtime_opts o = {.n_ctx = 256, .max_batch = chunk, .n_threads = threads,
+                             .math = math};
+    struct model_runtime *rt;
+    struct ll_err err = {0};
+    assert_int_equal(runtime_create(&rt, m, &o, &err), LL_OK);
+    int32_t pos[MAX_CHUNK];
+    uint8_t want[MAX_CHUNK];
+    memset(want, 1, sizeof want);
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int k = n - i0 < chunk ? n - i0 : chunk;
+        for (int j = 0; j < k; j++)
+            pos[j] = i0 + j;
+        struct ll_batch b = {.n_tokens = k, .token = ids + i0, .pos = pos, .want_logits = want};
+        enum ll_status s = runtime_forward(rt, &b, out + (size_t)i0 * m->config.vocab_size, &err);
+        if (s)
+            print_error("runtime_forward: %s\n", err.msg);
+        assert_int_equal(s, LL_OK);
+    }
+    runtime_free(rt);
 }

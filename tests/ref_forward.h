@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "matmul.h"
 #include "model.h"
 
 /* Which optional tensors the model has. */
@@ -36,5 +37,18 @@ void ref_close(struct ref *r);
 
 /* logits (n, vocab) of the sequence ids[0..n) from position 0. */
 void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits);
+
+/* The engine's logits (n, vocab) of ids[0..n) from position 0 (n <= 256), in forward calls of
+ * `chunk` tokens (<= 64) with every row's logits, on a runtime of `threads` threads in `math`. */
+void ref_engine_logits(const struct model *m, const int32_t *ids, int n, enum ll_math math,
+                       int threads, int chunk, float *out);
+
+/* Logits got (n, V) of the engine against the reference's ref (n, V): fails, naming the
+ * position and token, when one is more than rel_tol of the reference's largest |logit| away, or
+ * when the best token differs where the reference's top-2 margin exceeds twice that (checked
+ * at min_top1 positions at least); prints the figures. Returns the worst difference over that
+ * scale. */
+double ref_compare(const float *got, const double *ref, int n, int V, double rel_tol,
+                   int min_top1, const char *what);
 
 #endif

@@ -22,7 +22,6 @@
 
 #include <cmocka.h>
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,23 +32,17 @@
 #include "llamacpp_ref.h"
 #include "config_edit.h"
 #include "mkmodel.h"
+#include "model_tmp.h"
 #include "model.h"
 #include "model_config.h"
 #include "ops.h"
 #include "runtime.h"
-#include "safetensors.h"
 #include "util.h"
 
 #define FIXTURE "tests/fixtures/tiny-llama.llamacpp.json"
 
 static char dir[64];
 static cJSON *fixture;
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
 
 /* The fixture's model, as its "mkmodel" field writes it. */
 static struct mkmodel_spec llama_spec(void)
@@ -71,75 +64,30 @@ static int group_setup(void **state)
 {
     (void)state;
     fixture = llamacpp_fixture_load(FIXTURE);
-    struct ll_err err = {0};
-    strcpy(dir, "/tmp/llaisys-test-llama-XXXXXX");
-    if (!fixture || !mkdtemp(dir))
+    if (!fixture)
         return -1;
-    char out[96];
-    snprintf(out, sizeof out, "%s/m", dir);
     struct mkmodel_spec s = llama_spec();
-    if (mkmodel_write(&s, NULL, out, 2, false, &err) != LL_OK) {
-        fprintf(stderr, "mkmodel: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    return model_tmp_make(dir, sizeof dir, "llama", &s);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
     cJSON_Delete(fixture);
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static struct model *open_model(const struct model_open_opts *o)
-{
-    char path[96];
-    snprintf(path, sizeof path, "%s/m", dir);
-    struct model *m;
-    struct ll_err err = {0};
-    enum ll_status s = model_open(&m, path, o, &err);
-    if (s)
-        print_error("model_open: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return m;
+    return model_tmp_remove(dir);
 }
 
 /* The generated weights are the ones llama.cpp ran: the fixture's samples of each tensor. */
 static void test_weights_are_the_fixtures(void **state)
 {
     (void)state;
-    char path[96];
-    snprintf(path, sizeof path, "%s/m/model.safetensors", dir);
-    struct safetensors *st;
-    struct ll_err err = {0};
-    assert_int_equal(st_open(&st, path, &err), LL_OK);
-    const cJSON *samples = cJSON_GetObjectItem(fixture, "weight_samples"), *e;
-    int n = 0;
-    cJSON_ArrayForEach(e, samples)
-    {
-        const char *name = cJSON_GetArrayItem(e, 0)->valuestring;
-        size_t idx = (size_t)cJSON_GetArrayItem(e, 1)->valuedouble;
-        uint16_t want = (uint16_t)cJSON_GetArrayItem(e, 2)->valueint;
-        const struct st_tensor *t = st_find(st, name);
-        if (!t)
-            fail_msg("mkmodel wrote no tensor %s (the fixture's generator differs)", name);
-        uint16_t got;
-        memcpy(&got, (const char *)t->data + 2 * idx, 2);
-        if (got != want)
-            fail_msg("%s[%zu] is 0x%04x, the fixture's 0x%04x: mkmodel's output changed; "
-                     "regenerate the fixture (tests/fixtures/README.md)",
-                     name, idx, got, want);
-        n++;
-    }
-    assert_int_equal(n, 63); /* three of each of the 21 tensors */
-    st_close(st);
+    llamacpp_check_weights(fixture, dir, 63); /* three of each of the 21 tensors */
 }
 
 static void test_llama_cpp_parity(void **state)
 {
     (void)state;
-    struct model *m = open_model(NULL);
+    struct model *m = model_tmp_open(dir, NULL);
     assert_string_equal(m->config.model_type, "llama");
     assert_int_equal(m->config.rope_scaling.kind, MODEL_ROPE_LLAMA3);
     const cJSON *p;
@@ -171,7 +119,7 @@ static void test_rope_scaling_matters(void **state)
 {
     (void)state;
     edit("\"rope_scaling\": " SCALING, "\"rope_scaling\": null");
-    struct model *m = open_model(NULL);
+    struct model *m = model_tmp_open(dir, NULL);
     assert_int_equal(m->config.rope_scaling.kind, MODEL_ROPE_DEFAULT);
     const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 1);
     double off = llamacpp_compare(m, LL_MATH_EXACT, p, 0, "long, no rope scaling");
@@ -185,7 +133,7 @@ static void test_rope_scaling_matters(void **state)
 static void test_inv_freq_bands(void **state)
 {
     (void)state;
-    struct model *m = open_model(NULL);
+    struct model *m = model_tmp_open(dir, NULL);
     const struct model_config *c = &m->config;
     double f[8];
     assert_int_equal(c->head_dim, 16);
@@ -231,7 +179,7 @@ static void test_config_refusals(void **state)
             fail_msg("message '%s' does not name '%s'", err.msg, cases[i][2]);
         edit(cases[i][1], cases[i][0]);
     }
-    model_close(open_model(NULL)); /* and back as it was, it loads */
+    model_close(model_tmp_open(dir, NULL)); /* and back as it was, it loads */
 }
 
 int main(void)

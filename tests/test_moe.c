@@ -22,7 +22,6 @@
 #include <stdint.h>
 
 #include <cmocka.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 
 #include "config_edit.h"
 #include "mkmodel.h"
+#include "model_tmp.h"
 #include "model.h"
 #include "model_config.h"
 #include "moe_route.h"
@@ -38,8 +38,6 @@
 #include "ref_forward.h"
 #include "runtime.h"
 #include "util.h"
-
-#define N_MAX 32
 
 /* ---- the routing ---- */
 
@@ -123,12 +121,6 @@ struct fam {
     char dir[64];
 };
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static struct mkmodel_spec moe_spec(enum mkmodel_family f)
 {
     struct mkmodel_spec s;
@@ -152,20 +144,12 @@ static struct mkmodel_spec moe_spec(enum mkmodel_family f)
 static int fam_setup(void **state, enum mkmodel_family f)
 {
     struct fam *st = calloc(1, sizeof *st);
+    if (!st)
+        return -1;
     st->family = f;
-    strcpy(st->dir, "/tmp/llaisys-test-moe-XXXXXX");
-    if (!mkdtemp(st->dir))
-        return -1;
-    char out[96];
-    snprintf(out, sizeof out, "%s/m", st->dir);
-    struct mkmodel_spec s = moe_spec(f);
-    struct ll_err err = {0};
-    if (mkmodel_write(&s, NULL, out, 2, false, &err) != LL_OK) {
-        fprintf(stderr, "mkmodel: %s\n", err.msg);
-        return -1;
-    }
     *state = st;
-    return 0;
+    struct mkmodel_spec s = moe_spec(f);
+    return model_tmp_make(st->dir, sizeof st->dir, mkmodel_family_name(f), &s);
 }
 
 static int qwen2_moe_setup(void **state)
@@ -181,7 +165,7 @@ static int qwen3_moe_setup(void **state)
 static int fam_teardown(void **state)
 {
     struct fam *st = *state;
-    int r = nftw(st->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int r = model_tmp_remove(st->dir);
     free(st);
     return r;
 }
@@ -195,41 +179,10 @@ static void model_path(const struct fam *st, char *path, size_t size)
     snprintf(path, size, "%s/m", st->dir);
 }
 
-static struct model *open_model(const struct fam *st, const struct model_open_opts *o)
-{
-    char path[96];
-    model_path(st, path, sizeof path);
-    struct model *m;
-    struct ll_err err = {0};
-    enum ll_status s = model_open(&m, path, o, &err);
-    if (s)
-        print_error("model_open: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return m;
-}
-
 /* Logits (n, vocab) of prompt[0..NP) run in steps of `chunk` tokens. */
 static void run(struct model *m, enum ll_math math, int threads, int chunk, float *out)
 {
-    struct runtime_opts o = {.n_ctx = 256, .max_batch = N_MAX, .n_threads = threads,
-                             .math = math};
-    struct model_runtime *rt;
-    struct ll_err err = {0};
-    assert_int_equal(runtime_create(&rt, m, &o, &err), LL_OK);
-    int32_t pos[N_MAX];
-    uint8_t want[N_MAX];
-    memset(want, 1, sizeof want);
-    for (int i0 = 0; i0 < NP; i0 += chunk) {
-        int k = NP - i0 < chunk ? NP - i0 : chunk;
-        for (int j = 0; j < k; j++)
-            pos[j] = i0 + j;
-        struct ll_batch b = {.n_tokens = k, .token = prompt + i0, .pos = pos, .want_logits = want};
-        enum ll_status s = runtime_forward(rt, &b, out + (size_t)i0 * m->config.vocab_size, &err);
-        if (s)
-            print_error("runtime_forward: %s\n", err.msg);
-        assert_int_equal(s, LL_OK);
-    }
-    runtime_free(rt);
+    ref_engine_logits(m, prompt, NP, math, threads, chunk, out);
 }
 
 /* The reference's logits for the model as its config.json now reads. */
@@ -246,43 +199,6 @@ static double *reference(const struct fam *st, const struct model *m)
     ref_forward(&r, prompt, NP, ref);
     ref_close(&r);
     return ref;
-}
-
-/* Every position and token within rel_tol of the reference's scale, top-1 where the reference
- * margin is above twice that (at least min_top1 positions). Returns the worst difference over
- * the scale. */
-static double compare(const float *got, const double *ref, int V, double rel_tol, int min_top1,
-                      const char *what)
-{
-    double scale = 0, worst = 0;
-    for (size_t i = 0; i < (size_t)NP * V; i++)
-        scale = fmax(scale, fabs(ref[i]));
-    double tol = rel_tol * scale;
-    int top1 = 0;
-    for (int t = 0; t < NP; t++) {
-        const float *g = got + (size_t)t * V;
-        const double *r = ref + (size_t)t * V;
-        int b1 = 0, b2 = -1;
-        for (int v = 0; v < V; v++) {
-            double d = fabs(g[v] - r[v]);
-            worst = fmax(worst, d);
-            if (d > tol)
-                fail_msg("%s pos %d token %d: %.5f, reference %.5f (tol %.5f)", what, t, v, g[v],
-                         r[v], tol);
-            if (v && r[v] > r[b1])
-                b2 = b1, b1 = v;
-            else if (v && (b2 < 0 || r[v] > r[b2]))
-                b2 = v;
-        }
-        if (r[b1] - r[b2] > 2 * tol) {
-            assert_int_equal(ll_argmax(g, V), b1);
-            top1++;
-        }
-    }
-    printf("  %s: %d positions, top-1 checked at %d, worst %.2e of scale %.2f\n", what, NP, top1,
-           worst / scale, scale);
-    assert_true(top1 >= min_top1);
-    return worst / scale;
 }
 
 /* A quantized model's logits against the reference: the RMS of the difference over the RMS of
@@ -313,7 +229,7 @@ static void quant_error(const float *got, const double *ref, int V, double bound
 static void test_parity(void **state)
 {
     const struct fam *st = *state;
-    struct model *m = open_model(st, NULL);
+    struct model *m = model_tmp_open(st->dir, NULL);
     assert_string_equal(m->config.model_type, mkmodel_family_name(st->family));
     assert_int_equal(m->config.moe.n_experts, 8);
     assert_true(model_layer_sparse(&m->config, 0) && !model_layer_sparse(&m->config, 1) &&
@@ -326,7 +242,7 @@ static void test_parity(void **state)
 
     run(m, LL_MATH_EXACT, 2, NP, a);
     snprintf(what, sizeof what, "%s exact", fam);
-    compare(a, ref, V, 1e-4, NP - 2, what);
+    ref_compare(a, ref, NP, V, 1e-4, NP - 2, what);
     /* the same bits in chunks, one token at a time, on one thread: each expert's GEMM sees
      * other rows each time */
     run(m, LL_MATH_EXACT, 2, 1, b);
@@ -336,7 +252,7 @@ static void test_parity(void **state)
 
     run(m, LL_MATH_FAST, 2, NP, a);
     snprintf(what, sizeof what, "%s fast", fam);
-    compare(a, ref, V, 0.015, NP / 3, what);
+    ref_compare(a, ref, NP, V, 0.015, NP / 3, what);
     run(m, LL_MATH_FAST, 2, 3, b);
     assert_memory_equal(a, b, sizeof(float) * NP * V);
     model_close(m);
@@ -348,7 +264,7 @@ static void test_parity(void **state)
     } qs[] = {{MODEL_QS_Q8_0, 0.06}, {MODEL_QS_Q4_0, 0.45}, {MODEL_QS_Q4_K, 0.4}};
     for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
         struct model_open_opts qo = {.quantize = true, .qscheme = qs[i].q};
-        m = open_model(st, &qo);
+        m = model_tmp_open(st->dir, &qo);
         assert_true(m->quantized);
         run(m, LL_MATH_FAST, 2, NP, a);
         snprintf(what, sizeof what, "%s %s", fam, model_qscheme_name(qs[i].q));
@@ -373,7 +289,7 @@ static void test_routing_fields(void **state)
 {
     const struct fam *st = *state;
     const bool norm = st->family == MKMODEL_QWEN3_MOE;
-    struct model *m = open_model(st, NULL);
+    struct model *m = model_tmp_open(st->dir, NULL);
     const int V = m->config.vocab_size;
     float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
     run(m, LL_MATH_EXACT, 2, NP, a);
@@ -389,7 +305,7 @@ static void test_routing_fields(void **state)
         if ((i == 1 && !norm) || (i == 2 && norm))
             continue;
         edit(st, edits[i].from, edits[i].to);
-        m = open_model(st, NULL);
+        m = model_tmp_open(st->dir, NULL);
         double *ref = reference(st, m);
         run(m, LL_MATH_EXACT, 2, NP, b);
         double moved = 0, scale = 0;
@@ -399,7 +315,7 @@ static void test_routing_fields(void **state)
         }
         printf("  %s: the logits moved by %.2e of the scale\n", edits[i].to, moved / scale);
         assert_true(moved > 0.01 * scale);
-        compare(b, ref, V, 1e-4, NP - 2, edits[i].to);
+        ref_compare(b, ref, NP, V, 1e-4, NP - 2, edits[i].to);
         free(ref);
         model_close(m);
         edit(st, edits[i].to, edits[i].from);
@@ -470,7 +386,7 @@ static void test_refused(void **state)
         expect_refused(st, LL_EMODEL, "shared_expert_intermediate_size");
         edit(st, "\"model_type\": \"qwen2_moe\"", from);
     }
-    model_close(open_model(st, NULL)); /* and back as it was, it loads */
+    model_close(model_tmp_open(st->dir, NULL)); /* and back as it was, it loads */
 }
 
 int main(void)

@@ -38,7 +38,6 @@
 
 #include <cmocka.h>
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,11 +46,11 @@
 #include "config_edit.h"
 #include "llamacpp_ref.h"
 #include "mkmodel.h"
+#include "model_tmp.h"
 #include "model.h"
 #include "model_config.h"
 #include "ops.h"
 #include "runtime.h"
-#include "safetensors.h"
 #include "util.h"
 
 #define FIXTURE "tests/fixtures/tiny-qwen2moe.llamacpp.json"
@@ -62,12 +61,6 @@
 
 static char dir[64];
 static cJSON *fixture;
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
 
 /* The fixture's model, as its "mkmodel" field writes it (the tokenizer gives the bos/eos ids). */
 static struct mkmodel_spec moe_spec(void)
@@ -90,72 +83,27 @@ static int group_setup(void **state)
 {
     (void)state;
     fixture = llamacpp_fixture_load(FIXTURE);
-    struct ll_err err = {0};
-    strcpy(dir, "/tmp/llaisys-test-moe-llamacpp-XXXXXX");
-    if (!fixture || !mkdtemp(dir))
+    if (!fixture)
         return -1;
-    char out[96];
-    snprintf(out, sizeof out, "%s/m", dir);
     struct mkmodel_spec s = moe_spec();
-    if (mkmodel_write(&s, NULL, out, 2, false, &err) != LL_OK) {
-        fprintf(stderr, "mkmodel: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    return model_tmp_make(dir, sizeof dir, "moe-llamacpp", &s);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
     cJSON_Delete(fixture);
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static struct model *open_model(void)
-{
-    char path[96];
-    snprintf(path, sizeof path, "%s/m", dir);
-    struct model *m;
-    struct ll_err err = {0};
-    enum ll_status s = model_open(&m, path, NULL, &err);
-    if (s)
-        print_error("model_open: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return m;
+    return model_tmp_remove(dir);
 }
 
 /* The generated weights are the ones llama.cpp ran: the fixture's samples of each tensor. */
 static void test_weights_are_the_fixtures(void **state)
 {
     (void)state;
-    char path[96];
-    snprintf(path, sizeof path, "%s/m/model.safetensors", dir);
-    struct safetensors *st;
-    struct ll_err err = {0};
-    assert_int_equal(st_open(&st, path, &err), LL_OK);
-    const cJSON *e;
-    int n = 0;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(fixture, "weight_samples"))
-    {
-        const char *name = cJSON_GetArrayItem(e, 0)->valuestring;
-        size_t idx = (size_t)cJSON_GetArrayItem(e, 1)->valuedouble;
-        uint16_t want = (uint16_t)cJSON_GetArrayItem(e, 2)->valueint;
-        const struct st_tensor *t = st_find(st, name);
-        if (!t)
-            fail_msg("mkmodel wrote no tensor %s (the fixture's generator differs)", name);
-        uint16_t got;
-        memcpy(&got, (const char *)t->data + 2 * idx, 2);
-        if (got != want)
-            fail_msg("%s[%zu] is 0x%04x, the fixture's 0x%04x: mkmodel's output changed; "
-                     "regenerate the fixture (tests/fixtures/README.md)",
-                     name, idx, got, want);
-        n++;
-    }
     /* three of each of the 79 tensors: embedding, final norm, lm_head; per layer two norms,
      * q/k/v with biases, o, the router, 8 experts' three projections, the shared expert's three
      * and its gate */
-    assert_int_equal(n, 3 * 79);
-    st_close(st);
+    llamacpp_check_weights(fixture, dir, 3 * 79);
 }
 
 /* The fast path over every prompt of the fixture: the share of positions within FAST_TOL, and
@@ -204,7 +152,7 @@ static double fast_share(struct model *m, bool measure, const char *what)
 static void test_llama_cpp_parity(void **state)
 {
     (void)state;
-    struct model *m = open_model();
+    struct model *m = model_tmp_open(dir, NULL);
     const struct model_config *c = &m->config;
     assert_string_equal(c->model_type, "qwen2_moe");
     assert_int_equal(c->moe.n_experts, 8);
@@ -239,7 +187,7 @@ static void test_routing_matters(void **state)
     snprintf(path, sizeof path, "%s/m", dir);
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         config_edit(path, edits[i].from, edits[i].to);
-        struct model *m = open_model();
+        struct model *m = model_tmp_open(dir, NULL);
         double off = 0;
         const cJSON *p;
         cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))

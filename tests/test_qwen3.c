@@ -21,7 +21,6 @@
 
 #include <cmocka.h>
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +29,12 @@
 
 #include "config_edit.h"
 #include "mkmodel.h"
+#include "model_tmp.h"
 #include "model.h"
 #include "model_config.h"
 #include "ops.h"
 #include "ref_forward.h"
 #include "runtime.h"
-#include "safetensors.h"
 #include "util.h"
 
 #define QWEN2_FIXTURE "tests/fixtures/tiny-qwen2"
@@ -101,12 +100,6 @@ static void test_reference_on_qwen2(void **state)
 
 static char dir[64];
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static struct mkmodel_spec qwen3_spec(void)
 {
     struct mkmodel_spec s;
@@ -124,106 +117,31 @@ static struct mkmodel_spec qwen3_spec(void)
 static int group_setup(void **state)
 {
     (void)state;
-    strcpy(dir, "/tmp/llaisys-test-qwen3-XXXXXX");
-    if (!mkdtemp(dir))
-        return -1;
-    char out[96];
-    snprintf(out, sizeof out, "%s/m", dir);
     struct mkmodel_spec s = qwen3_spec();
-    struct ll_err err = {0};
-    if (mkmodel_write(&s, NULL, out, 2, false, &err) != LL_OK) {
-        fprintf(stderr, "mkmodel: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    return model_tmp_make(dir, sizeof dir, "qwen3", &s);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return model_tmp_remove(dir);
 }
 
 static const int32_t prompt[] = {5, 900, 17, 256, 3, 3, 3, 1000, 64, 511, 12, 77, 300, 8, 9, 10,
                                  700, 42, 42, 1023, 0, 600, 33, 128};
 #define NP ((int)(sizeof prompt / sizeof prompt[0]))
 
-static struct model *open_model(const struct model_open_opts *o)
-{
-    char path[96];
-    snprintf(path, sizeof path, "%s/m", dir);
-    struct model *m;
-    struct ll_err err = {0};
-    enum ll_status s = model_open(&m, path, o, &err);
-    if (s)
-        print_error("model_open: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return m;
-}
-
-/* Logits (n, vocab) of prompt[0..n) run in steps of `chunk` tokens. */
+/* Logits (n, vocab) of prompt[0..NP) run in steps of `chunk` tokens. */
 static void run(struct model *m, enum ll_math math, int threads, int chunk, float *out)
 {
-    struct runtime_opts o = {.n_ctx = 256, .max_batch = N_MAX, .n_threads = threads,
-                             .math = math};
-    struct model_runtime *rt;
-    struct ll_err err = {0};
-    assert_int_equal(runtime_create(&rt, m, &o, &err), LL_OK);
-    int32_t pos[N_MAX];
-    uint8_t want[N_MAX];
-    memset(want, 1, sizeof want);
-    for (int i0 = 0; i0 < NP; i0 += chunk) {
-        int k = NP - i0 < chunk ? NP - i0 : chunk;
-        for (int j = 0; j < k; j++)
-            pos[j] = i0 + j;
-        struct ll_batch b = {.n_tokens = k, .token = prompt + i0, .pos = pos, .want_logits = want};
-        enum ll_status s = runtime_forward(rt, &b, out + (size_t)i0 * m->config.vocab_size, &err);
-        if (s)
-            print_error("runtime_forward: %s\n", err.msg);
-        assert_int_equal(s, LL_OK);
-    }
-    runtime_free(rt);
+    ref_engine_logits(m, prompt, NP, math, threads, chunk, out);
 }
 
-/* Our logits against the reference's: every position and token within rel_tol of the scale,
- * top-1 where the reference margin is above twice the tolerance (at least min_top1 positions). */
-static void compare(const float *got, const double *ref, int n, int V, double rel_tol,
-                    int min_top1, const char *what)
-{
-    double scale = 0, worst = 0;
-    for (size_t i = 0; i < (size_t)n * V; i++)
-        scale = fmax(scale, fabs(ref[i]));
-    double tol = rel_tol * scale;
-    int top1 = 0;
-    for (int t = 0; t < n; t++) {
-        const float *g = got + (size_t)t * V;
-        const double *r = ref + (size_t)t * V;
-        int b1 = 0, b2 = -1;
-        for (int v = 0; v < V; v++) {
-            double d = fabs(g[v] - r[v]);
-            worst = fmax(worst, d);
-            if (d > tol)
-                fail_msg("%s pos %d token %d: %.5f, reference %.5f (tol %.5f)", what, t, v, g[v],
-                         r[v], tol);
-            if (r[v] > r[b1])
-                b2 = b1, b1 = v;
-            else if (b2 < 0 || r[v] > r[b2])
-                b2 = v;
-        }
-        if (r[b1] - r[b2] > 2 * tol) {
-            assert_int_equal(ll_argmax(g, V), b1);
-            top1++;
-        }
-    }
-    printf("  %s: %d positions, top-1 checked at %d, worst %.2e of scale %.2f\n", what, n, top1,
-           worst / scale, scale);
-    assert_true(top1 >= min_top1);
-}
 
 static void test_qwen3_parity(void **state)
 {
     (void)state;
-    struct model *m = open_model(NULL);
+    struct model *m = model_tmp_open(dir, NULL);
     assert_string_equal(m->config.model_type, "qwen3");
     const int V = m->config.vocab_size;
     struct ref r;
@@ -236,7 +154,7 @@ static void test_qwen3_parity(void **state)
 
     float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
     run(m, LL_MATH_EXACT, 2, NP, a);
-    compare(a, ref, NP, V, 1e-3, NP - 2, "qwen3 exact");
+    ref_compare(a, ref, NP, V, 1e-3, NP - 2, "qwen3 exact");
     /* the same bits in chunks, one token at a time, on one thread */
     run(m, LL_MATH_EXACT, 2, 1, b);
     assert_memory_equal(a, b, sizeof(float) * NP * V);
@@ -244,16 +162,16 @@ static void test_qwen3_parity(void **state)
     assert_memory_equal(a, b, sizeof(float) * NP * V);
 
     run(m, LL_MATH_FAST, 2, NP, a);
-    compare(a, ref, NP, V, 0.02, NP / 2, "qwen3 fast");
+    ref_compare(a, ref, NP, V, 0.02, NP / 2, "qwen3 fast");
     run(m, LL_MATH_FAST, 2, 3, b);
     assert_memory_equal(a, b, sizeof(float) * NP * V);
     model_close(m);
 
     /* q8_0 at load: every linear weight quantized, the norms as stored */
     struct model_open_opts qo = {.quantize = true, .qscheme = MODEL_QS_Q8_0};
-    m = open_model(&qo);
+    m = model_tmp_open(dir, &qo);
     run(m, LL_MATH_FAST, 2, NP, a);
-    compare(a, ref, NP, V, 0.05, 1, "qwen3 q8_0");
+    ref_compare(a, ref, NP, V, 0.05, 1, "qwen3 q8_0");
     model_close(m);
     free(a), free(b), free(ref);
 }
@@ -263,7 +181,7 @@ static void test_qwen3_parity(void **state)
 static void test_norms_matter(void **state)
 {
     (void)state;
-    struct model *m = open_model(NULL);
+    struct model *m = model_tmp_open(dir, NULL);
     const int V = m->config.vocab_size;
     struct ref r;
     char path[96];
@@ -317,7 +235,7 @@ static void test_wrong_family_refused(void **state)
     edit("\"attention_bias\": false", "\"attention_bias\": true");
     expect_refused("model.layers.0.self_attn.q_proj.bias");
     edit("\"attention_bias\": true", "\"attention_bias\": false");
-    model_close(open_model(NULL)); /* and back as it was, it loads */
+    model_close(model_tmp_open(dir, NULL)); /* and back as it was, it loads */
 }
 
 int main(void)

@@ -18,13 +18,13 @@
 
 #include <cmocka.h>
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "llamacpp_ref.h"
+#include "model_tmp.h"
 #include "model.h"
 #include "model_config.h"
 #include "util.h"
@@ -37,12 +37,6 @@
 
 static char dir[64];
 static cJSON *fixture;
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
 
 /* dir/m: tiny-qwen2's files, its config.json with `extra` put first in the object. */
 static void write_model(const char *extra)
@@ -74,39 +68,23 @@ static int group_setup(void **state)
 {
     (void)state;
     fixture = llamacpp_fixture_load(FIXTURE);
-    strcpy(dir, "/tmp/llaisys-test-rope-XXXXXX");
-    if (!fixture || !mkdtemp(dir))
+    if (!fixture)
         return -1;
-    char m[96];
-    snprintf(m, sizeof m, "%s/m", dir);
-    return mkdir(m, 0700);
+    return model_tmp_make(dir, sizeof dir, "rope", NULL);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
     cJSON_Delete(fixture);
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static struct model *open_model(void)
-{
-    char path[96];
-    snprintf(path, sizeof path, "%s/m", dir);
-    struct model *m;
-    struct ll_err err = {0};
-    enum ll_status s = model_open(&m, path, NULL, &err);
-    if (s)
-        print_error("model_open: %s\n", err.msg);
-    assert_int_equal(s, LL_OK);
-    return m;
+    return model_tmp_remove(dir);
 }
 
 static void test_yarn_llama_cpp_parity(void **state)
 {
     (void)state;
     write_model(YARN);
-    struct model *m = open_model();
+    struct model *m = model_tmp_open(dir, NULL);
     assert_int_equal(m->config.rope_scaling.kind, MODEL_ROPE_YARN);
     const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 0);
     llamacpp_compare(m, LL_MATH_EXACT, p, 2e-5, "yarn exact");
@@ -120,14 +98,14 @@ static void test_yarn_matters(void **state)
     (void)state;
     const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 0);
     write_model("");
-    struct model *m = open_model();
+    struct model *m = model_tmp_open(dir, NULL);
     double off = llamacpp_compare(m, LL_MATH_EXACT, p, 0, "no rope_scaling");
     printf("  without rope_scaling: off by %.2e of the scale\n", off);
     assert_true(off > 1e-3);
     model_close(m);
     write_model("\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
                 "\"original_max_position_embeddings\": 64, \"attention_factor\": 1.0},\n  ");
-    m = open_model();
+    m = model_tmp_open(dir, NULL);
     off = llamacpp_compare(m, LL_MATH_EXACT, p, 0, "yarn, attention factor 1");
     printf("  yarn with attention_factor 1: off by %.2e of the scale\n", off);
     assert_true(off > 1e-3);
