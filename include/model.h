@@ -194,6 +194,9 @@ enum ll_status model_open(struct model **out, const char *dir, const struct mode
  * "bf16 (packed at load in 1.20 s)", "q4_0 (stored; bf16 embedding)" or "q8_0 (quantized at
  * load in 5.12 s; bf16 embedding)". */
 void model_weights_str(const struct model *m, char *buf, size_t size);
+/* The model's family and shape in a few words, for reports: "qwen2, 28 layers, hidden 1536,
+ * vocab 151936" or "qwen3_moe, 48 layers, hidden 2048, 128 experts (8 a token), vocab 151936". */
+void model_shape_str(const struct model *m, char *buf, size_t size);
 /* The name of the matmul variant m's linear layers run on: the integer GEMM's (qmatmul.h) for a
  * quantized model, else the dense GEMM's (matmul.h). */
 const char *model_matmul_variant(const struct model *m);

@@ -137,8 +137,9 @@ int cmd_bench(int argc, char **argv)
     const struct model_config *c = &m->config;
     char wdesc[160];
     model_weights_str(m, wdesc, sizeof wdesc);
-    printf("model: %s (%d layers, hidden %d, vocab %d, %s weights)\n", dir, c->n_layers,
-           c->hidden_size, V, wdesc);
+    char shape[160];
+    model_shape_str(m, shape, sizeof shape);
+    printf("model: %s (%s, %s weights)\n", dir, shape, wdesc);
     printf("kernels: matmul %s, ops %s, attention %s; math %s; threads %d; max batch %d\n",
            model_matmul_variant(m), ll_ops_variant(),
            ll_attention_variant(c->head_dim), eo.exact ? "exact" : "fast", eo.n_threads,

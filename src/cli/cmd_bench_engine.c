@@ -452,11 +452,11 @@ int cmd_bench_engine(int argc, char **argv)
         goto fail;
     }
     const struct model *bm = engine_model(b.e);
-    const struct model_config *c = &bm->config;
     char wdesc[160];
     model_weights_str(bm, wdesc, sizeof wdesc);
-    printf("model: %s (%d layers, hidden %d, vocab %d, %s weights); load %.3f s\n", dir,
-           c->n_layers, c->hidden_size, b.vocab, wdesc, ll_now() - t0);
+    char shape[160];
+    model_shape_str(bm, shape, sizeof shape);
+    printf("model: %s (%s, %s weights); load %.3f s\n", dir, shape, wdesc, ll_now() - t0);
     printf("kernels: matmul %s\n", model_matmul_variant(bm));
     engine_args_print(stdout, b.e);
     if (schema)

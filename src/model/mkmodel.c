@@ -653,6 +653,10 @@ static enum ll_status config_write_moe(const struct mkmodel_spec *s, const char 
     if (!qwen3)
         snprintf(shared, sizeof shared, "  \"shared_expert_intermediate_size\": %d,\n",
                  s->shared_intermediate_size);
+    /* keys sorted: decoder_sparse_step goes between bos_token_id and eos_token_id */
+    const char *eos = strstr(ids, "  \"eos_token_id\"");
+    if (!eos)
+        eos = ids + strlen(ids);
     char buf[3072];
     int n = snprintf(buf, sizeof buf,
                      "{\n"
@@ -661,8 +665,9 @@ static enum ll_status config_write_moe(const struct mkmodel_spec *s, const char 
                      "  ],\n"
                      "%s"
                      "  \"attention_dropout\": 0.0,\n"
-                     "%s"
+                     "%.*s"
                      "  \"decoder_sparse_step\": 1,\n"
+                     "%s"
                      "%s"
                      "  \"hidden_act\": \"silu\",\n"
                      "  \"hidden_size\": %d,\n"
@@ -694,8 +699,8 @@ static enum ll_status config_write_moe(const struct mkmodel_spec *s, const char 
                      "  \"vocab_size\": %d\n"
                      "}\n",
                      qwen3 ? "Qwen3MoeForCausalLM" : "Qwen2MoeForCausalLM",
-                     qwen3 ? "  \"attention_bias\": false,\n" : "", ids, hd, s->hidden_size,
-                     s->intermediate_size, s->max_position,
+                     qwen3 ? "  \"attention_bias\": false,\n" : "", (int)(eos - ids), ids, eos,
+                     hd, s->hidden_size, s->intermediate_size, s->max_position,
                      s->max_window_layers ? s->max_window_layers : s->n_layers, only,
                      qwen3 ? "qwen3_moe" : "qwen2_moe", s->moe_intermediate_size,
                      qwen3 ? "true" : "false", s->n_heads, s->n_experts, s->n_experts_used,

@@ -128,6 +128,17 @@ void model_weights_str(const struct model *m, char *buf, size_t size)
                  ll_dtype_name(m->weight_dtype));
 }
 
+void model_shape_str(const struct model *m, char *buf, size_t size)
+{
+    const struct model_config *c = &m->config;
+    char moe[80] = "";
+    if (c->moe.n_experts)
+        snprintf(moe, sizeof moe, ", %d experts (%d a token)", c->moe.n_experts,
+                 c->moe.n_experts_used);
+    snprintf(buf, size, "%s, %d layers, hidden %d%s, vocab %d", c->model_type, c->n_layers,
+             c->hidden_size, moe, c->vocab_size);
+}
+
 const char *model_matmul_variant(const struct model *m)
 {
     return m->quantized ? ll_qmatmul_variant() : ll_matmul_variant();
