@@ -82,6 +82,17 @@ m2="$tmp/q2m"
     grep -q '"model.layers.0.mlp.shared_expert.down_proj.weight"' "$m2/model.safetensors" &&
     grep -q '"model.layers.0.self_attn.q_proj.bias"' "$m2/model.safetensors"
 check "mkmodel --family qwen2_moe: shared expert and its gate, q/k/v biases" $?
+# a dense preset with experts: the defaults follow the final shapes (--intermediate given)
+"$cli" mkmodel --preset tiny --family qwen2_moe --intermediate 256 --layers 1 --seed 2 \
+    --tokenizer models/deepseek-r1-distill-qwen-tokenizer "$tmp/dflt" 2>/dev/null &&
+    jq -e '.num_experts == 8 and .num_experts_per_tok == 2 and .moe_intermediate_size == 64 and
+        .shared_expert_intermediate_size == 256 and .intermediate_size == 256' \
+        "$tmp/dflt/config.json" >/dev/null &&
+    ! "$cli" mkmodel --preset tiny --family qwen2 --experts 4 \
+        --tokenizer models/deepseek-r1-distill-qwen-tokenizer "$tmp/dx" 2>"$tmp/dx.err" &&
+    grep -q 'experts are for the qwen2_moe and qwen3_moe families' "$tmp/dx.err"
+check "mkmodel: a dense preset's expert defaults follow --intermediate; --experts on qwen2 refused" $?
+rm -rf "$tmp/dflt"
 a=$("$cli" generate --model "$m2" --chat "Hi" -n 10 --temp 0 --print-ids 2>/dev/null) &&
     b=$("$cli" generate --model "$m2" --chat "Hi" -n 10 --temp 0 --print-ids --threads 1 \
         2>/dev/null) &&

@@ -130,18 +130,11 @@ int cmd_mkmodel(int argc, char **argv)
     }
     if (family && !mkmodel_family_parse(family, &s.family))
         return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe or qwen3_moe");
-    if (!mkmodel_family_moe(s.family)) {
-        s.n_experts = s.n_experts_used = s.moe_intermediate_size = 0; /* a MoE preset's */
+    /* a MoE preset's experts, for a dense family (and its shared expert, for qwen3_moe) */
+    if (!mkmodel_family_moe(s.family))
+        s.n_experts = s.n_experts_used = s.moe_intermediate_size = 0;
+    if (s.family != MKMODEL_QWEN2_MOE)
         s.shared_intermediate_size = 0;
-    } else if (!s.n_experts) { /* a dense preset's shapes with experts */
-        s.n_experts = 8, s.n_experts_used = 2;
-        s.moe_intermediate_size = s.intermediate_size / 4 ? s.intermediate_size / 4 : 1;
-        s.shared_intermediate_size = s.family == MKMODEL_QWEN2_MOE ? s.intermediate_size : 0;
-    } else if (s.family == MKMODEL_QWEN3_MOE) {
-        s.shared_intermediate_size = 0; /* a qwen2_moe preset's, for qwen3_moe */
-    } else if (!s.shared_intermediate_size) {
-        s.shared_intermediate_size = s.intermediate_size;
-    }
     for (const char *p = mlp_only; p && *p;) {
         char *end;
         long l = strtol(p, &end, 10);
@@ -160,6 +153,16 @@ int cmd_mkmodel(int argc, char **argv)
     for (int k = 0; k < N_INTS; k++)
         if (ig[k])
             *(int *)((char *)&s + ints[k].off) = (int)iv[k];
+    if (mkmodel_family_moe(s.family)) { /* what a dense preset lacks, from the final shapes */
+        if (!s.n_experts)
+            s.n_experts = 8;
+        if (!s.n_experts_used)
+            s.n_experts_used = s.n_experts < 2 ? s.n_experts : 2;
+        if (!s.moe_intermediate_size)
+            s.moe_intermediate_size = s.intermediate_size / 4 ? s.intermediate_size / 4 : 1;
+        if (s.family == MKMODEL_QWEN2_MOE && !s.shared_intermediate_size)
+            s.shared_intermediate_size = s.intermediate_size;
+    }
     if (seed_g)
         s.seed = (uint64_t)seed;
     if (theta_g)

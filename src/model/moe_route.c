@@ -23,6 +23,7 @@ void moe_route(const float *logits, int n_tokens, int n_experts, int k, bool nor
                int32_t *tok, float *w, int32_t *sel)
 {
     float p[MOE_MAX_EXPERTS]; /* the picked experts' probabilities, best first */
+    float ex[MOE_MAX_EXPERTS]; /* a token's exp(logit - max) */
     LL_ASSERT(n_experts >= 1 && n_experts <= MOE_MAX_EXPERTS && k >= 1 && k <= n_experts);
     for (int e = 0; e <= n_experts; e++)
         off[e] = 0;
@@ -32,11 +33,11 @@ void moe_route(const float *logits, int n_tokens, int n_experts, int k, bool nor
         for (int e = 0; e < n_experts; e++)
             mx = l[e] > mx ? l[e] : mx;
         for (int e = 0; e < n_experts; e++)
-            sum += expf(l[e] - mx);
+            sum += ex[e] = expf(l[e] - mx);
         int32_t *s = sel + (size_t)t * k;
         int got = 0;
         for (int e = 0; e < n_experts; e++) {
-            float pe = expf(l[e] - mx) / sum;
+            float pe = ex[e] / sum;
             if (got == k && !ranks_above(pe, e, p[k - 1], s[k - 1]))
                 continue;
             int j = got < k ? got++ : k - 1; /* insert, dropping the last when full */
