@@ -1,6 +1,6 @@
 /*
  * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2,
- * Qwen3, Llama, Qwen2-MoE or Qwen3-MoE model of any shape: config.json, generation_config.json, model.safetensors (bf16),
+ * Qwen3, Llama, Qwen2-MoE, Qwen3-MoE or Mistral model of any shape: config.json, generation_config.json, model.safetensors (bf16),
  * and the tokenizer files copied from a tokenizer directory.
  *
  * Weights are a pure function of (seed, tensor name, element index) through a counter-based
@@ -36,12 +36,13 @@ enum mkmodel_family {
     MKMODEL_LLAMA, /* neither (Llama 3.x) */
     MKMODEL_QWEN2_MOE, /* Qwen2's attention; experts and a shared expert (Qwen1.5-MoE, Qwen2-57B-A14B) */
     MKMODEL_QWEN3_MOE, /* Qwen3's attention; experts, norm_topk_prob (Qwen3-30B-A3B, 235B-A22B) */
+    MKMODEL_MISTRAL,   /* Llama's decoder, Mistral's config (Mistral-Nemo, Mistral-Small) */
 };
 
 /* Whether f has experts (the n_experts fields of the spec apply). */
 bool mkmodel_family_moe(enum mkmodel_family f);
 
-/* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe"). */
+/* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe", "mistral"). */
 const char *mkmodel_family_name(enum mkmodel_family f);
 /* The family called `name`; false when there is none. */
 bool mkmodel_family_parse(const char *name, enum mkmodel_family *f);
@@ -76,7 +77,7 @@ struct mkmodel_spec {
 
 /* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b", "qwen3-1.7b",
  * "llama3.2-1b", "llama3.2-3b" or "llama3.1-8b" (the shapes of DeepSeek-R1-Distill-Llama-8B
- * too), "qwen1.5-moe-a2.7b" or "qwen3-30b-a3b" (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL (message lists the
+ * too), "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "mistral-nemo-12b" or "mistral-small-24b" (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL (message lists the
  * presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 

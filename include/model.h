@@ -75,6 +75,8 @@ struct model_config {
     int head_dim;          /* hidden_size / n_heads unless config gives head_dim */
     int vocab_size;
     int max_position;      /* max_position_embeddings */
+    int sliding_window;    /* > 0: Mistral's sliding_window, shorter than max_position: a
+                              sequence may hold at most this many positions (config.c) */
     double rope_theta;     /* default 10000 */
     struct model_rope_scaling rope_scaling;
     struct model_moe moe;  /* n_experts 0 for the dense families */

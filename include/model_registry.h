@@ -30,6 +30,8 @@ struct model_family {
     const char *const *architectures; /* config.json architectures it also answers to, NULL-ended */
     bool no_weights;                  /* the directory has no weight files; config.json needs only
                                          the vocabulary and context sizes (the mock family) */
+    bool window_unswitched;           /* config.json's sliding_window is in force by itself
+                                         (Mistral's); else only with use_sliding_window (Qwen's) */
     /* Make the family's weights struct, store it in m->weights (opaque to everyone else) and
      * point it at the tensors of m->st, checking every name, shape and dtype against m->config;
      * set m->weight_dtype. Returns LL_OK, LL_EMODEL (missing tensor, wrong shape),

@@ -19,18 +19,20 @@ static void mkmodel_usage(FILE *f)
 {
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
-            "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE or Qwen3-MoE model in the Hugging\n"
-            "Face layout: config.json,\n"
-            "generation_config.json, model.safetensors (bf16) and the tokenizer files of DIR.\n"
+            "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE or Mistral model in the\n"
+            "Hugging Face layout: config.json, generation_config.json, model.safetensors\n"
+            "(bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
             "  --preset NAME        tiny (default), small, r1-1.5b\n"
             "                       (DeepSeek-R1-Distill-Qwen-1.5B), qwen3-0.6b, qwen3-1.7b\n"
             "                       (Qwen3's shapes), llama3.2-1b, llama3.2-3b, llama3.1-8b\n"
             "                       (also DeepSeek-R1-Distill-Llama-8B's shapes),\n"
-            "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts)\n"
+            "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts),\n"
+            "                       mistral-nemo-12b, mistral-small-24b\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
             "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
-            "                       attention, experts in the MLPs); default: the preset's\n"
+            "                       attention, experts in the MLPs), mistral (Llama's\n"
+            "                       decoder, Mistral's config); default: the preset's\n"
             "  --experts N  --experts-used K  --moe-intermediate N  --shared-intermediate N\n"
             "                       the MoE families: N experts of which K run a token, their\n"
             "                       MLP width, qwen2_moe's shared expert's width (default for\n"
@@ -129,7 +131,8 @@ int cmd_mkmodel(int argc, char **argv)
         return 2;
     }
     if (family && !mkmodel_family_parse(family, &s.family))
-        return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe or qwen3_moe");
+        return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe or "
+                                   "mistral");
     /* a MoE preset's experts, for a dense family (and its shared expert, for qwen3_moe) */
     if (!mkmodel_family_moe(s.family))
         s.n_experts = s.n_experts_used = s.moe_intermediate_size = 0;

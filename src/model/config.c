@@ -311,6 +311,32 @@ bool model_layer_sparse(const struct model_config *c, int layer)
            (layer + 1) % m->sparse_step == 0;
 }
 
+/* Sliding-window attention. Qwen's configs switch it on with use_sliding_window (always false
+ * in the published ones; true is refused). Mistral's have no such switch (the family's
+ * window_unswitched): a number in sliding_window is the window (null: none). A window at least
+ * max_position_embeddings long is full attention; a shorter one caps the context at the window
+ * (sliding_window here), within which every token sees all those before it, so the results
+ * stay exact. */
+static enum ll_status get_sliding_window(struct model_config *c, const struct model_family *fam,
+                                         const cJSON *o, const char *name, struct ll_err *err)
+{
+    bool sliding;
+    enum ll_status s = get_bool(o, "use_sliding_window", false, &sliding, NULL, name, err);
+    if (s)
+        return s;
+    if (sliding)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: use_sliding_window true is not supported (sliding-window "
+                          "attention)",
+                          name);
+    int window;
+    if (!fam || !fam->window_unswitched ||
+        (s = get_int(o, "sliding_window", false, 1, 1 << 30, 0, &window, name, err)))
+        return s;
+    c->sliding_window = window && window < c->max_position ? window : 0;
+    return LL_OK;
+}
+
 static enum ll_status config_fill(struct model_config *c, const cJSON *o, const char *name,
                                   struct ll_err *err)
 {
@@ -411,14 +437,10 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
     if (mlp_bias)
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: mlp_bias true is not supported (MLP projections with biases)", name);
-    bool sliding;
-    if ((s = get_bool(o, "use_sliding_window", false, &sliding, NULL, name, err)))
+    if (!fam && c->architecture[0])
+        fam = model_registry_find_arch(c->architecture);
+    if ((s = get_sliding_window(c, fam, o, name, err)))
         return s;
-    if (sliding)
-        return ll_err_set(err, LL_EUNSUPPORTED,
-                          "%s: use_sliding_window true is not supported (sliding-window "
-                          "attention)",
-                          name);
     return quant_fill(c, o, name, err);
 }
 

@@ -20,11 +20,13 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "dtype.h"
 #include "hash.h"
 #include "json.h"
@@ -93,11 +95,21 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->head_dim = 128, s->intermediate_size = 6144, s->tied = false;
         s->max_position = 40960, s->rope_theta = 1000000.0;
         s->n_experts = 128, s->n_experts_used = 8, s->moe_intermediate_size = 768;
+    } else if (!strcmp(name, "mistral-nemo-12b") || !strcmp(name, "mistral-small-24b")) {
+        /* mistralai/Mistral-Nemo-{Base,Instruct}-2407; Mistral-Small-24B-*-2501 and 3.x's
+         * text model (its tokenizer is a newer tekken) */
+        bool nemo = !strcmp(name, "mistral-nemo-12b");
+        s->family = MKMODEL_MISTRAL;
+        s->hidden_size = 5120, s->n_layers = 40, s->n_heads = 32, s->n_kv_heads = 8;
+        s->head_dim = 128, s->intermediate_size = nemo ? 14336 : 32768, s->vocab_size = 131072;
+        s->tied = false, s->max_position = nemo ? 1024000 : 32768;
+        s->rope_theta = nemo ? 1000000.0 : 100000000.0, s->rms_eps = 1e-5;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
-                          "qwen1.5-moe-a2.7b, qwen3-30b-a3b)",
+                          "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
+                          "mistral-small-24b)",
                           name);
     }
     return LL_OK;
@@ -109,6 +121,7 @@ static const char *const family_names[] = {
     [MKMODEL_LLAMA] = "llama",
     [MKMODEL_QWEN2_MOE] = "qwen2_moe",
     [MKMODEL_QWEN3_MOE] = "qwen3_moe",
+    [MKMODEL_MISTRAL] = "mistral",
 };
 
 const char *mkmodel_family_name(enum mkmodel_family f)
@@ -581,217 +594,183 @@ static void py_float(char *buf, size_t size, double v)
         strncat(buf, ".0", size - strlen(buf) - 1);
 }
 
-/* config.json of a Llama model: the fields of the published Llama 3.x configs. */
-static enum ll_status config_write_llama(const struct mkmodel_spec *s, const char *ids,
-                                         const char *hd, const char *theta, const char *eps,
-                                         const char *path, struct ll_err *err)
+/* config.json: the fields of each family's published configs, written as transformers'
+ * to_json_string writes them (json.dumps with indent 2 and sorted keys). One list per model:
+ * the fields every family has, then each family's own. */
+#define CONFIG_FIELDS 48
+
+struct config_field {
+    const char *key;
+    char value[320]; /* JSON text; a nested line is indented for depth 1 */
+};
+
+struct config_doc {
+    struct config_field f[CONFIG_FIELDS];
+    int n;
+};
+
+static void put(struct config_doc *d, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void put(struct config_doc *d, const char *key, const char *fmt, ...)
 {
-    char scaling[320] = "null", factor[32];
-    if (s->rope_factor > 0) {
-        py_float(factor, sizeof factor, s->rope_factor);
-        snprintf(scaling, sizeof scaling,
-                 "{\n"
-                 "    \"factor\": %s,\n"
-                 "    \"high_freq_factor\": 4.0,\n"
-                 "    \"low_freq_factor\": 1.0,\n"
-                 "    \"original_max_position_embeddings\": %d,\n"
-                 "    \"rope_type\": \"llama3\"\n"
-                 "  }",
-                 factor, s->rope_original_max);
-    }
-    char buf[2048];
-    int n = snprintf(buf, sizeof buf,
-                     "{\n"
-                     "  \"architectures\": [\n"
-                     "    \"LlamaForCausalLM\"\n"
-                     "  ],\n"
-                     "  \"attention_bias\": false,\n"
-                     "  \"attention_dropout\": 0.0,\n"
-                     "%s"
-                     "%s"
-                     "  \"hidden_act\": \"silu\",\n"
-                     "  \"hidden_size\": %d,\n"
-                     "  \"initializer_range\": 0.02,\n"
-                     "  \"intermediate_size\": %d,\n"
-                     "  \"max_position_embeddings\": %d,\n"
-                     "  \"mlp_bias\": false,\n"
-                     "  \"model_type\": \"llama\",\n"
-                     "  \"num_attention_heads\": %d,\n"
-                     "  \"num_hidden_layers\": %d,\n"
-                     "  \"num_key_value_heads\": %d,\n"
-                     "  \"pretraining_tp\": 1,\n"
-                     "  \"rms_norm_eps\": %s,\n"
-                     "  \"rope_scaling\": %s,\n"
-                     "  \"rope_theta\": %s,\n"
-                     "  \"tie_word_embeddings\": %s,\n"
-                     "  \"torch_dtype\": \"bfloat16\",\n"
-                     "  \"transformers_version\": \"4.45.0\",\n"
-                     "  \"use_cache\": true,\n"
-                     "  \"vocab_size\": %d\n"
-                     "}\n",
-                     ids, hd, s->hidden_size, s->intermediate_size, s->max_position, s->n_heads,
-                     s->n_layers, s->n_kv_heads, eps, scaling, theta, s->tied ? "true" : "false",
-                     s->vocab_size);
-    LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
-    return ll_write_file(path, buf, (size_t)n, err);
+    LL_ASSERT(d->n < CONFIG_FIELDS);
+    d->f[d->n].key = key;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(d->f[d->n].value, sizeof d->f[d->n].value, fmt, ap);
+    va_end(ap);
+    LL_ASSERT(k > 0 && (size_t)k < sizeof d->f[d->n].value);
+    d->n++;
 }
 
-/* config.json of a Qwen2-MoE or Qwen3-MoE model: the fields of Qwen1.5-MoE-A2.7B's and
- * Qwen3-30B-A3B's configs. */
-static enum ll_status config_write_moe(const struct mkmodel_spec *s, const char *ids,
-                                       const char *hd, const char *theta, const char *eps,
-                                       const char *path, struct ll_err *err)
+static void put_float(struct config_doc *d, const char *key, double v)
 {
-    bool qwen3 = s->family == MKMODEL_QWEN3_MOE;
-    char only[64 * 4 + 8] = "[]", shared[80] = "";
-    size_t k = 0;
-    for (int i = 0; i < 64 && i < s->n_layers; i++)
-        if (s->mlp_only >> i & 1)
-            k += (size_t)snprintf(only + k, sizeof only - k, "%s%d", k ? ", " : "[", i);
-    if (k)
-        snprintf(only + k, sizeof only - k, "]");
-    if (!qwen3)
-        snprintf(shared, sizeof shared, "  \"shared_expert_intermediate_size\": %d,\n",
-                 s->shared_intermediate_size);
-    /* keys sorted: decoder_sparse_step goes between bos_token_id and eos_token_id */
-    const char *eos = strstr(ids, "  \"eos_token_id\"");
-    if (!eos)
-        eos = ids + strlen(ids);
-    char buf[3072];
-    int n = snprintf(buf, sizeof buf,
-                     "{\n"
-                     "  \"architectures\": [\n"
-                     "    \"%s\"\n"
-                     "  ],\n"
-                     "%s"
-                     "  \"attention_dropout\": 0.0,\n"
-                     "%.*s"
-                     "  \"decoder_sparse_step\": 1,\n"
-                     "%s"
-                     "%s"
-                     "  \"hidden_act\": \"silu\",\n"
-                     "  \"hidden_size\": %d,\n"
-                     "  \"initializer_range\": 0.02,\n"
-                     "  \"intermediate_size\": %d,\n"
-                     "  \"max_position_embeddings\": %d,\n"
-                     "  \"max_window_layers\": %d,\n"
-                     "  \"mlp_only_layers\": %s,\n"
-                     "  \"model_type\": \"%s\",\n"
-                     "  \"moe_intermediate_size\": %d,\n"
-                     "  \"norm_topk_prob\": %s,\n"
-                     "  \"num_attention_heads\": %d,\n"
-                     "  \"num_experts\": %d,\n"
-                     "  \"num_experts_per_tok\": %d,\n"
-                     "  \"num_hidden_layers\": %d,\n"
-                     "  \"num_key_value_heads\": %d,\n"
-                     "  \"output_router_logits\": false,\n"
-                     "  \"rms_norm_eps\": %s,\n"
-                     "%s"
-                     "  \"rope_theta\": %s,\n"
-                     "  \"router_aux_loss_coef\": 0.001,\n"
-                     "%s"
-                     "  \"sliding_window\": %s,\n"
-                     "  \"tie_word_embeddings\": %s,\n"
-                     "  \"torch_dtype\": \"bfloat16\",\n"
-                     "  \"transformers_version\": \"%s\",\n"
-                     "  \"use_cache\": true,\n"
-                     "  \"use_sliding_window\": false,\n"
-                     "  \"vocab_size\": %d\n"
-                     "}\n",
-                     qwen3 ? "Qwen3MoeForCausalLM" : "Qwen2MoeForCausalLM",
-                     qwen3 ? "  \"attention_bias\": false,\n" : "", (int)(eos - ids), ids, eos,
-                     hd, s->hidden_size, s->intermediate_size, s->max_position,
-                     s->max_window_layers ? s->max_window_layers : s->n_layers, only,
-                     qwen3 ? "qwen3_moe" : "qwen2_moe", s->moe_intermediate_size,
-                     qwen3 ? "true" : "false", s->n_heads, s->n_experts, s->n_experts_used,
-                     s->n_layers, s->n_kv_heads, eps, qwen3 ? "  \"rope_scaling\": null,\n" : "",
-                     theta, shared, qwen3 ? "null" : "32768", s->tied ? "true" : "false",
-                     qwen3 ? "4.51.0" : "4.40.0", s->vocab_size);
-    LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
-    return ll_write_file(path, buf, (size_t)n, err);
+    char buf[32];
+    py_float(buf, sizeof buf, v);
+    put(d, key, "%s", buf);
 }
+
+static int field_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct config_field *)a)->key, ((const struct config_field *)b)->key);
+}
+
+static enum ll_status config_doc_write(struct config_doc *d, const char *path, struct ll_err *err)
+{
+    qsort(d->f, (size_t)d->n, sizeof d->f[0], field_cmp);
+    struct ll_buf b = {0};
+    ll_buf_puts(&b, "{\n");
+    for (int i = 0; i < d->n; i++)
+        ll_buf_printf(&b, "  \"%s\": %s%s\n", d->f[i].key, d->f[i].value,
+                      i + 1 < d->n ? "," : "");
+    ll_buf_puts(&b, "}\n");
+    enum ll_status st = b.failed ? ll_err_set(err, LL_ENOMEM, "out of memory")
+                                 : ll_write_file(path, b.data, b.len, err);
+    ll_buf_free(&b);
+    return st;
+}
+
+static const char *const family_archs[] = {
+    [MKMODEL_QWEN2] = "Qwen2ForCausalLM",     [MKMODEL_QWEN3] = "Qwen3ForCausalLM",
+    [MKMODEL_LLAMA] = "LlamaForCausalLM",     [MKMODEL_QWEN2_MOE] = "Qwen2MoeForCausalLM",
+    [MKMODEL_QWEN3_MOE] = "Qwen3MoeForCausalLM", [MKMODEL_MISTRAL] = "MistralForCausalLM",
+};
+
+/* the transformers version of the published config each family's fields follow */
+static const char *const family_versions[] = {
+    [MKMODEL_QWEN2] = "4.44.0",     [MKMODEL_QWEN3] = "4.51.0",     [MKMODEL_LLAMA] = "4.45.0",
+    [MKMODEL_QWEN2_MOE] = "4.40.0", [MKMODEL_QWEN3_MOE] = "4.51.0", [MKMODEL_MISTRAL] = "4.43.0",
+};
 
 static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eos,
                                    const char *path, struct ll_err *err)
 {
-    char theta[32], eps[32], ids[96] = "", hd[48] = "", buf[2048];
-    bool qwen3 = s->family == MKMODEL_QWEN3;
-    py_float(theta, sizeof theta, s->rope_theta);
-    py_float(eps, sizeof eps, s->rms_eps);
-    size_t k = 0;
+    const enum mkmodel_family f = s->family;
+    const bool qwen3 = f == MKMODEL_QWEN3 || f == MKMODEL_QWEN3_MOE;
+    const bool qwen = qwen3 || f == MKMODEL_QWEN2 || f == MKMODEL_QWEN2_MOE;
+    const bool moe = mkmodel_family_moe(f);
+    struct config_doc d = {.n = 0};
+
+    put(&d, "architectures", "[\n    \"%s\"\n  ]", family_archs[f]);
+    put(&d, "attention_dropout", "0.0");
     if (bos >= 0)
-        k += (size_t)snprintf(ids + k, sizeof ids - k, "  \"bos_token_id\": %d,\n", bos);
+        put(&d, "bos_token_id", "%d", bos);
     if (eos >= 0)
-        snprintf(ids + k, sizeof ids - k, "  \"eos_token_id\": %d,\n", eos);
+        put(&d, "eos_token_id", "%d", eos);
     if (s->head_dim)
-        snprintf(hd, sizeof hd, "  \"head_dim\": %d,\n", s->head_dim);
-    if (s->family == MKMODEL_LLAMA)
-        return config_write_llama(s, ids, hd, theta, eps, path, err);
-    if (mkmodel_family_moe(s->family))
-        return config_write_moe(s, ids, hd, theta, eps, path, err);
-    /* Keys sorted, two-space indent: as transformers' to_json_string writes them (the fields
-     * and versions of the published Qwen2 / Qwen3 configs). */
-    int n = snprintf(buf, sizeof buf,
-                     "{\n"
-                     "  \"architectures\": [\n"
-                     "    \"%s\"\n"
-                     "  ],\n"
-                     "%s"
-                     "  \"attention_dropout\": 0.0,\n"
-                     "%s"
-                     "%s"
-                     "  \"hidden_act\": \"silu\",\n"
-                     "  \"hidden_size\": %d,\n"
-                     "  \"initializer_range\": 0.02,\n"
-                     "  \"intermediate_size\": %d,\n"
-                     "  \"max_position_embeddings\": %d,\n"
-                     "  \"max_window_layers\": %d,\n"
-                     "  \"model_type\": \"%s\",\n"
-                     "  \"num_attention_heads\": %d,\n"
-                     "  \"num_hidden_layers\": %d,\n"
-                     "  \"num_key_value_heads\": %d,\n"
-                     "  \"rms_norm_eps\": %s,\n"
-                     "%s"
-                     "  \"rope_theta\": %s,\n"
-                     "  \"sliding_window\": %s,\n"
-                     "  \"tie_word_embeddings\": %s,\n"
-                     "  \"torch_dtype\": \"bfloat16\",\n"
-                     "  \"transformers_version\": \"%s\",\n"
-                     "  \"use_cache\": true,\n"
-                     "%s"
-                     "  \"use_sliding_window\": false,\n"
-                     "  \"vocab_size\": %d\n"
-                     "}\n",
-                     qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM",
-                     qwen3 ? "  \"attention_bias\": false,\n" : "", ids, hd, s->hidden_size,
-                     s->intermediate_size, s->max_position,
-                     s->max_window_layers ? s->max_window_layers : s->n_layers,
-                     qwen3 ? "qwen3" : "qwen2", s->n_heads, s->n_layers, s->n_kv_heads, eps,
-                     qwen3 ? "  \"rope_scaling\": null,\n" : "", theta, qwen3 ? "null" : "4096",
-                     s->tied ? "true" : "false", qwen3 ? "4.51.0" : "4.44.0",
-                     qwen3 ? "" : "  \"use_mrope\": false,\n", s->vocab_size);
-    LL_ASSERT(n > 0 && (size_t)n < sizeof buf);
-    return ll_write_file(path, buf, (size_t)n, err);
+        put(&d, "head_dim", "%d", s->head_dim);
+    put(&d, "hidden_act", "\"silu\"");
+    put(&d, "hidden_size", "%d", s->hidden_size);
+    put(&d, "initializer_range", "0.02");
+    put(&d, "intermediate_size", "%d", s->intermediate_size);
+    put(&d, "max_position_embeddings", "%d", s->max_position);
+    put(&d, "model_type", "\"%s\"", mkmodel_family_name(f));
+    put(&d, "num_attention_heads", "%d", s->n_heads);
+    put(&d, "num_hidden_layers", "%d", s->n_layers);
+    put(&d, "num_key_value_heads", "%d", s->n_kv_heads);
+    put_float(&d, "rms_norm_eps", s->rms_eps);
+    put_float(&d, "rope_theta", s->rope_theta);
+    put(&d, "tie_word_embeddings", "%s", s->tied ? "true" : "false");
+    put(&d, "torch_dtype", "\"bfloat16\"");
+    put(&d, "transformers_version", "\"%s\"", family_versions[f]);
+    put(&d, "use_cache", "true");
+    put(&d, "vocab_size", "%d", s->vocab_size);
+
+    if (qwen3 || f == MKMODEL_LLAMA)
+        put(&d, "attention_bias", "false");
+    if (qwen) {
+        put(&d, "max_window_layers", "%d", s->max_window_layers ? s->max_window_layers
+                                                                : s->n_layers);
+        put(&d, "sliding_window", "%s", qwen3 ? "null" : moe ? "32768" : "4096");
+        put(&d, "use_sliding_window", "false");
+    }
+    if (qwen3)
+        put(&d, "rope_scaling", "null");
+    if (f == MKMODEL_QWEN2)
+        put(&d, "use_mrope", "false");
+    if (f == MKMODEL_LLAMA) {
+        put(&d, "mlp_bias", "false");
+        put(&d, "pretraining_tp", "1");
+        if (s->rope_factor > 0) {
+            char factor[32];
+            py_float(factor, sizeof factor, s->rope_factor);
+            put(&d, "rope_scaling",
+                "{\n"
+                "    \"factor\": %s,\n"
+                "    \"high_freq_factor\": 4.0,\n"
+                "    \"low_freq_factor\": 1.0,\n"
+                "    \"original_max_position_embeddings\": %d,\n"
+                "    \"rope_type\": \"llama3\"\n"
+                "  }",
+                factor, s->rope_original_max);
+        } else {
+            put(&d, "rope_scaling", "null");
+        }
+    }
+    if (f == MKMODEL_MISTRAL)
+        put(&d, "sliding_window", "null"); /* Mistral-Nemo's: full attention */
+    if (moe) {
+        char only[64 * 8 + 8] = "[]";
+        size_t k = 0;
+        for (int i = 0; i < 64 && i < s->n_layers; i++)
+            if (s->mlp_only >> i & 1)
+                k += (size_t)snprintf(only + k, sizeof only - k, "%s\n    %d", k ? "," : "[", i);
+        if (k)
+            snprintf(only + k, sizeof only - k, "\n  ]");
+        put(&d, "decoder_sparse_step", "1");
+        put(&d, "mlp_only_layers", "%s", only);
+        put(&d, "moe_intermediate_size", "%d", s->moe_intermediate_size);
+        put(&d, "norm_topk_prob", "%s", qwen3 ? "true" : "false");
+        put(&d, "num_experts", "%d", s->n_experts);
+        put(&d, "num_experts_per_tok", "%d", s->n_experts_used);
+        put(&d, "output_router_logits", "false");
+        put(&d, "router_aux_loss_coef", "0.001");
+        if (!qwen3)
+            put(&d, "shared_expert_intermediate_size", "%d", s->shared_intermediate_size);
+    }
+    return config_doc_write(&d, path, err);
 }
 
+/* generation_config.json: the published sampling defaults of R1-Distill-Qwen, of Qwen3 (which
+ * adds top_k) and of Llama 3.x Instruct (top_p 0.9); Mistral-Nemo's has none. */
 static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, int eos,
                                        const char *path, struct ll_err *err)
 {
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, "{\n  \"_from_model_config\": true,\n");
+    struct config_doc d = {.n = 0};
+    put(&d, "_from_model_config", "true");
     if (bos >= 0)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"bos_token_id\": %d,\n", bos);
+        put(&d, "bos_token_id", "%d", bos);
     if (eos >= 0)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "  \"eos_token_id\": %d,\n", eos);
-    /* the published sampling defaults of R1-Distill-Qwen, of Qwen3 (which adds top_k) and of
-     * Llama 3.x Instruct (top_p 0.9) */
-    n += snprintf(buf + n, sizeof buf - (size_t)n,
-                  "  \"do_sample\": true,\n  \"temperature\": 0.6,\n%s  \"top_p\": %s\n}\n",
-                  s->family == MKMODEL_QWEN3 || s->family == MKMODEL_QWEN3_MOE
-                      ? "  \"top_k\": 20,\n"
-                      : "",
-                  s->family == MKMODEL_LLAMA ? "0.9" : "0.95");
-    return ll_write_file(path, buf, (size_t)n, err);
+        put(&d, "eos_token_id", "%d", eos);
+    if (s->family != MKMODEL_MISTRAL) {
+        put(&d, "do_sample", "true");
+        put(&d, "temperature", "0.6");
+        put(&d, "top_p", "%s", s->family == MKMODEL_LLAMA ? "0.9" : "0.95");
+    }
+    if (s->family == MKMODEL_QWEN3 || s->family == MKMODEL_QWEN3_MOE)
+        put(&d, "top_k", "20");
+    return config_doc_write(&d, path, err);
 }
 
 /* ---- tokenizer files ---- */

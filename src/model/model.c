@@ -135,8 +135,12 @@ void model_shape_str(const struct model *m, char *buf, size_t size)
     if (c->moe.n_experts)
         snprintf(moe, sizeof moe, ", %d experts (%d a token)", c->moe.n_experts,
                  c->moe.n_experts_used);
-    snprintf(buf, size, "%s, %d layers, hidden %d%s, vocab %d", c->model_type, c->n_layers,
-             c->hidden_size, moe, c->vocab_size);
+    char window[64] = "";
+    if (c->sliding_window)
+        snprintf(window, sizeof window, ", sliding window %d (the longest context)",
+                 c->sliding_window);
+    snprintf(buf, size, "%s, %d layers, hidden %d%s, vocab %d%s", c->model_type, c->n_layers,
+             c->hidden_size, moe, c->vocab_size, window);
 }
 
 const char *model_matmul_variant(const struct model *m)

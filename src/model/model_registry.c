@@ -14,6 +14,7 @@ static const char *const qwen3_archs[] = {"Qwen3ForCausalLM", NULL};
 static const char *const llama_archs[] = {"LlamaForCausalLM", NULL};
 static const char *const qwen2_moe_archs[] = {"Qwen2MoeForCausalLM", NULL};
 static const char *const qwen3_moe_archs[] = {"Qwen3MoeForCausalLM", NULL};
+static const char *const mistral_archs[] = {"MistralForCausalLM", NULL};
 
 static const struct model_family families[] = {
     {
@@ -60,6 +61,17 @@ static const struct model_family families[] = {
         .model_type = "qwen3_moe",
         .architectures = qwen3_moe_archs,
         .bind = qwen3_moe_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Llama's forward pass; sliding_window caps the context when shorter (config.c) */
+        .model_type = "mistral",
+        .architectures = mistral_archs,
+        .window_unswitched = true,
+        .bind = llama_bind,
         .unbind = qwen2_unbind,
         .runtime_create = qwen2_runtime_create,
         .runtime_free = qwen2_runtime_free,
