@@ -38,12 +38,6 @@ struct llamacpp_position {
     bool top1;
 };
 
-/* The fixture's "weight_samples" ([tensor, element, bf16 bits]: the weights llama.cpp ran)
- * against model_dir/m/model.safetensors, which the test regenerated with mkmodel: fails naming
- * the first tensor and element that differ (mkmodel's output changed: regenerate the fixture),
- * or when the fixture holds other than n_samples of them. */
-void llamacpp_check_weights(const cJSON *fixture, const char *model_dir, int n_samples);
-
 /* Run prompt p through m with `math` as llamacpp_compare does and return the figures of each of
  * its *n positions (the caller frees them): for comparisons that some positions may fail for a
  * known reason. */

@@ -1,0 +1,188 @@
+/*
+ * test_mistral.c: the Mistral family (model_type "mistral": Mistral-Nemo, Mistral-Small) against
+ * llama.cpp, an independent implementation, on the same weights, and its sliding window.
+ *
+ * tests/fixtures/tiny-mistral.llamacpp.json holds llama.cpp's logits for a random tiny Mistral
+ * (mkmodel, as its "mkmodel" field says: hidden 64, 4 heads over 2 KV heads of head_dim 32, so
+ * that the attention is twice as wide as the hidden state, as Mistral-Nemo's 32 heads of 128
+ * over 5120 are not equal to it either; untied lm_head over the tekken vocabulary's 131072 rows;
+ * rope_theta 1e6). Every position of two prompts (a chat turn of 17 tokens and 381 tokens of
+ * prose, tokenized by the reference tokenizer), llama.cpp's top 8 tokens and 9 fixed ones
+ * each. The test regenerates the weights (checked against the fixture's samples first), runs
+ * them through the engine's forward pass and compares: exact path within 2e-5 of the logit
+ * scale, fast path within 1 %. Then the sliding window: Mistral's sliding_window caps the
+ * context when it is shorter than max_position_embeddings (a longer context is refused by
+ * name), is full attention otherwise, and means nothing to a family whose configs switch it
+ * with use_sliding_window.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_edit.h"
+#include "engine_opts.h"
+#include "llamacpp_ref.h"
+#include "mkmodel.h"
+#include "model.h"
+#include "model_tmp.h"
+#include "runtime.h"
+
+#define FIXTURE "tests/fixtures/tiny-mistral.llamacpp.json"
+
+static char dir[64];
+static cJSON *fixture;
+
+/* The fixture's model, as its "mkmodel" field writes it. */
+static struct mkmodel_spec mistral_spec(void)
+{
+    struct mkmodel_spec s;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&s, "tiny", &err), LL_OK);
+    s.family = MKMODEL_MISTRAL;
+    s.head_dim = 32;
+    s.vocab_size = 131072;
+    s.tied = false;
+    s.rope_theta = 1000000.0;
+    s.seed = 7;
+    s.bos_token_id = 1, s.eos_token_id = 2;
+    return s;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    fixture = llamacpp_fixture_load(FIXTURE);
+    if (!fixture)
+        return -1;
+    struct mkmodel_spec s = mistral_spec();
+    return model_tmp_make(dir, sizeof dir, "mistral", &s);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    cJSON_Delete(fixture);
+    return model_tmp_remove(dir);
+}
+
+/* The generated weights are the ones llama.cpp ran: the fixture's samples of each tensor. */
+static void test_weights_are_the_fixtures(void **state)
+{
+    (void)state;
+    llamacpp_check_weights(fixture, dir, 63); /* three of each of the 21 tensors */
+}
+
+static void test_llama_cpp_parity(void **state)
+{
+    (void)state;
+    struct model *m = model_tmp_open(dir, NULL);
+    assert_string_equal(m->config.model_type, "mistral");
+    assert_int_equal(m->config.head_dim, 32);
+    assert_int_equal(m->config.sliding_window, 0); /* null: full attention */
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))
+    {
+        char what[64];
+        snprintf(what, sizeof what, "%s exact", cJSON_GetObjectItem(p, "name")->valuestring);
+        llamacpp_compare(m, LL_MATH_EXACT, p, 2e-5, what);
+        snprintf(what, sizeof what, "%s fast", cJSON_GetObjectItem(p, "name")->valuestring);
+        llamacpp_compare(m, LL_MATH_FAST, p, 0.01, what);
+    }
+    model_close(m);
+}
+
+/* Rewrite config.json's text of the model under test (config_edit.h). */
+static void edit(const char *from, const char *to)
+{
+    char m[96];
+    snprintf(m, sizeof m, "%s/m", dir);
+    config_edit(m, from, to);
+}
+
+/* runtime_create's answer for a context of n_ctx positions on m. */
+static enum ll_status runtime_with_ctx(const struct model *m, int n_ctx, struct ll_err *err)
+{
+    struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 16, .n_threads = 1,
+                             .math = LL_MATH_EXACT};
+    struct model_runtime *rt = NULL;
+    enum ll_status s = runtime_create(&rt, m, &o, err);
+    runtime_free(rt);
+    return s;
+}
+
+static void test_sliding_window(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+
+    /* shorter than max_position_embeddings (4096): the context's cap, by default and at most */
+    edit("\"sliding_window\": null", "\"sliding_window\": 512");
+    struct model *m = model_tmp_open(dir, NULL);
+    assert_int_equal(m->config.sliding_window, 512);
+    struct engine_opts o = {0};
+    engine_opts_resolve(&o, &m->config);
+    assert_int_equal(o.n_ctx, 512);
+    assert_int_equal(runtime_with_ctx(m, 512, &err), LL_OK);
+    assert_int_equal(runtime_with_ctx(m, 513, &err), LL_EUNSUPPORTED);
+    if (!strstr(err.msg, "sliding_window") || !strstr(err.msg, "--ctx 512"))
+        fail_msg("the refusal '%s' names neither the field nor the longest context", err.msg);
+    char shape[160];
+    model_shape_str(m, shape, sizeof shape);
+    assert_non_null(strstr(shape, "sliding window 512"));
+    /* within the window the answer is full attention's: the long prompt (381 tokens) as before */
+    llamacpp_compare(m, LL_MATH_EXACT, cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"),
+                                                          1),
+                     2e-5, "long within a window of 512");
+    model_close(m);
+
+    /* as long as the context: full attention, nothing capped */
+    edit("\"sliding_window\": 512", "\"sliding_window\": 4096");
+    m = model_tmp_open(dir, NULL);
+    assert_int_equal(m->config.sliding_window, 0);
+    o = (struct engine_opts){0};
+    engine_opts_resolve(&o, &m->config);
+    assert_int_equal(o.n_ctx, 4096);
+    model_close(m);
+
+    /* a family whose configs switch the window with use_sliding_window: no window here */
+    edit("\"sliding_window\": 4096", "\"sliding_window\": 512");
+    edit("\"model_type\": \"mistral\"", "\"model_type\": \"llama\"");
+    edit("\"MistralForCausalLM\"", "\"LlamaForCausalLM\"");
+    m = model_tmp_open(dir, NULL);
+    assert_string_equal(m->config.model_type, "llama");
+    assert_int_equal(m->config.sliding_window, 0);
+    assert_int_equal(runtime_with_ctx(m, 64, &err), LL_OK);
+    model_close(m);
+    edit("\"LlamaForCausalLM\"", "\"MistralForCausalLM\"");
+    edit("\"model_type\": \"llama\"", "\"model_type\": \"mistral\"");
+    edit("\"sliding_window\": 512", "\"sliding_window\": null");
+
+    /* not a number */
+    edit("\"sliding_window\": null", "\"sliding_window\": \"40\"");
+    struct model *bad = NULL;
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", dir);
+    assert_int_not_equal(model_open(&bad, path, NULL, &err), LL_OK);
+    assert_null(bad);
+    if (!strstr(err.msg, "sliding_window"))
+        fail_msg("message '%s' does not name 'sliding_window'", err.msg);
+    edit("\"sliding_window\": \"40\"", "\"sliding_window\": null");
+    model_close(model_tmp_open(dir, NULL)); /* and back as it was, it loads */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_weights_are_the_fixtures),
+        cmocka_unit_test(test_llama_cpp_parity),
+        cmocka_unit_test(test_sliding_window),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
