@@ -107,6 +107,7 @@ struct tokenizer;
 #define ENGINE_MAX_STOP_STRINGS 16
 #define ENGINE_MAX_STOP_LEN 256 /* bytes of one stop string */
 #define ENGINE_MAX_LOGIT_BIAS 4096
+#define ENGINE_MAX_KEEP_IDS 8 /* special tokens one request keeps as text */
 #define ENGINE_SPEC_ROWS 64 /* draft tokens one step verifies at most, all sequences together */
 
 /* One request. Arrays and strings are copied by engine_submit. A zeroed struct plus a prompt
@@ -130,6 +131,11 @@ struct engine_params {
     int n_stop;                     /* <= ENGINE_MAX_STOP_STRINGS */
     bool ignore_eos;                /* do not stop on the model's eos ids */
     bool keep_special;              /* text includes special tokens (default: skipped) */
+    const int32_t *keep_ids;        /* (n_keep_ids) special tokens that are text all the same:
+                                       written into the text when special tokens are skipped,
+                                       and allowed by the grammar where their text is (the
+                                       tool-call marker, e.g. Mistral's [TOOL_CALLS]) */
+    int n_keep_ids;                 /* <= ENGINE_MAX_KEEP_IDS */
     bool logprobs;                  /* report each token's logprob (engine_output.logprobs) */
     int top_logprobs;               /* and this many alternatives, 0..SAMPLER_MAX_TOP_LOGPROBS */
     bool reasoning;                 /* split <think> reasoning from the answer (see above) */

@@ -122,6 +122,11 @@ enum ll_status tokenizer_stream_init(struct tokenizer_stream **out, const struct
  * valid until the next call on this stream. Never fails; ids without text give "". */
 const char *tokenizer_stream_feed(struct tokenizer_stream *s, int32_t id, size_t *len);
 
+/* Write special token id into the text all the same (when the stream skips special tokens),
+ * up to TOKENIZER_STREAM_MAX_KEEP ids; false when that many are kept already. */
+#define TOKENIZER_STREAM_MAX_KEEP 8
+bool tokenizer_stream_keep(struct tokenizer_stream *s, int32_t id);
+
 /* End of the stream: returns the held bytes of an incomplete character as one U+FFFD (or "")
  * and resets the stream for reuse. Valid until the next call on this stream. */
 const char *tokenizer_stream_flush(struct tokenizer_stream *s, size_t *len);

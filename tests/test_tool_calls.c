@@ -1,9 +1,10 @@
 /*
- * test_tool_calls.c: tool calling (tool_calls.h): the three parsers on tricky outputs (markers and
+ * test_tool_calls.c: tool calling (tool_calls.h): the four parsers on tricky outputs (markers and
  * JSON split across tokens, fed whole and byte by byte with equal results; JSON whose strings
  * hold the end marker and braces; several calls; text around calls; unclosed and malformed
- * blocks coming out as text), the call grammars (auto, required, named, one call only) and the
- * tools in the template variables (template or fallback prompt, history arguments).
+ * blocks coming out as text), the call grammars (auto, required, named, one call only), the
+ * tools in the template variables (template or fallback prompt, history arguments, Mistral's
+ * 9-character call ids), call ids per format, and the format detected from real templates.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "chat_template.h"
 #include "grammar.h"
 #include "openai_request.h"
 #include "../src/server/tool_calls.h"
@@ -83,6 +85,26 @@ static void run_parser(enum tool_format f, const char *text, size_t step, struct
     run_parser_as(f, text, step, true, out);
 }
 
+/* Whether id is a call id of format f: mistral: 9 letters and digits; others: "call_" + 24 hex
+ * digits. */
+static bool id_ok(enum tool_format f, const char *id)
+{
+    size_t n = strlen(id);
+    if (f == TOOL_FORMAT_MISTRAL) {
+        for (size_t i = 0; i < n; i++)
+            if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+                  (id[i] >= '0' && id[i] <= '9')))
+                return false;
+        return n == 9;
+    }
+    if (n != 29 || memcmp(id, "call_", 5))
+        return false;
+    for (size_t i = 5; i < n; i++)
+        if (!strchr("0123456789abcdef", id[i]))
+            return false;
+    return true;
+}
+
 /* Whole, byte by byte and in pieces of 4 and 16 bytes give the same. */
 static void check(enum tool_format f, const char *text, const char *content, int n,
                   const char *const *names, const char *const *args)
@@ -98,8 +120,8 @@ static void check(enum tool_format f, const char *text, const char *content, int
         for (int i = 0; i < n; i++) {
             assert_string_equal(r.names[i], names[i]);
             assert_string_equal(r.args[i], args[i]);
-            assert_int_equal(strlen(r.ids[i]), 29);
-            assert_memory_equal(r.ids[i], "call_", 5);
+            if (!id_ok(f, r.ids[i]))
+                fail_msg("call id '%s'", r.ids[i]);
         }
     }
 }
@@ -172,6 +194,104 @@ static void test_deepseek(void **state)
           0, NULL, NULL);
 }
 
+#define MTC "[TOOL_CALLS]"
+
+/* The text in two pieces split at every byte (a stream), and whole, give the same. */
+static void check_splits(enum tool_format f, const char *text, const char *content, int n,
+                         const char *const *names, const char *const *args)
+{
+    check(f, text, content, n, names, args);
+    size_t len = strlen(text);
+    for (size_t k = 1; k < len; k++) {
+        struct tool_parser p;
+        tool_parser_init(&p, f);
+        struct ll_buf c = {0};
+        tool_parser_feed(&p, text, k, false, &c);
+        tool_parser_feed(&p, text + k, len - k, true, &c);
+        if (strcmp(c.data ? c.data : "", content))
+            fail_msg("split at %zu: content '%s', want '%s'", k, c.data ? c.data : "", content);
+        assert_int_equal(p.n_calls, n);
+        for (int i = 0; i < n; i++) {
+            assert_string_equal(p.calls[i].name, names[i]);
+            assert_string_equal(tool_call_args(&p.calls[i]), args[i]);
+            assert_true(p.calls[i].done && !p.calls[i].cut);
+        }
+        assert_false(p.failed);
+        ll_buf_free(&c);
+        tool_parser_free(&p);
+    }
+}
+
+static void test_mistral(void **state)
+{
+    (void)state;
+    const enum tool_format M = TOOL_FORMAT_MISTRAL;
+    /* text, then two calls as Mistral-Nemo writes them */
+    check_splits(M,
+                 "Let me check." MTC "[{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                 "\"Paris\"}}, {\"name\": \"get_time\", \"arguments\": {}}]",
+                 "Let me check.", 2, (const char *const[]){"get_weather", "get_time"},
+                 (const char *const[]){"{\"city\": \"Paris\"}", "{}"});
+    /* brackets, braces and the marker inside JSON strings; white space around the array;
+     * text after it */
+    check_splits(M,
+                 MTC " [ {\"name\":\"run\",\"arguments\":{\"code\":\"a[1]}] " MTC
+                 "{\\\"x\\\"\"}} ]\n done",
+                 "done", 1, (const char *const[]){"run"},
+                 (const char *const[]){"{\"code\":\"a[1]}] " MTC "{\\\"x\\\"\"}"});
+    /* arguments given as a JSON string holding an object (accepted, written compactly);
+     * none at all; "parameters" as the key */
+    check_splits(M,
+                 MTC "[{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}, {\"name\": \"g\"}, "
+                 "{\"name\": \"h\", \"parameters\": {\"y\": [2]}}]",
+                 "", 3, (const char *const[]){"f", "g", "h"},
+                 (const char *const[]){"{\"x\":1}", "{}", "{\"y\":[2]}"});
+    /* no call: text, brackets and a partial marker included */
+    check_splits(M, "a [b] and [TOOL_CALL", "a [b] and [TOOL_CALL", 0, NULL, NULL);
+    /* malformed, never the marker in the content: not an array, an unclosed call, an element
+     * that is not a call, arguments that are not an object, an empty array */
+    check_splits(M, "Hi " MTC "not an array", "Hi not an array", 0, NULL, NULL);
+    check_splits(M, MTC "[{\"name\":\"f\",\"argu", "[{\"name\":\"f\",\"argu", 0, NULL, NULL);
+    check_splits(M, MTC "[{\"arguments\":{}}]", "[{\"arguments\":{}}]", 0, NULL, NULL);
+    check_splits(M, MTC "[{\"name\":\"f\",\"arguments\":[1]}]",
+                 "[{\"name\":\"f\",\"arguments\":[1]}]", 0, NULL, NULL);
+    check_splits(M, MTC "[\"f\"]", "[\"f\"]", 0, NULL, NULL);
+    check_splits(M, MTC "[]", "", 0, NULL, NULL);
+    check_splits(M, MTC, "", 0, NULL, NULL);
+    /* a call, then an element that is not one: the call, and the rest as text */
+    check_splits(M, MTC "[{\"name\":\"f\",\"arguments\":{}}, 42]", ", 42]", 1,
+                 (const char *const[]){"f"}, (const char *const[]){"{}"});
+    /* the array ending without its ']': the calls that came */
+    check_splits(M, MTC "[{\"name\":\"f\",\"arguments\":{}} then", "then", 1,
+                 (const char *const[]){"f"}, (const char *const[]){"{}"});
+    /* a second marker after text that was not a call */
+    check_splits(M, MTC "oops " MTC "[{\"name\":\"f\",\"arguments\":{\"a\":1}}]", "oops", 1,
+                 (const char *const[]){"f"}, (const char *const[]){"{\"a\":1}"});
+}
+
+/* Call ids: mistral's are 9 letters and digits (its template takes no other length), fresh
+ * for each call; the others "call_" + 24 hex digits. */
+static void test_call_ids(void **state)
+{
+    (void)state;
+    char seen[64][40];
+    for (int i = 0; i < 64; i++) {
+        struct parsed r;
+        run_parser(TOOL_FORMAT_MISTRAL, MTC "[{\"name\":\"f\",\"arguments\":{}}]", 0, &r);
+        assert_int_equal(r.n, 1);
+        if (!id_ok(TOOL_FORMAT_MISTRAL, r.ids[0]))
+            fail_msg("mistral id '%s'", r.ids[0]);
+        for (int k = 0; k < i; k++)
+            assert_string_not_equal(seen[k], r.ids[0]);
+        snprintf(seen[i], sizeof seen[i], "%s", r.ids[0]);
+    }
+    struct parsed r;
+    run_parser(TOOL_FORMAT_HERMES, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>",
+               0, &r);
+    assert_true(id_ok(TOOL_FORMAT_HERMES, r.ids[0]));
+    assert_false(id_ok(TOOL_FORMAT_MISTRAL, r.ids[0]));
+}
+
 static void test_llama3(void **state)
 {
     (void)state;
@@ -222,6 +342,8 @@ static void test_streamed_pieces(void **state)
          "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
         {TOOL_FORMAT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": ",
          "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
+        {TOOL_FORMAT_MISTRAL, "ok" MTC "[{\"name\": \"get_weather\", \"arguments\": ",
+         "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
     };
     for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
         tool_parser_init(&p, forms[i].f);
@@ -265,11 +387,15 @@ static void test_streamed_pieces(void **state)
         struct parsed r;
         run_parser_as(forms[i].f, whole, 0, false, &r);
         assert_int_equal(r.n, 0);
+        char *mark = strstr(whole, MTC); /* mistral's marker is never content */
+        if (mark)
+            memmove(mark, mark + strlen(MTC), strlen(mark + strlen(MTC)) + 1);
         assert_string_equal(r.content, whole);
         /* streamed byte by byte to its end: many pieces, the arguments whole */
-        const char *tail = forms[i].f == TOOL_FORMAT_HERMES   ? "}\n</tool_call> done"
-                           : forms[i].f == TOOL_FORMAT_LLAMA3 ? "}\n done"
-                                                              : "\n```" DCE DSE " done";
+        const char *tail = forms[i].f == TOOL_FORMAT_HERMES    ? "}\n</tool_call> done"
+                           : forms[i].f == TOOL_FORMAT_LLAMA3  ? "}\n done"
+                           : forms[i].f == TOOL_FORMAT_MISTRAL ? "}] done"
+                                                               : "\n```" DCE DSE " done";
         snprintf(whole, sizeof whole, "%s%s%s", h, a, tail);
         run_parser_as(forms[i].f, whole, 1, true, &r);
         assert_int_equal(r.n, 1);
@@ -289,6 +415,13 @@ static void test_streamed_pieces(void **state)
     run_parser_as(TOOL_FORMAT_DEEPSEEK, DCB "function" DSEP " \tf \n{\"a\": 1}" DCE, 3, true, &r);
     assert_int_equal(r.n, 1);
     assert_string_equal(r.names[0], "f");
+    /* mistral: the second call of an array streams as the first did */
+    run_parser_as(TOOL_FORMAT_MISTRAL, MTC "[{\"name\": \"a\", \"arguments\": {\"x\": 1}}, "
+                  "{\"name\": \"b\", \"arguments\": {\"y\": \"zz\"}}]", 1, true, &r);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(r.names[1], "b");
+    assert_string_equal(r.args[1], "{\"y\": \"zz\"}");
+    assert_int_equal(r.pieces, (int)(strlen("{\"x\": 1}") + strlen("{\"y\": \"zz\"}")));
     /* a block that goes wrong after its call started (no grammar would let it): the call ends
      * there, cut */
     run_parser_as(TOOL_FORMAT_DEEPSEEK, DCB "function" DSEP "f\n```json\n{}```\n<x> after", 4,
@@ -400,6 +533,54 @@ static void test_grammars(void **state)
     grammar_unref(g);
     oai_request_free(&r);
 
+    /* mistral: text, or the marker and an array of calls */
+    struct tool_setup mi = {.format = TOOL_FORMAT_MISTRAL};
+    const char *mcall = MTC "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]";
+    const char *mtwo = MTC "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}, "
+                       "{\"name\": \"ping\", \"arguments\": {}}]";
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_grammar(&mi, &r, &g, &e), LL_OK);
+    assert_true(acc(g, "just text [with brackets]"));
+    assert_true(acc(g, ""));
+    assert_true(acc(g, mcall));
+    assert_true(acc(g, mtwo));
+    assert_true(acc(g, "Let me look." MTC "[{\"name\":\"ping\",\"arguments\":{\"n\":1}}]"));
+    assert_false(acc(g, MTC "[{\"name\": \"nope\", \"arguments\": {}}]"));
+    assert_false(acc(g, MTC "[{\"name\": \"get_weather\", \"arguments\": {\"town\": \"x\"}}]"));
+    assert_false(acc(g, MTC "[{\"name\": \"get_weather\", \"parameters\": {\"city\": \"x\"}}]"));
+    assert_false(acc(g, MTC "[]"));
+    assert_false(acc(g, MTC "{\"name\": \"ping\", \"arguments\": {}}"));
+    assert_false(acc(g, MTC "[{\"name\": \"ping\", \"arguments\": {}}"));      /* unclosed */
+    assert_false(acc(g, MTC "[{\"name\": \"ping\", \"arguments\": {}}] text")); /* after */
+    assert_false(acc(g, MTC "text"));
+    grammar_unref(g);
+    oai_request_free(&r);
+    r = parse_chat(TOOLS ",\"tool_choice\":\"required\"");
+    assert_int_equal(tools_grammar(&mi, &r, &g, &e), LL_OK);
+    assert_true(acc(g, mcall));
+    assert_true(acc(g, mtwo));
+    assert_false(acc(g, "text first"));
+    assert_false(acc(g, "text" MTC "[{\"name\": \"ping\", \"arguments\": {}}]"));
+    assert_false(acc(g, ""));
+    grammar_unref(g);
+    oai_request_free(&r);
+    r = parse_chat(TOOLS ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false");
+    assert_int_equal(tools_grammar(&mi, &r, &g, &e), LL_OK);
+    assert_true(acc(g, mcall));
+    assert_false(acc(g, mtwo));
+    grammar_unref(g);
+    oai_request_free(&r);
+    r = parse_chat(TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+                   "\"ping\"}}");
+    assert_int_equal(tools_grammar(&mi, &r, &g, &e), LL_OK);
+    assert_true(acc(g, MTC "[{\"name\": \"ping\", \"arguments\": {\"any\": [true]}}]"));
+    assert_false(acc(g, mcall));
+    assert_false(acc(g, MTC "[{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"ping\", "
+                        "\"arguments\": {}}]"));
+    assert_false(acc(g, "text"));
+    grammar_unref(g);
+    oai_request_free(&r);
+
     /* none: no grammar; a strict function whose schema cannot be enforced: 400 naming it */
     r = parse_chat(TOOLS ",\"tool_choice\":\"none\"");
     assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
@@ -493,15 +674,140 @@ static void test_context(void **state)
     oai_request_free(&r);
 }
 
+/* The format found in real templates (models/ and the fixtures), and --tool-parser. */
+static void test_detect(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *dir;
+        enum tool_format f;
+        bool in_template;
+    } cases[] = {
+        {"models/mistral-nemo-tokenizer", TOOL_FORMAT_MISTRAL, true},
+        {"models/qwen3-tokenizer", TOOL_FORMAT_HERMES, true},
+        {"models/llama3-tokenizer", TOOL_FORMAT_LLAMA3, true},
+        {"models/deepseek-r1-distill-qwen-tokenizer", TOOL_FORMAT_DEEPSEEK, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct chat_template *t;
+        char *bos, *eos;
+        struct ll_err err = {0};
+        if (chat_template_load_model(&t, &bos, &eos, cases[i].dir, &err) != LL_OK)
+            fail_msg("%s: %s", cases[i].dir, err.msg);
+        struct tool_setup s;
+        tools_choose(&s, NULL, t, bos, eos);
+        if (s.format != cases[i].f || s.in_template != cases[i].in_template)
+            fail_msg("%s: %s", cases[i].dir, s.why);
+        if (cases[i].f == TOOL_FORMAT_MISTRAL)
+            assert_string_equal(s.why, "auto: mistral (the chat template writes [TOOL_CALLS]); "
+                                       "tools rendered by the chat template");
+        /* --tool-parser mistral wins over the template */
+        tools_choose(&s, "mistral", t, bos, eos);
+        assert_int_equal(s.format, TOOL_FORMAT_MISTRAL);
+        chat_template_free(t);
+        free(bos);
+        free(eos);
+    }
+    assert_true(tools_parser_valid("mistral"));
+    assert_false(tools_parser_valid("mistral_v2"));
+    const char *marks[TOOLS_MAX_MARKERS];
+    assert_int_equal(tools_markers(TOOL_FORMAT_MISTRAL, marks), 1);
+    assert_string_equal(marks[0], MTC);
+    assert_int_equal(tools_markers(TOOL_FORMAT_LLAMA3, marks), 0);
+}
+
+/* Mistral history: ids made 9 characters the same way for a call and its tool message,
+ * arguments as objects, so that Mistral-Nemo's template renders the calls as the model writes
+ * them (and does not raise). */
+static void test_mistral_history(void **state)
+{
+    (void)state;
+    struct chat_template *t;
+    char *bos, *eos;
+    struct ll_err err = {0};
+    assert_int_equal(chat_template_load_model(&t, &bos, &eos, "models/mistral-nemo-tokenizer",
+                                              &err), LL_OK);
+    struct tool_setup mi;
+    tools_choose(&mi, NULL, t, bos, eos);
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\","
+        "\"content\":\"\",\"tool_calls\":["
+        "{\"id\":\"call_0123456789abcdef01234567\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}},"
+        "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"ping\",\"arguments\":"
+        "\"{}\"}},"
+        "{\"id\":\"abcDEF123\",\"type\":\"function\",\"function\":{\"name\":\"ping\","
+        "\"arguments\":\"{}\"}},"
+        "{\"id\":\"ééééééééééé\",\"type\":\"function\",\"function\":{\"name\":\"ping\","
+        "\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_0123456789abcdef01234567\",\"content\":\"1\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"2\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"abcDEF123\",\"content\":\"3\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"ééééééééééé\",\"content\":\"4\"}],"
+        TOOLS "}";
+    struct oai_request r;
+    struct oai_error e;
+    assert_int_equal(oai_request_parse(&r, OAI_CHAT, body, strlen(body), &e), LL_OK);
+    assert_int_equal(tools_context(&mi, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    const cJSON *msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    const cJSON *calls = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 1), "tool_calls");
+    static const char *const want[] = {"f01234567", "0000000c1", "abcDEF123", "ééééééééé"};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *call = cJSON_GetArrayItem(calls, i);
+        assert_string_equal(cJSON_GetObjectItem(call, "id")->valuestring, want[i]);
+        assert_true(cJSON_IsObject(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(call, "function"), "arguments")));
+        assert_string_equal(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 2 + i), "tool_call_id")->valuestring,
+            want[i]);
+    }
+    char *text = NULL;
+    if (chat_template_render(t, r.chat_context, bos, eos, &text, &err) != LL_OK)
+        fail_msg("render: %s", err.msg);
+    assert_non_null(strstr(text, "[/AVAILABLE_TOOLS][INST]Weather?[/INST]" MTC
+                                 "[{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                                 "\"Paris\"}, \"id\": \"f01234567\"}, {\"name\": \"ping\", "
+                                 "\"arguments\": {}, \"id\": \"0000000c1\"}, "));
+    assert_non_null(strstr(text, "\"id\": \"ééééééééé\"}]</s>[TOOL_RESULTS]{\"content\": 1, "
+                                 "\"call_id\": \"f01234567\"}[/TOOL_RESULTS]"));
+    assert_non_null(strstr(text, "\"call_id\": \"0000000c1\"}[/TOOL_RESULTS]"));
+    free(text);
+    oai_request_free(&r);
+    /* the same history with another format keeps its ids */
+    struct tool_setup hermes = {.format = TOOL_FORMAT_HERMES, .in_template = true};
+    assert_int_equal(oai_request_parse(&r, OAI_CHAT, body, strlen(body), &e), LL_OK);
+    assert_int_equal(tools_context(&hermes, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(
+                            cJSON_GetArrayItem(msgs, 1), "tool_calls"), 1), "id")->valuestring,
+                        "c1");
+    oai_request_free(&r);
+    /* the fallback prompt shows the array after the marker */
+    struct tool_setup fb = {.format = TOOL_FORMAT_MISTRAL, .in_template = false};
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_context(&fb, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content")->valuestring,
+                           MTC "[{\"name\": \"FUNCTION_NAME\", \"arguments\": {ARGUMENTS"));
+    oai_request_free(&r);
+    chat_template_free(t);
+    free(bos);
+    free(eos);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hermes),
         cmocka_unit_test(test_deepseek),
         cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_call_ids),
         cmocka_unit_test(test_streamed_pieces),
         cmocka_unit_test(test_grammars),
         cmocka_unit_test(test_context),
+        cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_mistral_history),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

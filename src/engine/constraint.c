@@ -9,6 +9,7 @@
  * request. Matchers no request uses are kept (their caches warm) up to CONSTRAINT_KEEP, then
  * freed oldest first.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,10 +110,33 @@ bool constraint_mask(struct engine *e, struct engine_req *r, float *row, char *m
             ends[n++] = e->eos[i];
     for (int i = 0; i < r->params.n_stop_ids; i++)
         ends[n++] = r->stop_ids[i];
-    int allowed = grammar_rt_mask(r->grt, r->gstate, row, ends, n, r->max_len - r->n_tokens);
+    float kept[ENGINE_MAX_KEEP_IDS];
+    for (int i = 0; i < r->params.n_keep_ids; i++)
+        kept[i] = row[r->keep_ids[i]];
+    int budget = r->max_len - r->n_tokens;
+    int allowed = grammar_rt_mask(r->grt, r->gstate, row, ends, n, budget);
     if (allowed == -2) {
         snprintf(msg, cap, "%s", grammar_rt_error(r->grt));
         return false;
+    }
+    /* Kept special tokens are not in the trie (special tokens are not text): each is allowed
+     * where its text is, so the model can write a marker such as [TOOL_CALLS] as it was
+     * trained to, in one token, rather than spelled out in pieces. */
+    for (int i = 0; i < r->params.n_keep_ids; i++) {
+        int32_t id = r->keep_ids[i];
+        size_t len = 0;
+        const char *s = tokenizer_id_bytes(e->tok, id, &len);
+        if (!s || !len || row[id] != -INFINITY || kept[i] == -INFINITY)
+            continue;
+        int st = grammar_rt_advance(r->grt, r->gstate, s, len);
+        if (st == -2) {
+            snprintf(msg, cap, "%s", grammar_rt_error(r->grt));
+            return false;
+        }
+        if (st >= 0 && (budget <= 0 || grammar_rt_cost(r->grt, st) <= budget - 1)) {
+            row[id] = kept[i];
+            allowed++;
+        }
     }
     if (allowed == 0) {
         snprintf(msg, cap, "grammar: no token can continue the output here");

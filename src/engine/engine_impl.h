@@ -87,8 +87,10 @@ enum req_state {
 struct engine_req {
     struct mailbox *mbox;       /* [const] shared with the engine */
     uint64_t id;                /* [const] */
-    struct engine_params params; /* [const] prompt and stop_ids point into this record */
+    struct engine_params params; /* [const] prompt, stop_ids and keep_ids point into
+                                    this record */
     int32_t stop_ids[ENGINE_MAX_STOP_IDS]; /* [const] */
+    int32_t keep_ids[ENGINE_MAX_KEEP_IDS]; /* [const] */
     struct sampler_bias *bias;  /* [const] (params.n_logit_bias) copy, or NULL */
     char *stop_blob;            /* [const] the stop strings, NUL-separated */
     const char *stop[ENGINE_MAX_STOP_STRINGS]; /* [const] into stop_blob */

@@ -292,6 +292,14 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
         if (p->stop_ids[i] < 0 || p->stop_ids[i] >= e->vocab)
             return reject(e, err, LL_EINVAL, "stop token id %d is outside the vocabulary",
                           p->stop_ids[i]);
+    if (p->n_keep_ids < 0 || p->n_keep_ids > ENGINE_MAX_KEEP_IDS ||
+        (p->n_keep_ids > 0 && !p->keep_ids))
+        return reject(e, err, LL_EINVAL, "%d kept special token ids (at most %d)",
+                      p->n_keep_ids, ENGINE_MAX_KEEP_IDS);
+    for (int i = 0; i < p->n_keep_ids; i++)
+        if (p->keep_ids[i] < 0 || p->keep_ids[i] >= e->vocab)
+            return reject(e, err, LL_EINVAL, "kept token id %d is outside the vocabulary",
+                          p->keep_ids[i]);
     const struct sampler_params *sp = &p->sampling;
     if (!isfinite(sp->temperature) || !isfinite(sp->top_p) || sp->top_k < 0 ||
         !isfinite(sp->min_p) || sp->min_p > 1)
@@ -384,6 +392,8 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
         req_free(r);
         return reject(e, err, s, "%s", err ? err->msg : "tokenizer stream");
     }
+    for (int i = 0; i < p->n_keep_ids; i++)
+        tokenizer_stream_keep(r->stream, p->keep_ids[i]);
     memcpy(r->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
     if ((s = submit_controls(e, r, p, (int)max_len, stop_bytes, err)) != LL_OK) {
         req_free(r);
@@ -394,6 +404,9 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     memcpy(r->stop_ids, p->stop_ids ? p->stop_ids : r->stop_ids,
            sizeof(int32_t) * (size_t)p->n_stop_ids);
     r->params.stop_ids = r->stop_ids;
+    memcpy(r->keep_ids, p->keep_ids ? p->keep_ids : r->keep_ids,
+           sizeof(int32_t) * (size_t)p->n_keep_ids);
+    r->params.keep_ids = r->keep_ids;
     r->params.logit_bias = r->bias;
     r->params.stop = r->stop;
     r->params.grammar = r->grammar;

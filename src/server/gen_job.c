@@ -452,6 +452,10 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     }
     struct engine_params base;
     oai_request_params(r, &engine_model(srv->engine)->gen, &base);
+    if (j->tools) { /* the call markers stay in the text for the parser */
+        base.keep_ids = srv->tool_keep;
+        base.n_keep_ids = srv->n_tool_keep;
+    }
     enum ll_status s = session_start(j, c, r, prompts, n_ids, n_prompts, e);
     if (s != LL_OK) {
         job_refuse(j);

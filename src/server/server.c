@@ -78,6 +78,20 @@ static void choose_reasoning(struct server *srv)
                                       srv->tok, srv->reasoning_why, sizeof srv->reasoning_why);
 }
 
+/* The tool format's markers that the tokenizer has as special tokens (Mistral's [TOOL_CALLS]):
+ * skipping special tokens would take them out of the text the call parser reads. */
+static void find_tool_tokens(struct server *sv)
+{
+    const char *marks[TOOLS_MAX_MARKERS];
+    int n = tools_markers(sv->tools.format, marks);
+    sv->n_tool_keep = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = tokenizer_token_to_id(sv->tok, marks[i]);
+        if (id >= 0 && tokenizer_is_special(sv->tok, id))
+            sv->tool_keep[sv->n_tool_keep++] = id;
+    }
+}
+
 int server_run(const struct server_opts *o)
 {
     log_set_level(o->log_level);
@@ -128,6 +142,7 @@ int server_run(const struct server_opts *o)
     if (s == LL_OK) {
         choose_reasoning(&srv);
         tools_choose(&srv.tools, o->tool_parser, srv.tmpl, srv.bos, srv.eos);
+        find_tool_tokens(&srv);
     }
     if (s == LL_OK)
         s = engine_start(srv.engine, &err);

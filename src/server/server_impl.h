@@ -55,6 +55,10 @@ struct server {
     bool reasoning;              /* chat: split <think> reasoning into reasoning_content */
     char reasoning_why[96];      /* the choice and its reason, for the configuration print */
     struct tool_setup tools;     /* the tool-call format (tool_calls.h) */
+    int32_t tool_keep[TOOLS_MAX_MARKERS]; /* the format's markers that are special tokens of
+                                             the tokenizer: kept in the text of answers to
+                                             requests with tools (tools_markers) */
+    int n_tool_keep;
     int n_ctx;
     const char *served_name;
     long long started;           /* Unix seconds */

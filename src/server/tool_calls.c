@@ -31,11 +31,51 @@
 #define DS_MAX_TYPE 64  /* bytes of a deepseek call's type ("function"), without '<' */
 #define DS_MAX_NAME 128 /* bytes of a deepseek call's function name */
 #define L3_TAG "<|python_tag|>"
+#define MI_MARK "[TOOL_CALLS]"
+#define MI_ID_LEN 9 /* Mistral's templates refuse any other length of call id */
 
 bool tools_parser_valid(const char *parser)
 {
     return !strcmp(parser, "hermes") || !strcmp(parser, "deepseek_v3") ||
-           !strcmp(parser, "llama3_json") || !strcmp(parser, "none");
+           !strcmp(parser, "llama3_json") || !strcmp(parser, "mistral") ||
+           !strcmp(parser, "none");
+}
+
+static const char *format_name(enum tool_format f)
+{
+    switch (f) {
+    case TOOL_FORMAT_NONE: return "none";
+    case TOOL_FORMAT_HERMES: return "hermes";
+    case TOOL_FORMAT_DEEPSEEK: return "deepseek_v3";
+    case TOOL_FORMAT_LLAMA3: return "llama3_json";
+    case TOOL_FORMAT_MISTRAL: return "mistral";
+    }
+    return "?";
+}
+
+/* The arguments' key of a JSON call: "parameters" (llama3_json), else
+ * "arguments". */
+static const char *args_key(enum tool_format f)
+{
+    return f == TOOL_FORMAT_LLAMA3 ? "\"parameters\"" : "\"arguments\"";
+}
+
+int tools_markers(enum tool_format f, const char **out)
+{
+    int n = 0;
+    if (f == TOOL_FORMAT_HERMES) {
+        out[n++] = H_OPEN;
+        out[n++] = H_CLOSE;
+    } else if (f == TOOL_FORMAT_DEEPSEEK) {
+        out[n++] = DS_BLOCK_OPEN;
+        out[n++] = DS_BLOCK_CLOSE;
+        out[n++] = DS_CALL_OPEN;
+        out[n++] = DS_CALL_CLOSE;
+        out[n++] = DS_SEP;
+    } else if (f == TOOL_FORMAT_MISTRAL) {
+        out[n++] = MI_MARK;
+    }
+    return n;
 }
 
 /* Whether the template renders a probe tool given as `tools`. */
@@ -66,6 +106,7 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
         t->format = !strcmp(parser, "none")          ? TOOL_FORMAT_NONE
                     : !strcmp(parser, "hermes")      ? TOOL_FORMAT_HERMES
                     : !strcmp(parser, "llama3_json") ? TOOL_FORMAT_LLAMA3
+                    : !strcmp(parser, "mistral")     ? TOOL_FORMAT_MISTRAL
                                                      : TOOL_FORMAT_DEEPSEEK;
         why = "--tool-parser";
     } else if (strstr(src, H_OPEN)) {
@@ -74,6 +115,9 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
     } else if (strstr(src, "tool▁call▁begin")) {
         t->format = TOOL_FORMAT_DEEPSEEK;
         why = "the chat template writes <｜tool▁call▁begin｜>";
+    } else if (strstr(src, MI_MARK)) {
+        t->format = TOOL_FORMAT_MISTRAL;
+        why = "the chat template writes " MI_MARK;
     } else if (strstr(src, L3_TAG) || strstr(src, "\"parameters\": ")) {
         t->format = TOOL_FORMAT_LLAMA3;
         why = "the chat template writes Llama 3 calls";
@@ -82,11 +126,8 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
         why = "the default";
     }
     t->in_template = tmpl && renders_tools(tmpl, bos, eos);
-    const char *name = t->format == TOOL_FORMAT_NONE     ? "none"
-                       : t->format == TOOL_FORMAT_HERMES ? "hermes"
-                       : t->format == TOOL_FORMAT_LLAMA3 ? "llama3_json"
-                                                         : "deepseek_v3";
-    snprintf(t->why, sizeof t->why, "%s%s (%s); tools %s", parser ? "" : "auto: ", name, why,
+    snprintf(t->why, sizeof t->why, "%s%s (%s); tools %s", parser ? "" : "auto: ",
+             format_name(t->format), why,
              t->in_template ? "rendered by the chat template" : "in a fallback system prompt");
 }
 
@@ -120,6 +161,11 @@ static char *fallback_prompt(enum tool_format f, const cJSON *tools)
                         "a newline):\n" DS_BLOCK_OPEN DS_CALL_OPEN "function" DS_SEP
                         "FUNCTION_NAME\n```json\n{ARGUMENTS AS A JSON OBJECT}\n```" DS_CALL_CLOSE
                         DS_BLOCK_CLOSE "\nThe results come back in the next message.");
+    else if (f == TOOL_FORMAT_MISTRAL)
+        ll_buf_puts(&b, "\nTo call functions, answer with " MI_MARK " and then a JSON array "
+                        "of the calls:\n" MI_MARK "[{\"name\": \"FUNCTION_NAME\", \"arguments\": "
+                        "{ARGUMENTS AS A JSON OBJECT}}]\nThe results come back in the next "
+                        "message.");
     else if (f == TOOL_FORMAT_LLAMA3)
         ll_buf_puts(&b, "\nTo call functions, answer with the calls only, each a JSON object "
                         "{\"name\": \"FUNCTION_NAME\", \"parameters\": {ARGUMENTS AS A JSON "
@@ -132,11 +178,50 @@ static char *fallback_prompt(enum tool_format f, const cJSON *tools)
     return b.failed ? (ll_buf_free(&b), NULL) : ll_buf_take(&b);
 }
 
-/* History: tool call arguments as the format's templates expect them. */
+/* A call id as Mistral's templates take it, exactly MI_ID_LEN characters (code points, as the
+ * template's |length counts): a longer id keeps its last MI_ID_LEN (what vLLM does for Mistral
+ * models; "call_" + 24 hex digits keeps 9 of its digits), a shorter one gets '0's in front.
+ * The same id always maps the same way, so a call and the tool message answering it agree. */
+static void mistral_id(const char *id, char out[4 * MI_ID_LEN + 1])
+{
+    size_t n = strlen(id), chars = 0, from = n;
+    while (from > 0 && chars < MI_ID_LEN) { /* back over MI_ID_LEN characters */
+        from--;
+        if (((unsigned char)id[from] & 0xC0) != 0x80)
+            chars++;
+    }
+    size_t pad = MI_ID_LEN - chars;
+    memset(out, '0', pad);
+    memcpy(out + pad, id + from, n - from);
+    out[pad + n - from] = 0;
+}
+
+/* Replace the string obj[key] by its Mistral form (mistral_id); false: out of memory. */
+static bool mistral_id_in(cJSON *obj, const char *key)
+{
+    cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsString(id))
+        return true; /* no id: the template says what is missing */
+    char out[4 * MI_ID_LEN + 1];
+    mistral_id(id->valuestring, out);
+    if (!strcmp(out, id->valuestring))
+        return true;
+    cJSON *str = cJSON_CreateString(out);
+    if (!str || !cJSON_ReplaceItemInObjectCaseSensitive(obj, key, str)) {
+        cJSON_Delete(str);
+        return false;
+    }
+    return true;
+}
+
+/* History: tool call arguments as the format's templates expect them; for mistral, call ids
+ * as its templates take them. */
 static bool adjust_history(enum tool_format f, cJSON *msgs)
 {
     cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
+        if (f == TOOL_FORMAT_MISTRAL && !mistral_id_in(m, "tool_call_id"))
+            return false;
         cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
         if (!cJSON_IsArray(calls))
             continue;
@@ -148,6 +233,8 @@ static bool adjust_history(enum tool_format f, cJSON *msgs)
         }
         cJSON *call;
         cJSON_ArrayForEach(call, calls) {
+            if (f == TOOL_FORMAT_MISTRAL && !mistral_id_in(call, "id"))
+                return false;
             cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
             cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
             if (!cJSON_IsString(args))
@@ -248,7 +335,7 @@ static enum ll_status args_rule(struct gbuild *b, const cJSON *fn, int index, in
     return LL_OK;
 }
 
-/* One call of function fn (its name quoted as JSON for hermes and llama3_json). */
+/* One call of function fn (its name quoted as JSON for hermes, llama3_json and mistral). */
 static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSON *fn,
                                 int index, int *rule, struct oai_error *e)
 {
@@ -261,8 +348,8 @@ static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSO
     struct gseq q = {0};
     *rule = gb_rule(b);
     char lit[160];
-    if (f == TOOL_FORMAT_HERMES || f == TOOL_FORMAT_LLAMA3) {
-        const char *key = f == TOOL_FORMAT_HERMES ? "\"arguments\"" : "\"parameters\"";
+    if (f != TOOL_FORMAT_DEEPSEEK) {
+        const char *key = args_key(f);
         gseq_byte(b, &q, '{');
         gseq_rule(&q, ws);
         gseq_lit(b, &q, "\"name\"", 6);
@@ -333,6 +420,13 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
         int more = gb_concat(b, (int[]){ws, gb_literal(b, ";"), ws, call}, 4);
         rest = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
         start = gb_literal(b, "");
+    } else if (t->format == TOOL_FORMAT_MISTRAL) {
+        /* rest ::= ws "[" ws call (ws "," ws call)* ws "]" */
+        start = gb_literal(b, MI_MARK);
+        int more = gb_concat(b, (int[]){ws, gb_literal(b, ","), ws, call}, 4);
+        int calls = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
+        rest = gb_concat(b, (int[]){ws, gb_literal(b, "["), ws, calls, ws, gb_literal(b, "]")},
+                         6);
     } else {
         /* rest ::= call ("\n" call)* "<｜tool▁calls▁end｜>" */
         start = gb_literal(b, DS_BLOCK_OPEN);
@@ -363,7 +457,10 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
                                     gb_optional(b, gb_choice(b, (int[]){rest, text}, 2))},
                          2);
     } else if (r->tool_choice == OAI_TOOL_AUTO)
-        root = gb_until(b, t->format == TOOL_FORMAT_HERMES ? H_OPEN : DS_BLOCK_OPEN, rest, true);
+        root = gb_until(b, t->format == TOOL_FORMAT_HERMES    ? H_OPEN
+                           : t->format == TOOL_FORMAT_MISTRAL ? MI_MARK
+                                                              : DS_BLOCK_OPEN,
+                        rest, true);
     else
         root = gb_concat(b, (int[]){grammar_json_lead_ws(b), start, rest}, 3);
     if (s == LL_OK) {
@@ -379,8 +476,9 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
 /* ---- the parser ---- */
 
 /* bare: a deepseek call without the block's marker; text: llama3_json, an answer that is text
- * to its end; sep: llama3_json, after a call */
-enum { P_OUT, P_IN, P_IN_BARE, P_TEXT, P_SEP };
+ * to its end; sep: llama3_json and mistral, after a call; array: mistral, at the '[' or ','
+ * before a call */
+enum { P_OUT, P_IN, P_IN_BARE, P_TEXT, P_SEP, P_ARRAY };
 
 void tool_parser_init(struct tool_parser *p, enum tool_format f)
 {
@@ -479,6 +577,30 @@ static char *trimmed(const char *s, size_t n)
     return out;
 }
 
+/* A fresh call id, the one rule for every format: mistral: MI_ID_LEN random letters and digits
+ * (its templates refuse any other length); others: "call_" + 24 random hex digits. */
+static void call_id_new(enum tool_format f, char id[40])
+{
+    if (f != TOOL_FORMAT_MISTRAL) {
+        char hex[33];
+        request_id_random(hex);
+        snprintf(id, 40, "call_%.24s", hex);
+        return;
+    }
+    static const char an[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    int n = 0;
+    while (n < MI_ID_LEN) {
+        char hex[33];
+        request_id_random(hex);
+        for (int i = 0; i < 32 && n < MI_ID_LEN; i += 2) {
+            unsigned v = (unsigned)strtoul((char[]){hex[i], hex[i + 1], 0}, NULL, 16);
+            if (v < 248) /* 4 * 62: every character equally likely */
+                id[n++] = an[v % 62];
+        }
+    }
+    id[n] = 0;
+}
+
 /* The record of the call whose block is being read: the open one, else a new one (NULL: out of
  * memory). */
 static struct tool_call *call_record(struct tool_parser *p, const char *name, size_t name_len)
@@ -495,9 +617,7 @@ static struct tool_call *call_record(struct tool_parser *p, const char *name, si
     }
     struct tool_call *c = &p->calls[p->n_calls];
     *c = (struct tool_call){0};
-    char hex[33];
-    request_id_random(hex);
-    snprintf(c->id, sizeof c->id, "call_%.24s", hex);
+    call_id_new(p->format, c->id);
     if (!(c->name = strndup(name, name_len)))
         return NULL;
     p->open = p->n_calls++;
@@ -594,12 +714,6 @@ static size_t skip_ws(const char *s, size_t n, size_t at)
     while (at < n && is_ws(s[at]))
         at++;
     return at;
-}
-
-/* The arguments' key of a JSON call: "arguments" (hermes), "parameters" (llama3_json). */
-static const char *args_key(enum tool_format f)
-{
-    return f == TOOL_FORMAT_LLAMA3 ? "\"parameters\"" : "\"arguments\"";
 }
 
 /* The head of a hermes or llama3_json call's JSON as the grammar writes it: ws '{' ws "name" ws
@@ -787,15 +901,15 @@ static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, 
     return B_CALL;
 }
 
-/* The call block held so far, while it is not complete: once its name and the start of its
- * arguments show, its call is open with the arguments that came (every byte after the
- * arguments' '{' belongs to them until their '}'). */
-static void block_progress(struct tool_parser *p)
+/* The call block held so far from byte `from` of the held text, while it is not complete: once
+ * its name and the start of its arguments show, its call is open with the arguments that came
+ * (every byte after the arguments' '{' belongs to them until their '}'). */
+static void block_progress(struct tool_parser *p, size_t from)
 {
-    const char *s = p->hold.data ? p->hold.data : "", *name;
-    size_t n = p->hold.len, name_len, args;
+    const char *s = (p->hold.data ? p->hold.data : "") + from, *name;
+    size_t n = p->hold.len - from, name_len, args;
     bool found;
-    bool json = p->format == TOOL_FORMAT_HERMES || p->format == TOOL_FORMAT_LLAMA3;
+    bool json = p->format != TOOL_FORMAT_DEEPSEEK;
     if (json) {
         found = json_head(p->format, s, n, &name, &name_len, &args) > 0;
     } else {
@@ -880,7 +994,84 @@ static void llama3_feed(struct tool_parser *p, bool final, struct ll_buf *conten
             p->state = P_TEXT;
             continue;
         }
-        block_progress(p);
+        block_progress(p, 0);
+        return;
+    }
+}
+
+/* mistral: text, then "[TOOL_CALLS]" and a JSON array of calls. The marker never goes to the
+ * content (it is a special token, in the text only for this parser); an array that does not
+ * open, or an element that is not a call, is text from there on (searched for another marker),
+ * its '[' or ',' included; the array ending without its ']' ends the calls. */
+static void mistral_feed(struct tool_parser *p, bool final, struct ll_buf *content)
+{
+    struct ll_buf *h = &p->hold;
+    for (;;) {
+        const char *s = h->data ? h->data : "";
+        size_t n = h->len, a = skip_ws(s, n, 0);
+        if (p->state == P_OUT) {
+            const char *m = find(s, n, MI_MARK);
+            if (m) {
+                release(p, s, (size_t)(m - s), content);
+                consume(h, (size_t)(m - s) + strlen(MI_MARK));
+                p->state = P_IN;
+                continue;
+            }
+            size_t keep = final ? 0 : partial_suffix(s, n, MI_MARK);
+            release(p, s, n - keep, content);
+            consume(h, n - keep);
+            return;
+        }
+        if (a == n) { /* white space so far */
+            if (!final)
+                return;
+            p->state = P_OUT;
+            continue;
+        }
+        if (p->state == P_IN) { /* after the marker: the array's '[' */
+            p->state = s[a] == '[' ? P_ARRAY : P_OUT;
+            continue;
+        }
+        if (p->state == P_SEP) { /* after a call: ',' and the next, or ']' */
+            if (s[a] == ']') {
+                consume(h, a + 1);
+                p->state = P_OUT;
+            } else {
+                p->state = s[a] == ',' ? P_ARRAY : P_OUT;
+            }
+            continue;
+        }
+        /* P_ARRAY: s[a] is the '[' or ',' before a call */
+        size_t b = skip_ws(s, n, a + 1);
+        if (b == n) {
+            if (!final)
+                return;
+            p->state = P_OUT;
+            continue;
+        }
+        if (s[b] == ']') { /* an empty array, or a ',' before the ']' */
+            consume(h, b + 1);
+            p->state = P_OUT;
+            p->after_call = p->n_calls > 0;
+            continue;
+        }
+        size_t len = s[b] == '{' ? json_end(s + b, n - b) : 0;
+        if (len && parse_json_call(p, s + b, len)) {
+            consume(h, b + len);
+            p->state = P_SEP;
+            continue;
+        }
+        if ((s[b] != '{' || len || final) && drop_open(p)) { /* a call handed out ends here */
+            consume(h, h->len);
+            p->state = P_OUT;
+            p->after_call = true;
+            return;
+        }
+        if (s[b] != '{' || len || final) { /* not a call: text from the '[' or ',' */
+            p->state = P_OUT;
+            continue;
+        }
+        block_progress(p, b);
         return;
     }
 }
@@ -893,7 +1084,9 @@ void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool 
     bool hermes = p->format == TOOL_FORMAT_HERMES;
     if (p->format == TOOL_FORMAT_LLAMA3)
         llama3_feed(p, final, content);
-    for (; p->format != TOOL_FORMAT_LLAMA3;) {
+    else if (p->format == TOOL_FORMAT_MISTRAL)
+        mistral_feed(p, final, content);
+    for (; p->format != TOOL_FORMAT_LLAMA3 && p->format != TOOL_FORMAT_MISTRAL;) {
         const char *s = h->data ? h->data : "";
         size_t n = h->len;
         if (p->state == P_OUT) {
@@ -978,7 +1171,7 @@ void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool 
             consume(h, n);
             break;
         }
-        block_progress(p);
+        block_progress(p, 0);
         break;
     }
     if (final && p->n_calls == 0) {

@@ -12,17 +12,27 @@
  *   llama3_json  Llama 3.1 / 3.2 / 3.3 (their templates ask for it): the answer is the calls
  *                alone, each a JSON object {"name": NAME, "parameters": {...}}, separated by
  *                ";"; an answer that does not start with '{' is text.
+ *   mistral      Mistral-Nemo and the other Mistral templates of [TOOL_CALLS]: text, then
+ *                [TOOL_CALLS][{"name": NAME, "arguments": {...}}, ...] (a JSON array); the model
+ *                ends with its EOS. [TOOL_CALLS] is a special token: the server keeps it in the
+ *                text for the parser (tools_markers), which never puts it into the content.
  * The server picks one at start-up (tools_choose): --tool-parser, else the template's text
- * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, <|python_tag|> or a literal
- * "parameters": key → llama3_json), else hermes.
+ * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, [TOOL_CALLS] → mistral,
+ * <|python_tag|> or a literal "parameters": key → llama3_json), else hermes.
  *
  * Prompt: tools go to the template as the variable `tools` (Hugging Face's convention:
  * [{"type": "function", "function": {...}}]) when the template renders them (found at start-up
  * by rendering a probe tool); otherwise a fallback system prompt lists them and shows the
  * format (appended to the first system message, or a new one). History: an assistant's
- * tool_calls arguments are given to hermes and llama3_json templates as JSON objects (Qwen's and
- * Llama's templates write them with tojson) and to deepseek_v3 ones as the JSON text; tool_choice "none" leaves the
- * tools out of the prompt.
+ * tool_calls arguments are given to hermes, llama3_json and mistral templates as JSON objects
+ * (Qwen's, Llama's and Mistral's templates write them with tojson) and to deepseek_v3 ones as
+ * the JSON text; mistral templates refuse call ids that are not 9 characters long, so for them
+ * a longer id (tool_calls[].id and the tool message's tool_call_id alike) keeps its last 9
+ * characters, as vLLM does, and a shorter one gets '0's in front. tool_choice "none" leaves
+ * the tools out of the prompt.
+ *
+ * Call ids: mistral: 9 random letters and digits (what its templates take back); the others:
+ * "call_" + 24 random hex digits.
  *
  * Grammar: auto: free text, and from the start marker on, well-formed calls to the given
  * functions with arguments matching their parameter schemas (the text may end without any
@@ -51,6 +61,7 @@ enum tool_format {
     TOOL_FORMAT_HERMES,
     TOOL_FORMAT_DEEPSEEK,
     TOOL_FORMAT_LLAMA3,
+    TOOL_FORMAT_MISTRAL,
 };
 
 /* The server's choice. */
@@ -60,13 +71,19 @@ struct tool_setup {
     char why[128];     /* the choice and its reason, for the configuration print */
 };
 
-/* Choose the format (parser: "hermes", "deepseek_v3", "llama3_json", "none", or NULL for
- * detection) and find whether the template renders tools (tmpl may be NULL). */
+/* Choose the format (parser: "hermes", "deepseek_v3", "llama3_json", "mistral", "none", or
+ * NULL for detection) and find whether the template renders tools (tmpl may be NULL). */
 void tools_choose(struct tool_setup *t, const char *parser, const struct chat_template *tmpl,
                   const char *bos, const char *eos);
 
 /* Whether a --tool-parser value is known. */
 bool tools_parser_valid(const char *parser);
+
+#define TOOLS_MAX_MARKERS 8
+/* The marker texts of format f's calls into out (up to TOOLS_MAX_MARKERS); returns how many.
+ * Where the tokenizer has one as a special token, the answer's text must keep that token for
+ * the parser even when special tokens are skipped (engine_params.keep_ids). */
+int tools_markers(enum tool_format f, const char **out);
 
 /* Put the tools of r into the chat template variables ctx (see above): "tools", or the
  * fallback system prompt; tool call arguments in history as the format wants. tools may be
@@ -84,7 +101,7 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
 
 /* One call, parsed or being parsed. */
 struct tool_call {
-    char id[40];        /* "call_" + 24 hex digits */
+    char id[40];        /* per format (see Call ids above) */
     char *name;
     struct ll_buf args; /* the arguments: the model's JSON text (of an object), so far */
     bool done;          /* its block has closed (or the answer ended inside it, once started) */

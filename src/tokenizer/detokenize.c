@@ -60,6 +60,8 @@ enum ll_status tokenizer_decode(const struct tokenizer *tok, const int32_t *ids,
 struct tokenizer_stream {
     const struct tokenizer *tok;
     bool skip_special;
+    int32_t keep[TOKENIZER_STREAM_MAX_KEEP]; /* special ids written all the same */
+    int n_keep;
     unsigned char held[4]; /* start of an unfinished character */
     size_t n_held;
     unsigned char *in; /* held bytes + one token's bytes */
@@ -86,11 +88,27 @@ enum ll_status tokenizer_stream_init(struct tokenizer_stream **out, const struct
     return LL_OK;
 }
 
+bool tokenizer_stream_keep(struct tokenizer_stream *s, int32_t id)
+{
+    if (s->n_keep == TOKENIZER_STREAM_MAX_KEEP)
+        return false;
+    s->keep[s->n_keep++] = id;
+    return true;
+}
+
+static bool kept(const struct tokenizer_stream *s, int32_t id)
+{
+    for (int i = 0; i < s->n_keep; i++)
+        if (s->keep[i] == id)
+            return true;
+    return false;
+}
+
 const char *tokenizer_stream_feed(struct tokenizer_stream *s, int32_t id, size_t *len)
 {
     size_t n_bytes = 0;
     const char *bytes = tokenizer_id_bytes(s->tok, id, &n_bytes);
-    if (!bytes || (s->skip_special && tokenizer_is_special(s->tok, id)))
+    if (!bytes || (s->skip_special && tokenizer_is_special(s->tok, id) && !kept(s, id)))
         n_bytes = 0;
     memcpy(s->in, s->held, s->n_held);
     if (n_bytes)
