@@ -5,7 +5,9 @@
  * while a partial match is possible; min_tokens against eos, stop ids and stop strings;
  * penalties and logit_bias on real logits; logprobs; n > 1 choices sharing the prompt's blocks,
  * each reproducible; the reasoning split with and without "</think>"; and the determinism
- * guarantees (alone, in a batch, preempted, prefix-cached) with every control on.
+ * guarantees (alone, in a batch, preempted, prefix-cached) with every control on; kept special
+ * tokens (keep_ids: written as text when special tokens are skipped, allowed by a grammar where
+ * their text is).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -294,6 +296,68 @@ static void test_stop_strings(void **state)
     ps.n_stop = ENGINE_MAX_STOP_STRINGS + 1;
     assert_int_equal(engine_submit(e, &ps, &bad, &err), LL_EINVAL);
     assert_null(bad);
+    engine_destroy(e);
+}
+
+/* ---- kept special tokens ---- */
+
+#define QUAD_START 151650 /* "<|quad_start|>", a special token of the fixture's tokenizer */
+
+/* A special token in keep_ids is text all the same: written when special tokens are skipped,
+ * and allowed by a grammar where its text is (as Mistral's [TOOL_CALLS] must be for the tool
+ * call parser). Without keep_ids it vanishes from the text, and under the grammar the model
+ * can only spell the text out in ordinary tokens. */
+static void test_keep_ids(void **state)
+{
+    (void)state;
+    struct engine_opts o = {.n_ctx = 256};
+    struct engine *e = make_engine(o);
+    int32_t prompt[16], keep = QUAD_START;
+    make_prompt(prompt, 12, 91);
+    struct sampler_bias force = {QUAD_START, 1000.0f};
+    struct engine_params p = {.prompt = prompt, .n_prompt = 12, .max_tokens = 3,
+                              .ignore_eos = true, .logit_bias = &force, .n_logit_bias = 1};
+    struct result r;
+    run_together(e, &p, 1, &r); /* skipped: no text */
+    assert_int_equal(r.n, 3);
+    assert_int_equal(r.ids[0], QUAD_START);
+    assert_int_equal(r.len, 0);
+    p.keep_ids = &keep;
+    p.n_keep_ids = 1;
+    run_together(e, &p, 1, &r);
+    assert_string_equal(r.text, "<|quad_start|><|quad_start|><|quad_start|>");
+
+    struct gbuild *b = gbuild_new();
+    assert_non_null(b);
+    int root = gb_concat(b, (int[]){gb_literal(b, "<|quad_start|>"), gb_literal(b, "[ok]")}, 2);
+    struct grammar *g = NULL;
+    struct ll_err err = {0};
+    assert_int_equal(gbuild_finish(b, root, &g, &err), LL_OK);
+    gbuild_free(b);
+    p.grammar = g;
+    p.max_tokens = 40;
+    run_together(e, &p, 1, &r); /* the marker in one token, then the rest spelled out */
+    assert_int_equal(r.finish, ENGINE_FINISH_STOP);
+    assert_int_equal(r.ids[0], QUAD_START);
+    for (int i = 1; i < r.n; i++)
+        assert_int_not_equal(r.ids[i], QUAD_START);
+    assert_string_equal(r.text, "<|quad_start|>[ok]");
+    p.n_keep_ids = 0;
+    run_together(e, &p, 1, &r); /* not kept: the grammar lets it be spelled out only */
+    assert_int_equal(r.finish, ENGINE_FINISH_STOP);
+    assert_true(r.n > 2);
+    for (int i = 0; i < r.n; i++)
+        assert_int_not_equal(r.ids[i], QUAD_START);
+    assert_string_equal(r.text, "<|quad_start|>[ok]");
+    grammar_unref(g);
+
+    int32_t bad = 1 << 30; /* outside the vocabulary */
+    struct engine_params q = {.prompt = prompt, .n_prompt = 12, .keep_ids = &bad,
+                              .n_keep_ids = 1};
+    struct engine_req *req;
+    assert_int_equal(engine_submit(e, &q, &req, &err), LL_EINVAL);
+    q.n_keep_ids = ENGINE_MAX_KEEP_IDS + 1;
+    assert_int_equal(engine_submit(e, &q, &req, &err), LL_EINVAL);
     engine_destroy(e);
 }
 
@@ -723,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_n_choices),
         cmocka_unit_test(test_reasoning),
+        cmocka_unit_test(test_keep_ids),
         cmocka_unit_test(test_determinism_all_controls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
