@@ -37,18 +37,22 @@
 bool tools_parser_valid(const char *parser)
 {
     return !strcmp(parser, "hermes") || !strcmp(parser, "deepseek_v3") ||
-           !strcmp(parser, "llama3_json") || !strcmp(parser, "mistral") ||
-           !strcmp(parser, "none");
+           !strcmp(parser, "llama3_json") || !strcmp(parser, "mistral") || !strcmp(parser, "none");
 }
 
 static const char *format_name(enum tool_format f)
 {
     switch (f) {
-    case TOOL_FORMAT_NONE: return "none";
-    case TOOL_FORMAT_HERMES: return "hermes";
-    case TOOL_FORMAT_DEEPSEEK: return "deepseek_v3";
-    case TOOL_FORMAT_LLAMA3: return "llama3_json";
-    case TOOL_FORMAT_MISTRAL: return "mistral";
+    case TOOL_FORMAT_NONE:
+        return "none";
+    case TOOL_FORMAT_HERMES:
+        return "hermes";
+    case TOOL_FORMAT_DEEPSEEK:
+        return "deepseek_v3";
+    case TOOL_FORMAT_LLAMA3:
+        return "llama3_json";
+    case TOOL_FORMAT_MISTRAL:
+        return "mistral";
     }
     return "?";
 }
@@ -425,8 +429,7 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
         start = gb_literal(b, MI_MARK);
         int more = gb_concat(b, (int[]){ws, gb_literal(b, ","), ws, call}, 4);
         int calls = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
-        rest = gb_concat(b, (int[]){ws, gb_literal(b, "["), ws, calls, ws, gb_literal(b, "]")},
-                         6);
+        rest = gb_concat(b, (int[]){ws, gb_literal(b, "["), ws, calls, ws, gb_literal(b, "]")}, 6);
     } else {
         /* rest ::= call ("\n" call)* "<｜tool▁calls▁end｜>" */
         start = gb_literal(b, DS_BLOCK_OPEN);
