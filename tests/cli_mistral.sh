@@ -1,0 +1,88 @@
+#!/bin/sh
+# cli_mistral.sh: a Mistral model end to end with the real Mistral-Nemo tokenizer and chat
+# template (models/mistral-nemo-tokenizer) on a random tiny Mistral made by mkmodel: its
+# config.json as Mistral-Nemo publishes it (MistralForCausalLM, head_dim, sliding_window null,
+# BOS <s> 1, EOS </s> 2, no sampling defaults); the presets' shapes; the template's [INST]
+# turns; greedy generation the same twice and the same from a quantized directory as from
+# --quant at load; a sliding window shorter than the context caps it, and a longer --ctx is
+# refused by name; the server streams an answer equal to the non-streamed one, and exits 0 on
+# SIGTERM. (Its tool calls: tests/cli_mistral_tools.sh.)
+cli="${LLAISYS_CLI:-./llaisys-cli}"
+tok=models/mistral-nemo-tokenizer
+. tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
+
+for tool in curl jq; do
+    command -v "$tool" >/dev/null || { echo "not ok mistral tests need $tool"; exit 0; }
+done
+m="$tmp/mis"
+"$cli" mkmodel --preset tiny --family mistral --head-dim 32 --vocab 131072 --seed 3 \
+    --tokenizer "$tok" "$m" 2>"$tmp/mk.err"
+check "mkmodel --family mistral with the Mistral-Nemo tokenizer" $?
+jq -e '.architectures == ["MistralForCausalLM"] and .model_type == "mistral" and
+        .head_dim == 32 and .sliding_window == null and .bos_token_id == 1 and
+        .eos_token_id == 2 and (has("attention_bias") | not)' "$m/config.json" >/dev/null &&
+    jq -e '. == {"_from_model_config": true, "bos_token_id": 1, "eos_token_id": 2}' \
+        "$m/generation_config.json" >/dev/null &&
+    grep -q '"model.layers.1.self_attn.q_proj.weight":{"dtype":"BF16","shape":\[128,64\]' \
+        "$m/model.safetensors" &&
+    ! grep -q 'q_proj.bias' "$m/model.safetensors" && ! grep -q 'q_norm' "$m/model.safetensors"
+check "mistral config.json (bos <s>, eos </s>, head_dim), no sampling defaults, no biases" $?
+
+"$cli" mkmodel --preset mistral-nemo-12b --layers 1 --vocab 1024 --tokenizer "$tok" \
+    "$tmp/nemo" 2>/dev/null &&
+    jq -e '.hidden_size == 5120 and .num_attention_heads == 32 and .num_key_value_heads == 8
+        and .head_dim == 128 and .intermediate_size == 14336 and .rope_theta == 1000000.0
+        and .max_position_embeddings == 1024000 and .rms_norm_eps == 1e-05
+        and .tie_word_embeddings == false' "$tmp/nemo/config.json" >/dev/null
+check "mkmodel --preset mistral-nemo-12b has Mistral-Nemo's shapes" $?
+rm -rf "$tmp/nemo"
+
+printf '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},{"role":"user","content":"Sum?"}],"add_generation_prompt":true}' |
+    "$cli" template --model "$m" >"$tmp/render.txt" 2>/dev/null &&
+    [ "$(cat "$tmp/render.txt")" = "<s>[INST]Hi[/INST]Hello!</s>[INST]Be brief.
+
+Sum?[/INST]" ]
+check "the Mistral-Nemo template: [INST] turns, the system prompt in the last user turn" $?
+printf '[INST]Hi[/INST]' | "$cli" tokenize --model "$m" >"$tmp/ids.txt" 2>/dev/null &&
+    [ "$(cat "$tmp/ids.txt")" = "1 3 37133 4" ]
+check "the tekken tokenizer: BOS, [INST] and [/INST] as control tokens, 'Hi' one token" $?
+
+g1=$("$cli" generate --model "$m" --chat "Hello there" -n 12 --temp 0 2>/dev/null)
+g2=$("$cli" generate --model "$m" --chat "Hello there" -n 12 --temp 0 2>/dev/null)
+[ -n "$g1" ] && [ "$g1" = "$g2" ]
+check "mistral greedy generation is the same twice" $?
+
+"$cli" quantize --model "$m" --type q4_k_m "$tmp/misq" 2>/dev/null &&
+    gq=$("$cli" generate --model "$tmp/misq" --chat "Hello there" -n 12 --temp 0 2>/dev/null) &&
+    gl=$("$cli" generate --model "$m" --quant q4_k_m --chat "Hello there" -n 12 --temp 0 \
+        2>/dev/null) &&
+    [ -n "$gq" ] && [ "$gq" = "$gl" ]
+check "mistral quantized directory generates as --quant at load (q4_k_m)" $?
+
+# a window shorter than max_position_embeddings (4096): the longest context
+cp -r "$m" "$tmp/win"
+jq '.sliding_window = 64' "$m/config.json" >"$tmp/win/config.json"
+"$cli" generate --model "$tmp/win" --prompt "Hello" -n 4 --temp 0 --ctx 65 2>"$tmp/win.err"
+[ $? -ne 0 ] && grep -q 'sliding window of 64 (config.json sliding_window)' "$tmp/win.err" &&
+    grep -q -- '--ctx 64 or less' "$tmp/win.err"
+check "mistral: a context longer than sliding_window is refused, naming both" $?
+"$cli" bench --model "$tmp/win" --pp 16 --tg 4 --reps 1 >"$tmp/win.out" 2>&1 &&
+    grep -q 'sliding window 64 (the longest context)' "$tmp/win.out"
+check "mistral: bench states the window as the longest context" $?
+rm -rf "$tmp/win"
+
+start mis --model "$m" --threads 1 || exit 1
+
+chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
+body='"messages":[{"role":"user","content":"What is 12345 + 678?"}],"max_tokens":8,"temperature":0'
+on=$(chat "{$body}")
+st=$(curl -s -N -m 60 -H 'Content-Type: application/json' -d "{$body,\"stream\":true}" \
+    "$URL/v1/chat/completions")
+text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
+    jq -j '.choices[0].delta.content // ""')
+[ "$(printf '%s' "$on" | jq -r .choices[0].finish_reason)" = length ] &&
+    printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' &&
+    [ "$text" = "$(printf '%s' "$on" | jq -j '.choices[0].message.content')" ]
+check "mistral stream: the same text as the non-streamed answer, then [DONE]" $?
+
+stop mis
