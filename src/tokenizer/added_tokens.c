@@ -75,7 +75,7 @@ static size_t char_before(const unsigned char *s, size_t end)
     return i;
 }
 
-static uint8_t class_at(const struct tokenizer *tok, const unsigned char *s, size_t n, size_t i,
+static uint16_t class_at(const struct tokenizer *tok, const unsigned char *s, size_t n, size_t i,
                         size_t *len)
 {
     uint32_t cp;

@@ -16,7 +16,7 @@
 
 #include "tokenizer_impl.h"
 
-void tok_nfc_table_init(uint8_t *table)
+void tok_nfc_table_init(uint16_t *table)
 {
     utf8proc_int32_t buf[32];
     for (utf8proc_int32_t c = 0; c < 0x10000; c++) {
@@ -28,7 +28,7 @@ void tok_nfc_table_init(uint8_t *table)
         /* everything after the first character of a decomposition can compose backwards */
         for (utf8proc_ssize_t i = 1; i < n; i++)
             if (buf[i] < 0x10000)
-                table[buf[i]] |= 0x80; /* temporary mark: "a second part" */
+                table[buf[i]] |= TOK_CP_NFC_SCRATCH; /* "a second part" */
         if (p->combining_class != 0 || (c >= 0xD800 && c <= 0xDFFF))
             continue;
         utf8proc_ssize_t m = utf8proc_normalize_utf32(buf, n, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
@@ -36,8 +36,8 @@ void tok_nfc_table_init(uint8_t *table)
             table[c] |= TOK_CP_NFC_OK;
     }
     for (size_t c = 0; c < 0x10000; c++)
-        if (table[c] & 0x80)
-            table[c] &= (uint8_t)~(0x80 | TOK_CP_NFC_OK);
+        if (table[c] & TOK_CP_NFC_SCRATCH)
+            table[c] &= (uint16_t)~(TOK_CP_NFC_SCRATCH | TOK_CP_NFC_OK);
 }
 
 /* Whether s is NFC without looking further. */

@@ -1,31 +1,70 @@
 /*
- * pretokenize.c: the Qwen2 and Llama 3 pre-tokenizers, a hand-written matcher for exactly the
- * split regex
+ * pretokenize.c: the pre-tokenizers, one hand-written matcher for exactly three split regexes:
  *
- *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|
- *   \s*[\r\n]+|\s+(?!\S)|\s+
+ *   Qwen2's:   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
+ *              ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   Llama 3's: the same with \p{N}{1,3} for \p{N} (digits go in runs of up to three)
+ *   tekken's (Mistral-Nemo): no contractions; words split where the case changes,
+ *              [^\r\n\p{L}\p{N}]?[U]*[W]+|[^\r\n\p{L}\p{N}]?[U]+[W]*, with
+ *              U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and W = [\p{Ll}\p{Lm}\p{Lo}\p{M}]; then
+ *              \p{N}, ?[^\s\p{L}\p{N}]+[\r\n/]* and the same three white-space alternatives
  *
- * (Qwen2's; Llama 3's is the same with \p{N}{1,3} for \p{N}: digits go in runs of up to three)
  * with the leftmost-first alternation and greedy backtracking of the regex engines Hugging Face
- * uses, over Unicode general categories from utf8proc (\p{L}, \p{N}) and the White_Space
- * property (\s). Every character of the input belongs to exactly one match, so the pieces cover
+ * uses, over Unicode general categories from utf8proc (\p{L}, \p{N}, \p{M}, letter cases) and
+ * the White_Space property (\s). The differences between the three are the data of struct
+ * split_rules. Every character of the input belongs to exactly one match, so the pieces cover
  * the text. Linear time: each alternative decides by looking at most two characters ahead, plus
- * one scan of a run that the match then consumes.
+ * scans of a run that either the match consumes or the next match, which starts inside it,
+ * consumes whole (see cased_word_lower()).
  *
  * Also owns the code point class table (built per tokenizer at load; read-only afterwards).
  * Any thread.
  */
+#include <string.h>
 #include <utf8proc.h>
 
 #include "tokenizer_impl.h"
+#include "util.h"
 
-const char tok_qwen2_pattern[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
-    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* What tells the patterns apart. */
+static const struct split_rules {
+    const char *name;    /* for messages */
+    const char *pattern; /* as tokenizer.json writes it */
+    bool contractions;   /* (?i:'s|'t|'re|'ve|'m|'ll|'d) comes first */
+    bool cased_words;    /* tekken's two word alternatives instead of [^\r\n\p{L}\p{N}]?\p{L}+ */
+    int max_digits;      /* \p{N}{1,max_digits} */
+    bool symbol_slash;   /* a symbol run ends in [\r\n/]*, not [\r\n]* */
+} split_rules[] = {
+    [TOK_SPLIT_QWEN2] = {"Qwen2",
+                         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+                         " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+                         true, false, 1, false},
+    [TOK_SPLIT_LLAMA3] = {"Llama 3",
+                          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
+                          " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+                          true, false, 3, false},
+    [TOK_SPLIT_TEKKEN] = {"Mistral-Nemo (tekken)",
+                          "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*"
+                          "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?"
+                          "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+                          "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+                          false, true, 1, true},
+};
 
-const char tok_llama3_pattern[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
-    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+bool tok_split_find(const char *regex, enum tok_split *out)
+{
+    for (size_t i = 0; i < LL_ARRAY_LEN(split_rules); i++)
+        if (!strcmp(regex, split_rules[i].pattern)) {
+            *out = (enum tok_split)i;
+            return true;
+        }
+    return false;
+}
+
+const char *tok_split_name(enum tok_split kind)
+{
+    return split_rules[kind].name;
+}
 
 static bool is_white_space(uint32_t c)
 {
@@ -34,16 +73,20 @@ static bool is_white_space(uint32_t c)
            c == 0x205F || c == 0x3000;
 }
 
-static uint8_t classify(uint32_t c)
+static uint16_t classify(uint32_t c)
 {
-    uint8_t k = 0;
+    uint16_t k = 0;
     switch (utf8proc_category((utf8proc_int32_t)c)) {
     case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
     case UTF8PROC_CATEGORY_LT:
+        k = TOK_CP_L | TOK_CP_WORD | TOK_CP_UPPERISH;
+        break;
+    case UTF8PROC_CATEGORY_LL:
+        k = TOK_CP_L | TOK_CP_WORD | TOK_CP_LOWERISH;
+        break;
     case UTF8PROC_CATEGORY_LM:
     case UTF8PROC_CATEGORY_LO:
-        k = TOK_CP_L | TOK_CP_WORD;
+        k = TOK_CP_L | TOK_CP_WORD | TOK_CP_UPPERISH | TOK_CP_LOWERISH;
         break;
     case UTF8PROC_CATEGORY_ND:
     case UTF8PROC_CATEGORY_NL:
@@ -55,6 +98,8 @@ static uint8_t classify(uint32_t c)
     case UTF8PROC_CATEGORY_MN:
     case UTF8PROC_CATEGORY_MC:
     case UTF8PROC_CATEGORY_ME:
+        k = TOK_CP_WORD | TOK_CP_UPPERISH | TOK_CP_LOWERISH;
+        break;
     case UTF8PROC_CATEGORY_PC:
         k = TOK_CP_WORD;
         break;
@@ -70,13 +115,13 @@ static uint8_t classify(uint32_t c)
     return k;
 }
 
-void tok_cp_class_init(uint8_t *table)
+void tok_cp_class_init(uint16_t *table)
 {
     for (uint32_t c = 0; c < 0x10000; c++)
         table[c] = classify(c);
 }
 
-uint8_t tok_cp_class(const struct tokenizer *tok, uint32_t cp)
+uint16_t tok_cp_class(const struct tokenizer *tok, uint32_t cp)
 {
     return cp < 0x10000 ? tok->cp_class[cp] : classify(cp);
 }
@@ -84,52 +129,58 @@ uint8_t tok_cp_class(const struct tokenizer *tok, uint32_t cp)
 /* The text being split; all positions are byte offsets at character starts. */
 struct text {
     const struct tokenizer *tok;
+    const struct split_rules *rules;
     const unsigned char *s;
     size_t n;
 };
 
 /* Length, code point and class of the character at i (< n). */
-static inline size_t char_at(const struct text *t, size_t i, uint32_t *cp, uint8_t *cls)
+static inline size_t char_at(const struct text *t, size_t i, uint32_t *cp, uint16_t *cls)
 {
     size_t len = tok_utf8_decode(t->s + i, t->n - i, cp);
     *cls = tok_cp_class(t->tok, *cp);
     return len;
 }
 
-static inline uint8_t class_at(const struct text *t, size_t i)
+/* Class of the character at i, 0 at the end of the text. */
+static inline uint16_t class_at(const struct text *t, size_t i)
 {
+    if (i >= t->n)
+        return 0;
     uint32_t cp;
-    uint8_t k;
+    uint16_t k;
     char_at(t, i, &cp, &k);
     return k;
 }
 
-/* End of the run of characters from i whose class has any of `want` and none of `avoid`. */
-static size_t scan_run(const struct text *t, size_t i, uint8_t want, uint8_t avoid)
+/* End of the run of characters from i whose class has any of `want`. */
+static size_t scan_run(const struct text *t, size_t i, uint16_t want)
 {
     while (i < t->n) {
         uint32_t cp;
-        uint8_t k;
+        uint16_t k;
         size_t len = char_at(t, i, &cp, &k);
-        if (!(k & want) || (k & avoid))
+        if (!(k & want))
             break;
         i += len;
     }
     return i;
 }
 
-/* `[^\s\p{L}\p{N}]+[\r\n]*` from i, where the character at i is known to be in the class. */
+/* `[^\s\p{L}\p{N}]+[\r\n]*` (or `[\r\n/]*`) from i, where the character at i is known to be
+ * in the class. */
 static size_t scan_symbols(const struct text *t, size_t i)
 {
     while (i < t->n) {
         uint32_t cp;
-        uint8_t k;
+        uint16_t k;
         size_t len = char_at(t, i, &cp, &k);
         if (k & (TOK_CP_WS | TOK_CP_L | TOK_CP_N))
             break;
         i += len;
     }
-    while (i < t->n && (t->s[i] == '\r' || t->s[i] == '\n'))
+    bool slash = t->rules->symbol_slash;
+    while (i < t->n && (t->s[i] == '\r' || t->s[i] == '\n' || (slash && t->s[i] == '/')))
         i++;
     return i;
 }
@@ -140,7 +191,7 @@ static size_t contraction(const struct text *t, size_t i1)
     if (i1 >= t->n)
         return 0;
     uint32_t c;
-    uint8_t k;
+    uint16_t k;
     size_t len = char_at(t, i1, &c, &k);
     /* case-insensitive: U+017F (long s) folds to s */
     if (c == 's' || c == 'S' || c == 0x17F || c == 't' || c == 'T' || c == 'm' || c == 'M' ||
@@ -157,28 +208,72 @@ static size_t contraction(const struct text *t, size_t i1)
     return 0;
 }
 
+/*
+ * tekken's `[U]*[W]+` from p: end of the match, or 0. The greedy U* takes the whole run of U
+ * to u; if W+ can start at u (a character in W but not U: Ll), it takes the run of W from
+ * there. Otherwise U* gives characters back one at a time until the last one it gave back is
+ * in W (Lm, Lo, a mark: in both sets); W+ takes that one and stops at the next, which is not
+ * in W. So the match ends after the run's last character in W, and fails when there is none.
+ * What it leaves of the run are capitals (Lu, Lt), which the next match, `[U]+[W]*`, takes
+ * whole.
+ */
+static size_t cased_word_lower(const struct text *t, size_t p)
+{
+    size_t i = p, after_last_w = 0;
+    while (i < t->n) {
+        uint32_t cp;
+        uint16_t k;
+        size_t len = char_at(t, i, &cp, &k);
+        if (!(k & TOK_CP_UPPERISH))
+            break;
+        i += len;
+        if (k & TOK_CP_LOWERISH)
+            after_last_w = i;
+    }
+    if (class_at(t, i) & TOK_CP_LOWERISH)
+        return scan_run(t, i, TOK_CP_LOWERISH);
+    return after_last_w;
+}
+
+/* tekken's `[U]+[W]*` from p: end of the match, or 0. Nothing to give back: W* may be empty. */
+static size_t cased_word_upper(const struct text *t, size_t p)
+{
+    size_t u = scan_run(t, p, TOK_CP_UPPERISH);
+    return u == p ? 0 : scan_run(t, u, TOK_CP_LOWERISH);
+}
+
 /* End of the match that starts at i (< n). */
 static size_t match_at(const struct text *t, size_t i)
 {
+    const struct split_rules *r = t->rules;
     uint32_t c0;
-    uint8_t k0;
+    uint16_t k0;
     size_t i1 = i + char_at(t, i, &c0, &k0);
     size_t end;
+    /* [^\r\n\p{L}\p{N}]? before a word: tried taken first, then not */
+    bool prefix = !(k0 & (TOK_CP_CRLF | TOK_CP_L | TOK_CP_N));
 
     /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
-    if (c0 == '\'' && (end = contraction(t, i1)) != 0)
+    if (r->contractions && c0 == '\'' && (end = contraction(t, i1)) != 0)
         return end;
-    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
-    if (k0 & TOK_CP_L)
-        return scan_run(t, i1, TOK_CP_L, 0);
-    if (!(k0 & (TOK_CP_CRLF | TOK_CP_L | TOK_CP_N)) && i1 < t->n && (class_at(t, i1) & TOK_CP_L))
-        return scan_run(t, i1, TOK_CP_L, 0);
+    if (r->cased_words) {
+        /* [^\r\n\p{L}\p{N}]?[U]*[W]+|[^\r\n\p{L}\p{N}]?[U]+[W]* */
+        if ((prefix && (end = cased_word_lower(t, i1))) || (end = cased_word_lower(t, i)) ||
+            (prefix && (end = cased_word_upper(t, i1))) || (end = cased_word_upper(t, i)))
+            return end;
+    } else {
+        /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+        if (k0 & TOK_CP_L)
+            return scan_run(t, i1, TOK_CP_L);
+        if (prefix && (class_at(t, i1) & TOK_CP_L))
+            return scan_run(t, i1, TOK_CP_L);
+    }
     /* \p{N}{1,max_digits} */
     if (k0 & TOK_CP_N) {
         size_t end = i1;
-        for (int d = 1; d < t->tok->max_digits && end < t->n; d++) {
+        for (int d = 1; d < r->max_digits && end < t->n; d++) {
             uint32_t cp;
-            uint8_t k;
+            uint16_t k;
             size_t len = char_at(t, end, &cp, &k);
             if (!(k & TOK_CP_N))
                 break;
@@ -186,7 +281,7 @@ static size_t match_at(const struct text *t, size_t i)
         }
         return end;
     }
-    /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
+    /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' ([\r\n/]* for tekken) */
     if (!(k0 & TOK_CP_WS))
         return scan_symbols(t, i1);
     if (c0 == ' ' && i1 < t->n && !(class_at(t, i1) & (TOK_CP_WS | TOK_CP_L | TOK_CP_N)))
@@ -196,7 +291,7 @@ static size_t match_at(const struct text *t, size_t i)
     size_t j = i, last = i, crlf_end = 0;
     while (j < t->n) {
         uint32_t cp;
-        uint8_t k;
+        uint16_t k;
         size_t len = char_at(t, j, &cp, &k);
         if (!(k & TOK_CP_WS))
             break;
@@ -220,7 +315,7 @@ static size_t match_at(const struct text *t, size_t i)
 enum ll_status tok_pretokenize(const struct tokenizer *tok, const char *s, size_t n,
                                tok_part_fn fn, void *ctx)
 {
-    struct text t = {tok, (const unsigned char *)s, n};
+    struct text t = {tok, &split_rules[tok->split], (const unsigned char *)s, n};
     size_t i = 0;
     while (i < n) {
         size_t end = match_at(&t, i);

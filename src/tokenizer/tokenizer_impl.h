@@ -142,25 +142,36 @@ enum ll_status tok_added_split(const struct tokenizer *tok, const struct tok_tri
 
 /* ---- code point classes (pretokenize.c) ---- */
 enum {
-    TOK_CP_L = 1,    /* \p{L} */
-    TOK_CP_N = 2,    /* \p{N} */
-    TOK_CP_WS = 4,   /* \s (White_Space) */
-    TOK_CP_CRLF = 8, /* \r or \n */
-    TOK_CP_WORD = 16,  /* \w (letters, marks, digits, connector punctuation, joiners) */
-    TOK_CP_NFC_OK = 32 /* NFC leaves it alone whatever its neighbours (normalize.c) */
+    TOK_CP_L = 1,             /* \p{L} */
+    TOK_CP_N = 2,             /* \p{N} */
+    TOK_CP_WS = 4,            /* \s (White_Space) */
+    TOK_CP_CRLF = 8,          /* \r or \n */
+    TOK_CP_WORD = 16,         /* \w (letters, marks, digits, connector punctuation, joiners) */
+    TOK_CP_NFC_OK = 32,       /* NFC leaves it alone whatever its neighbours (normalize.c) */
+    TOK_CP_UPPERISH = 64,     /* [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (tekken's word head) */
+    TOK_CP_NFC_SCRATCH = 128, /* used by tok_nfc_table_init() while it builds, then clear */
+    TOK_CP_LOWERISH = 256,    /* [\p{Ll}\p{Lm}\p{Lo}\p{M}] (tekken's word tail) */
 };
 /* Fill the class table of the Basic Multilingual Plane (65536 entries). */
-void tok_cp_class_init(uint8_t *table);
+void tok_cp_class_init(uint16_t *table);
 /* Class of any code point. */
-uint8_t tok_cp_class(const struct tokenizer *tok, uint32_t cp);
-/* Split s by the tokenizer's pre-tokenizer regex (Qwen2's or Llama 3's, tok->max_digits),
- * calling fn(ctx, piece, len, -1) per piece. */
+uint16_t tok_cp_class(const struct tokenizer *tok, uint32_t cp);
+
+/* The pre-tokenizer split patterns implemented (pretokenize.c). */
+enum tok_split {
+    TOK_SPLIT_QWEN2,  /* Qwen2's: digits one by one, contractions */
+    TOK_SPLIT_LLAMA3, /* Llama 3's: Qwen2's with digits in runs of up to three */
+    TOK_SPLIT_TEKKEN, /* Mistral-Nemo's: words split where the case changes, no contractions */
+};
+/* The kind whose regex is exactly `regex` as tokenizer.json writes it: true and *out set, or
+ * false when it is none of them. */
+bool tok_split_find(const char *regex, enum tok_split *out);
+/* A kind's name, for messages ("Qwen2", "Llama 3", "Mistral-Nemo (tekken)"). */
+const char *tok_split_name(enum tok_split kind);
+/* Split s by the tokenizer's pre-tokenizer regex (tok->split), calling fn(ctx, piece, len, -1)
+ * per piece. */
 enum ll_status tok_pretokenize(const struct tokenizer *tok, const char *s, size_t n,
                                tok_part_fn fn, void *ctx);
-/* The pre-tokenizer patterns implemented, as tokenizer.json writes them: Qwen2's splits digits
- * one by one, Llama 3's (otherwise the same) in runs of up to three. */
-extern const char tok_qwen2_pattern[];
-extern const char tok_llama3_pattern[];
 
 /* ---- UTF-8 (utf8.h) ---- */
 /* Decode one character of valid UTF-8 (n ≥ 1); returns its length. */
@@ -186,7 +197,7 @@ size_t tok_byte_level_decode(const char *s, size_t len, char *out);
 
 /* ---- normalizer (normalize.c) ---- */
 /* Set TOK_CP_NFC_OK in the class table of the Basic Multilingual Plane. */
-void tok_nfc_table_init(uint8_t *table);
+void tok_nfc_table_init(uint16_t *table);
 /* NFC of valid UTF-8 s: *out is either s itself (already NFC, *owned = false) or a malloc'd copy
  * (*owned = true). tok may be NULL (no quick check). LL_OK or LL_ENOMEM. */
 enum ll_status tok_nfc(const struct tokenizer *tok, const char *s, size_t n, const char **out,
@@ -223,7 +234,7 @@ struct tokenizer {
     int32_t byte_id[256];      /* id of each single byte's token, -1 if none */
     uint32_t byte_to_cp[256];
     bool ignore_merges;        /* BPE option: a pre-token that is a token is taken whole */
-    int max_digits;            /* the split's \p{N}{1,max_digits}: 1 Qwen2, 3 Llama 3 */
+    enum tok_split split;      /* the pre-tokenizer's pattern */
     bool nfc;                  /* normalizer is NFC (else none) */
 
     struct tok_added *added; /* (n_added) */
@@ -236,7 +247,7 @@ struct tokenizer {
     int32_t bos_id, eos_id;
     char *bos_token, *eos_token; /* malloc'd, may be NULL */
 
-    uint8_t *cp_class; /* (65536) classes of the BMP */
+    uint16_t *cp_class; /* (65536) classes of the BMP: TOK_CP_* bits */
     struct tok_cache *cache;
 };
 

@@ -4,8 +4,8 @@
  *
  * Read from tokenizer.json: model (BPE: vocab, merges in "a b" or ["a","b"] form,
  * ignore_merges), added_tokens (id, content, single_word, lstrip, rstrip, normalized, special),
- * normalizer (none or NFC), pre_tokenizer (the Qwen2 or Llama 3 split regex followed by ByteLevel
- * without its own regex; anything else is refused by name), post_processor
+ * normalizer (none or NFC), pre_tokenizer (the Qwen2, Llama 3 or Mistral-Nemo split regex followed
+ * by ByteLevel without its own regex; anything else is refused by name), post_processor
  * (TemplateProcessing, ByteLevel, Sequence of these, or none) and decoder (ByteLevel).
  * Every problem is reported as "FILE: FIELD: what is wrong" and everything built so far is
  * freed. Runs once on the loading thread; the result is read-only afterwards.
@@ -307,8 +307,9 @@ static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
     const char *type = type_of(p);
     const cJSON *list = ll_json_member(p, "pretokenizers");
     if (!type || strcmp(type, "Sequence") || !cJSON_IsArray(list) || cJSON_GetArraySize(list) != 2)
-        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer: only a Sequence of [Split with the Qwen2 "
-                    "or Llama 3 pattern, ByteLevel] is supported (found %s)", type ? type : "none");
+        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer: only a Sequence of [Split with the Qwen2, "
+                    "Llama 3 or Mistral-Nemo pattern, ByteLevel] is supported (found %s)",
+                    type ? type : "none");
     const cJSON *split = list->child, *bl = split->next;
     const char *t0 = type_of(split), *t1 = type_of(bl);
     if (!t0 || strcmp(t0, "Split") || !t1 || strcmp(t1, "ByteLevel"))
@@ -318,14 +319,11 @@ static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
     if (!cJSON_IsString(regex))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern: expected "
                     "{\"Regex\": ...}");
-    if (!strcmp(regex->valuestring, tok_qwen2_pattern))
-        L->tok->max_digits = 1;
-    else if (!strcmp(regex->valuestring, tok_llama3_pattern))
-        L->tok->max_digits = 3;
-    else
+    if (!tok_split_find(regex->valuestring, &L->tok->split))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex: only the "
-                    "Qwen2 pattern %s and Llama 3's (\\p{N}{1,3} for \\p{N}) are implemented, "
-                    "found %.120s", tok_qwen2_pattern, regex->valuestring);
+                    "split patterns of %s, %s and %s are implemented, found %.160s",
+                    tok_split_name(TOK_SPLIT_QWEN2), tok_split_name(TOK_SPLIT_LLAMA3),
+                    tok_split_name(TOK_SPLIT_TEKKEN), regex->valuestring);
     const cJSON *behavior = ll_json_member(split, "behavior");
     if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated"))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior: only "
@@ -560,7 +558,7 @@ enum ll_status tokenizer_load(struct tokenizer **out, const char *model_dir, str
     if (st == LL_OK)
         st = load_tokenizer_json(&L, root);
     cJSON_Delete(root);
-    if (st == LL_OK && !(tok->cp_class = malloc(0x10000)))
+    if (st == LL_OK && !(tok->cp_class = malloc(0x10000 * sizeof *tok->cp_class)))
         st = no_memory(&L);
     if (st == LL_OK) {
         tok_cp_class_init(tok->cp_class);
