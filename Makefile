@@ -252,6 +252,8 @@ $(API_EXAMPLE): tests/api_example.c $(TEST_PREFIX)/lib/pkgconfig/llaisys.pc
 $(BUILD)/tests/test_qmatmul_amx.o: CFLAGS += -Isrc/kernels
 # test_matmul asks isa.h whether the AMX tiles can run here.
 $(BUILD)/tests/test_matmul.o: CFLAGS += -Isrc/kernels
+# test_tokenizer checks the pre-tokenizer's split (src/tokenizer/tokenizer_impl.h) by itself.
+$(BUILD)/tests/test_tokenizer.o: CFLAGS += -Isrc/tokenizer
 $(TEST_SUPPORT): $(TEST_SUPPORT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -3,7 +3,8 @@
 # on the DeepSeek-R1-Distill-Qwen tokenizer of tests/fixtures/tiny-qwen2: fixture cases through
 # standard input (expected ids copied from tests/fixtures/tokenizer-cases.json), --no-bos, a
 # round trip through a pipe, exact text out of detokenize, --help, and bad arguments or a bad
-# --model directory failing with a message.
+# --model directory failing with a message; and Mistral-Nemo's tokenizer (models/mistral-nemo-tokenizer)
+# on two fixture cases and a round trip.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 model=tests/fixtures/tiny-qwen2
 . tests/lib/harness.sh # $tmp, check
@@ -92,3 +93,20 @@ cp "$tmp/zh.txt" "$tmp/bench.txt" && printf 'Hello, world! int main(void) { retu
 "$cli" bench-tokenizer --model "$model" --passes 1 "$tmp/bench.txt" >"$tmp/bench" 2>&1 &&
     grep -q "^load: " "$tmp/bench" && grep -q "MB/s" "$tmp/bench" && grep -q "round trip: ok" "$tmp/bench"
 check "bench-tokenizer on a file" $?
+
+# Mistral-Nemo's tokenizer: the tekken split (expected ids copied from
+# tests/fixtures/mistral-nemo-tokenizer-cases.json, slashes_bos and caps_then_lower)
+nemo=models/mistral-nemo-tokenizer
+out=$(printf 'a/b//c\n' | "$cli" tokenize --model "$nemo")
+[ "$out" = "1 1097 15836 1555 1099 1010" ]
+check "tokenize Mistral-Nemo: BOS, slashes kept after symbols and a line break" $?
+
+printf 'HTTPServer XMLParser IOError ABCdef' >"$tmp/nemo.txt"
+out=$("$cli" tokenize --model "$nemo" --no-bos <"$tmp/nemo.txt")
+[ "$out" = "30499 11473 23521 18067 19989 4507 24176 3149" ]
+check "tokenize Mistral-Nemo: words split where the case changes" $?
+
+# shellcheck disable=SC2086
+"$cli" detokenize --model "$nemo" $out >"$tmp/back"
+cmp -s "$tmp/nemo.txt" "$tmp/back"
+check "Mistral-Nemo tokenize | detokenize round trip" $?

@@ -1,8 +1,9 @@
 /* test_chat_encode.c: the whole prompt path of a chat request: messages → the model's chat
  * template (from tokenizer_config.json) → token ids without an added BOS (the template writes
  * it), checked against tests/fixtures/chat-encode-cases.json (DeepSeek-R1-Distill-Qwen, in
- * tiny-qwen2/), qwen3-chat-encode-cases.json (models/qwen3-tokenizer) and
- * llama3-chat-encode-cases.json (models/llama3-tokenizer). */
+ * tiny-qwen2/), qwen3-chat-encode-cases.json (models/qwen3-tokenizer),
+ * llama3-chat-encode-cases.json (models/llama3-tokenizer) and mistral-nemo-chat-encode-cases.json
+ * (models/mistral-nemo-tokenizer). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -103,12 +104,24 @@ static void test_llama3_chat_encode_cases(void **state)
         4);
 }
 
+/* Mistral-Nemo: the system message folded into the last user turn, [INST] turns, a tool round
+ * ([TOOL_CALLS], [TOOL_RESULTS], tools listed before the last user turn), code and paths through
+ * the tekken split. */
+static void test_mistral_nemo_chat_encode_cases(void **state)
+{
+    (void)state;
+    assert_int_equal(run_chat_encode("models/mistral-nemo-tokenizer",
+                                     "tests/fixtures/mistral-nemo-chat-encode-cases.json"),
+                     4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_encode_cases),
         cmocka_unit_test(test_qwen3_chat_encode_cases),
         cmocka_unit_test(test_llama3_chat_encode_cases),
+        cmocka_unit_test(test_mistral_nemo_chat_encode_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

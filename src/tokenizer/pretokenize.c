@@ -235,7 +235,9 @@ static size_t cased_word_lower(const struct text *t, size_t p)
     return after_last_w;
 }
 
-/* tekken's `[U]+[W]*` from p: end of the match, or 0. Nothing to give back: W* may be empty. */
+/* tekken's `[U]+[W]*` from p: end of the match, or 0. Nothing to give back: W* may be empty.
+ * (Reached only when `[U]*[W]+` failed from the same place, so W* takes nothing there; it is
+ * kept to follow the pattern.) */
 static size_t cased_word_upper(const struct text *t, size_t p)
 {
     size_t u = scan_run(t, p, TOK_CP_UPPERISH);
