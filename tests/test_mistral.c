@@ -98,6 +98,25 @@ static void test_llama_cpp_parity(void **state)
     model_close(m);
 }
 
+/* The presets have the published shapes. */
+static void test_presets(void **state)
+{
+    (void)state;
+    struct mkmodel_spec s;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&s, "mistral-nemo-12b", &err), LL_OK);
+    assert_int_equal(s.family, MKMODEL_MISTRAL);
+    assert_true(s.hidden_size == 5120 && s.n_layers == 40 && s.n_heads == 32 &&
+                s.n_kv_heads == 8 && s.head_dim == 128 && s.intermediate_size == 14336 &&
+                s.vocab_size == 131072 && !s.tied && s.max_position == 1024000 &&
+                s.rope_theta == 1e6 && s.rms_eps == 1e-5);
+    assert_int_equal(mkmodel_preset(&s, "mistral-small-24b", &err), LL_OK);
+    assert_true(s.family == MKMODEL_MISTRAL && s.hidden_size == 5120 && s.n_layers == 40 &&
+                s.head_dim == 128 && s.intermediate_size == 32768 && s.max_position == 32768 &&
+                s.rope_theta == 1e8);
+    assert_int_equal(mkmodel_check(&s, &err), LL_OK);
+}
+
 /* Rewrite config.json's text of the model under test (config_edit.h). */
 static void edit(const char *from, const char *to)
 {
@@ -183,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_weights_are_the_fixtures),
         cmocka_unit_test(test_llama_cpp_parity),
         cmocka_unit_test(test_sliding_window),
+        cmocka_unit_test(test_presets),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
