@@ -1,10 +1,12 @@
 /*
- * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with two real
+ * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with three real
  * tokenizers, loaded once: DeepSeek-R1-Distill-Qwen's (models/deepseek-r1-distill-qwen-tokenizer,
- * or the directory in $LLAISYS_FUZZ_TOKENIZER; the Qwen2 split) and Llama 3.2's
- * (models/llama3-tokenizer; the Llama 3 split, ignore_merges).
+ * or the directory in $LLAISYS_FUZZ_TOKENIZER; the Qwen2 split), Llama 3.2's
+ * (models/llama3-tokenizer; the Llama 3 split, ignore_merges) and Mistral-Nemo's
+ * (models/mistral-nemo-tokenizer; the tekken split, control tokens at ids 0..999).
  *
- * Input: one mode byte, then the payload. Mode bit 3 picks the tokenizer (set: Llama 3.2's).
+ * Input: one mode byte, then the payload. Mode bits 3-4 pick the tokenizer (0 and 3: R1's,
+ * 1: Llama 3.2's, 2: Mistral-Nemo's).
  * Bit 0 clear: the payload is text; it is encoded
  * (bit 1: add_special) and the ids decoded back. Bit 0 set: the payload is ids, 3 bytes each
  * (little-endian, minus 16, so a few are negative and some past the vocabulary), decoded.
@@ -18,8 +20,9 @@
 #include "tokenizer.h"
 #include "utf8.h"
 
-static struct tokenizer *toks[2];
-static struct tokenizer_stream *streams[2][2]; /* [tokenizer][skip_special] */
+#define N_TOKS 3
+static struct tokenizer *toks[N_TOKS];
+static struct tokenizer_stream *streams[N_TOKS][2]; /* [tokenizer][skip_special] */
 static struct tokenizer *tok;                 /* the input's */
 static struct tokenizer_stream **stream;
 
@@ -27,10 +30,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    const char *dirs[2] = {getenv("LLAISYS_FUZZ_TOKENIZER"), "models/llama3-tokenizer"};
+    const char *dirs[N_TOKS] = {getenv("LLAISYS_FUZZ_TOKENIZER"), "models/llama3-tokenizer",
+                                "models/mistral-nemo-tokenizer"};
     if (!dirs[0] || !*dirs[0])
         dirs[0] = "models/deepseek-r1-distill-qwen-tokenizer";
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < N_TOKS; k++) {
         struct ll_err err = {0};
         if (tokenizer_load(&toks[k], dirs[k], &err) != LL_OK ||
             tokenizer_stream_init(&streams[k][0], toks[k], false, &err) != LL_OK ||
@@ -77,8 +81,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t mode = data[0];
     data++;
     size--;
-    tok = toks[(mode >> 3) & 1];
-    stream = streams[(mode >> 3) & 1];
+    int k = (mode >> 3) & 3;
+    if (k == N_TOKS)
+        k = 0;
+    tok = toks[k];
+    stream = streams[k];
     bool skip_special = mode & 4;
     struct ll_err err = {0};
     if (!(mode & 1)) {
