@@ -55,7 +55,8 @@ enum engine_spec {
 struct engine_opts {
     enum engine_profile profile; /* whose defaults (default: ENGINE_PROFILE_DEFAULT) */
     int n_threads;        /* compute threads (default 2) */
-    int n_ctx;            /* positions per sequence (default min(4096, max_position_embeddings)) */
+    int n_ctx;            /* positions per sequence (default min(4096,
+                             max_position_embeddings, sliding_window)) */
     int block_size;       /* tokens per KV block (default 16) */
     int kv_blocks;        /* KV blocks in the pool (default: from kv_memory, else
                              max(n_ctx, max_seqs · n_ctx / 4) tokens' worth) */

@@ -113,7 +113,8 @@ enum llaisys_math {
  * quantize` (q8_0, q4_0, q4_k, q4_k_m). There is no parameter to quantize while loading here;
  * the engine API's `quant` option has one (llaisys_engine_create). */
 struct llaisys_model_params {
-    int32_t n_ctx;      /* positions per sequence; 0: min(4096, max_position_embeddings) */
+    int32_t n_ctx;      /* positions per sequence; 0: min(4096, max_position_embeddings,
+                           sliding_window) */
     int32_t kv_tokens;  /* KV capacity in tokens, rounded up to whole blocks; 0: kv_blocks */
     int32_t kv_blocks;  /* KV capacity in blocks when kv_tokens is 0; both 0: the engine's
                            default, max(n_ctx, n_seq_max x n_ctx / 4) tokens */
