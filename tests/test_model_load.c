@@ -578,9 +578,10 @@ static const struct bad_dir bad_dirs[] = {
      "config.json", "'eos_token_id' must be a non-negative integer or a list"},
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
-    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"mistral\"", {0},
+    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"gemma2\"", {0},
      LL_EUNSUPPORTED, "config.json",
-     "unknown model_type \"mistral\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mock)"},
+     "unknown model_type \"gemma2\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
+     "mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"longrope\"}", {0},
@@ -723,15 +724,20 @@ static void test_registry_routes(void **state)
     assert_ptr_equal(model_registry_find_arch("Qwen2MoeForCausalLM"), q2m);
     assert_ptr_equal(model_registry_find_arch("Qwen3MoeForCausalLM"), q3m);
     assert_true(q2m->forward == f->forward && q3m->forward == f->forward && q2m->bind != q3m->bind);
-    assert_null(model_registry_find("mistral"));
-    assert_null(model_registry_find_arch("MistralForCausalLM"));
+    const struct model_family *mis = model_registry_find("mistral");
+    assert_non_null(mis);
+    assert_ptr_equal(model_registry_find_arch("MistralForCausalLM"), mis);
+    assert_true(mis->bind == model_registry_find("llama")->bind && mis->window_unswitched &&
+                !f->window_unswitched);
+    assert_null(model_registry_find("gemma2"));
+    assert_null(model_registry_find_arch("Gemma2ForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
     const struct model_family *mock = model_registry_find("mock");
     assert_non_null(mock);
     assert_true(mock->no_weights && !f->no_weights);
     char names[64], cut[3];
     model_registry_names(names, sizeof names);
-    assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mock");
+    assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

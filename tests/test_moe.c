@@ -362,7 +362,7 @@ static void test_refused(void **state)
     expect_refused(st, LL_EMODEL, "model.layers.0.mlp.gate.weight");
     edit(st, "\"num_experts\": 9", "\"num_experts\": 8");
     /* the dense layer made sparse, and a sparse one dense */
-    edit(st, "\"mlp_only_layers\": [1]", "\"mlp_only_layers\": []");
+    edit(st, "\"mlp_only_layers\": [\n    1\n  ]", "\"mlp_only_layers\": []");
     expect_refused(st, LL_EMODEL, "model.layers.1.mlp.gate.weight");
     edit(st, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [0, 1]");
     expect_refused(st, LL_EMODEL, "model.layers.0.mlp.gate.weight");
