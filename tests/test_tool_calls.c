@@ -1,10 +1,11 @@
 /*
- * test_tool_calls.c: tool calling (tool_calls.h): the four parsers on tricky outputs (markers and
+ * test_tool_calls.c: tool calling (tool_calls.h): the five parsers on tricky outputs (markers and
  * JSON split across tokens, fed whole and byte by byte with equal results; JSON whose strings
  * hold the end marker and braces; several calls; text around calls; unclosed and malformed
  * blocks coming out as text), the call grammars (auto, required, named, one call only), the
  * tools in the template variables (template or fallback prompt, history arguments, Mistral's
- * 9-character call ids), call ids per format, and the format detected from real templates.
+ * 9-character call ids), call ids per format, and the format detected from real templates (and
+ * from a synthetic one in Mistral's newer [TOOL_CALLS]NAME[ARGS] spelling, with its history).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,7 +27,7 @@
 struct parsed {
     char content[4096];
     int n;
-    char names[8][64];
+    char names[8][160];
     char args[8][512];
     char ids[8][40];
     bool done[8];
@@ -58,7 +59,7 @@ static void run_parser_as(enum tool_format f, const char *text, size_t step, boo
             const struct tool_call *tc = &p.calls[pc.index];
             if (pc.start) {
                 assert_int_equal(pc.index, out->n);
-                snprintf(out->names[out->n], 64, "%s", tc->name);
+                snprintf(out->names[out->n], sizeof out->names[0], "%s", tc->name);
                 snprintf(out->ids[out->n], 40, "%s", tc->id);
                 out->n++;
             }
@@ -85,12 +86,12 @@ static void run_parser(enum tool_format f, const char *text, size_t step, struct
     run_parser_as(f, text, step, true, out);
 }
 
-/* Whether id is a call id of format f: mistral: 9 letters and digits; others: "call_" + 24 hex
- * digits. */
+/* Whether id is a call id of format f: mistral, mistral_args: 9 letters and digits; others:
+ * "call_" + 24 hex digits. */
 static bool id_ok(enum tool_format f, const char *id)
 {
     size_t n = strlen(id);
-    if (f == TOOL_FORMAT_MISTRAL) {
+    if (f == TOOL_FORMAT_MISTRAL || f == TOOL_FORMAT_MISTRAL_ARGS) {
         for (size_t i = 0; i < n; i++)
             if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
                   (id[i] >= '0' && id[i] <= '9')))
@@ -269,6 +270,63 @@ static void test_mistral(void **state)
                  (const char *const[]){"f"}, (const char *const[]){"{\"a\":1}"});
 }
 
+#define MARGS "[ARGS]"
+
+static void test_mistral_args(void **state)
+{
+    (void)state;
+    const enum tool_format A = TOOL_FORMAT_MISTRAL_ARGS;
+    /* text, then two calls back to back, as Mistral-Small 3.2 writes them */
+    check_splits(A,
+                 "Let me check. " MTC "get_weather" MARGS "{\"city\": \"Paris\"}" MTC "get_time"
+                 MARGS "{}",
+                 "Let me check.", 2, (const char *const[]){"get_weather", "get_time"},
+                 (const char *const[]){"{\"city\": \"Paris\"}", "{}"});
+    /* brackets, braces and both markers inside JSON strings; white space before the arguments
+     * and between calls; '.', '-' and digits in names; text after the calls */
+    check_splits(A,
+                 MTC "run" MARGS " {\"code\":\"a[1]}] " MTC "x" MARGS "{\\\"\"}\n " MTC
+                 "ns.f-2" MARGS "{\"a\":[{}]} done",
+                 "done", 2, (const char *const[]){"run", "ns.f-2"},
+                 (const char *const[]){"{\"code\":\"a[1]}] " MTC "x" MARGS "{\\\"\"}",
+                                       "{\"a\":[{}]}"});
+    /* no call: text, brackets and partial markers included */
+    check_splits(A, "a [b] and [ARG", "a [b] and [ARG", 0, NULL, NULL);
+    check_splits(A, "a [b] and [TOOL_CALL", "a [b] and [TOOL_CALL", 0, NULL, NULL);
+    /* malformed, never a marker in the content: text from the name on. A name that is not an
+     * identifier, no [ARGS], no name, arguments that are not an object, a call that ends
+     * before its arguments start (arguments that start but do not parse: test_streamed_pieces) */
+    check_splits(A, MTC "get weather" MARGS "{}", "get weather{}", 0, NULL, NULL);
+    check_splits(A, "Hi " MTC "f{\"a\": 1}", "Hi f{\"a\": 1}", 0, NULL, NULL);
+    check_splits(A, MTC MARGS "{}", "{}", 0, NULL, NULL);
+    check_splits(A, MTC "f" MARGS "[1]", "f[1]", 0, NULL, NULL);
+    check_splits(A, MTC "f" MARGS "\"{}\"", "f\"{}\"", 0, NULL, NULL);
+    check_splits(A, MTC "get_we", "get_we", 0, NULL, NULL);
+    check_splits(A, MTC "f" MARGS, "f", 0, NULL, NULL);
+    check_splits(A, MTC, "", 0, NULL, NULL);
+    check_splits(A, "x" MARGS "y", "xy", 0, NULL, NULL); /* a stray [ARGS] */
+    /* a call, then one that goes wrong: the call, and the rest as text */
+    check_splits(A, MTC "f" MARGS "{}" MTC "g h", "g h", 1, (const char *const[]){"f"},
+                 (const char *const[]){"{}"});
+    /* a marker again where the name should be; a second marker after text that was not a
+     * call */
+    check_splits(A, MTC MTC "f" MARGS "{}", "", 1, (const char *const[]){"f"},
+                 (const char *const[]){"{}"});
+    check_splits(A, MTC "oops " MTC "f" MARGS "{\"a\":1}", "oops", 1,
+                 (const char *const[]){"f"}, (const char *const[]){"{\"a\":1}"});
+    /* names: 128 bytes are one, 129 are text, however the text comes */
+    char name[130], text[256], content[256];
+    memset(name, 'n', 129);
+    name[128] = 0;
+    snprintf(text, sizeof text, MTC "%s" MARGS "{}", name);
+    check_splits(A, text, "", 1, (const char *const[]){name}, (const char *const[]){"{}"});
+    name[128] = 'n';
+    name[129] = 0;
+    snprintf(text, sizeof text, MTC "%s" MARGS "{}", name);
+    snprintf(content, sizeof content, "%s{}", name);
+    check_splits(A, text, content, 0, NULL, NULL);
+}
+
 /* Call ids: mistral's are 9 letters and digits (its template takes no other length), fresh
  * for each call; the others "call_" + 24 hex digits. */
 static void test_call_ids(void **state)
@@ -286,6 +344,11 @@ static void test_call_ids(void **state)
         snprintf(seen[i], sizeof seen[i], "%s", r.ids[0]);
     }
     struct parsed r;
+    run_parser(TOOL_FORMAT_MISTRAL_ARGS, MTC "f" MARGS "{}" MTC "f" MARGS "{}", 0, &r);
+    assert_int_equal(r.n, 2);
+    assert_true(id_ok(TOOL_FORMAT_MISTRAL_ARGS, r.ids[0]) &&
+                id_ok(TOOL_FORMAT_MISTRAL_ARGS, r.ids[1]));
+    assert_string_not_equal(r.ids[0], r.ids[1]);
     run_parser(TOOL_FORMAT_HERMES, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>",
                0, &r);
     assert_true(id_ok(TOOL_FORMAT_HERMES, r.ids[0]));
@@ -344,6 +407,8 @@ static void test_streamed_pieces(void **state)
          "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
         {TOOL_FORMAT_MISTRAL, "ok" MTC "[{\"name\": \"get_weather\", \"arguments\": ",
          "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
+        {TOOL_FORMAT_MISTRAL_ARGS, "ok" MTC "get_weather" MARGS,
+         "{\"city\": \"Par}is\", \"days\": [1, {\"x\": 2}]}"},
     };
     for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
         tool_parser_init(&p, forms[i].f);
@@ -387,15 +452,19 @@ static void test_streamed_pieces(void **state)
         struct parsed r;
         run_parser_as(forms[i].f, whole, 0, false, &r);
         assert_int_equal(r.n, 0);
-        char *mark = strstr(whole, MTC); /* mistral's marker is never content */
-        if (mark)
-            memmove(mark, mark + strlen(MTC), strlen(mark + strlen(MTC)) + 1);
+        for (int k = 0; k < 2; k++) { /* mistral's markers are never content */
+            const char *mk = k ? MARGS : MTC;
+            char *mark = strstr(whole, mk);
+            if (mark)
+                memmove(mark, mark + strlen(mk), strlen(mark + strlen(mk)) + 1);
+        }
         assert_string_equal(r.content, whole);
         /* streamed byte by byte to its end: many pieces, the arguments whole */
-        const char *tail = forms[i].f == TOOL_FORMAT_HERMES    ? "}\n</tool_call> done"
-                           : forms[i].f == TOOL_FORMAT_LLAMA3  ? "}\n done"
-                           : forms[i].f == TOOL_FORMAT_MISTRAL ? "}] done"
-                                                               : "\n```" DCE DSE " done";
+        const char *tail = forms[i].f == TOOL_FORMAT_HERMES         ? "}\n</tool_call> done"
+                           : forms[i].f == TOOL_FORMAT_LLAMA3       ? "}\n done"
+                           : forms[i].f == TOOL_FORMAT_MISTRAL      ? "}] done"
+                           : forms[i].f == TOOL_FORMAT_MISTRAL_ARGS ? " done"
+                                                                    : "\n```" DCE DSE " done";
         snprintf(whole, sizeof whole, "%s%s%s", h, a, tail);
         run_parser_as(forms[i].f, whole, 1, true, &r);
         assert_int_equal(r.n, 1);
@@ -422,6 +491,22 @@ static void test_streamed_pieces(void **state)
     assert_string_equal(r.names[1], "b");
     assert_string_equal(r.args[1], "{\"y\": \"zz\"}");
     assert_int_equal(r.pieces, (int)(strlen("{\"x\": 1}") + strlen("{\"y\": \"zz\"}")));
+    /* mistral_args: the second call streams as the first did, its start at its arguments' '{' */
+    run_parser_as(TOOL_FORMAT_MISTRAL_ARGS, MTC "a" MARGS "{\"x\": 1}" MTC "b" MARGS
+                  "{\"y\": \"zz\"}", 1, true, &r);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(r.names[1], "b");
+    assert_string_equal(r.args[1], "{\"y\": \"zz\"}");
+    assert_int_equal(r.pieces, (int)(strlen("{\"x\": 1}") + strlen("{\"y\": \"zz\"}")));
+    /* mistral_args arguments that close but do not parse: text in a whole answer; a streamed
+     * call, handed out at its '{', ends there, cut */
+    run_parser_as(TOOL_FORMAT_MISTRAL_ARGS, MTC "f" MARGS "{\"a\": 1] after", 0, false, &r);
+    assert_int_equal(r.n, 0);
+    assert_string_equal(r.content, "f{\"a\": 1] after");
+    run_parser_as(TOOL_FORMAT_MISTRAL_ARGS, MTC "f" MARGS "{\"a\": 1] after", 2, true, &r);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.names[0], "f");
+    assert_string_equal(r.args[0], "{\"a\": 1");
     /* a block that goes wrong after its call started (no grammar would let it): the call ends
      * there, cut */
     run_parser_as(TOOL_FORMAT_DEEPSEEK, DCB "function" DSEP "f\n```json\n{}```\n<x> after", 4,
@@ -581,6 +666,55 @@ static void test_grammars(void **state)
     grammar_unref(g);
     oai_request_free(&r);
 
+    /* mistral_args: text, then [TOOL_CALLS]NAME[ARGS]{...} per call, back to back */
+    struct tool_setup ma = {.format = TOOL_FORMAT_MISTRAL_ARGS};
+    const char *acall = MTC "get_weather" MARGS "{\"city\": \"Paris\"}";
+    const char *atwo = MTC "get_weather" MARGS "{\"city\": \"P\"}" MTC "ping" MARGS "{}";
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_grammar(&ma, &r, &g, &e), LL_OK);
+    assert_true(acc(g, "just text [with brackets]"));
+    assert_true(acc(g, ""));
+    assert_true(acc(g, acall));
+    assert_true(acc(g, atwo));
+    assert_true(acc(g, "Let me look." MTC "ping" MARGS "{\"n\": 1}"));
+    assert_false(acc(g, MTC "nope" MARGS "{}"));
+    assert_false(acc(g, MTC "get_weather" MARGS "{\"town\": \"x\"}"));
+    assert_false(acc(g, MTC "get_weather" MARGS "[\"Paris\"]"));
+    assert_false(acc(g, MTC "ping{}"));                         /* no [ARGS] */
+    assert_false(acc(g, MTC "ping" MARGS));                     /* no arguments */
+    assert_false(acc(g, MTC "ping" MARGS "{}" MTC));            /* a marker without a call */
+    assert_false(acc(g, MTC "ping" MARGS "{} text"));           /* text after the calls */
+    assert_false(acc(g, MTC "ping" MARGS "{}\n" MTC "ping" MARGS "{}")); /* not back to back */
+    assert_false(acc(g, MTC "[{\"name\": \"ping\", \"arguments\": {}}]")); /* the other form */
+    grammar_unref(g);
+    oai_request_free(&r);
+    r = parse_chat(TOOLS ",\"tool_choice\":\"required\"");
+    assert_int_equal(tools_grammar(&ma, &r, &g, &e), LL_OK);
+    assert_true(acc(g, acall));
+    assert_true(acc(g, atwo));
+    assert_true(acc(g, MTC "ping" MARGS "{}" MTC "ping" MARGS "{}" MTC "ping" MARGS "{}"));
+    assert_false(acc(g, "text first"));
+    assert_false(acc(g, "text" MTC "ping" MARGS "{}"));
+    assert_false(acc(g, ""));
+    grammar_unref(g);
+    oai_request_free(&r);
+    r = parse_chat(TOOLS ",\"parallel_tool_calls\":false");
+    assert_int_equal(tools_grammar(&ma, &r, &g, &e), LL_OK);
+    assert_true(acc(g, "text" MTC "ping" MARGS "{}"));
+    assert_true(acc(g, acall));
+    assert_false(acc(g, atwo));
+    grammar_unref(g);
+    oai_request_free(&r);
+    r = parse_chat(TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+                   "\"ping\"}}");
+    assert_int_equal(tools_grammar(&ma, &r, &g, &e), LL_OK);
+    assert_true(acc(g, MTC "ping" MARGS "{\"any\": [true]}"));
+    assert_false(acc(g, acall));
+    assert_false(acc(g, MTC "ping" MARGS "{}" MTC "ping" MARGS "{}"));
+    assert_false(acc(g, "text"));
+    grammar_unref(g);
+    oai_request_free(&r);
+
     /* none: no grammar; a strict function whose schema cannot be enforced: 400 naming it */
     r = parse_chat(TOOLS ",\"tool_choice\":\"none\"");
     assert_int_equal(tools_grammar(&hermes, &r, &g, &e), LL_OK);
@@ -709,11 +843,50 @@ static void test_detect(void **state)
         free(eos);
     }
     assert_true(tools_parser_valid("mistral"));
+    assert_true(tools_parser_valid("mistral_args"));
     assert_false(tools_parser_valid("mistral_v2"));
     const char *marks[TOOLS_MAX_MARKERS];
     assert_int_equal(tools_markers(TOOL_FORMAT_MISTRAL, marks), 1);
     assert_string_equal(marks[0], MTC);
+    assert_int_equal(tools_markers(TOOL_FORMAT_MISTRAL_ARGS, marks), 2);
+    assert_string_equal(marks[0], MTC);
+    assert_string_equal(marks[1], MARGS);
     assert_int_equal(tools_markers(TOOL_FORMAT_LLAMA3, marks), 0);
+
+    /* synthetic templates: [TOOL_CALLS] with [ARGS] is the newer spelling, without it the
+     * array; --tool-parser mistral_args */
+    static const struct {
+        const char *src;
+        enum tool_format f;
+        const char *why;
+    } snippets[] = {
+        {"{%- for tc in m.tool_calls %}[TOOL_CALLS]{{ tc.function.name }}[ARGS]"
+         "{{ tc.function.arguments|tojson }}{%- endfor %}",
+         TOOL_FORMAT_MISTRAL_ARGS,
+         "auto: mistral_args (the chat template writes [TOOL_CALLS] and [ARGS]); tools in a "
+         "fallback system prompt"},
+        {"{%- if m.tool_calls %}[TOOL_CALLS]{{ m.tool_calls|tojson }}{%- endif %}",
+         TOOL_FORMAT_MISTRAL,
+         "auto: mistral (the chat template writes [TOOL_CALLS]); tools in a fallback system "
+         "prompt"},
+        {"{{ '[ARGS]' }}", TOOL_FORMAT_HERMES,
+         "auto: hermes (the default); tools in a fallback system prompt"},
+    };
+    for (size_t i = 0; i < sizeof snippets / sizeof *snippets; i++) {
+        struct chat_template *t;
+        struct ll_err err = {0};
+        if (chat_template_compile(&t, snippets[i].src, &err) != LL_OK)
+            fail_msg("%s", err.msg);
+        struct tool_setup s;
+        tools_choose(&s, NULL, t, "<s>", "</s>");
+        assert_int_equal(s.format, snippets[i].f);
+        assert_string_equal(s.why, snippets[i].why);
+        tools_choose(&s, "mistral_args", t, "<s>", "</s>");
+        assert_int_equal(s.format, TOOL_FORMAT_MISTRAL_ARGS);
+        assert_string_equal(s.why, "mistral_args (--tool-parser); tools in a fallback system "
+                                   "prompt");
+        chat_template_free(t);
+    }
 }
 
 /* Mistral history: ids made 9 characters the same way for a call and its tool message,
@@ -795,6 +968,87 @@ static void test_mistral_history(void **state)
     free(eos);
 }
 
+/* A template in the newer Mistral spelling (what the templates of Mistral-Small 3.2 and
+ * Devstral render for an assistant's calls, written here from the format, with their check on
+ * the ids' length): the history's ids made 9 characters, arguments as objects written with
+ * tojson, the rendered calls read back by the parser; the fallback prompt shows the form. */
+static void test_mistral_args_history(void **state)
+{
+    (void)state;
+    const char *src =
+        "{%- if tools %}[AVAILABLE_TOOLS]{{ tools|tojson }}[/AVAILABLE_TOOLS]{%- endif %}"
+        "{%- for m in messages %}"
+        "{%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]"
+        "{%- elif m.role == 'assistant' and m.tool_calls %}"
+        "{%- for tc in m.tool_calls %}"
+        "{%- if tc.id is not string or tc.id|length != 9 %}"
+        "{{- raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}"
+        "{%- endif %}"
+        "[TOOL_CALLS]{{ tc.function.name }}[ARGS]{{ tc.function.arguments|tojson }}"
+        "{%- endfor %}{{ eos_token }}"
+        "{%- elif m.role == 'tool' %}"
+        "{%- if m.tool_call_id|length != 9 %}{{- raise_exception('bad tool_call_id') }}"
+        "{%- endif %}[TOOL_RESULTS]{{ m.content }}[/TOOL_RESULTS]"
+        "{%- endif %}{%- endfor %}";
+    struct chat_template *t;
+    struct ll_err err = {0};
+    if (chat_template_compile(&t, src, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    struct tool_setup ma;
+    tools_choose(&ma, NULL, t, "<s>", "</s>");
+    assert_int_equal(ma.format, TOOL_FORMAT_MISTRAL_ARGS);
+    assert_true(ma.in_template);
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\","
+        "\"content\":\"\",\"tool_calls\":["
+        "{\"id\":\"call_0123456789abcdef01234567\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}},"
+        "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"ping\",\"arguments\":"
+        "\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_0123456789abcdef01234567\",\"content\":\"1\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"2\"}],"
+        TOOLS "}";
+    struct oai_request r;
+    struct oai_error e;
+    assert_int_equal(oai_request_parse(&r, OAI_CHAT, body, strlen(body), &e), LL_OK);
+    assert_int_equal(tools_context(&ma, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    const cJSON *msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    const cJSON *calls = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 1), "tool_calls");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "id")->valuestring,
+                        "f01234567");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 3), "tool_call_id")
+                            ->valuestring,
+                        "0000000c1");
+    char *text = NULL;
+    if (chat_template_render(t, r.chat_context, "<s>", "</s>", &text, &err) != LL_OK)
+        fail_msg("render: %s", err.msg);
+    const char *want = "[INST]Weather?[/INST]" MTC "get_weather" MARGS "{\"city\": \"Paris\"}"
+                       MTC "ping" MARGS "{}</s>[TOOL_RESULTS]1[/TOOL_RESULTS]";
+    const char *at = strstr(text, want);
+    if (!at)
+        fail_msg("rendered: %s", text);
+    assert_non_null(strstr(text, "[AVAILABLE_TOOLS]"));
+    /* what the template renders for the calls is what the parser reads as those calls */
+    const char *calls_text = at + strlen("[INST]Weather?[/INST]");
+    char answer[256];
+    snprintf(answer, sizeof answer, "%.*s", (int)(strstr(calls_text, "</s>") - calls_text),
+             calls_text);
+    check_splits(TOOL_FORMAT_MISTRAL_ARGS, answer, "", 2,
+                 (const char *const[]){"get_weather", "ping"},
+                 (const char *const[]){"{\"city\": \"Paris\"}", "{}"});
+    free(text);
+    oai_request_free(&r);
+    /* the fallback prompt shows the form */
+    struct tool_setup fb = {.format = TOOL_FORMAT_MISTRAL_ARGS, .in_template = false};
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_context(&fb, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content")->valuestring,
+                           MTC "FUNCTION_NAME" MARGS "{ARGUMENTS AS A JSON OBJECT}"));
+    oai_request_free(&r);
+    chat_template_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -802,12 +1056,14 @@ int main(void)
         cmocka_unit_test(test_deepseek),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_mistral_args),
         cmocka_unit_test(test_call_ids),
         cmocka_unit_test(test_streamed_pieces),
         cmocka_unit_test(test_grammars),
         cmocka_unit_test(test_context),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_mistral_history),
+        cmocka_unit_test(test_mistral_args_history),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,8 @@
  * across tokens is found; inside a call block it buffers until the block's end marker, then
  * parses the call (JSON through ll_json_parse) and hands it out whole. Whitespace next to
  * calls is dropped; a block that never closes, or whose JSON does not parse, comes out as text.
+ * The two Mistral spellings (mistral, mistral_args) share their call ids and the history's ids
+ * (mistral_family); each has its own reader of the text after [TOOL_CALLS].
  * Any thread; pure functions and per-choice state.
  */
 #include "tool_calls.h"
@@ -32,12 +34,21 @@
 #define DS_MAX_NAME 128 /* bytes of a deepseek call's function name */
 #define L3_TAG "<|python_tag|>"
 #define MI_MARK "[TOOL_CALLS]"
-#define MI_ID_LEN 9 /* Mistral's templates refuse any other length of call id */
+#define MI_ID_LEN 9      /* Mistral's templates refuse any other length of call id */
+#define MA_ARGS "[ARGS]" /* mistral_args: between a call's name and its arguments */
+#define MA_MAX_NAME 128  /* bytes of a mistral_args call's name */
 
 bool tools_parser_valid(const char *parser)
 {
     return !strcmp(parser, "hermes") || !strcmp(parser, "deepseek_v3") ||
-           !strcmp(parser, "llama3_json") || !strcmp(parser, "mistral") || !strcmp(parser, "none");
+           !strcmp(parser, "llama3_json") || !strcmp(parser, "mistral") ||
+           !strcmp(parser, "mistral_args") || !strcmp(parser, "none");
+}
+
+/* Mistral's two spellings: the same call ids and history ids (MI_ID_LEN characters). */
+static bool mistral_family(enum tool_format f)
+{
+    return f == TOOL_FORMAT_MISTRAL || f == TOOL_FORMAT_MISTRAL_ARGS;
 }
 
 static const char *format_name(enum tool_format f)
@@ -53,6 +64,8 @@ static const char *format_name(enum tool_format f)
         return "llama3_json";
     case TOOL_FORMAT_MISTRAL:
         return "mistral";
+    case TOOL_FORMAT_MISTRAL_ARGS:
+        return "mistral_args";
     }
     return "?";
 }
@@ -78,6 +91,9 @@ int tools_markers(enum tool_format f, const char **out)
         out[n++] = DS_SEP;
     } else if (f == TOOL_FORMAT_MISTRAL) {
         out[n++] = MI_MARK;
+    } else if (f == TOOL_FORMAT_MISTRAL_ARGS) {
+        out[n++] = MI_MARK;
+        out[n++] = MA_ARGS;
     }
     return n;
 }
@@ -107,11 +123,12 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
     const char *src = tmpl ? chat_template_source(tmpl) : "";
     const char *why;
     if (parser) {
-        t->format = !strcmp(parser, "none")          ? TOOL_FORMAT_NONE
-                    : !strcmp(parser, "hermes")      ? TOOL_FORMAT_HERMES
-                    : !strcmp(parser, "llama3_json") ? TOOL_FORMAT_LLAMA3
-                    : !strcmp(parser, "mistral")     ? TOOL_FORMAT_MISTRAL
-                                                     : TOOL_FORMAT_DEEPSEEK;
+        t->format = !strcmp(parser, "none")           ? TOOL_FORMAT_NONE
+                    : !strcmp(parser, "hermes")       ? TOOL_FORMAT_HERMES
+                    : !strcmp(parser, "llama3_json")  ? TOOL_FORMAT_LLAMA3
+                    : !strcmp(parser, "mistral")      ? TOOL_FORMAT_MISTRAL
+                    : !strcmp(parser, "mistral_args") ? TOOL_FORMAT_MISTRAL_ARGS
+                                                      : TOOL_FORMAT_DEEPSEEK;
         why = "--tool-parser";
     } else if (strstr(src, H_OPEN)) {
         t->format = TOOL_FORMAT_HERMES;
@@ -119,6 +136,9 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
     } else if (strstr(src, "tool▁call▁begin")) {
         t->format = TOOL_FORMAT_DEEPSEEK;
         why = "the chat template writes <｜tool▁call▁begin｜>";
+    } else if (strstr(src, MI_MARK) && strstr(src, MA_ARGS)) {
+        t->format = TOOL_FORMAT_MISTRAL_ARGS;
+        why = "the chat template writes " MI_MARK " and " MA_ARGS;
     } else if (strstr(src, MI_MARK)) {
         t->format = TOOL_FORMAT_MISTRAL;
         why = "the chat template writes " MI_MARK;
@@ -170,6 +190,11 @@ static char *fallback_prompt(enum tool_format f, const cJSON *tools)
                         "of the calls:\n" MI_MARK "[{\"name\": \"FUNCTION_NAME\", \"arguments\": "
                         "{ARGUMENTS AS A JSON OBJECT}}]\nThe results come back in the next "
                         "message.");
+    else if (f == TOOL_FORMAT_MISTRAL_ARGS)
+        ll_buf_puts(&b, "\nTo call a function, answer with " MI_MARK ", its name, " MA_ARGS
+                        " and its arguments as a JSON object; for several calls, one after "
+                        "the other:\n" MI_MARK "FUNCTION_NAME" MA_ARGS "{ARGUMENTS AS A JSON "
+                        "OBJECT}\nThe results come back in the next message.");
     else if (f == TOOL_FORMAT_LLAMA3)
         ll_buf_puts(&b, "\nTo call functions, answer with the calls only, each a JSON object "
                         "{\"name\": \"FUNCTION_NAME\", \"parameters\": {ARGUMENTS AS A JSON "
@@ -218,13 +243,13 @@ static bool mistral_id_in(cJSON *obj, const char *key)
     return true;
 }
 
-/* History: tool call arguments as the format's templates expect them; for mistral, call ids
- * as its templates take them. */
+/* History: tool call arguments as the format's templates expect them; for the mistral
+ * formats, call ids as their templates take them. */
 static bool adjust_history(enum tool_format f, cJSON *msgs)
 {
     cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
-        if (f == TOOL_FORMAT_MISTRAL && !mistral_id_in(m, "tool_call_id"))
+        if (mistral_family(f) && !mistral_id_in(m, "tool_call_id"))
             return false;
         cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
         if (!cJSON_IsArray(calls))
@@ -237,7 +262,7 @@ static bool adjust_history(enum tool_format f, cJSON *msgs)
         }
         cJSON *call;
         cJSON_ArrayForEach(call, calls) {
-            if (f == TOOL_FORMAT_MISTRAL && !mistral_id_in(call, "id"))
+            if (mistral_family(f) && !mistral_id_in(call, "id"))
                 return false;
             cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
             cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
@@ -339,7 +364,8 @@ static enum ll_status args_rule(struct gbuild *b, const cJSON *fn, int index, in
     return LL_OK;
 }
 
-/* One call of function fn (its name quoted as JSON for hermes, llama3_json and mistral). */
+/* One call of function fn (its name quoted as JSON for hermes, llama3_json and mistral; for
+ * mistral_args NAME [ARGS] {arguments}, the marker before it being the caller's). */
 static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSON *fn,
                                 int index, int *rule, struct oai_error *e)
 {
@@ -352,7 +378,11 @@ static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSO
     struct gseq q = {0};
     *rule = gb_rule(b);
     char lit[160];
-    if (f != TOOL_FORMAT_DEEPSEEK) {
+    if (f == TOOL_FORMAT_MISTRAL_ARGS) {
+        snprintf(lit, sizeof lit, "%s" MA_ARGS, name);
+        gseq_lit(b, &q, lit, strlen(lit));
+        gseq_rule(&q, args);
+    } else if (f != TOOL_FORMAT_DEEPSEEK) {
         const char *key = args_key(f);
         gseq_byte(b, &q, '{');
         gseq_rule(&q, ws);
@@ -430,6 +460,11 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
         int more = gb_concat(b, (int[]){ws, gb_literal(b, ","), ws, call}, 4);
         int calls = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
         rest = gb_concat(b, (int[]){ws, gb_literal(b, "["), ws, calls, ws, gb_literal(b, "]")}, 6);
+    } else if (t->format == TOOL_FORMAT_MISTRAL_ARGS) {
+        /* rest ::= call ("[TOOL_CALLS]" call)*, back to back as the model writes them */
+        start = gb_literal(b, MI_MARK);
+        int more = gb_concat(b, (int[]){gb_literal(b, MI_MARK), call}, 2);
+        rest = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
     } else {
         /* rest ::= call ("\n" call)* "<｜tool▁calls▁end｜>" */
         start = gb_literal(b, DS_BLOCK_OPEN);
@@ -460,9 +495,9 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
                                     gb_optional(b, gb_choice(b, (int[]){rest, text}, 2))},
                          2);
     } else if (r->tool_choice == OAI_TOOL_AUTO)
-        root = gb_until(b, t->format == TOOL_FORMAT_HERMES    ? H_OPEN
-                           : t->format == TOOL_FORMAT_MISTRAL ? MI_MARK
-                                                              : DS_BLOCK_OPEN,
+        root = gb_until(b, t->format == TOOL_FORMAT_HERMES ? H_OPEN
+                           : mistral_family(t->format)   ? MI_MARK
+                                                         : DS_BLOCK_OPEN,
                         rest, true);
     else
         root = gb_concat(b, (int[]){grammar_json_lead_ws(b), start, rest}, 3);
@@ -478,9 +513,10 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
 
 /* ---- the parser ---- */
 
-/* bare: a deepseek call without the block's marker; text: llama3_json, an answer that is text
- * to its end; sep: llama3_json and mistral, after a call; array: mistral, at the '[' or ','
- * before a call */
+/* in: after a call block's opening marker (mistral_args: after a [TOOL_CALLS]); bare: a
+ * deepseek call without the block's marker; text: llama3_json, an answer that is text to its
+ * end; sep: llama3_json and mistral, after a call; array: mistral, at the '[' or ',' before a
+ * call */
 enum { P_OUT, P_IN, P_IN_BARE, P_TEXT, P_SEP, P_ARRAY };
 
 void tool_parser_init(struct tool_parser *p, enum tool_format f)
@@ -580,11 +616,12 @@ static char *trimmed(const char *s, size_t n)
     return out;
 }
 
-/* A fresh call id, the one rule for every format: mistral: MI_ID_LEN random letters and digits
- * (its templates refuse any other length); others: "call_" + 24 random hex digits. */
+/* A fresh call id, the one rule for every format: the mistral formats: MI_ID_LEN random
+ * letters and digits (their templates refuse any other length); others: "call_" + 24 random hex
+ * digits. */
 static void call_id_new(enum tool_format f, char id[40])
 {
-    if (f != TOOL_FORMAT_MISTRAL) {
+    if (!mistral_family(f)) {
         char hex[33];
         request_id_random(hex);
         snprintf(id, 40, "call_%.24s", hex);
@@ -866,6 +903,38 @@ static enum block deepseek_head(const char *s, size_t n, const char **name, size
     return B_CALL;
 }
 
+/* The head of a mistral_args call at s (the text after its [TOOL_CALLS]): NAME "[ARGS]", ws,
+ * then the arguments' '{'. B_CALL when found (*name, *name_len, *args: where the arguments
+ * start), else B_WAIT or B_TEXT. */
+static enum block mistral_args_head(const char *s, size_t n, const char **name,
+                                    size_t *name_len, size_t *args)
+{
+    /* The name ends at its first byte that cannot be in a name, and is looked at no further
+     * than MA_MAX_NAME bytes: as in deepseek_head, the answer does not depend on how the text
+     * was split, and a malformed call does not swallow the next one. */
+    size_t at = 0;
+    while (at < n && at <= MA_MAX_NAME &&
+           ((s[at] >= 'a' && s[at] <= 'z') || (s[at] >= 'A' && s[at] <= 'Z') ||
+            (s[at] >= '0' && s[at] <= '9') || s[at] == '_' || s[at] == '-' || s[at] == '.'))
+        at++;
+    if (at > MA_MAX_NAME)
+        return B_TEXT;
+    int m = starts(s, n, at, MA_ARGS);
+    if (m <= 0)
+        return m == 0 ? B_WAIT : B_TEXT;
+    if (at == 0)
+        return B_TEXT; /* no name */
+    *name = s;
+    *name_len = at;
+    at = skip_ws(s, n, at + strlen(MA_ARGS));
+    if (at == n)
+        return B_WAIT;
+    if (s[at] != '{')
+        return B_TEXT;
+    *args = at;
+    return B_CALL;
+}
+
 /* A deepseek call at s: its head, {json}, "\n```" (when fenced) and "<｜tool▁call▁end｜>". */
 static enum block deepseek_call(struct tool_parser *p, const char *s, size_t n, size_t *used)
 {
@@ -912,9 +981,11 @@ static void block_progress(struct tool_parser *p, size_t from)
     const char *s = (p->hold.data ? p->hold.data : "") + from, *name;
     size_t n = p->hold.len - from, name_len, args;
     bool found;
-    bool json = p->format != TOOL_FORMAT_DEEPSEEK;
+    bool json = p->format != TOOL_FORMAT_DEEPSEEK && p->format != TOOL_FORMAT_MISTRAL_ARGS;
     if (json) {
         found = json_head(p->format, s, n, &name, &name_len, &args) > 0;
+    } else if (p->format == TOOL_FORMAT_MISTRAL_ARGS) {
+        found = mistral_args_head(s, n, &name, &name_len, &args) == B_CALL;
     } else {
         size_t a = skip_ws(s, n, 0);
         bool fenced;
@@ -926,7 +997,7 @@ static void block_progress(struct tool_parser *p, size_t from)
     if (!found)
         return;
     /* the name as the complete block will read it: a JSON string's value (hermes,
-     * llama3_json), trimmed (deepseek) */
+     * llama3_json, mistral), trimmed (deepseek; a mistral_args name has no white space) */
     char *nm = NULL;
     if (p->open < 0 && json) {
         cJSON *v = NULL;
@@ -1079,17 +1150,93 @@ static void mistral_feed(struct tool_parser *p, bool final, struct ll_buf *conte
     }
 }
 
+/* mistral_args: text, then calls, each "[TOOL_CALLS]" NAME "[ARGS]" {arguments}. Neither
+ * marker ever goes to the content (both are special tokens, in the text only for this parser);
+ * a call that goes wrong (no [ARGS] after an identifier-like name, arguments that are not a
+ * JSON object) is text from its name on, searched for another marker. */
+static void mistral_args_feed(struct tool_parser *p, bool final, struct ll_buf *content)
+{
+    struct ll_buf *h = &p->hold;
+    for (;;) {
+        const char *s = h->data ? h->data : "";
+        size_t n = h->len;
+        if (p->state == P_OUT) {
+            const char *m = find(s, n, MI_MARK), *a = find(s, n, MA_ARGS);
+            if (a && (!m || a < m)) { /* a stray [ARGS]: dropped like the marker */
+                release(p, s, (size_t)(a - s), content);
+                consume(h, (size_t)(a - s) + strlen(MA_ARGS));
+                continue;
+            }
+            if (m) {
+                release(p, s, (size_t)(m - s), content);
+                consume(h, (size_t)(m - s) + strlen(MI_MARK));
+                p->state = P_IN;
+                continue;
+            }
+            size_t keep = 0;
+            if (!final) {
+                size_t k1 = partial_suffix(s, n, MI_MARK), k2 = partial_suffix(s, n, MA_ARGS);
+                keep = k1 > k2 ? k1 : k2;
+            }
+            release(p, s, n - keep, content);
+            consume(h, n - keep);
+            return;
+        }
+        /* P_IN: after a [TOOL_CALLS] */
+        const char *name;
+        size_t name_len, args;
+        enum block b = mistral_args_head(s, n, &name, &name_len, &args);
+        size_t len = b == B_CALL ? json_end(s + args, n - args) : 0;
+        if (b == B_CALL && len) {
+            char *nm = strndup(name, name_len);
+            cJSON *v = NULL;
+            struct ll_err err = {0};
+            bool ok = false;
+            if (!nm)
+                p->failed = true;
+            else if (ll_json_parse(&v, s + args, len, "arguments", &err) == LL_OK &&
+                     cJSON_IsObject(v))
+                ok = finish_call(p, nm, s + args, len) || (p->failed = true, false);
+            cJSON_Delete(v);
+            free(nm);
+            if (ok) {
+                consume(h, args + len);
+                p->state = P_OUT;
+                continue;
+            }
+            b = B_TEXT;
+        } else if (b == B_CALL) {
+            b = B_WAIT;
+        }
+        if ((b == B_TEXT || final) && drop_open(p)) { /* a call handed out ends here */
+            consume(h, h->len);
+            p->state = P_OUT;
+            p->after_call = true;
+            return;
+        }
+        if (b == B_TEXT || final) { /* not a call: text from its name */
+            p->state = P_OUT;
+            continue;
+        }
+        block_progress(p, 0);
+        return;
+    }
+}
+
 void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool final,
                       struct ll_buf *content)
 {
     struct ll_buf *h = &p->hold;
     ll_buf_append(h, text, len);
     bool hermes = p->format == TOOL_FORMAT_HERMES;
+    bool blocks = hermes || p->format == TOOL_FORMAT_DEEPSEEK;
     if (p->format == TOOL_FORMAT_LLAMA3)
         llama3_feed(p, final, content);
     else if (p->format == TOOL_FORMAT_MISTRAL)
         mistral_feed(p, final, content);
-    for (; p->format != TOOL_FORMAT_LLAMA3 && p->format != TOOL_FORMAT_MISTRAL;) {
+    else if (p->format == TOOL_FORMAT_MISTRAL_ARGS)
+        mistral_args_feed(p, final, content);
+    for (; blocks;) {
         const char *s = h->data ? h->data : "";
         size_t n = h->len;
         if (p->state == P_OUT) {

@@ -16,23 +16,32 @@
  *                [TOOL_CALLS][{"name": NAME, "arguments": {...}}, ...] (a JSON array); the model
  *                ends with its EOS. [TOOL_CALLS] is a special token: the server keeps it in the
  *                text for the parser (tools_markers), which never puts it into the content.
+ *   mistral_args Mistral's newer spelling (tokenizer version 11 on: Mistral-Small 3.2,
+ *                Devstral, Magistral): text, then [TOOL_CALLS]NAME[ARGS]{...} per call, calls
+ *                back to back; EOS. NAME: letters, digits, '_', '-', '.' (at most 128 bytes).
+ *                [ARGS] is a special token too, kept like [TOOL_CALLS]; neither is ever
+ *                content. [CALL_ID] (which the model does not write here) is not read.
+ *                A sibling of mistral rather than a flag on it: the parser, the grammar, the
+ *                markers and the fallback prompt differ with the spelling, and what the two
+ *                share (call ids, the history's ids) is decided in one place for both.
  * The server picks one at start-up (tools_choose): --tool-parser, else the template's text
- * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, [TOOL_CALLS] → mistral,
- * <|python_tag|> or a literal "parameters": key → llama3_json), else hermes.
+ * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, [TOOL_CALLS] and [ARGS] →
+ * mistral_args, [TOOL_CALLS] alone → mistral, <|python_tag|> or a literal "parameters": key →
+ * llama3_json), else hermes.
  *
  * Prompt: tools go to the template as the variable `tools` (Hugging Face's convention:
  * [{"type": "function", "function": {...}}]) when the template renders them (found at start-up
  * by rendering a probe tool); otherwise a fallback system prompt lists them and shows the
  * format (appended to the first system message, or a new one). History: an assistant's
- * tool_calls arguments are given to hermes, llama3_json and mistral templates as JSON objects
- * (Qwen's, Llama's and Mistral's templates write them with tojson) and to deepseek_v3 ones as
- * the JSON text; mistral templates refuse call ids that are not 9 characters long, so for them
- * a longer id (tool_calls[].id and the tool message's tool_call_id alike) keeps its last 9
- * characters, as vLLM does, and a shorter one gets '0's in front. tool_choice "none" leaves
- * the tools out of the prompt.
+ * tool_calls arguments are given to hermes, llama3_json and both mistral formats' templates as
+ * JSON objects (Qwen's, Llama's and Mistral's templates write them with tojson) and to
+ * deepseek_v3 ones as the JSON text; Mistral templates refuse call ids that are not 9
+ * characters long, so for both mistral formats a longer id (tool_calls[].id and the tool
+ * message's tool_call_id alike) keeps its last 9 characters, as vLLM does, and a shorter one
+ * gets '0's in front. tool_choice "none" leaves the tools out of the prompt.
  *
- * Call ids: mistral: 9 random letters and digits (what its templates take back); the others:
- * "call_" + 24 random hex digits.
+ * Call ids: mistral and mistral_args: 9 random letters and digits (what their templates take
+ * back); the others: "call_" + 24 random hex digits.
  *
  * Grammar: auto: free text, and from the start marker on, well-formed calls to the given
  * functions with arguments matching their parameter schemas (the text may end without any
@@ -62,6 +71,7 @@ enum tool_format {
     TOOL_FORMAT_DEEPSEEK,
     TOOL_FORMAT_LLAMA3,
     TOOL_FORMAT_MISTRAL,
+    TOOL_FORMAT_MISTRAL_ARGS,
 };
 
 /* The server's choice. */
@@ -71,8 +81,9 @@ struct tool_setup {
     char why[128];     /* the choice and its reason, for the configuration print */
 };
 
-/* Choose the format (parser: "hermes", "deepseek_v3", "llama3_json", "mistral", "none", or
- * NULL for detection) and find whether the template renders tools (tmpl may be NULL). */
+/* Choose the format (parser: "hermes", "deepseek_v3", "llama3_json", "mistral",
+ * "mistral_args", "none", or NULL for detection) and find whether the template renders tools
+ * (tmpl may be NULL). */
 void tools_choose(struct tool_setup *t, const char *parser, const struct chat_template *tmpl,
                   const char *bos, const char *eos);
 
