@@ -7,7 +7,11 @@
 # Mistral-Nemo's tokenizer and template (models/mistral-nemo-tokenizer), where [TOOL_CALLS] is a
 # special token: the format detected from the template, the token forced by logit_bias kept in
 # the text for the parser and out of the content, and a history whose call ids are not 9
-# characters long rendered (mapped) rather than refused by the template.
+# characters long rendered (mapped) rather than refused by the template. Then the newer
+# [TOOL_CALLS]NAME[ARGS]{...} spelling (mistral_args): forced on tiny-qwen2, and detected on the
+# same random Mistral with a template of that spelling and a copy of the tokenizer in which a
+# spare special token is renamed [ARGS] (Mistral's newer tokenizers have it; the ones of those
+# models are not in the repository): both markers kept for the parser and out of the content.
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
 
@@ -71,3 +75,53 @@ hist=$(chat "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"
 [ "$(printf '%s' "$hist" | jq -r '.choices[0].finish_reason')" = length ]
 check "mistral-nemo: a tool round whose ids are not 9 characters renders and runs" $?
 stop nemo
+
+# mistral_args forced on tiny-qwen2 (its markers plain text there)
+start ma --model tests/fixtures/tiny-qwen2 --threads 1 --tool-parser mistral_args || exit 1
+grep -q 'tool-parser: mistral_args (--tool-parser); tools in a fallback system prompt' "$tmp/ma.err"
+check "mistral_args tools: --tool-parser mistral_args is the server's format" $?
+# one call (parallel_tool_calls false): the grammar's budget ends it at max_tokens, and with
+# more calls allowed that end would read as "length"
+tc=$(chat "{$ask,\"tool_choice\":\"required\",\"parallel_tool_calls\":false,$tools}")
+printf '%s' "$tc" | jq -e "$is_call" >/dev/null
+check "mistral_args tools: a required call parsed into tool_calls, a 9-character id" $?
+st=$(stream "{$ask,\"tool_choice\":\"required\",\"parallel_tool_calls\":false,\"stream\":true,$tools}")
+args=$(printf '%s\n' "$st" | jq -j '.choices[0].delta.tool_calls[0].function.arguments // ""')
+[ "$args" = "$(printf '%s' "$tc" | jq -j '.choices[0].message.tool_calls[0].function.arguments')" ] &&
+    [ "$(printf '%s\n' "$st" | jq -j '.choices[0].delta.content // ""')" = "" ]
+check "mistral_args tools streamed: the same arguments, no content" $?
+one=$(chat "{$ask,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}},$tools}")
+[ "$(printf '%s' "$one" | jq -r '.choices[0].message.tool_calls | map(.function.name) | join(",")')" = get_time ]
+check "mistral_args tools: a named tool_choice gives exactly one call of it" $?
+stop ma
+"$srv" --model tests/fixtures/tiny-qwen2 --tool-parser mistral_v2 2>"$tmp/bad.err"
+[ $? -ne 0 ] && grep -q 'mistral, mistral_args or none' "$tmp/bad.err"
+check "mistral_args tools: an unknown --tool-parser is refused, naming mistral_args" $?
+
+# the random Mistral with [ARGS] as a special token (id 32, a spare control token renamed) and a
+# template rendering calls as [TOOL_CALLS]NAME[ARGS]{...}
+v="$tmp/v11"
+mkdir "$v" && cp -r "$m"/. "$v"/ &&
+    sed 's/<SPECIAL_32>/[ARGS]/g' "$tok/tokenizer.json" >"$v/tokenizer.json" &&
+    jq --arg t "{{- bos_token }}{%- if tools %}[AVAILABLE_TOOLS]{{ tools|tojson }}[/AVAILABLE_TOOLS]{%- endif %}{%- for m in messages %}{%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]{%- elif m.role == 'assistant' and m.tool_calls %}{%- for tc in m.tool_calls %}[TOOL_CALLS]{{ tc.function.name }}[ARGS]{{ tc.function.arguments|tojson }}{%- endfor %}{{ eos_token }}{%- elif m.role == 'assistant' %}{{ m.content }}{{ eos_token }}{%- elif m.role == 'tool' %}[TOOL_RESULTS]{{ m.content }}[/TOOL_RESULTS]{%- endif %}{%- endfor %}" \
+        '.chat_template = $t | .added_tokens_decoder."32".content = "[ARGS]"' \
+        "$tok/tokenizer_config.json" >"$v/tokenizer_config.json"
+check "mistral_args: a Mistral model whose tokenizer has [ARGS]" $?
+start v11 --model "$v" --threads 1 || exit 1
+grep -q 'tool-parser: auto: mistral_args (the chat template writes \[TOOL_CALLS\] and \[ARGS\]); tools rendered by the chat template' "$tmp/v11.err"
+check "mistral_args: the tool format detected from the template" $?
+# [TOOL_CALLS] (9) and [ARGS] (32) forced where the grammar allows their text: both tokens must
+# reach the parser, and neither the content
+force='"tool_choice":"required","parallel_tool_calls":false,"logit_bias":{"9":100,"32":100}'
+tc=$(chat "{$ask,$force,\"logprobs\":true,$tools}")
+printf '%s' "$tc" | jq -e "$is_call" >/dev/null &&
+    printf '%s' "$tc" | jq -e '.choices[0].logprobs.content | map(.token) |
+        .[0] == "[TOOL_CALLS]" and index("[ARGS]") != null' >/dev/null &&
+    printf '%s' "$tc" | jq -e '.choices[0].message.tool_calls | length == 1' >/dev/null
+check "mistral_args: the [TOOL_CALLS] and [ARGS] tokens reach the parser, one call comes out" $?
+st=$(stream "{$ask,$force,\"stream\":true,$tools}")
+args=$(printf '%s\n' "$st" | jq -j '.choices[0].delta.tool_calls[0].function.arguments // ""')
+[ "$args" = "$(printf '%s' "$tc" | jq -j '.choices[0].message.tool_calls[0].function.arguments')" ] &&
+    [ "$(printf '%s\n' "$st" | jq -j '.choices[0].delta.content // ""')" = "" ]
+check "mistral_args streamed: the same arguments, no content (the markers are not content)" $?
+stop v11
