@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "llamacpp_ref.h"
+#include "model_tmp.h"
 #include "ops.h"
 #include "runtime.h"
 #include "safetensors.h"
@@ -172,6 +173,21 @@ struct llamacpp_position *llamacpp_positions(struct model *m, enum ll_math math,
                            .V = m->config.vocab_size};
     run_prompt(m, math, p, position_figures, &ps);
     return ps.at;
+}
+
+int llamacpp_group_setup(cJSON **fixture, const char *path, char *dir, size_t size,
+                         const char *tag, const struct mkmodel_spec *s)
+{
+    *fixture = llamacpp_fixture_load(path);
+    if (!*fixture)
+        return -1;
+    return model_tmp_make(dir, size, tag, s);
+}
+
+int llamacpp_group_teardown(cJSON *fixture, const char *dir)
+{
+    cJSON_Delete(fixture);
+    return model_tmp_remove(dir);
 }
 
 void llamacpp_check_weights(const cJSON *fixture, const char *model_dir, int n_samples)

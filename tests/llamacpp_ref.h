@@ -9,12 +9,21 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
+#include "mkmodel.h"
 #include "model.h"
 #include "runtime.h"
 
 /* The fixture at path, parsed (NULL, with a message on stderr, when it cannot be read or
  * parsed). The caller frees it with cJSON_Delete. */
 cJSON *llamacpp_fixture_load(const char *path);
+
+/* A parity test's group setup: the fixture at path into *fixture, then the model of spec s (or
+ * an empty directory when s is NULL) written as dir/m under a fresh temporary directory named
+ * after tag (model_tmp_make; dir holds size bytes). Returns 0, or -1 with a message on stderr.
+ * llamacpp_group_teardown frees the fixture and removes dir. */
+int llamacpp_group_setup(cJSON **fixture, const char *path, char *dir, size_t size,
+                         const char *tag, const struct mkmodel_spec *s);
+int llamacpp_group_teardown(cJSON *fixture, const char *dir);
 
 /* The fixture's "weight_samples" ([tensor, element, bf16 bits]: the weights llama.cpp ran)
  * against model_dir/m/model.safetensors, which the test regenerated with mkmodel: fails naming

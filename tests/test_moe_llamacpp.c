@@ -82,18 +82,14 @@ static struct mkmodel_spec moe_spec(void)
 static int group_setup(void **state)
 {
     (void)state;
-    fixture = llamacpp_fixture_load(FIXTURE);
-    if (!fixture)
-        return -1;
     struct mkmodel_spec s = moe_spec();
-    return model_tmp_make(dir, sizeof dir, "moe-llamacpp", &s);
+    return llamacpp_group_setup(&fixture, FIXTURE, dir, sizeof dir, "moe-llamacpp", &s);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    cJSON_Delete(fixture);
-    return model_tmp_remove(dir);
+    return llamacpp_group_teardown(fixture, dir);
 }
 
 /* The generated weights are the ones llama.cpp ran: the fixture's samples of each tensor. */

@@ -67,17 +67,13 @@ static void write_model(const char *extra)
 static int group_setup(void **state)
 {
     (void)state;
-    fixture = llamacpp_fixture_load(FIXTURE);
-    if (!fixture)
-        return -1;
-    return model_tmp_make(dir, sizeof dir, "rope", NULL);
+    return llamacpp_group_setup(&fixture, FIXTURE, dir, sizeof dir, "rope", NULL);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    cJSON_Delete(fixture);
-    return model_tmp_remove(dir);
+    return llamacpp_group_teardown(fixture, dir);
 }
 
 static void test_yarn_llama_cpp_parity(void **state)
