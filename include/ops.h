@@ -51,6 +51,13 @@ void ll_rope_apply(float *x, const struct ll_rope *r, const int32_t *pos, int n,
 void ll_swiglu(float *out, const float *gate, const float *up, int n);
 void ll_swiglu_ref(float *out, const float *gate, const float *up, int n);
 
+/* out (n) = gelu_tanh(gate) · up (GeGLU, Gemma's gelu_pytorch_tanh), gelu_tanh(g) =
+ * 0.5·g·(1 + tanh(u)), u = √(2/π)·(g + 0.044715·g³), computed as g / (1 + e^(-2u)) with the
+ * exp of ll_swiglu. Finite for every finite g (≈ -0 far below zero, ≈ g far above).
+ * out may equal gate or up. */
+void ll_geglu(float *out, const float *gate, const float *up, int n);
+void ll_geglu_ref(float *out, const float *gate, const float *up, int n);
+
 /* out (n) = a + b. out may equal a or b. */
 void ll_add(float *out, const float *a, const float *b, int n);
 

@@ -209,6 +209,81 @@ static void test_swiglu(void **state)
     free(want);
 }
 
+/* gelu_tanh(g) · u in double, in tanh form (not the sigmoid form the kernels use). */
+static double geglu_double(double g, double u)
+{
+    double c = sqrt(2.0 / M_PI);
+    return 0.5 * g * (1.0 + tanh(c * (g + 0.044715 * g * g * g))) * u;
+}
+
+static void test_geglu(void **state)
+{
+    (void)state;
+    enum { N = 9216 + 11, NX = 61 };
+    float *g = malloc(sizeof(float) * N), *u = malloc(sizeof(float) * N);
+    float *o1 = malloc(sizeof(float) * N), *o2 = malloc(sizeof(float) * N);
+    double *want = malloc(sizeof(double) * N);
+    fill(g, N, 12.0f);
+    fill(u, N, 3.0f);
+    /* The far ends: e^(-2u) overflows (scalar) or clamps (SIMD) below zero, vanishes above. */
+    const float far[] = {-30.0f, 30.0f, -120.0f, 95.0f, -1e4f, 1e4f, -1e20f, 1e20f, 0.0f, -0.0f};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++)
+        g[i] = far[i];
+    for (int i = 0; i < N; i++)
+        want[i] = geglu_double(g[i], u[i]);
+    ll_geglu_ref(o1, g, u, N);
+    assert_close(o1, want, N, 1e-6);
+    ll_geglu(o2, g, u, N);
+    assert_close(o2, want, N, 1e-6);
+    for (int i = 0; i < N; i++) {
+        assert_true(isfinite(o1[i]) && isfinite(o2[i]));
+        want[i] = o1[i]; /* the variant against the scalar reference directly */
+    }
+    assert_close(o2, want, N, 1e-6);
+    /* -30 gives -0 to well below f32 resolution, 30 gives 30 (times u), both variants. */
+    assert_true(fabsf(o1[0]) < 1e-30f && fabsf(o2[0]) < 1e-30f);
+    assert_true(o1[1] == 30.0f * u[1] && fabsf(o2[1] - 30.0f * u[1]) <= 1e-6f * 30.0f * fabsf(u[1]));
+
+    /* A sweep of x from -30 to 30 with u = 1 against the double formula. */
+    float x[NX], one[NX], y[NX];
+    double wx[NX];
+    for (int i = 0; i < NX; i++) {
+        x[i] = -30.0f + i;
+        one[i] = 1.0f;
+        wx[i] = geglu_double(x[i], 1.0);
+    }
+    ll_geglu_ref(y, x, one, NX);
+    assert_close(y, wx, NX, 1e-6);
+    ll_geglu(y, x, one, NX);
+    assert_close(y, wx, NX, 1e-6);
+
+    /* Every short length (all tail shapes of both widths): the variant against the reference,
+     * and an element's value independent of the length of its row. */
+    for (int n = 1; n <= 40; n++) {
+        double w[40];
+        for (int i = 0; i < n; i++)
+            w[i] = geglu_double(g[100 + i], u[100 + i]);
+        ll_geglu(o1, g + 100, u + 100, n);
+        assert_close(o1, w, n, 1e-6);
+        assert_memory_equal(o1, o2 + 100, sizeof(float) * n);
+        ll_geglu_ref(o1, g + 100, u + 100, n);
+        assert_close(o1, w, n, 1e-6);
+    }
+
+    /* In place, as the forward pass calls it (out == gate), then out == up. */
+    memcpy(o1, g, sizeof(float) * N);
+    ll_geglu(o1, o1, u, N);
+    assert_memory_equal(o1, o2, sizeof(float) * N);
+    memcpy(o1, u, sizeof(float) * N);
+    ll_geglu(o1, g, o1, N);
+    assert_memory_equal(o1, o2, sizeof(float) * N);
+    free(g);
+    free(u);
+    free(o1);
+    free(o2);
+    free(want);
+}
+
 static void test_exp(void **state)
 {
     (void)state;
@@ -421,6 +496,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embedding), cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_rope),      cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_exp),       cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_argmax_add), cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_threads),

@@ -1,6 +1,6 @@
 /*
- * ops.c: scalar references of the row-wise ops (embedding, RMSNorm, RoPE, SwiGLU, add, softmax,
- * argmax) and the one-time choice of their SIMD variants, which attention.c shares: ops_avx512.c
+ * ops.c: scalar references of the row-wise ops (embedding, RMSNorm, RoPE, SwiGLU, GeGLU, add,
+ * softmax, argmax) and the one-time choice of their SIMD variants, which attention.c shares: ops_avx512.c
  * where the CPU has AVX-512 F/BW/VL/DQ, else ops_avx2.c where it has AVX2, FMA and F16C, each
  * unless LLAISYS_KERNEL (isa.h) caps below it.
  *
@@ -194,6 +194,32 @@ void ll_swiglu(float *out, const float *gate, const float *up, int n)
         break;
     case LL_SIMD_SCALAR:
         ll_swiglu_ref(out, gate, up, n);
+        break;
+    }
+}
+
+/* u = √(2/π)·(g + 0.044715·g³); 0.5·(1 + tanh(u)) = 1 / (1 + e^(-2u)). Far below zero e^(-2u)
+ * overflows to inf and g / inf gives -0; far above it is 0 and the result g. */
+void ll_geglu_ref(float *out, const float *gate, const float *up, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        float u = 0.7978845608f * (g + 0.044715f * g * g * g);
+        out[i] = g / (1.0f + expf(-2.0f * u)) * up[i];
+    }
+}
+
+void ll_geglu(float *out, const float *gate, const float *up, int n)
+{
+    switch (ll_simd_level()) {
+    case LL_SIMD_AVX512:
+        ll_geglu_avx512(out, gate, up, n);
+        break;
+    case LL_SIMD_AVX2:
+        ll_geglu_avx2(out, gate, up, n);
+        break;
+    case LL_SIMD_SCALAR:
+        ll_geglu_ref(out, gate, up, n);
         break;
     }
 }

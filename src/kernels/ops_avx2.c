@@ -1,5 +1,6 @@
 /*
- * ops_avx2.c: AVX2 + FMA + F16C variants of the exp-heavy ops (SwiGLU, softmax, exp) and
+ * ops_avx2.c: AVX2 + FMA + F16C variants of the exp-heavy ops (SwiGLU, GeGLU, softmax,
+ * exp) and
  * RMSNorm, for CPUs without AVX-512; see ops.h. The same computations as ops_avx512.c on 8 lanes
  * (exp_avx2.h's e^x). Tails are handled with masked loads and stores (vmaskmovps), so every
  * element goes through the same vector instructions wherever it sits.
@@ -75,6 +76,22 @@ void ll_swiglu_avx2(float *out, const float *gate, const float *up, int n)
         __m256 u = _mm256_maskload_ps(up + i, m);
         __m256 e = ll_exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
         __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+        _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(s, u));
+    }
+}
+
+/* GeGLU: g / (1 + e^z), z = -2u = g·(-2√(2/π) - 2√(2/π)·0.044715·g²) (ops.c's formula with the
+ * -2 folded into the constants). e^z is clamped, so z = ±inf (huge |g|) still gives g or -0. */
+void ll_geglu_avx2(float *out, const float *gate, const float *up, int n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 k1 = _mm256_set1_ps(-1.5957691216f), k3 = _mm256_set1_ps(-0.0713548163f);
+    for (int i = 0; i < n; i += 8) {
+        __m256i m = ll_mask8(n - i);
+        __m256 g = _mm256_maskload_ps(gate + i, m);
+        __m256 u = _mm256_maskload_ps(up + i, m);
+        __m256 z = _mm256_mul_ps(g, _mm256_fmadd_ps(k3, _mm256_mul_ps(g, g), k1));
+        __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, ll_exp256(z)));
         _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(s, u));
     }
 }

@@ -1,5 +1,5 @@
 /*
- * ops_avx512.c: AVX-512 variants of the exp-heavy ops (SwiGLU, softmax, exp); see ops.h.
+ * ops_avx512.c: AVX-512 variants of the exp-heavy ops (SwiGLU, GeGLU, softmax, exp); see ops.h.
  *
  * Called through ops.c only after the CPU feature check. Tails are handled with masked loads
  * and stores, so every element goes through the same vector instructions wherever it sits
@@ -69,6 +69,21 @@ void ll_swiglu_avx512(float *out, const float *gate, const float *up, int n)
         __m512 u = _mm512_maskz_loadu_ps(m, up + i);
         __m512 e = ll_exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
         __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, u));
+    }
+}
+
+/* GeGLU as ll_geglu_avx2: g / (1 + e^z), z = g·(k1 + k3·g²) = -2u. */
+void ll_geglu_avx512(float *out, const float *gate, const float *up, int n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 k1 = _mm512_set1_ps(-1.5957691216f), k3 = _mm512_set1_ps(-0.0713548163f);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = ll_mask16(n - i);
+        __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+        __m512 u = _mm512_maskz_loadu_ps(m, up + i);
+        __m512 z = _mm512_mul_ps(g, _mm512_fmadd_ps(k3, _mm512_mul_ps(g, g), k1));
+        __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, ll_exp512(z)));
         _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, u));
     }
 }

@@ -17,12 +17,14 @@ enum ll_simd { LL_SIMD_SCALAR, LL_SIMD_AVX2, LL_SIMD_AVX512 };
 enum ll_simd ll_simd_level(void);
 
 void ll_swiglu_avx2(float *out, const float *gate, const float *up, int n);
+void ll_geglu_avx2(float *out, const float *gate, const float *up, int n);
 void ll_rms_norm_avx2(float *out, const float *x, const void *w, enum ll_dtype wtype, int n,
                       int dim, float eps);
 void ll_softmax_avx2(float *x, int n);
 void ll_exp_avx2(float *out, const float *x, int n);
 
 void ll_swiglu_avx512(float *out, const float *gate, const float *up, int n);
+void ll_geglu_avx512(float *out, const float *gate, const float *up, int n);
 void ll_rms_norm_avx512(float *out, const float *x, const void *w, enum ll_dtype wtype, int n,
                         int dim, float eps);
 void ll_softmax_avx512(float *x, int n);
