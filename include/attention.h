@@ -6,10 +6,11 @@
  * of the layer's storage. A single sequence with a contiguous cache is the special case
  * block_size = n_slots, block_table = {0}; a paged cache only changes the tables.
  *
- * Determinism: the result for a token depends only on its query, its position and the K/V in
- * its sequence's slots 0..pos: keys are always visited in position order with the same
- * arithmetic, whatever the batch. Callers write the batch's K/V first (ll_kv_cache_write), then
- * attend, so a token sees the same cache contents in a prefill batch as in a decode step.
+ * Determinism: the result for a token depends only on its query, its position, the batch's
+ * options (window, scale, softcap) and the K/V in its sequence's slots for positions
+ * start..pos (start = 0, or max(0, pos - window + 1) under a window): keys are always visited
+ * in position order with the same arithmetic, whatever the batch. Callers write the batch's
+ * K/V first (ll_kv_cache_write), then attend, so a token sees the same cache contents in a prefill batch as in a decode step.
  * Threads: ll_attention splits (token, KV head) pairs over the pool; each pair, with its group of
  * query heads, is computed by one thread from start to end.
  */
@@ -59,6 +60,14 @@ struct ll_attn_batch {
     const int32_t *seq;           /* (n_tokens) index into seqs */
     const struct ll_kv_seq *seqs; /* the sequences of the batch */
     int block_size;               /* slots per block */
+    /* Options (Gemma 2 / 3); zero in each keeps the plain causal attention, so initializers
+     * that stop at block_size mean what they did. */
+    int window;    /* > 0: sliding window, a token at pos sees positions j with pos - j < window,
+                    * i.e. max(0, pos - window + 1)..pos (Hugging Face's sliding-window mask);
+                    * 0: all of 0..pos */
+    float scale;   /* > 0: scores are q·k · scale (query_pre_attn_scalar^-0.5); 0: 1/√hd */
+    float softcap; /* > 0: each scaled score s becomes softcap · tanh(s / softcap) before the
+                    * softmax (attn_logit_softcapping); 0: none */
 };
 
 /* Most query heads per KV head (n_heads / n_kv_heads) that ll_attention accepts. */
@@ -67,15 +76,19 @@ struct ll_attn_batch {
 /* Floats of scratch ll_attention needs: n_threads · (n_heads / n_kv_heads) · max_keys. */
 size_t ll_attention_scratch_floats(int n_threads, int n_heads, int n_kv_heads, int max_keys);
 
-/* out (n_tokens, n_heads·hd) = softmax(q·Kᵀ/√hd) · V over the token's sequence, positions
- * 0..pos[i], query head h reading KV head h / (n_heads / n_kv_heads).
+/* out (n_tokens, n_heads·hd) = softmax(cap(q·Kᵀ · scale)) · V over the token's sequence,
+ * positions start..pos[i] (start = 0, or max(0, pos[i] - window + 1) under b->window), query
+ * head h reading KV head h / (n_heads / n_kv_heads); scale = b->scale or 1/√hd, cap(s) =
+ * softcap · tanh(s / softcap) under b->softcap, else s.
  * q (n_tokens, n_heads·hd) after RoPE. scratch: ll_attention_scratch_floats(ll_pool_size(pool),
- * n_heads, kv->n_kv_heads, max_keys) floats, where max_keys > every pos[i]. */
+ * n_heads, kv->n_kv_heads, max_keys) floats, where max_keys >= the keys of every token
+ * (pos[i] + 1, or the window where that is smaller; max_keys > every pos[i] always does). */
 void ll_attention(float *out, const float *q, const struct ll_kv_cache *kv, int layer,
                   const struct ll_attn_batch *b, int n_heads, float *scratch, int max_keys,
                   struct ll_pool *pool);
 
-/* The same with the scalar inner loops, single-threaded (reference for tests). */
+/* The same (options included) with the scalar inner loops, single-threaded (reference for
+ * tests). */
 void ll_attention_ref(float *out, const float *q, const struct ll_kv_cache *kv, int layer,
                       const struct ll_attn_batch *b, int n_heads, float *scratch, int max_keys);
 

@@ -242,7 +242,8 @@ static void test_geglu(void **state)
     assert_close(o2, want, N, 1e-6);
     /* -30 gives -0 to well below f32 resolution, 30 gives 30 (times u), both variants. */
     assert_true(fabsf(o1[0]) < 1e-30f && fabsf(o2[0]) < 1e-30f);
-    assert_true(o1[1] == 30.0f * u[1] && fabsf(o2[1] - 30.0f * u[1]) <= 1e-6f * 30.0f * fabsf(u[1]));
+    assert_true(o1[1] == 30.0f * u[1] &&
+                fabsf(o2[1] - 30.0f * u[1]) <= 1e-6f * 30.0f * fabsf(u[1]));
 
     /* A sweep of x from -30 to 30 with u = 1 against the double formula. */
     float x[NX], one[NX], y[NX];
@@ -350,29 +351,41 @@ static void test_argmax_add(void **state)
 
 /* ---- attention ---- */
 
-/* Double-precision causal GQA attention over logical positions. k, v: (npos, nkv, hd) in f32
- * (already rounded to what the cache stores). */
+/* The attention options of struct ll_attn_batch (zero: plain causal, 1/√hd, no softcap). */
+struct attn_opts {
+    int window;
+    float scale, softcap;
+};
+
+/* Double-precision causal GQA attention over logical positions, the options written out as
+ * attention.h states them. k, v: (npos, nkv, hd) in f32 (already rounded to what the cache
+ * stores). */
 static void attention_double(double *out, const float *q, const float *k, const float *v,
-                             const int32_t *pos, int n, int nh, int nkv, int hd)
+                             const int32_t *pos, int n, int nh, int nkv, int hd,
+                             const struct attn_opts *o)
 {
     double *s = malloc(sizeof(double) * 4096);
+    double scale = o->scale > 0 ? (double)o->scale : 1.0 / sqrt((double)hd);
     for (int i = 0; i < n; i++)
         for (int h = 0; h < nh; h++) {
             int kh = h / (nh / nkv), np = pos[i] + 1;
+            int j0 = o->window > 0 && np - o->window > 0 ? np - o->window : 0;
             const float *qh = q + ((size_t)i * nh + h) * hd;
             double mx = -1e300, sum = 0;
-            for (int j = 0; j < np; j++) {
+            for (int j = j0; j < np; j++) {
                 double d = 0;
                 for (int e = 0; e < hd; e++)
                     d += (double)qh[e] * k[((size_t)j * nkv + kh) * hd + e];
-                s[j] = d / sqrt((double)hd);
+                s[j] = d * scale;
+                if (o->softcap > 0)
+                    s[j] = o->softcap * tanh(s[j] / o->softcap);
                 mx = fmax(mx, s[j]);
             }
-            for (int j = 0; j < np; j++)
+            for (int j = j0; j < np; j++)
                 sum += (s[j] = exp(s[j] - mx));
             for (int e = 0; e < hd; e++) {
                 double acc = 0;
-                for (int j = 0; j < np; j++)
+                for (int j = j0; j < np; j++)
                     acc += s[j] * v[((size_t)j * nkv + kh) * hd + e];
                 out[((size_t)i * nh + h) * hd + e] = acc / sum;
             }
@@ -385,19 +398,29 @@ struct attn_case {
     enum ll_dtype dtype;
 };
 
-static void run_attention_case(const struct attn_case *c, struct ll_pool *pool)
+static const struct attn_opts no_opts = {0, 0.0f, 0.0f};
+
+/* One sequence of npos tokens over a paged table (blocks in reverse physical order), attention
+ * with the options o: prefill and the scalar reference against the double formula; then the
+ * same bits for a token whatever the batch: decoded one at a time into a fresh cache (with only
+ * the scratch the window needs), in a batch in reverse order, and, where the token's window
+ * reaches position 0, as without the window. */
+static void run_attention_case(const struct attn_case *c, const struct attn_opts *o,
+                               struct ll_pool *pool)
 {
     int nh = c->nh, nkv = c->nkv, hd = c->hd, np = c->npos, bs = c->block_size;
     int nblk = (np + bs - 1) / bs, nslots = nblk * bs;
+    int kmax = o->window > 0 && o->window < np ? o->window : np; /* most keys of a token */
     size_t qrow = (size_t)nh * hd, kvrow = (size_t)nkv * hd;
     float *q = malloc(sizeof(float) * np * qrow), *k = malloc(sizeof(float) * np * kvrow);
     float *v = malloc(sizeof(float) * np * kvrow), *kr = malloc(sizeof(float) * np * kvrow);
-    float *vr = malloc(sizeof(float) * np * kvrow);
+    float *vr = malloc(sizeof(float) * np * kvrow), *qrev = malloc(sizeof(float) * np * qrow);
     float *o_pre = malloc(sizeof(float) * np * qrow), *o_dec = malloc(sizeof(float) * np * qrow);
-    float *o_ref = malloc(sizeof(float) * np * qrow);
+    float *o_ref = malloc(sizeof(float) * np * qrow), *o_alt = malloc(sizeof(float) * np * qrow);
     double *want = calloc(np * qrow, sizeof(double));
     int nth = ll_pool_size(pool);
     float *scratch = malloc(sizeof(float) * ll_attention_scratch_floats(nth, nh, nkv, np));
+    float *scratch_w = malloc(sizeof(float) * ll_attention_scratch_floats(nth, nh, nkv, kmax));
     fill(q, np * (int)qrow, 2.0f);
     fill(k, np * (int)kvrow, 2.0f);
     fill(v, np * (int)kvrow, 1.0f);
@@ -408,11 +431,14 @@ static void run_attention_case(const struct attn_case *c, struct ll_pool *pool)
     /* Blocks in reverse physical order, so paging is really exercised. */
     int32_t *table = malloc(sizeof(int32_t) * nblk), *pos = malloc(sizeof(int32_t) * np);
     int32_t *slot = malloc(sizeof(int32_t) * np), *seq = calloc((size_t)np, sizeof(int32_t));
+    int32_t *prev = malloc(sizeof(int32_t) * np);
     for (int b = 0; b < nblk; b++)
         table[b] = nblk - 1 - b;
     for (int p = 0; p < np; p++) {
         pos[p] = p;
+        prev[p] = np - 1 - p;
         slot[p] = table[p / bs] * bs + p % bs;
+        memcpy(qrev + (size_t)(np - 1 - p) * qrow, q + (size_t)p * qrow, sizeof(float) * qrow);
     }
     struct ll_kv_seq sq = {table, nblk};
     struct ll_kv_cache kv;
@@ -420,26 +446,49 @@ static void run_attention_case(const struct attn_case *c, struct ll_pool *pool)
 
     /* Prefill: all tokens in one batch, on layer 1. */
     ll_kv_cache_write(&kv, 1, slot, k, v, np);
-    struct ll_attn_batch b = {np, pos, seq, &sq, bs};
+    struct ll_attn_batch b = {np, pos, seq, &sq, bs, o->window, o->scale, o->softcap};
     ll_attention(o_pre, q, &kv, 1, &b, nh, scratch, np, pool);
     ll_attention_ref(o_ref, q, &kv, 1, &b, nh, scratch, np);
-    attention_double(want, q, kr, vr, pos, np, nh, nkv, hd);
+    attention_double(want, q, kr, vr, pos, np, nh, nkv, hd, o);
     assert_close(o_ref, want, np * (int)qrow, 2e-5);
     assert_close(o_pre, want, np * (int)qrow, 2e-5);
+
+    /* The batch in reverse order. */
+    struct ll_attn_batch rb = b;
+    rb.pos = prev;
+    ll_attention(o_alt, qrev, &kv, 1, &rb, nh, scratch, np, pool);
+    for (int p = 0; p < np; p++)
+        assert_memory_equal(o_alt + (size_t)(np - 1 - p) * qrow, o_pre + (size_t)p * qrow,
+                            sizeof(float) * qrow);
+
+    /* Without the window (the other options kept): the same bits where pos < window. */
+    if (o->window > 0) {
+        struct ll_attn_batch ub = b;
+        ub.window = 0;
+        ll_attention(o_alt, q, &kv, 1, &ub, nh, scratch, np, pool);
+        for (int p = 0; p < np; p++)
+            if (p < o->window)
+                assert_memory_equal(o_alt + (size_t)p * qrow, o_pre + (size_t)p * qrow,
+                                    sizeof(float) * qrow);
+            else
+                assert_memory_not_equal(o_alt + (size_t)p * qrow, o_pre + (size_t)p * qrow,
+                                        sizeof(float) * qrow);
+    }
 
     /* Decode: one token at a time into a fresh cache gives the same bits as prefill. */
     ll_kv_cache_free(&kv);
     assert_int_equal(ll_kv_cache_init(&kv, c->dtype, 2, nslots, nkv, hd, NULL), LL_OK);
     for (int p = 0; p < np; p++) {
         ll_kv_cache_write(&kv, 1, &slot[p], k + p * kvrow, v + p * kvrow, 1);
-        struct ll_attn_batch one = {1, &pos[p], seq, &sq, bs};
-        ll_attention(o_dec + p * qrow, q + p * qrow, &kv, 1, &one, nh, scratch, np, pool);
+        struct ll_attn_batch one = {1, &pos[p], seq, &sq, bs, o->window, o->scale, o->softcap};
+        ll_attention(o_dec + p * qrow, q + p * qrow, &kv, 1, &one, nh, scratch_w, kmax, pool);
     }
     assert_memory_equal(o_pre, o_dec, sizeof(float) * np * qrow);
 
     ll_kv_cache_free(&kv);
-    free(q), free(k), free(v), free(kr), free(vr), free(o_pre), free(o_dec), free(o_ref);
-    free(want), free(scratch), free(table), free(pos), free(slot), free(seq);
+    free(q), free(k), free(v), free(kr), free(vr), free(qrev), free(o_pre), free(o_dec);
+    free(o_ref), free(o_alt), free(want), free(scratch), free(scratch_w), free(table);
+    free(pos), free(slot), free(seq), free(prev);
 }
 
 static void test_attention(void **state)
@@ -456,7 +505,49 @@ static void test_attention(void **state)
         {7, 1, 48, 17, 6, LL_F32},     /* group of 7, head_dim 32 + 16 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_attention_case(&cases[i], NULL);
+        run_attention_case(&cases[i], &no_opts, NULL);
+}
+
+/* Sliding windows of 1, 3, a block, a block and one, and longer than the context, over
+ * multi-block paged tables (the window starting mid-block), f32 and bf16, every loop width
+ * (head_dim 16 and 128: AVX-512; 24 and 40: AVX2 or scalar), groups of 1, 2, 7 and 12. */
+static void test_attention_window(void **state)
+{
+    (void)state;
+    const struct attn_case cases[] = {
+        {4, 2, 16, 37, 8, LL_F32},  {12, 2, 128, 45, 16, LL_BF16}, {6, 3, 24, 19, 5, LL_F32},
+        {2, 2, 40, 23, 4, LL_BF16}, {7, 1, 48, 17, 6, LL_F32},     {12, 1, 32, 23, 7, LL_BF16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int bs = cases[i].block_size;
+        const int windows[] = {1, 3, bs, bs + 1, cases[i].npos + 4};
+        for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+            struct attn_opts o = {windows[w], 0.0f, 0.0f};
+            run_attention_case(&cases[i], &o, NULL);
+        }
+    }
+}
+
+/* Gemma's scale (query_pre_attn_scalar^-0.5) and logit softcap, alone, together and with a
+ * window: against the double formula, and batch-independent. */
+static void test_attention_scale_softcap(void **state)
+{
+    (void)state;
+    const struct attn_case cases[] = {
+        {4, 2, 16, 37, 8, LL_F32},
+        {8, 4, 128, 40, 16, LL_BF16},
+        {6, 3, 24, 19, 5, LL_F32},
+    };
+    const struct attn_opts opts[] = {
+        {0, 0.0625f, 0.0f}, /* 256^-0.5 */
+        {0, 0.0f, 2.0f},    /* a cap that bites on these scores */
+        {0, 0.4f, 50.0f},   /* Gemma 2's cap, scores up to ~ 20 */
+        {0, 0.3f, 1.5f},    /* both, the cap below most scores */
+        {5, 0.25f, 3.0f},   /* with a window */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+            run_attention_case(&cases[i], &opts[k], NULL);
 }
 
 static void test_attention_threads(void **state)
@@ -465,7 +556,9 @@ static void test_attention_threads(void **state)
     struct ll_pool *pool;
     assert_int_equal(ll_pool_create(&pool, 3, NULL), LL_OK);
     const struct attn_case c = {12, 2, 128, 50, 16, LL_BF16};
-    run_attention_case(&c, pool);
+    run_attention_case(&c, &no_opts, pool);
+    const struct attn_opts gemma = {7, 0.0625f, 50.0f};
+    run_attention_case(&c, &gemma, pool);
     /* Threads do not change a bit: compare a 3-thread run with a 1-thread run. */
     enum { NH = 4, NKV = 2, HD = 32, NP = 29 };
     float q[NP * NH * HD], k[NP * NKV * HD], v[NP * NKV * HD], o1[NP * NH * HD], o3[NP * NH * HD];
@@ -480,7 +573,7 @@ static void test_attention_threads(void **state)
     assert_int_equal(ll_kv_cache_init(&kv, LL_F32, 1, NP, NKV, HD, NULL), LL_OK);
     ll_kv_cache_write(&kv, 0, slot, k, v, NP);
     struct ll_kv_seq sq = {table, 1};
-    struct ll_attn_batch b = {NP, pos, seq, &sq, NP};
+    struct ll_attn_batch b = {NP, pos, seq, &sq, NP, 0, 0.0f, 0.0f};
     ll_attention(o1, q, &kv, 0, &b, NH, scratch, NP, NULL);
     ll_attention(o3, q, &kv, 0, &b, NH, scratch, NP, pool);
     assert_memory_equal(o1, o3, sizeof o1);
@@ -499,6 +592,8 @@ int main(void)
         cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_exp),       cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_argmax_add), cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_window),
+        cmocka_unit_test(test_attention_scale_softcap),
         cmocka_unit_test(test_attention_threads),
     };
     int failed = 0;

@@ -3,11 +3,13 @@
  * the determinism rule).
  *
  * One (token, KV head) pair is one work item, covering the group of query heads that share the KV
- * head (GQA), so each K/V row is read and widened once per group: scores for keys 0..pos into
- * the thread's scratch rows, per head max, e^(s - max) and their sum, then the
+ * head (GQA), so each K/V row is read and widened once per group: scores for keys start..pos
+ * (start = 0, or the first position of a sliding window, which may fall mid-block) into the
+ * thread's scratch rows, the optional softcap (a scalar tanhf loop over the scores, the same
+ * code for every variant), per head max, e^(s - max) and their sum, then the
  * probability-weighted sum of V rows, scaled by 1/sum at the end. Two passes over K/V instead of an online softmax: the scores row
  * (≤ ctx floats) stays in L1/L2 and every key is visited in position order, so the arithmetic
- * for a token is fixed by (query, position, cache contents) alone.
+ * for a token is fixed by (query, position, options, cache contents) alone.
  * Work items are handed out by an atomic counter (latest tokens first: they have the most keys),
  * which balances causal prefill without changing any result.
  * Called from the forward pass thread; the inner loops run on the pool's threads.
@@ -190,33 +192,53 @@ struct attn_job {
     atomic_int next; /* next work item to hand out */
 };
 
+/* The run of keys j..j+cnt-1 (cnt returned) that share key j's block, up to pos; *slot: the
+ * physical slot of key j (the run's slots follow it). */
+static int key_run(const struct ll_kv_seq *sq, int bs, int n_slots, int j, int pos, size_t *slot)
+{
+    int off = j % bs, left = pos + 1 - j;
+    int32_t blk = sq->block_table[j / bs];
+    LL_ASSERT(blk >= 0 && (size_t)(blk + 1) * bs <= (size_t)n_slots);
+    *slot = (size_t)blk * bs + off;
+    return bs - off < left ? bs - off : left;
+}
+
 /* Token i, KV head g with its group of query heads: out_h = Σ_j softmax(s_h)_j v_j over keys
- * 0..pos. s: group · max_keys floats. */
+ * start..pos. s: group · max_keys floats; row h holds the scores of keys start..pos at 0..n-1. */
 static void attend_group(const struct attn_job *job, int i, int g, float *s)
 {
     const struct ll_kv_cache *kv = job->kv;
     const struct ll_attn_batch *b = job->b;
     const struct attn_loops *L = job->loops;
     int hd = kv->head_dim, nkv = kv->n_kv_heads, G = job->group;
-    int n = b->pos[i] + 1, bs = b->block_size;
+    int pos = b->pos[i], bs = b->block_size;
+    int start = b->window > 0 && pos - b->window + 1 > 0 ? pos - b->window + 1 : 0;
+    int n = pos + 1 - start; /* keys */
     size_t ss = (size_t)job->max_keys;
-    LL_ASSERT(n >= 1 && n <= job->max_keys);
+    LL_ASSERT(pos >= 0 && n <= job->max_keys);
     const struct ll_kv_seq *sq = &b->seqs[b->seq[i]];
-    LL_ASSERT((n - 1) / bs < sq->n_blocks);
+    LL_ASSERT(pos / bs < sq->n_blocks);
     size_t esz = ll_dtype_size(kv->dtype), stride = (size_t)nkv * hd;
     const char *kbase = (const char *)kv->k + layer_offset(kv, job->layer);
     const char *vbase = (const char *)kv->v + layer_offset(kv, job->layer);
     size_t head0 = (size_t)i * job->n_heads + (size_t)g * G;
     const float *q = job->q + head0 * hd;
     float *o = job->out + head0 * hd;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = b->scale > 0.0f ? b->scale : 1.0f / sqrtf((float)hd);
 
-    for (int j0 = 0; j0 < n; j0 += bs) {
-        int cnt = n - j0 < bs ? n - j0 : bs;
-        int32_t blk = sq->block_table[j0 / bs];
-        LL_ASSERT(blk >= 0 && (size_t)(blk + 1) * bs <= (size_t)kv->n_slots);
-        size_t first = ((size_t)blk * bs * nkv + g) * hd; /* element index of slot blk·bs */
-        L->scores(s + j0, ss, q, G, kbase + first * esz, kv->dtype, stride, cnt, hd, scale);
+    /* Runs of keys within one block, in position order: the first may start mid-block. */
+    for (int j = start, cnt; j <= pos; j += cnt) {
+        size_t slot;
+        cnt = key_run(sq, bs, kv->n_slots, j, pos, &slot);
+        size_t first = (slot * nkv + g) * hd; /* element index of key j */
+        L->scores(s + (j - start), ss, q, G, kbase + first * esz, kv->dtype, stride, cnt, hd,
+                  scale);
+    }
+    if (b->softcap > 0.0f) {
+        float cap = b->softcap;
+        for (int h = 0; h < G; h++)
+            for (int j = 0; j < n; j++)
+                s[h * ss + j] = cap * tanhf(s[h * ss + j] / cap);
     }
     float inv[LL_ATTN_MAX_GROUP];
     for (int h = 0; h < G; h++) {
@@ -224,11 +246,11 @@ static void attend_group(const struct attn_job *job, int i, int g, float *s)
         inv[h] = 1.0f / L->expsum(sh, n, L->max(sh, n));
     }
     memset(o, 0, (size_t)G * hd * sizeof(float));
-    for (int j0 = 0; j0 < n; j0 += bs) {
-        int cnt = n - j0 < bs ? n - j0 : bs;
-        int32_t blk = sq->block_table[j0 / bs];
-        size_t first = ((size_t)blk * bs * nkv + g) * hd;
-        L->accum(o, s + j0, ss, G, vbase + first * esz, kv->dtype, stride, cnt, hd);
+    for (int j = start, cnt; j <= pos; j += cnt) {
+        size_t slot;
+        cnt = key_run(sq, bs, kv->n_slots, j, pos, &slot);
+        size_t first = (slot * nkv + g) * hd;
+        L->accum(o, s + (j - start), ss, G, vbase + first * esz, kv->dtype, stride, cnt, hd);
     }
     for (int h = 0; h < G; h++)
         for (int d = 0; d < hd; d++)

@@ -414,7 +414,7 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
 
     int n = b->n_tokens, H = r->hidden, nl = m->config.n_layers, n_want = rr.n_want;
     size_t per_layer = (size_t)r->qdim + 2 * (size_t)r->kvdim;
-    struct ll_attn_batch ab = {n, b->pos, r->seqi, rr.seqs, o->block_size};
+    struct ll_attn_batch ab = {n, b->pos, r->seqi, rr.seqs, o->block_size, 0, 0.0f, 0.0f};
 
     ll_embedding(r->x, W->embed.data, W->embed.dtype, b->token, n, H);
     run_step(r, STEP_NORM, n, 0, &W->layers[0].attn_norm, NULL);
