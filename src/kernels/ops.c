@@ -183,19 +183,18 @@ void ll_swiglu_ref(float *out, const float *gate, const float *up, int n)
     }
 }
 
+/* The gated activations' variants, indexed by enum ll_simd. */
+typedef void glu_fn(float *out, const float *gate, const float *up, int n);
+static glu_fn *const swiglu_fns[] = {[LL_SIMD_SCALAR] = ll_swiglu_ref,
+                                     [LL_SIMD_AVX2] = ll_swiglu_avx2,
+                                     [LL_SIMD_AVX512] = ll_swiglu_avx512};
+static glu_fn *const geglu_fns[] = {[LL_SIMD_SCALAR] = ll_geglu_ref,
+                                    [LL_SIMD_AVX2] = ll_geglu_avx2,
+                                    [LL_SIMD_AVX512] = ll_geglu_avx512};
+
 void ll_swiglu(float *out, const float *gate, const float *up, int n)
 {
-    switch (ll_simd_level()) {
-    case LL_SIMD_AVX512:
-        ll_swiglu_avx512(out, gate, up, n);
-        break;
-    case LL_SIMD_AVX2:
-        ll_swiglu_avx2(out, gate, up, n);
-        break;
-    case LL_SIMD_SCALAR:
-        ll_swiglu_ref(out, gate, up, n);
-        break;
-    }
+    swiglu_fns[ll_simd_level()](out, gate, up, n);
 }
 
 /* u = √(2/π)·(g + 0.044715·g³); 0.5·(1 + tanh(u)) = 1 / (1 + e^(-2u)). Far below zero e^(-2u)
@@ -211,17 +210,7 @@ void ll_geglu_ref(float *out, const float *gate, const float *up, int n)
 
 void ll_geglu(float *out, const float *gate, const float *up, int n)
 {
-    switch (ll_simd_level()) {
-    case LL_SIMD_AVX512:
-        ll_geglu_avx512(out, gate, up, n);
-        break;
-    case LL_SIMD_AVX2:
-        ll_geglu_avx2(out, gate, up, n);
-        break;
-    case LL_SIMD_SCALAR:
-        ll_geglu_ref(out, gate, up, n);
-        break;
-    }
+    geglu_fns[ll_simd_level()](out, gate, up, n);
 }
 
 void ll_add(float *out, const float *a, const float *b, int n)
