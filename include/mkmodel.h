@@ -37,12 +37,17 @@ enum mkmodel_family {
     MKMODEL_QWEN2_MOE, /* Qwen2's attention; experts and a shared expert (Qwen1.5-MoE, Qwen2-57B-A14B) */
     MKMODEL_QWEN3_MOE, /* Qwen3's attention; experts, norm_topk_prob (Qwen3-30B-A3B, 235B-A22B) */
     MKMODEL_MISTRAL,   /* Llama's decoder, Mistral's config (Mistral-Nemo, Mistral-Small) */
+    MKMODEL_GEMMA2,    /* Gemma 2: four norms a layer, GeGLU, softcaps, every other layer
+                          windowed (tied) */
+    MKMODEL_GEMMA3,    /* Gemma 3's text model: Gemma 2 with q/k norms, no softcaps, five
+                          windowed layers in six (tied) */
 };
 
 /* Whether f has experts (the n_experts fields of the spec apply). */
 bool mkmodel_family_moe(enum mkmodel_family f);
 
-/* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe", "mistral"). */
+/* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe", "mistral",
+ * "gemma2", "gemma3_text"). */
 const char *mkmodel_family_name(enum mkmodel_family f);
 /* The family called `name`; false when there is none. */
 bool mkmodel_family_parse(const char *name, enum mkmodel_family *f);
@@ -73,6 +78,7 @@ struct mkmodel_spec {
     int n_experts, n_experts_used, moe_intermediate_size;
     int shared_intermediate_size; /* qwen2_moe: the shared expert's width */
     uint64_t mlp_only;
+    int sliding_window; /* the Gemma families: the windowed layers' window (required there) */
 };
 
 /* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b", "qwen3-1.7b",

@@ -63,6 +63,22 @@ struct model_moe {
     uint64_t mlp_only[16]; /* mlp_only_layers as a bit set over layers 0..1023 */
 };
 
+/* The MLP's activation of its gate (config.json's hidden_act, or hidden_activation). */
+enum model_act {
+    MODEL_ACT_SILU,      /* "silu": SwiGLU */
+    MODEL_ACT_GELU_TANH, /* "gelu_pytorch_tanh": GeGLU with the tanh approximation (Gemma) */
+};
+
+/* Per-layer sliding-window attention (Gemma 2 and 3): the layers in `layers` attend to the last
+ * `window` positions only (a token at p sees keys p - window < j <= p), and may have RoPE of
+ * their own base (Gemma 3's rope_local_base_freq, without rope_scaling). */
+struct model_swa {
+    int window;            /* sliding_window; 0: every layer attends to the whole context */
+    double rope_theta;     /* rope_local_base_freq; 0: the windowed layers use rope_theta and
+                              rope_scaling like the others */
+    uint64_t layers[16];   /* bit l: layer l (< 1024) is windowed */
+};
+
 struct model_config {
     char model_type[32];   /* e.g. "qwen2" (the family's name when config.json gives only
                               architectures) */
@@ -79,6 +95,12 @@ struct model_config {
                               sequence may hold at most this many positions (config.c) */
     double rope_theta;     /* default 10000 */
     struct model_rope_scaling rope_scaling;
+    struct model_swa swa;  /* window 0 but for the families with windowed layers (Gemma) */
+    enum model_act act;    /* hidden_act / hidden_activation */
+    double attn_scale;     /* > 0: q·k is scaled by it (query_pre_attn_scalar^-1/2); 0:
+                              1/sqrt(head_dim) */
+    double attn_softcap;   /* > 0: attn_logit_softcapping (Gemma 2): scores c·tanh(s/c) */
+    double final_softcap;  /* > 0: final_logit_softcapping (Gemma 2): logits c·tanh(l/c) */
     struct model_moe moe;  /* n_experts 0 for the dense families */
     float rms_eps;         /* rms_norm_eps, default 1e-6 */
     bool tie_word_embeddings;

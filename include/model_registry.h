@@ -32,6 +32,11 @@ struct model_family {
                                          the vocabulary and context sizes (the mock family) */
     bool window_unswitched;           /* config.json's sliding_window is in force by itself
                                          (Mistral's); else only with use_sliding_window (Qwen's) */
+    int window_period;                /* > 0: sliding_window applies per layer (Gemma's): to the
+                                         layers config.json's layer_types names
+                                         "sliding_attention", or, without layer_types, to every
+                                         layer l with (l + 1) % sliding_window_pattern != 0, the
+                                         pattern defaulting to this */
     /* Make the family's weights struct, store it in m->weights (opaque to everyone else) and
      * point it at the tensors of m->st, checking every name, shape and dtype against m->config;
      * set m->weight_dtype. Returns LL_OK, LL_EMODEL (missing tensor, wrong shape),

@@ -1,19 +1,22 @@
 /*
  * qwen2.h: the Qwen2 family (model_type "qwen2"), Qwen3, its dense successor (model_type
- * "qwen3"), and Llama (model_type "llama": Llama 3.x and the models built on it, such as
- * DeepSeek-R1-Distill-Llama), and their mixtures of experts, Qwen2-MoE ("qwen2_moe") and
- * Qwen3-MoE ("qwen3_moe"): one weights struct, bound by qwen2_bind.c, and one forward pass
+ * "qwen3"), Llama (model_type "llama": Llama 3.x and the models built on it, such as
+ * DeepSeek-R1-Distill-Llama), Gemma 2 and 3 ("gemma2", "gemma3_text"), and the mixtures of
+ * experts, Qwen2-MoE ("qwen2_moe") and Qwen3-MoE ("qwen3_moe"): one weights struct, bound by qwen2_bind.c, and one forward pass
  * (qwen2.c), the implementation behind runtime.h. Registered in the family table of
  * model_registry.c; nothing outside the qwen2 files (and their tests) looks inside.
  *
- * Per step: embedding → per layer (RMSNorm → q/k/v (+ bias: Qwen2; Qwen3 when attention_bias)
- * → Qwen3 only: RMSNorm of each head of q and k → RoPE on q, k → K/V into the cache → attention
- * → o → residual → RMSNorm → gate, up → SwiGLU → down (a sparse layer: the router's k experts,
- * each such MLP, weighted; Qwen2-MoE: plus the gated shared expert) → residual) → final RMSNorm
- * and lm_head for the rows that want logits only. The families differ in those two steps and nothing else
+ * Per step: embedding (Gemma: times sqrt(hidden)) → per layer (RMSNorm → q/k/v (+ bias: Qwen2;
+ * Qwen3 when attention_bias) → Qwen3, Gemma 3: RMSNorm of each head of q and k → RoPE on q, k →
+ * K/V into the cache → attention (Gemma: its scale, softcap and, in windowed layers, the sliding
+ * window) → o (Gemma: RMSNorm) → residual → RMSNorm → gate, up → SwiGLU (Gemma: GeGLU) → down
+ * (Gemma: RMSNorm; a sparse layer: the router's k experts, each such MLP, weighted; Qwen2-MoE:
+ * plus the gated shared expert) → residual) → final RMSNorm and lm_head (Gemma 2: softcapped)
+ * for the rows that want logits only. The families differ in those steps and nothing else
  * (transformers' Qwen3 is Qwen2 with per-head q/k norms and biases off by default; its Llama is
- * Qwen2 without biases). RoPE's frequencies follow config.json's rope_scaling
- * (model_rope_inv_freq()), Llama 3.1's "llama3" stretching included.
+ * Qwen2 without biases; its Gemma norms by 1 + w and adds the two output norms). RoPE's
+ * frequencies follow config.json's rope_scaling (model_rope_inv_freq()), Llama 3.1's "llama3"
+ * stretching included; Gemma 3's windowed layers have a base of their own.
  */
 #ifndef LLAISYS_QWEN2_H
 #define LLAISYS_QWEN2_H
@@ -47,7 +50,14 @@ struct qwen2_layer {
                                                  (hidden, nh*hd) */
     struct ll_tensor bq, bk, bv;              /* (nh*hd) (nkv*hd) (nkv*hd) */
     struct ll_tensor q_norm, k_norm;          /* (hd) (hd): Qwen3's per-head RMSNorm weights */
-    struct ll_tensor mlp_norm;                /* (hidden) */
+    struct ll_tensor mlp_norm;                /* (hidden) the MLP's input norm:
+                                                 post_attention_layernorm, Gemma's
+                                                 pre_feedforward_layernorm */
+    struct ll_tensor post_attn_norm;          /* (hidden) Gemma: the attention's output normed
+                                                 (its post_attention_layernorm) before the
+                                                 residual add; data NULL: none */
+    struct ll_tensor post_mlp_norm;           /* (hidden) Gemma: the MLP's output normed
+                                                 (post_feedforward_layernorm); NULL: none */
     struct qwen2_mlp mlp;                     /* a dense layer's MLP (moe NULL) */
     struct qwen2_moe *moe;                    /* a sparse layer's experts; NULL: dense */
 };
@@ -60,6 +70,8 @@ struct qwen2_weights {
     struct ll_tensor final_norm; /* (hidden) model.norm.weight */
     struct model_linear lm_head; /* (vocab, hidden); dense, it is the embedding when tied */
     struct qwen2_layer *layers;  /* n_layers entries */
+    float embed_scale;           /* Gemma: the embedding rows times sqrt(hidden_size); 0: none */
+    bool norm_plus_one;          /* Gemma: every RMSNorm multiplies by (1 + weight) */
 };
 
 /* As model_family.bind / unbind (model_registry.h): allocate a struct qwen2_weights into
@@ -74,6 +86,12 @@ enum ll_status qwen3_bind(struct model *m, struct ll_err *err);
 /* As qwen2_bind, for a llama model: no biases, no q/k norms (attention_bias true, which would
  * put biases on o_proj too, is refused). */
 enum ll_status llama_bind(struct model *m, struct ll_err *err);
+/* As qwen2_bind, for Gemma 2 (model_type "gemma2") and Gemma 3's text model ("gemma3_text"):
+ * no biases; the four norms of a layer (input, post-attention, pre- and post-feedforward), each
+ * of weight 1 + w; Gemma 3's per-head q/k norms; the embedding scaled by sqrt(hidden_size); the
+ * lm_head tied. */
+enum ll_status gemma2_bind(struct model *m, struct ll_err *err);
+enum ll_status gemma3_bind(struct model *m, struct ll_err *err);
 void qwen2_unbind(struct model *m);
 
 /* As qwen2_bind, for Qwen2-MoE (model_type "qwen2_moe"): Qwen2's attention; the sparse

@@ -62,14 +62,29 @@ static void ref_linear(double *y, const struct st_tensor *w, const struct st_ten
     }
 }
 
-static void ref_rms(double *y, const double *x, const struct st_tensor *w, int n, double eps)
+/* y = x / rms(x) · w (Gemma: · (1 + w)) */
+static void ref_rms_k(double *y, const double *x, const struct st_tensor *w, int n, double eps,
+                      bool plus_one)
 {
     double ss = 0;
     for (int i = 0; i < n; i++)
         ss += x[i] * x[i];
     double inv = 1.0 / sqrt(ss / n + eps);
     for (int i = 0; i < n; i++)
-        y[i] = x[i] * inv * at(w, (size_t)i);
+        y[i] = x[i] * inv * ((plus_one ? 1.0 : 0.0) + at(w, (size_t)i));
+}
+
+static void ref_rms(double *y, const double *x, const struct st_tensor *w, int n, double eps)
+{
+    ref_rms_k(y, x, w, n, eps, false);
+}
+
+/* The MLP's activation of the gate: SiLU, or the tanh approximation of GELU. */
+static double ref_act(const struct ref *r, double g)
+{
+    if (r->c->act == MODEL_ACT_GELU_TANH)
+        return 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+    return g / (1 + exp(-g));
 }
 
 static void ref_rope(double *v, int pos, int hd, double theta)
@@ -95,7 +110,7 @@ static void ref_mlp(const struct ref *r, const char *prefix_fmt, int layer, int 
     snprintf(fmt, sizeof fmt, "%s.up_proj.weight", prefix_fmt);
     ref_linear(u, tensor(r, fmt, layer), NULL, xn, f, H);
     for (int i = 0; i < f; i++)
-        g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+        g[i] = ref_act(r, g[i]) * u[i];
     snprintf(fmt, sizeof fmt, "%s.down_proj.weight", prefix_fmt);
     ref_linear(o, tensor(r, fmt, layer), NULL, g, H, f);
     for (int i = 0; i < H; i++)
@@ -153,18 +168,25 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
            *v = malloc(sizeof(double) * (size_t)n * kv_dim), *att = malloc(sizeof(double) * q_dim),
            *o = malloc(sizeof(double) * H), *p = malloc(sizeof(double) * n);
     const struct st_tensor *emb = tensor(r, "model.embed_tokens.weight", 0);
+    const bool g1 = r->kind.gemma; /* norms of 1 + w, output norms, embedding scaled */
+    const double escale = g1 ? sqrt((double)H) : 1.0;
+    const double qscale = c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)hd);
+    double *mo = malloc(sizeof(double) * H);
     for (int t = 0; t < n; t++)
         for (int i = 0; i < H; i++)
-            x[(size_t)t * H + i] = at(emb, (size_t)ids[t] * H + i);
+            x[(size_t)t * H + i] = at(emb, (size_t)ids[t] * H + i) * escale;
     for (int l = 0; l < c->n_layers; l++) {
+        const bool win = model_layer_windowed(c, l);
+        const double theta = win && c->swa.rope_theta > 0 ? c->swa.rope_theta : c->rope_theta;
+        const int first_of = win ? c->swa.window : 0; /* keys j with t - j < window */
         const struct st_tensor *qn = NULL, *kn = NULL;
         if (r->kind.qk_norm) {
             qn = tensor(r, "model.layers.%d.self_attn.q_norm.weight", l);
             kn = tensor(r, "model.layers.%d.self_attn.k_norm.weight", l);
         }
         for (int t = 0; t < n; t++) {
-            ref_rms(xn, x + (size_t)t * H, tensor(r, "model.layers.%d.input_layernorm.weight", l),
-                    H, c->rms_eps);
+            ref_rms_k(xn, x + (size_t)t * H,
+                      tensor(r, "model.layers.%d.input_layernorm.weight", l), H, c->rms_eps, g1);
             double *qt = q + (size_t)t * q_dim, *kt = k + (size_t)t * kv_dim;
             ref_linear(qt, tensor(r, "model.layers.%d.self_attn.q_proj.weight", l),
                        r->kind.bias ? tensor(r, "model.layers.%d.self_attn.q_proj.bias", l) : NULL,
@@ -178,13 +200,13 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
                        xn, kv_dim, H);
             for (int h = 0; h < nh; h++) {
                 if (qn)
-                    ref_rms(qt + h * hd, qt + h * hd, qn, hd, c->rms_eps);
-                ref_rope(qt + h * hd, t, hd, c->rope_theta);
+                    ref_rms_k(qt + h * hd, qt + h * hd, qn, hd, c->rms_eps, g1);
+                ref_rope(qt + h * hd, t, hd, theta);
             }
             for (int h = 0; h < nkv; h++) {
                 if (kn)
-                    ref_rms(kt + h * hd, kt + h * hd, kn, hd, c->rms_eps);
-                ref_rope(kt + h * hd, t, hd, c->rope_theta);
+                    ref_rms_k(kt + h * hd, kt + h * hd, kn, hd, c->rms_eps, g1);
+                ref_rope(kt + h * hd, t, hd, theta);
             }
         }
         for (int t = 0; t < n; t++) {
@@ -192,18 +214,21 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
                 int kvh = h / (nh / nkv);
                 const double *qh = q + (size_t)t * q_dim + h * hd;
                 double mx = -INFINITY, sum = 0;
-                for (int j = 0; j <= t; j++) {
+                int j0 = first_of && t - first_of + 1 > 0 ? t - first_of + 1 : 0;
+                for (int j = j0; j <= t; j++) {
                     double s = 0;
                     for (int d = 0; d < hd; d++)
                         s += qh[d] * k[(size_t)j * kv_dim + kvh * hd + d];
-                    p[j] = s / sqrt((double)hd);
+                    p[j] = s * qscale;
+                    if (c->attn_softcap > 0)
+                        p[j] = c->attn_softcap * tanh(p[j] / c->attn_softcap);
                     mx = fmax(mx, p[j]);
                 }
-                for (int j = 0; j <= t; j++)
+                for (int j = j0; j <= t; j++)
                     sum += p[j] = exp(p[j] - mx);
                 for (int d = 0; d < hd; d++) {
                     double s = 0;
-                    for (int j = 0; j <= t; j++)
+                    for (int j = j0; j <= t; j++)
                         s += p[j] * v[(size_t)j * kv_dim + kvh * hd + d];
                     att[h * hd + d] = s / sum;
                 }
@@ -211,6 +236,22 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
             double *xt = x + (size_t)t * H;
             ref_linear(o, tensor(r, "model.layers.%d.self_attn.o_proj.weight", l), NULL, att, H,
                        q_dim);
+            if (g1) { /* Gemma: the attention's output normed, the MLP between two norms */
+                ref_rms_k(o, o, tensor(r, "model.layers.%d.post_attention_layernorm.weight", l),
+                          H, c->rms_eps, true);
+                for (int i = 0; i < H; i++)
+                    xt[i] += o[i];
+                ref_rms_k(xn, xt, tensor(r, "model.layers.%d.pre_feedforward_layernorm.weight", l),
+                          H, c->rms_eps, true);
+                memset(mo, 0, sizeof(double) * H);
+                ref_mlp(r, "model.layers.%d.mlp", l, F, xn, 1.0, mo);
+                ref_rms_k(mo, mo,
+                          tensor(r, "model.layers.%d.post_feedforward_layernorm.weight", l), H,
+                          c->rms_eps, true);
+                for (int i = 0; i < H; i++)
+                    xt[i] += mo[i];
+                continue;
+            }
             for (int i = 0; i < H; i++)
                 xt[i] += o[i];
             ref_rms(xn, xt, tensor(r, "model.layers.%d.post_attention_layernorm.weight", l), H,
@@ -222,12 +263,15 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
         }
     }
     const struct st_tensor *head =
-        c->tie_word_embeddings ? emb : tensor(r, "lm_head.weight", 0);
+        c->tie_word_embeddings || g1 ? emb : tensor(r, "lm_head.weight", 0);
     for (int t = 0; t < n; t++) {
-        ref_rms(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps);
-        ref_linear(logits + (size_t)t * V, head, NULL, xn, V, H);
+        ref_rms_k(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps, g1);
+        double *lt = logits + (size_t)t * V;
+        ref_linear(lt, head, NULL, xn, V, H);
+        for (int i = 0; c->final_softcap > 0 && i < V; i++)
+            lt[i] = c->final_softcap * tanh(lt[i] / c->final_softcap);
     }
-    free(x), free(xn), free(q), free(k), free(v), free(att), free(o), free(p);
+    free(x), free(xn), free(q), free(k), free(v), free(att), free(o), free(p), free(mo);
 }
 
 void ref_open(struct ref *r, const char *dir, const struct model_config *c, struct ref_kind kind)

@@ -7,7 +7,8 @@
  * frequencies θ^(-2i/head_dim)), causal grouped-query attention, o, residual, RMSNorm, the MLP
  * (SwiGLU; in a sparse layer the router's softmax, its k best experts weighted by their
  * probabilities, renormalised when norm_topk_prob, plus the shared expert times the sigmoid of
- * its gate), residual, final RMSNorm, lm_head (the embedding when tied).
+ * its gate), residual, final RMSNorm, lm_head (the embedding when tied). Gemma 2 and 3 as their
+ * transformers definitions (ref_kind.gemma).
  */
 #ifndef LLAISYS_TEST_REF_FORWARD_H
 #define LLAISYS_TEST_REF_FORWARD_H
@@ -23,6 +24,11 @@ struct ref_kind {
     bool qk_norm; /* self_attn.{q,k}_norm */
     bool bias;    /* self_attn.{q,k,v}_proj.bias */
     bool shared;  /* the sparse layers' shared expert (Qwen2-MoE) */
+    bool gemma;   /* Gemma 2 / 3: the embedding times sqrt(hidden), norms of 1 + w, the
+                     attention's and the MLP's outputs normed (post_attention_layernorm,
+                     post_feedforward_layernorm; the MLP's input pre_feedforward_layernorm),
+                     lm_head the embedding; with the config's activation, attention scale,
+                     softcaps, windowed layers and their RoPE base */
 };
 
 struct ref {

@@ -578,10 +578,10 @@ static const struct bad_dir bad_dirs[] = {
      "config.json", "'eos_token_id' must be a non-negative integer or a list"},
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
-    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"gemma2\"", {0},
+    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"phi3\"", {0},
      LL_EUNSUPPORTED, "config.json",
-     "unknown model_type \"gemma2\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
-     "mock)"},
+     "unknown model_type \"phi3\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
+     "gemma2, gemma3_text, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"longrope\"}", {0},
@@ -729,15 +729,23 @@ static void test_registry_routes(void **state)
     assert_ptr_equal(model_registry_find_arch("MistralForCausalLM"), mis);
     assert_true(mis->bind == model_registry_find("llama")->bind && mis->window_unswitched &&
                 !f->window_unswitched);
-    assert_null(model_registry_find("gemma2"));
-    assert_null(model_registry_find_arch("Gemma2ForCausalLM"));
+    const struct model_family *g2 = model_registry_find("gemma2"),
+                              *g3 = model_registry_find("gemma3_text");
+    assert_true(g2 && g3 && g2 != g3);
+    assert_ptr_equal(model_registry_find_arch("Gemma2ForCausalLM"), g2);
+    assert_ptr_equal(model_registry_find_arch("Gemma3ForCausalLM"), g3);
+    assert_true(g2->forward == f->forward && g2->window_period == 2 &&
+                g3->window_period == 6 && !f->window_period && g2->bind != g3->bind);
+    assert_null(model_registry_find("phi3"));
+    assert_null(model_registry_find_arch("Phi3ForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
     const struct model_family *mock = model_registry_find("mock");
     assert_non_null(mock);
     assert_true(mock->no_weights && !f->no_weights);
-    char names[64], cut[3];
+    char names[96], cut[3];
     model_registry_names(names, sizeof names);
-    assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, mock");
+    assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, gemma2, "
+                               "gemma3_text, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

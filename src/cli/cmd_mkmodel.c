@@ -19,7 +19,8 @@ static void mkmodel_usage(FILE *f)
 {
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
-            "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE or Mistral model in the\n"
+            "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2 or\n"
+            "Gemma 3 (text) model in the\n"
             "Hugging Face layout: config.json, generation_config.json, model.safetensors\n"
             "(bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
@@ -28,11 +29,15 @@ static void mkmodel_usage(FILE *f)
             "                       (Qwen3's shapes), llama3.2-1b, llama3.2-3b, llama3.1-8b\n"
             "                       (also DeepSeek-R1-Distill-Llama-8B's shapes),\n"
             "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts),\n"
-            "                       mistral-nemo-12b, mistral-small-24b\n"
+            "                       mistral-nemo-12b, mistral-small-24b, gemma3-1b\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
             "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
             "                       attention, experts in the MLPs), mistral (Llama's\n"
-            "                       decoder, Mistral's config); default: the preset's\n"
+            "                       decoder, Mistral's config), gemma2, gemma3_text (Gemma's\n"
+            "                       norms, GeGLU and windowed layers; tied); default: the\n"
+            "                       preset's\n"
+            "  --window N           gemma2, gemma3_text: the windowed layers' sliding_window\n"
+            "                       (default: the preset's, else 4096 / 512)\n"
             "  --experts N  --experts-used K  --moe-intermediate N  --shared-intermediate N\n"
             "                       the MoE families: N experts of which K run a token, their\n"
             "                       MLP width, qwen2_moe's shared expert's width (default for\n"
@@ -58,7 +63,7 @@ static void mkmodel_usage(FILE *f)
 }
 
 /* The fields a flag may override, after the preset is applied. */
-#define N_INTS 13
+#define N_INTS 14
 static const struct {
     const char *flag;
     size_t off;
@@ -77,6 +82,7 @@ static const struct {
     {"--experts-used", offsetof(struct mkmodel_spec, n_experts_used), 1024},
     {"--moe-intermediate", offsetof(struct mkmodel_spec, moe_intermediate_size), 1 << 20},
     {"--shared-intermediate", offsetof(struct mkmodel_spec, shared_intermediate_size), 1 << 20},
+    {"--window", offsetof(struct mkmodel_spec, sliding_window), 1 << 30},
 };
 
 int cmd_mkmodel(int argc, char **argv)
@@ -131,8 +137,15 @@ int cmd_mkmodel(int argc, char **argv)
         return 2;
     }
     if (family && !mkmodel_family_parse(family, &s.family))
-        return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe or "
-                                   "mistral");
+        return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe, "
+                                   "mistral, gemma2 or gemma3_text");
+    bool gemma = s.family == MKMODEL_GEMMA2 || s.family == MKMODEL_GEMMA3;
+    if (!gemma)
+        s.sliding_window = 0; /* a gemma preset's, for another family */
+    else if (!s.sliding_window)
+        s.sliding_window = s.family == MKMODEL_GEMMA2 ? 4096 : 512;
+    if (gemma && !tied_g)
+        s.tied = true; /* Gemma's lm_head is its embedding */
     /* a MoE preset's experts, for a dense family (and its shared expert, for qwen3_moe) */
     if (!mkmodel_family_moe(s.family))
         s.n_experts = s.n_experts_used = s.moe_intermediate_size = 0;

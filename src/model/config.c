@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +338,117 @@ static enum ll_status get_sliding_window(struct model_config *c, const struct mo
     return LL_OK;
 }
 
+/* The MLP's activation: hidden_act, or Gemma's hidden_activation (when both are given they
+ * must agree); absent: silu. */
+static enum ll_status get_act(struct model_config *c, const cJSON *o, const char *name,
+                              struct ll_err *err)
+{
+    static const char *const keys[2] = {"hidden_act", "hidden_activation"};
+    bool seen = false;
+    for (int i = 0; i < 2; i++) {
+        const cJSON *a = ll_json_member(o, keys[i]);
+        if (!a || cJSON_IsNull(a))
+            continue;
+        enum model_act act;
+        if (cJSON_IsString(a) && !strcmp(a->valuestring, "silu"))
+            act = MODEL_ACT_SILU;
+        else if (cJSON_IsString(a) && !strcmp(a->valuestring, "gelu_pytorch_tanh"))
+            act = MODEL_ACT_GELU_TANH;
+        else
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: %s %s%.40s%s is not supported (only \"silu\" and "
+                              "\"gelu_pytorch_tanh\")",
+                              name, keys[i], cJSON_IsString(a) ? "\"" : "",
+                              cJSON_IsString(a) ? a->valuestring : ll_json_type_name(a),
+                              cJSON_IsString(a) ? "\"" : "");
+        if (seen && act != c->act)
+            return ll_err_set(err, LL_EMODEL, "%s: hidden_act and hidden_activation disagree",
+                              name);
+        c->act = act;
+        seen = true;
+    }
+    return LL_OK;
+}
+
+/* The attention and logit fields Gemma's configs add (absent or null elsewhere):
+ * query_pre_attn_scalar (q·k scaled by its inverse square root instead of head_dim's),
+ * attn_logit_softcapping and final_logit_softcapping (c·tanh(x/c)). Gemma 3's
+ * use_bidirectional_attention (EmbeddingGemma) is refused when true, as is the transformers 5
+ * layout rope_parameters, which would replace the rope fields read here. */
+static enum ll_status get_gemma_fields(struct model_config *c, const cJSON *o, const char *name,
+                                       struct ll_err *err)
+{
+    enum ll_status s;
+    double qpas;
+    bool has_qpas, bidir;
+    if ((s = get_num(o, "query_pre_attn_scalar", 0, false, 1e9, 0, &qpas, &has_qpas, name,
+                     err)) ||
+        (s = get_num(o, "attn_logit_softcapping", 0, false, 1e9, 0, &c->attn_softcap, NULL,
+                     name, err)) ||
+        (s = get_num(o, "final_logit_softcapping", 0, false, 1e9, 0, &c->final_softcap, NULL,
+                     name, err)) ||
+        (s = get_bool(o, "use_bidirectional_attention", false, &bidir, NULL, name, err)))
+        return s;
+    c->attn_scale = has_qpas ? 1.0 / sqrt(qpas) : 0.0;
+    if (bidir)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: use_bidirectional_attention true is not supported (an encoder, "
+                          "not a causal language model)",
+                          name);
+    if (ll_json_member(o, "rope_parameters"))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: rope_parameters is not supported (this build reads rope_theta, "
+                          "rope_scaling and rope_local_base_freq)",
+                          name);
+    return LL_OK;
+}
+
+/* Gemma's per-layer sliding window (the family's window_period): sliding_window (required),
+ * the layers it applies to (layer_types, else sliding_window_pattern), and
+ * rope_local_base_freq, the RoPE base of those layers. */
+static enum ll_status get_layer_windows(struct model_config *c, const struct model_family *fam,
+                                        const cJSON *o, const char *name, struct ll_err *err)
+{
+    struct model_swa *w = &c->swa;
+    enum ll_status s;
+    int period;
+    if ((s = get_int(o, "sliding_window", true, 1, 1 << 30, 0, &w->window, name, err)) ||
+        (s = get_num(o, "rope_local_base_freq", 0, false, 1e12, 0, &w->rope_theta, NULL, name,
+                     err)) ||
+        (s = get_int(o, "sliding_window_pattern", false, 1, 1024, fam->window_period, &period,
+                     name, err)))
+        return s;
+    const cJSON *types = ll_json_member(o, "layer_types");
+    if (!types || cJSON_IsNull(types)) {
+        for (int l = 0; l < c->n_layers; l++)
+            if ((l + 1) % period)
+                w->layers[l / 64] |= (uint64_t)1 << (l % 64);
+        return LL_OK;
+    }
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layers)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: layer_types must be a list of num_hidden_layers (%d) strings",
+                          name, c->n_layers);
+    int l = 0;
+    for (const cJSON *t = types->child; t; t = t->next, l++) {
+        if (cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention"))
+            w->layers[l / 64] |= (uint64_t)1 << (l % 64);
+        else if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention"))
+            return ll_err_set(err, LL_EUNSUPPORTED,
+                              "%s: layer_types[%d] %s%.40s%s is not supported (only "
+                              "\"sliding_attention\" and \"full_attention\")",
+                              name, l, cJSON_IsString(t) ? "\"" : "",
+                              cJSON_IsString(t) ? t->valuestring : ll_json_type_name(t),
+                              cJSON_IsString(t) ? "\"" : "");
+    }
+    return LL_OK;
+}
+
+bool model_layer_windowed(const struct model_config *c, int layer)
+{
+    return c->swa.window > 0 && (c->swa.layers[layer / 64] >> (layer % 64) & 1);
+}
+
 static enum ll_status config_fill(struct model_config *c, const cJSON *o, const char *name,
                                   struct ll_err *err)
 {
@@ -421,14 +533,8 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
     c->attention_bias = has_bias ? bias : -1;
 
     /* Features that would change the math: refuse rather than compute something else. */
-    const cJSON *act = ll_json_member(o, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
-        return ll_err_set(err, LL_EUNSUPPORTED,
-                          "%s: hidden_act %s%s%s is not supported (only \"silu\")", name,
-                          cJSON_IsString(act) ? "\"" : "",
-                          cJSON_IsString(act) ? act->valuestring : ll_json_type_name(act),
-                          cJSON_IsString(act) ? "\"" : "");
-    if ((s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), name, err)) ||
+    if ((s = get_act(c, o, name, err)) || (s = get_gemma_fields(c, o, name, err)) ||
+        (s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), name, err)) ||
         (s = get_moe(&c->moe, o, c->n_layers, name, err)))
         return s;
     bool mlp_bias;
@@ -439,7 +545,8 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
                           "%s: mlp_bias true is not supported (MLP projections with biases)", name);
     if (!fam && c->architecture[0])
         fam = model_registry_find_arch(c->architecture);
-    if ((s = get_sliding_window(c, fam, o, name, err)))
+    if ((s = fam && fam->window_period ? get_layer_windows(c, fam, o, name, err)
+                                        : get_sliding_window(c, fam, o, name, err)))
         return s;
     return quant_fill(c, o, name, err);
 }

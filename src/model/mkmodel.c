@@ -104,12 +104,17 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->head_dim = 128, s->intermediate_size = nemo ? 14336 : 32768, s->vocab_size = 131072;
         s->tied = false, s->max_position = nemo ? 1024000 : 32768;
         s->rope_theta = nemo ? 1000000.0 : 100000000.0, s->rms_eps = 1e-5;
+    } else if (!strcmp(name, "gemma3-1b")) { /* google/gemma-3-1b-{pt,it} */
+        s->family = MKMODEL_GEMMA3;
+        s->hidden_size = 1152, s->n_layers = 26, s->n_heads = 4, s->n_kv_heads = 1;
+        s->head_dim = 256, s->intermediate_size = 6912, s->vocab_size = 262144, s->tied = true;
+        s->max_position = 32768, s->rope_theta = 1000000.0, s->sliding_window = 512;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
                           "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
-                          "mistral-small-24b)",
+                          "mistral-small-24b, gemma3-1b)",
                           name);
     }
     return LL_OK;
@@ -122,6 +127,8 @@ static const char *const family_names[] = {
     [MKMODEL_QWEN2_MOE] = "qwen2_moe",
     [MKMODEL_QWEN3_MOE] = "qwen3_moe",
     [MKMODEL_MISTRAL] = "mistral",
+    [MKMODEL_GEMMA2] = "gemma2",
+    [MKMODEL_GEMMA3] = "gemma3_text",
 };
 
 const char *mkmodel_family_name(enum mkmodel_family f)
@@ -145,6 +152,11 @@ bool mkmodel_family_moe(enum mkmodel_family f)
 }
 
 /* Whether layer i of s has experts. */
+static bool gemma(const struct mkmodel_spec *s)
+{
+    return s->family == MKMODEL_GEMMA2 || s->family == MKMODEL_GEMMA3;
+}
+
 static bool sparse_layer(const struct mkmodel_spec *s, int i)
 {
     return mkmodel_family_moe(s->family) && !(i < 64 && (s->mlp_only >> i & 1));
@@ -197,6 +209,13 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
     } else if (s->n_experts || s->mlp_only) {
         return ll_err_set(err, LL_EINVAL, "experts are for the qwen2_moe and qwen3_moe families");
     }
+    if (gemma(s) && (s->sliding_window < 1 || s->sliding_window > 1 << 30 || !s->tied))
+        return ll_err_set(err, LL_EINVAL, "a %s model needs a sliding window in [1, 2^30] (%d) "
+                          "and a tied lm_head", mkmodel_family_name(s->family),
+                          s->sliding_window);
+    if (!gemma(s) && s->sliding_window)
+        return ll_err_set(err, LL_EINVAL, "a sliding window is for the gemma2 and gemma3_text "
+                          "families");
     if (s->head_dim < 0 || s->head_dim > 4096)
         return ll_err_set(err, LL_EINVAL, "head dim %d is out of range [1, 4096]", s->head_dim);
     if (s->n_heads % s->n_kv_heads)
@@ -275,7 +294,7 @@ static void init_of(struct gen_tensor *t, const struct mkmodel_spec *s)
     t->offset = 0.0f;
     if (ends_with(t->name, "layernorm.weight") || ends_with(t->name, "_norm.weight") ||
         !strcmp(t->name, "model.norm.weight"))
-        t->offset = 1.0f;
+        t->offset = gemma(s) ? 0.0f : 1.0f; /* Gemma's norms multiply by 1 + w */
     else if (t->ndim == 2 && strcmp(t->name, "model.embed_tokens.weight") &&
              strcmp(t->name, "lm_head.weight"))
         std = 1.0 / sqrt((double)t->shape[1]);
@@ -322,8 +341,8 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
     const int64_t h = s->hidden_size, hd = head_dim_of(s), q = s->n_heads * hd,
                   kv = s->n_kv_heads * hd, ff = s->intermediate_size, v = s->vocab_size;
     const int64_t fe = s->moe_intermediate_size, fs = s->shared_intermediate_size;
-    /* Qwen2's 12 a layer (Qwen3 has 11, Llama 9); a sparse layer's MLP: a router, 3 an expert,
-     * 4 for the shared expert and its gate */
+    /* Qwen2's 12 a layer (Qwen3 has 11, Llama 9, Gemma 3 13); a sparse layer's MLP: a router, 3
+     * an expert, 4 for the shared expert and its gate */
     size_t n = (size_t)s->n_layers * (12 + 1 + 3 * (size_t)s->n_experts + 4) + 3;
     struct gen_tensor *t = calloc(n, sizeof *t);
     *out = t;
@@ -348,7 +367,11 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
         ADD(kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
         ADD(kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
         bool qwen3 = s->family == MKMODEL_QWEN3 || s->family == MKMODEL_QWEN3_MOE;
-        if (qwen3) {
+        if (gemma(s)) {
+            ADD(h, 0, "model.layers.%d.pre_feedforward_layernorm.weight", i);
+            ADD(h, 0, "model.layers.%d.post_feedforward_layernorm.weight", i);
+        }
+        if (qwen3 || s->family == MKMODEL_GEMMA3) {
             ADD(hd, 0, "model.layers.%d.self_attn.q_norm.weight", i);
             ADD(hd, 0, "model.layers.%d.self_attn.k_norm.weight", i);
         } else if (s->family == MKMODEL_QWEN2 || s->family == MKMODEL_QWEN2_MOE) {
@@ -631,6 +654,15 @@ static void put_float(struct config_doc *d, const char *key, double v)
     put(d, key, "%s", buf);
 }
 
+/* eos_token_id: one id as a number, several as a list (none: left out). */
+static void put_eos(struct config_doc *d, const int *eos, int n)
+{
+    if (n == 1)
+        put(d, "eos_token_id", "%d", eos[0]);
+    else if (n == 2)
+        put(d, "eos_token_id", "[\n    %d,\n    %d\n  ]", eos[0], eos[1]);
+}
+
 static int field_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct config_field *)a)->key, ((const struct config_field *)b)->key);
@@ -655,16 +687,18 @@ static const char *const family_archs[] = {
     [MKMODEL_QWEN2] = "Qwen2ForCausalLM",     [MKMODEL_QWEN3] = "Qwen3ForCausalLM",
     [MKMODEL_LLAMA] = "LlamaForCausalLM",     [MKMODEL_QWEN2_MOE] = "Qwen2MoeForCausalLM",
     [MKMODEL_QWEN3_MOE] = "Qwen3MoeForCausalLM", [MKMODEL_MISTRAL] = "MistralForCausalLM",
+    [MKMODEL_GEMMA2] = "Gemma2ForCausalLM",     [MKMODEL_GEMMA3] = "Gemma3ForCausalLM",
 };
 
 /* the transformers version of the published config each family's fields follow */
 static const char *const family_versions[] = {
     [MKMODEL_QWEN2] = "4.44.0",     [MKMODEL_QWEN3] = "4.51.0",     [MKMODEL_LLAMA] = "4.45.0",
     [MKMODEL_QWEN2_MOE] = "4.40.0", [MKMODEL_QWEN3_MOE] = "4.51.0", [MKMODEL_MISTRAL] = "4.43.0",
+    [MKMODEL_GEMMA2] = "4.42.4",    [MKMODEL_GEMMA3] = "4.50.0.dev0",
 };
 
-static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eos,
-                                   const char *path, struct ll_err *err)
+static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const int *eos,
+                                   int n_eos, const char *path, struct ll_err *err)
 {
     const enum mkmodel_family f = s->family;
     const bool qwen3 = f == MKMODEL_QWEN3 || f == MKMODEL_QWEN3_MOE;
@@ -676,11 +710,11 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
     put(&d, "attention_dropout", "0.0");
     if (bos >= 0)
         put(&d, "bos_token_id", "%d", bos);
-    if (eos >= 0)
-        put(&d, "eos_token_id", "%d", eos);
+    put_eos(&d, eos, n_eos);
     if (s->head_dim)
         put(&d, "head_dim", "%d", s->head_dim);
-    put(&d, "hidden_act", "\"silu\"");
+    if (f != MKMODEL_GEMMA3)
+        put(&d, "hidden_act", "\"%s\"", gemma(s) ? "gelu_pytorch_tanh" : "silu");
     put(&d, "hidden_size", "%d", s->hidden_size);
     put(&d, "initializer_range", "0.02");
     put(&d, "intermediate_size", "%d", s->intermediate_size);
@@ -730,6 +764,22 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
     }
     if (f == MKMODEL_MISTRAL)
         put(&d, "sliding_window", "null"); /* Mistral-Nemo's: full attention */
+    if (gemma(s)) {
+        bool g2 = f == MKMODEL_GEMMA2;
+        put(&d, "attention_bias", "false");
+        put(&d, "attn_logit_softcapping", "%s", g2 ? "50.0" : "null");
+        put(&d, "cache_implementation", "\"hybrid\"");
+        put(&d, "final_logit_softcapping", "%s", g2 ? "30.0" : "null");
+        put(&d, "hidden_activation", "\"gelu_pytorch_tanh\"");
+        put(&d, "pad_token_id", "0");
+        put(&d, "query_pre_attn_scalar", "%d", head_dim_of(s));
+        put(&d, "sliding_window", "%d", s->sliding_window);
+        if (!g2) {
+            put(&d, "rope_local_base_freq", "10000.0");
+            put(&d, "rope_scaling", "null");
+            put(&d, "sliding_window_pattern", "6");
+        }
+    }
     if (moe) {
         char only[64 * 8 + 8] = "[]";
         size_t k = 0;
@@ -754,22 +804,24 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, int eo
 
 /* generation_config.json: the published sampling defaults of R1-Distill-Qwen, of Qwen3 (which
  * adds top_k) and of Llama 3.x Instruct (top_p 0.9); Mistral-Nemo's has none. */
-static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, int eos,
-                                       const char *path, struct ll_err *err)
+static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, const int *eos,
+                                       int n_eos, const char *path, struct ll_err *err)
 {
     struct config_doc d = {.n = 0};
     put(&d, "_from_model_config", "true");
     if (bos >= 0)
         put(&d, "bos_token_id", "%d", bos);
-    if (eos >= 0)
-        put(&d, "eos_token_id", "%d", eos);
+    put_eos(&d, eos, n_eos);
     if (s->family != MKMODEL_MISTRAL) {
         put(&d, "do_sample", "true");
-        put(&d, "temperature", "0.6");
+        if (!gemma(s))
+            put(&d, "temperature", "0.6");
         put(&d, "top_p", "%s", s->family == MKMODEL_LLAMA ? "0.9" : "0.95");
     }
     if (s->family == MKMODEL_QWEN3 || s->family == MKMODEL_QWEN3_MOE)
         put(&d, "top_k", "20");
+    if (gemma(s))
+        put(&d, "top_k", "64");
     return config_doc_write(&d, path, err);
 }
 
@@ -820,7 +872,7 @@ struct file_text {
  * vocabulary covers the tokenizer. */
 static enum ll_status tokenizer_files_read(const struct mkmodel_spec *s, const char *dir,
                                            struct file_text *tok_json, struct file_text *tok_cfg,
-                                           int *bos, int *eos, struct ll_err *err)
+                                           int *bos, int *eos, int *eot, struct ll_err *err)
 {
     char *p1 = ll_path_join(dir, "tokenizer.json"), *p2 = ll_path_join(dir, "tokenizer_config.json");
     cJSON *tok = NULL;
@@ -836,6 +888,8 @@ static enum ll_status tokenizer_files_read(const struct mkmodel_spec *s, const c
         (st = ll_json_parse(&tok, tok_json->text, tok_json->len, p1, err)) ||
         (st = tokenizer_config_read(&cfg, dir, err)))
         goto out;
+    /* a Gemma instruction model's turns end with <end_of_turn>, a second eos in its configs */
+    *eot = gemma(s) ? token_id(tok, "<end_of_turn>") : -1;
     int n_tok = token_count(tok);
     if (n_tok == 0) {
         st = ll_err_set(err, LL_ETOKENIZER, "%s: no tokens found", p1);
@@ -886,16 +940,20 @@ enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer
     if ((st = model_dir_begin(&w, out_dir, written_files, LL_ARRAY_LEN(written_files), force,
                               err)))
         goto out;
-    int bos = s->bos_token_id, eos = s->eos_token_id;
-    if (tokenizer_dir && (st = tokenizer_files_read(s, tokenizer_dir, &tj, &tc, &bos, &eos, err)))
+    int bos = s->bos_token_id, eos[2] = {s->eos_token_id, -1}, n_eos;
+    if (tokenizer_dir &&
+        (st = tokenizer_files_read(s, tokenizer_dir, &tj, &tc, &bos, &eos[0], &eos[1], err)))
         goto out;
+    if (eos[0] < 0)
+        eos[0] = eos[1], eos[1] = -1;
+    n_eos = (eos[0] >= 0) + (eos[1] >= 0 && eos[1] != eos[0]);
     for (size_t i = 0; i < LL_ARRAY_LEN(written_files); i++)
         if (!(paths[i] = model_dir_file(&w, written_files[i]))) {
             st = ll_err_set(err, LL_ENOMEM, "out of memory");
             goto out;
         }
-    if ((st = config_write(s, bos, eos, paths[0], err)) ||
-        (st = generation_write(s, bos, eos, paths[1], err)) ||
+    if ((st = config_write(s, bos, eos, n_eos, paths[0], err)) ||
+        (st = generation_write(s, bos, eos, n_eos, paths[1], err)) ||
         (st = safetensors_write(s, paths[2], n_threads < 1 ? 1 : n_threads, err)))
         goto out;
     if (tokenizer_dir && ((st = ll_write_file(paths[3], tj.text, tj.len, err)) ||

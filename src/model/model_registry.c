@@ -15,6 +15,8 @@ static const char *const llama_archs[] = {"LlamaForCausalLM", NULL};
 static const char *const qwen2_moe_archs[] = {"Qwen2MoeForCausalLM", NULL};
 static const char *const qwen3_moe_archs[] = {"Qwen3MoeForCausalLM", NULL};
 static const char *const mistral_archs[] = {"MistralForCausalLM", NULL};
+static const char *const gemma2_archs[] = {"Gemma2ForCausalLM", NULL};
+static const char *const gemma3_archs[] = {"Gemma3ForCausalLM", NULL};
 
 static const struct model_family families[] = {
     {
@@ -72,6 +74,30 @@ static const struct model_family families[] = {
         .architectures = mistral_archs,
         .window_unswitched = true,
         .bind = llama_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Qwen2's forward pass with Gemma's norms, GeGLU, softcaps and a sliding window on
+         * every other layer (qwen2.h) */
+        .model_type = "gemma2",
+        .architectures = gemma2_archs,
+        .window_period = 2,
+        .bind = gemma2_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Gemma 2's pass with per-head q/k norms, no softcaps, five windowed layers in six
+         * with RoPE of their own base */
+        .model_type = "gemma3_text",
+        .architectures = gemma3_archs,
+        .window_period = 6,
+        .bind = gemma3_bind,
         .unbind = qwen2_unbind,
         .runtime_create = qwen2_runtime_create,
         .runtime_free = qwen2_runtime_free,

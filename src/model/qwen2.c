@@ -1,10 +1,11 @@
 /*
- * qwen2.c: the forward pass of Qwen2, Qwen3, Llama and the MoE variants over a flat batch (see
- * qwen2.h, runtime.h).
+ * qwen2.c: the forward pass of Qwen2, Qwen3, Llama, Gemma 2 and 3 and the MoE variants over a
+ * flat batch (see qwen2.h, runtime.h).
  *
- * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx, the q/k/v
- * biases widened to f32 (when the model has them), and one scratch allocation carved into the
- * matmul scratch and the activation buffers of a max_batch step. qwen2_forward() allocates
+ * Owns, per runtime: the pool, the KV cache (runtime.h), RoPE tables sized by n_ctx (Gemma 3's
+ * windowed layers have a second), the q/k/v biases widened to f32 (when the model has them), the
+ * norm weights as the steps read them (Gemma's as f32 1 + w), and one scratch allocation carved
+ * into the matmul scratch and the activation buffers of a max_batch step. qwen2_forward() allocates
  * nothing. Each linear layer, lm_head included, runs ll_qmatmul when its weight is quantized,
  * else ll_matmul; both keep a row's result independent of the batch and the thread count.
  *
@@ -34,9 +35,20 @@
 #include "qmatmul.h"
 #include "util.h"
 
+/* The norm weights of one layer as the steps read them: the weights' own tensors, or (Gemma)
+ * f32 copies of 1 + w. A norm the model lacks has data NULL. */
+struct layer_norms {
+    struct ll_tensor attn, mlp, q, k, post_attn, post_mlp;
+};
+
 struct qwen2_runtime {
     struct model_runtime base; /* first: qwen2_* cast between the two */
     struct ll_rope rope;
+    struct ll_rope rope_local; /* Gemma 3's windowed layers (config swa.rope_theta); else unused */
+    struct layer_norms *norms; /* (n_layers + 1): the last entry's attn is the final norm */
+    float *norm_f32; /* the 1 + w copies that norms point into (Gemma); NULL otherwise */
+    float embed_scale; /* the weights' (0: none) */
+    enum model_act act;
     int hidden, n_heads, n_kv, head_dim, inter, vocab, qdim, kvdim;
     int ff_max;     /* the widest MLP: intermediate_size, or an expert's or the shared one's */
     float *bias;    /* (n_layers, qdim + 2·kvdim) bq | bk | bv widened to f32; NULL when the
@@ -71,11 +83,13 @@ struct qwen2_runtime {
 /* ---- row-wise steps on the pool ---- */
 
 enum step_op {
-    STEP_NORM,     /* xn = rms_norm(x, w) */
+    STEP_NORM,     /* [Gemma: x *= embed_scale]; xn = rms_norm(x, w) */
     STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k),
                       cache ← k, v */
     STEP_ADD_NORM, /* x += tmp; xn = rms_norm(x, w) */
-    STEP_SWIGLU,   /* gate = silu(gate) · up, rows of dim */
+    STEP_NORM_ADD_NORM, /* Gemma: tmp = rms_norm(tmp, w[0]); x += tmp; xn = rms_norm(x, w[1]) */
+    STEP_GLU,      /* gate = act(gate) · up, rows of dim (SwiGLU, or Gemma's GeGLU) */
+    STEP_SOFTCAP,  /* out = c · tanh(out / c), rows of dim (Gemma 2's final logits) */
     STEP_MOE_GATHER, /* xe[j] = xn[rtok[first + j]]: one expert's input rows */
     STEP_MOE_ADD,  /* tmp[rtok[first + j]] += rw[first + j] · ye[j]: its weighted outputs */
     STEP_SHARED_ADD, /* tmp += sigmoid(sgate) · ye: the shared expert's */
@@ -89,8 +103,11 @@ struct step {
     const struct ll_tensor *w; /* norm weight; for STEP_ROPE_KV the layer's q_norm, k_norm
                                   (w[0], w[1]; data NULL: none) */
     const int32_t *pos;        /* (n) for STEP_ROPE_KV */
-    int dim;                   /* STEP_SWIGLU: the row width */
+    int dim;                   /* STEP_GLU, STEP_SOFTCAP: the row width */
     int first;                 /* STEP_MOE_*: the expert's first pair in the routing */
+    const struct ll_rope *rope; /* STEP_ROPE_KV: the layer's table */
+    float *out;                /* STEP_SOFTCAP: the rows */
+    float cap;                 /* STEP_SOFTCAP */
 };
 
 static void step_worker(void *ctx, int ith, int nth)
@@ -99,13 +116,15 @@ static void step_worker(void *ctx, int ith, int nth)
     struct qwen2_runtime *r = s->r;
     float eps = r->base.model->config.rms_eps;
     int lo, hi;
-    if (s->op == STEP_SWIGLU) {
+    if (s->op == STEP_GLU) {
         /* Split elements in 16-aligned pieces (a row of one token is worth splitting). */
         int total = s->n * s->dim, chunks = (total + 15) / 16;
         ll_split(chunks, ith, nth, &lo, &hi);
         lo *= 16;
         hi = hi * 16 < total ? hi * 16 : total;
-        if (hi > lo)
+        if (hi > lo && r->act == MODEL_ACT_GELU_TANH)
+            ll_geglu(r->gate + lo, r->gate + lo, r->up + lo, hi - lo);
+        else if (hi > lo)
             ll_swiglu(r->gate + lo, r->gate + lo, r->up + lo, hi - lo);
         return;
     }
@@ -115,8 +134,22 @@ static void step_worker(void *ctx, int ith, int nth)
     size_t h = (size_t)r->hidden;
     switch (s->op) {
     case STEP_NORM:
+        if (r->embed_scale)
+            for (size_t i = lo * h; i < hi * h; i++)
+                r->x[i] *= r->embed_scale;
         ll_rms_norm(r->xn + lo * h, r->x + lo * h, s->w->data, s->w->dtype, hi - lo, r->hidden,
                     eps);
+        break;
+    case STEP_NORM_ADD_NORM:
+        ll_rms_norm(r->tmp + lo * h, r->tmp + lo * h, s->w[0].data, s->w[0].dtype, hi - lo,
+                    r->hidden, eps);
+        ll_add(r->x + lo * h, r->x + lo * h, r->tmp + lo * h, (hi - lo) * r->hidden);
+        ll_rms_norm(r->xn + lo * h, r->x + lo * h, s->w[1].data, s->w[1].dtype, hi - lo,
+                    r->hidden, eps);
+        break;
+    case STEP_SOFTCAP:
+        for (size_t i = (size_t)lo * s->dim; i < (size_t)hi * s->dim; i++)
+            s->out[i] = s->cap * tanhf(s->out[i] / s->cap);
         break;
     case STEP_ADD_NORM:
         ll_add(r->x + lo * h, r->x + lo * h, r->tmp + lo * h, (hi - lo) * r->hidden);
@@ -130,8 +163,8 @@ static void step_worker(void *ctx, int ith, int nth)
             ll_rms_norm(r->k + (size_t)lo * r->kvdim, r->k + (size_t)lo * r->kvdim, s->w[1].data,
                         s->w[1].dtype, (hi - lo) * r->n_kv, r->head_dim, eps);
         }
-        ll_rope_apply(r->q + (size_t)lo * r->qdim, &r->rope, s->pos + lo, hi - lo, r->n_heads);
-        ll_rope_apply(r->k + (size_t)lo * r->kvdim, &r->rope, s->pos + lo, hi - lo, r->n_kv);
+        ll_rope_apply(r->q + (size_t)lo * r->qdim, s->rope, s->pos + lo, hi - lo, r->n_heads);
+        ll_rope_apply(r->k + (size_t)lo * r->kvdim, s->rope, s->pos + lo, hi - lo, r->n_kv);
         ll_kv_cache_write(&r->base.kv, s->layer, r->slot + lo, r->k + (size_t)lo * r->kvdim,
                           r->v + (size_t)lo * r->kvdim, hi - lo);
         break;
@@ -155,7 +188,7 @@ static void step_worker(void *ctx, int ith, int nth)
                 t[i] += g * y[i];
         }
         break;
-    case STEP_SWIGLU:
+    case STEP_GLU:
         break;
     }
 }
@@ -163,15 +196,33 @@ static void step_worker(void *ctx, int ith, int nth)
 static void run_step(struct qwen2_runtime *r, enum step_op op, int n, int layer,
                      const struct ll_tensor *w, const int32_t *pos)
 {
-    struct step s = {r, op, n, layer, w, pos, 0, 0};
+    struct step s = {.r = r, .op = op, .n = n, .layer = layer, .w = w, .pos = pos};
+    if (op == STEP_ROPE_KV)
+        s.rope = model_layer_windowed(&r->base.model->config, layer) &&
+                         r->base.model->config.swa.rope_theta > 0
+                     ? &r->rope_local
+                     : &r->rope;
     ll_pool_run(r->base.pool, step_worker, &s);
+}
+
+/* The residual add after a sub-layer whose output is in tmp, then the norm w of the next one:
+ * with Gemma's output norm `post` (data set) first on tmp. */
+static void run_add_norm(struct qwen2_runtime *r, int n, const struct ll_tensor *post,
+                         const struct ll_tensor *w)
+{
+    if (!post->data) {
+        run_step(r, STEP_ADD_NORM, n, 0, w, NULL);
+        return;
+    }
+    const struct ll_tensor pair[2] = {*post, *w};
+    run_step(r, STEP_NORM_ADD_NORM, n, 0, pair, NULL);
 }
 
 /* A step of the MLPs: SwiGLU over n rows of dim, or an expert's gather / add over its n rows
  * from pair `first` of the routing. */
 static void run_mlp_step(struct qwen2_runtime *r, enum step_op op, int n, int dim, int first)
 {
-    struct step s = {r, op, n, 0, NULL, NULL, dim, first};
+    struct step s = {.r = r, .op = op, .n = n, .dim = dim, .first = first};
     ll_pool_run(r->base.pool, step_worker, &s);
 }
 
@@ -185,6 +236,9 @@ void qwen2_runtime_free(struct model_runtime *rt)
     ll_pool_free(r->base.pool);
     ll_kv_cache_free(&r->base.kv);
     ll_rope_free(&r->rope);
+    ll_rope_free(&r->rope_local);
+    free(r->norms);
+    free(r->norm_f32);
     free(r->bias);
     free(r->table);
     free(r->mem);
@@ -207,6 +261,50 @@ static void widen(float *out, const struct ll_tensor *t, int n)
             break;
         }
     }
+}
+
+/* A norm as the steps read it: t itself, or (plus_one) 1 + t widened to f32 at *buf, which
+ * advances. */
+static struct ll_tensor norm_view(const struct ll_tensor *t, bool plus_one, float **buf)
+{
+    if (!plus_one || !t->data)
+        return *t;
+    int n = (int)t->shape[0];
+    widen(*buf, t, n);
+    for (int i = 0; i < n; i++)
+        (*buf)[i] += 1.0f;
+    struct ll_tensor v = {LL_F32, 1, {n, 1}, *buf};
+    *buf += n;
+    return v;
+}
+
+/* r->norms from the weights: their tensors, or Gemma's 1 + w copies. */
+static enum ll_status norms_init(struct qwen2_runtime *r, const struct model *m,
+                                 struct ll_err *err)
+{
+    const struct qwen2_weights *W = m->weights;
+    const int nl = m->config.n_layers;
+    r->norms = calloc((size_t)nl + 1, sizeof *r->norms);
+    if (W->norm_plus_one)
+        r->norm_f32 = malloc(sizeof(float) * ((size_t)nl * (4 * (size_t)r->hidden +
+                                                             2 * (size_t)r->head_dim) +
+                                              (size_t)r->hidden));
+    if (!r->norms || (W->norm_plus_one && !r->norm_f32))
+        return ll_err_set(err, LL_ENOMEM, "runtime: out of memory");
+    float *buf = r->norm_f32;
+    bool p1 = W->norm_plus_one;
+    for (int l = 0; l < nl; l++) {
+        const struct qwen2_layer *L = &W->layers[l];
+        struct layer_norms *n = &r->norms[l];
+        n->attn = norm_view(&L->attn_norm, p1, &buf);
+        n->mlp = norm_view(&L->mlp_norm, p1, &buf);
+        n->q = norm_view(&L->q_norm, p1, &buf);
+        n->k = norm_view(&L->k_norm, p1, &buf);
+        n->post_attn = norm_view(&L->post_attn_norm, p1, &buf);
+        n->post_mlp = norm_view(&L->post_mlp_norm, p1, &buf);
+    }
+    r->norms[nl].attn = norm_view(&W->final_norm, p1, &buf);
+    return LL_OK;
 }
 
 enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct model *m,
@@ -251,8 +349,14 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     }
     double scale = model_rope_inv_freq(c, inv_freq);
     enum ll_status s = ll_rope_init(&r->rope, c->head_dim, o.n_ctx, inv_freq, scale, err);
+    if (!s && c->swa.window && c->swa.rope_theta > 0) {
+        model_rope_local_inv_freq(c, inv_freq);
+        s = ll_rope_init(&r->rope_local, c->head_dim, o.n_ctx, inv_freq, 1.0, err);
+    }
     free(inv_freq);
-    if (s || (s = ll_pool_create(&r->base.pool, o.n_threads, err)) ||
+    r->embed_scale = ((const struct qwen2_weights *)m->weights)->embed_scale;
+    r->act = c->act;
+    if (s || (s = norms_init(r, m, err)) || (s = ll_pool_create(&r->base.pool, o.n_threads, err)) ||
         (s = ll_kv_cache_init(&r->base.kv, o.math == LL_MATH_EXACT ? LL_F32 : LL_BF16,
                                c->n_layers, o.n_slots, c->n_kv_heads, c->head_dim, err))) {
         qwen2_runtime_free(&r->base);
@@ -367,7 +471,7 @@ static void mlp(struct qwen2_runtime *r, float *out, const float *x, const struc
 {
     linear(r, r->gate, x, &p->gate, NULL, n);
     linear(r, r->up, x, &p->up, NULL, n);
-    run_mlp_step(r, STEP_SWIGLU, n, dim, 0);
+    run_mlp_step(r, STEP_GLU, n, dim, 0);
     linear(r, out, r->gate, &p->down, NULL, n);
 }
 
@@ -414,23 +518,29 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
 
     int n = b->n_tokens, H = r->hidden, nl = m->config.n_layers, n_want = rr.n_want;
     size_t per_layer = (size_t)r->qdim + 2 * (size_t)r->kvdim;
-    struct ll_attn_batch ab = {n, b->pos, r->seqi, rr.seqs, o->block_size, 0, 0.0f, 0.0f};
+    struct ll_attn_batch ab = {.n_tokens = n, .pos = b->pos, .seq = r->seqi, .seqs = rr.seqs,
+                               .block_size = o->block_size};
 
     ll_embedding(r->x, W->embed.data, W->embed.dtype, b->token, n, H);
-    run_step(r, STEP_NORM, n, 0, &W->layers[0].attn_norm, NULL);
+    run_step(r, STEP_NORM, n, 0, &r->norms[0].attn, NULL);
+    const struct model_config *c = &m->config;
+    ab.scale = (float)c->attn_scale;
+    ab.softcap = (float)c->attn_softcap;
 
     for (int l = 0; l < nl; l++) {
         if (b->abort_cb && b->abort_cb(b->abort_data))
             return ll_err_set(err, LL_EABORTED, "the step was aborted before layer %d of %d", l,
                               nl);
         const struct qwen2_layer *L = &W->layers[l];
+        const struct layer_norms *N = &r->norms[l];
         const float *bias = r->bias ? r->bias + per_layer * l : NULL;
         linear(r, r->q, r->xn, &L->wq, bias, n);
         linear(r, r->k, r->xn, &L->wk, bias ? bias + r->qdim : NULL, n);
         linear(r, r->v, r->xn, &L->wv, bias ? bias + r->qdim + r->kvdim : NULL, n);
-        const struct ll_tensor qk_norm[2] = {L->q_norm, L->k_norm};
+        const struct ll_tensor qk_norm[2] = {N->q, N->k};
         run_step(r, STEP_ROPE_KV, n, l, qk_norm, b->pos);
         ab.n_tokens = n;
+        ab.window = model_layer_windowed(c, l) ? c->swa.window : 0;
         ll_attention(r->att, r->q, &rt->kv, l, &ab, r->n_heads, r->scores, o->n_ctx, rt->pool);
 
         if (l == nl - 1 && n_want < n) {
@@ -443,15 +553,19 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
         }
 
         linear(r, r->tmp, r->att, &L->wo, NULL, n);
-        run_step(r, STEP_ADD_NORM, n, l, &L->mlp_norm, NULL);
+        run_add_norm(r, n, &N->post_attn, &N->mlp);
         if (L->moe)
             experts(r, L->moe, n);
         else
             mlp(r, r->tmp, r->xn, &L->mlp, n, r->inter);
-        run_step(r, STEP_ADD_NORM, n, l, l + 1 < nl ? &W->layers[l + 1].attn_norm : &W->final_norm,
-                 NULL);
+        run_add_norm(r, n, &N->post_mlp, &r->norms[l + 1].attn); /* the last: the final norm */
     }
     /* n == n_want here (the last layer gathered them, or every row wants logits). */
     linear(r, logits, r->xn, &W->lm_head, NULL, n);
+    if (c->final_softcap > 0) {
+        struct step sc = {.r = r, .op = STEP_SOFTCAP, .n = n, .dim = r->vocab, .out = logits,
+                          .cap = (float)c->final_softcap};
+        ll_pool_run(r->base.pool, step_worker, &sc);
+    }
     return LL_OK;
 }

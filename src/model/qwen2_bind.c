@@ -1,10 +1,13 @@
 /*
- * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3 or Llama model, or of
+ * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3, Llama or Gemma model, or of
  * Qwen2-MoE or Qwen3-MoE, to a struct qwen2_weights that it allocates into m->weights
  * (qwen2.h). They differ only in which per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has
  * per-head q/k norms, and the biases only when config.json says attention_bias true; Llama has
- * neither; the MoE variants (Qwen2's or Qwen3's attention) replace the MLP of their sparse layers
- * (model_layer_sparse) by a router and experts, Qwen2-MoE's with a shared expert and its gate.
+ * neither; Gemma 2 and 3 have no biases, four norms a layer (the attention's and the MLP's
+ * outputs are normed too, and the MLP's input norm is pre_feedforward_layernorm), Gemma 3 the
+ * per-head q/k norms; the MoE variants (Qwen2's or Qwen3's attention) replace the MLP of their
+ * sparse layers (model_layer_sparse) by a router and experts, Qwen2-MoE's with a shared expert
+ * and its gate.
  *
  * Every tensor is looked up by name and checked against the config before use (model_bind.h):
  * dtype BF16, F16 or F32 (each tensor may differ; the kernels dispatch per tensor), exact shape;
@@ -16,6 +19,7 @@
  * multiplied). A layer tensor numbered past num_hidden_layers means config and weights disagree
  * and is an error. Runs once in model_open(); the tensors point into the safetensors mmaps.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +55,9 @@ struct layer_kind {
     bool qk_norm; /* self_attn.{q,k}_norm.weight */
     bool moe;     /* the sparse layers' mlp.gate + mlp.experts.E.* (config.json's moe) */
     bool shared;  /* with mlp.shared_expert.* and mlp.shared_expert_gate (Qwen2-MoE) */
+    bool gemma;   /* the sandwich norms: post_attention_layernorm on the attention's output,
+                     pre_ and post_feedforward_layernorm around the MLP; norms of 1 + w, the
+                     embedding scaled, lm_head tied */
 };
 
 /* The SwiGLU MLP whose tensors are PREFIX.{gate,up,down}_proj.weight, of width ff. */
@@ -174,7 +181,10 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
             {&L->bv, NULL, 0, "self_attn.v_proj.bias", kv, 0, kind.bias},
             {&L->q_norm, NULL, 0, "self_attn.q_norm.weight", c->head_dim, 0, kind.qk_norm},
             {&L->k_norm, NULL, 0, "self_attn.k_norm.weight", c->head_dim, 0, kind.qk_norm},
-            {&L->mlp_norm, NULL, 0, "post_attention_layernorm.weight", h, 0, true},
+            {kind.gemma ? &L->post_attn_norm : &L->mlp_norm, NULL, 0,
+             "post_attention_layernorm.weight", h, 0, true},
+            {&L->mlp_norm, NULL, 0, "pre_feedforward_layernorm.weight", h, 0, kind.gemma},
+            {&L->post_mlp_norm, NULL, 0, "post_feedforward_layernorm.weight", h, 0, kind.gemma},
         };
         for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
             char name[96];
@@ -202,6 +212,10 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
             return s;
     }
     m->weight_dtype = c->quantized ? w->embed.dtype : w->layers[0].wq.dense.dtype;
+    if (kind.gemma) {
+        w->embed_scale = sqrtf((float)c->hidden_size);
+        w->norm_plus_one = true;
+    }
     return LL_OK;
 }
 
@@ -239,6 +253,30 @@ enum ll_status qwen3_moe_bind(struct model *m, struct ll_err *err)
     return bind_decoder(m, (struct layer_kind){.bias = m->config.attention_bias == 1,
                                                .qk_norm = true, .moe = true},
                         err);
+}
+
+/* Gemma's lm_head is the embedding: its configs default tie_word_embeddings to true and the
+ * published ones leave it out (config.c's default is false), and no Gemma checkpoint has an
+ * lm_head of its own, so the model is bound tied. */
+static enum ll_status gemma_bind(struct model *m, bool qk_norm, struct ll_err *err)
+{
+    if (!m->config.tie_word_embeddings && !m->config.quantized)
+        m->config.tie_word_embeddings = true;
+    if (m->config.attention_bias == 1)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s/config.json: attention_bias true is not supported for a %s model",
+                          m->dir, m->config.model_type);
+    return bind_decoder(m, (struct layer_kind){.qk_norm = qk_norm, .gemma = true}, err);
+}
+
+enum ll_status gemma2_bind(struct model *m, struct ll_err *err)
+{
+    return gemma_bind(m, false, err);
+}
+
+enum ll_status gemma3_bind(struct model *m, struct ll_err *err)
+{
+    return gemma_bind(m, true, err);
 }
 
 void qwen2_unbind(struct model *m)

@@ -12,7 +12,8 @@
  * rotations over the original L is d · ln(L / (2π r)) / (2 ln θ); pairs below the one of
  * beta_fast rotations (rounded down) are kept, those past the one of beta_slow (rounded up)
  * divided by the factor, with a linear ramp between; and the rotation's cos and sin are scaled
- * by attention_factor (0.1 ln(factor) + 1 unless given), so q·k grows by its square. Computed
+ * by attention_factor (0.1 ln(factor) + 1 unless given), so q·k grows by its square. Gemma 3's
+ * windowed layers turn by their own base (rope_local_base_freq) without any scaling. Computed
  * in double once at start-up.
  */
 #include <math.h>
@@ -63,4 +64,10 @@ double model_rope_inv_freq(const struct model_config *cfg, double *inv_freq)
     if (rs->attention_factor > 0)
         return rs->attention_factor;
     return rs->factor <= 1 ? 1.0 : 0.1 * log(rs->factor) + 1.0;
+}
+
+void model_rope_local_inv_freq(const struct model_config *cfg, double *inv_freq)
+{
+    for (int i = 0; i < cfg->head_dim / 2; i++)
+        inv_freq[i] = pow(cfg->swa.rope_theta, -2.0 * i / cfg->head_dim);
 }

@@ -1,0 +1,334 @@
+/*
+ * test_gemma.c: the Gemma families (model_type "gemma2" and "gemma3_text") against the float64
+ * reference written from transformers' definitions (ref_forward.h), and their config.json.
+ *
+ * The models are random tiny ones (mkmodel): Gemma 3 with 6 layers, so that layers 0-4 attend
+ * through a sliding window of 5 positions with RoPE base 1e4 and layer 5 over the whole context
+ * with base 1e6, and per-head q/k norms; Gemma 2 with 4 layers, every other one windowed, and its
+ * softcaps (made strong enough to matter). A 24-token prompt runs past the window. Each must match
+ * the reference (exact path within 1e-3 of the logit scale, fast within 2 %, q8_0 within 5 %),
+ * give the same bits in any chunking and thread count, and the window must matter: the rows
+ * before it are the same bits with a window longer than the context, the rows after it are not.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_edit.h"
+#include "llamacpp_ref.h"
+#include "mkmodel.h"
+#include "model.h"
+#include "model_config.h"
+#include "model_tmp.h"
+#include "ref_forward.h"
+#include "runtime.h"
+
+#define FIXTURE "tests/fixtures/tiny-gemma2.llamacpp.json"
+
+static char dir3[64], dir2[64], dirl[64];
+static cJSON *fixture;
+
+static struct mkmodel_spec gemma_spec(enum mkmodel_family f)
+{
+    struct mkmodel_spec s;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&s, "tiny", &err), LL_OK);
+    s.family = f;
+    s.n_layers = f == MKMODEL_GEMMA3 ? 6 : 4;
+    s.n_kv_heads = f == MKMODEL_GEMMA3 ? 1 : 2;
+    s.head_dim = 32; /* q is 128 wide over a 64-wide residual stream */
+    s.vocab_size = 1024;
+    s.rope_theta = f == MKMODEL_GEMMA3 ? 1e6 : 1e4;
+    s.sliding_window = 5;
+    s.tied = true;
+    s.seed = 11;
+    s.bos_token_id = 2, s.eos_token_id = 1;
+    return s;
+}
+
+/* The llama.cpp fixture's model, as its "mkmodel" field writes it (26 layers: llama.cpp knows
+ * Gemma 2's attention scale only for the published layer counts). */
+static struct mkmodel_spec fixture_spec(void)
+{
+    struct mkmodel_spec s = gemma_spec(MKMODEL_GEMMA2);
+    s.n_layers = 26;
+    s.vocab_size = 151936;
+    s.sliding_window = 16;
+    s.seed = 7;
+    s.bos_token_id = 151646, s.eos_token_id = 151643;
+    return s;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    struct mkmodel_spec s3 = gemma_spec(MKMODEL_GEMMA3), s2 = gemma_spec(MKMODEL_GEMMA2),
+                        sl = fixture_spec();
+    return model_tmp_make(dir3, sizeof dir3, "gemma3", &s3) ||
+           model_tmp_make(dir2, sizeof dir2, "gemma2", &s2) ||
+           llamacpp_group_setup(&fixture, FIXTURE, dirl, sizeof dirl, "gemma2cpp", &sl);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return model_tmp_remove(dir3) | model_tmp_remove(dir2) |
+           llamacpp_group_teardown(fixture, dirl);
+}
+
+static const int32_t prompt[] = {2, 900, 17, 256, 3, 3, 3, 1000, 64, 511, 12, 77, 300, 8, 9, 10,
+                                 700, 42, 42, 1023, 0, 600, 33, 128};
+#define NP ((int)(sizeof prompt / sizeof prompt[0]))
+
+static void run(struct model *m, enum ll_math math, int threads, int chunk, float *out)
+{
+    ref_engine_logits(m, prompt, NP, math, threads, chunk, out);
+}
+
+/* The reference's logits of the model in d. */
+static double *reference(const char *d, const struct model *m)
+{
+    struct ref r;
+    char path[96];
+    snprintf(path, sizeof path, "%s/m", d);
+    bool g3 = !strcmp(m->config.model_type, "gemma3_text"); /* the q/k norms */
+    ref_open(&r, path, &m->config, (struct ref_kind){.qk_norm = g3, .gemma = true});
+    double *ref = malloc(sizeof(double) * NP * m->config.vocab_size);
+    ref_forward(&r, prompt, NP, ref);
+    ref_close(&r);
+    return ref;
+}
+
+/* The model in d against the reference: exact, fast, q8_0; the same bits in any chunking. */
+static void parity(const char *d, const char *what, int fast_top1, double q8_tol, int q8_top1)
+{
+    struct model *m = model_tmp_open(d, NULL);
+    const int V = m->config.vocab_size;
+    double *ref = reference(d, m);
+    float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
+    char name[64];
+    run(m, LL_MATH_EXACT, 2, NP, a);
+    snprintf(name, sizeof name, "%s exact", what);
+    ref_compare(a, ref, NP, V, 1e-3, NP - 2, name);
+    run(m, LL_MATH_EXACT, 2, 1, b);
+    assert_memory_equal(a, b, sizeof(float) * NP * V);
+    run(m, LL_MATH_EXACT, 1, 5, b);
+    assert_memory_equal(a, b, sizeof(float) * NP * V);
+
+    run(m, LL_MATH_FAST, 2, NP, a);
+    snprintf(name, sizeof name, "%s fast", what);
+    ref_compare(a, ref, NP, V, 0.02, fast_top1, name);
+    run(m, LL_MATH_FAST, 2, 3, b);
+    assert_memory_equal(a, b, sizeof(float) * NP * V);
+    model_close(m);
+
+    struct model_open_opts qo = {.quantize = true, .qscheme = MODEL_QS_Q8_0};
+    m = model_tmp_open(d, &qo);
+    run(m, LL_MATH_FAST, 2, NP, a);
+    snprintf(name, sizeof name, "%s q8_0", what);
+    ref_compare(a, ref, NP, V, q8_tol, q8_top1, name);
+    model_close(m);
+    free(a), free(b), free(ref);
+}
+
+static void test_gemma3_config(void **state)
+{
+    (void)state;
+    struct model *m = model_tmp_open(dir3, NULL);
+    const struct model_config *c = &m->config;
+    assert_string_equal(c->model_type, "gemma3_text");
+    assert_int_equal(c->act, MODEL_ACT_GELU_TANH);
+    assert_true(fabs(c->attn_scale - 1.0 / sqrt(32.0)) < 1e-12); /* query_pre_attn_scalar 32 */
+    assert_true(c->attn_softcap == 0 && c->final_softcap == 0);
+    assert_int_equal(c->swa.window, 5);
+    assert_true(c->swa.rope_theta == 10000.0 && c->rope_theta == 1e6);
+    for (int l = 0; l < 6; l++) /* sliding_window_pattern 6: the sixth layer is global */
+        assert_int_equal(model_layer_windowed(c, l), l != 5);
+    assert_true(c->tie_word_embeddings);
+    model_close(m);
+}
+
+static void test_gemma3_parity(void **state)
+{
+    (void)state;
+    parity(dir3, "gemma3", NP / 2, 0.05, 1);
+}
+
+static void test_gemma2_parity(void **state)
+{
+    (void)state;
+    struct model *m = model_tmp_open(dir2, NULL);
+    const struct model_config *c = &m->config;
+    assert_string_equal(c->model_type, "gemma2");
+    assert_true(c->attn_softcap == 50.0 && c->final_softcap == 30.0);
+    for (int l = 0; l < 4; l++) /* every other layer, from the first */
+        assert_int_equal(model_layer_windowed(c, l), l % 2 == 0);
+    assert_true(c->swa.rope_theta == 0);
+    model_close(m);
+    parity(dir2, "gemma2", NP / 3, 0.05, 1);
+    /* softcaps tight enough to change every score and logit: still the reference's */
+    char md[96];
+    snprintf(md, sizeof md, "%s/m", dir2);
+    config_edit(md, "\"attn_logit_softcapping\": 50.0", "\"attn_logit_softcapping\": 0.5");
+    config_edit(md, "\"final_logit_softcapping\": 30.0", "\"final_logit_softcapping\": 0.5");
+    parity(dir2, "gemma2 capped", NP / 3, 0.08, 0); /* logits within ±0.5: q8_0's error is
+                                                       a larger part of them */
+    config_edit(md, "\"attn_logit_softcapping\": 0.5", "\"attn_logit_softcapping\": 50.0");
+    config_edit(md, "\"final_logit_softcapping\": 0.5", "\"final_logit_softcapping\": 30.0");
+}
+
+/* Gemma 2 against llama.cpp, an independent implementation, on the same weights (its sliding
+ * window of 16 over a 381-token prompt, both softcaps, GeGLU, the four norms of 1 + w): exact
+ * path within 1e-3 of the logit scale, fast within 1.4 % (the short prompt). (llama.cpp computes GELU from a table
+ * indexed by the input rounded to f16, which alone leaves 4e-4; the reference test above holds
+ * the exact path to 1e-6.) A window one longer is 0.7 of the scale away: the check sees it. */
+static void test_llama_cpp_parity(void **state)
+{
+    (void)state;
+    llamacpp_check_weights(fixture, dirl, 864); /* three of each of the 288 tensors */
+    struct model *m = model_tmp_open(dirl, NULL);
+    assert_string_equal(m->config.model_type, "gemma2");
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))
+    {
+        char what[64];
+        snprintf(what, sizeof what, "%s exact", cJSON_GetObjectItem(p, "name")->valuestring);
+        llamacpp_compare(m, LL_MATH_EXACT, p, 1e-3, what);
+        if (strcmp(cJSON_GetObjectItem(p, "name")->valuestring, "chat"))
+            continue; /* over 381 positions fewer than half have a margin above 2.8 % */
+        llamacpp_compare(m, LL_MATH_FAST, p, 0.014, "chat fast");
+    }
+    model_close(m);
+
+    char md[96];
+    snprintf(md, sizeof md, "%s/m", dirl);
+    config_edit(md, "\"sliding_window\": 16", "\"sliding_window\": 17");
+    m = model_tmp_open(dirl, NULL);
+    double off = llamacpp_compare(m, LL_MATH_EXACT, cJSON_GetArrayItem(cJSON_GetObjectItem(
+                                                        fixture, "prompts"), 1),
+                                  0, "window 17");
+    printf("  with a window of 17 instead of 16: %.2e of the scale\n", off);
+    assert_true(off > 0.1);
+    model_close(m);
+    config_edit(md, "\"sliding_window\": 17", "\"sliding_window\": 16");
+}
+
+/* The window is in force: with one longer than the prompt, the rows inside the window are the
+ * same bits and the rows past it are not. */
+static void test_window_matters(void **state)
+{
+    (void)state;
+    char md[96];
+    snprintf(md, sizeof md, "%s/m", dir3);
+    struct model *m = model_tmp_open(dir3, NULL);
+    const int V = m->config.vocab_size;
+    float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
+    run(m, LL_MATH_EXACT, 2, NP, a);
+    model_close(m);
+    config_edit(md, "\"sliding_window\": 5", "\"sliding_window\": 4096");
+    m = model_tmp_open(dir3, NULL);
+    run(m, LL_MATH_EXACT, 2, NP, b);
+    model_close(m);
+    config_edit(md, "\"sliding_window\": 4096", "\"sliding_window\": 5");
+    assert_memory_equal(a, b, sizeof(float) * 5 * V);
+    for (int t = 5; t < NP; t++) {
+        double d = 0;
+        for (int v = 0; v < V; v++)
+            d = fmax(d, fabs(a[(size_t)t * V + v] - b[(size_t)t * V + v]));
+        if (d < 1e-4)
+            fail_msg("position %d: the window changed nothing (%.2e)", t, d);
+    }
+    free(a), free(b);
+}
+
+/* config.json: layer_types instead of sliding_window_pattern; what is refused, by name. */
+static void test_config(void **state)
+{
+    (void)state;
+    char md[96];
+    snprintf(md, sizeof md, "%s/m", dir3);
+    config_edit(md, "\"sliding_window_pattern\": 6",
+                "\"layer_types\": [\"full_attention\", \"sliding_attention\", "
+                "\"full_attention\", \"full_attention\", \"sliding_attention\", "
+                "\"full_attention\"]");
+    struct model *m = model_tmp_open(dir3, NULL);
+    for (int l = 0; l < 6; l++)
+        assert_int_equal(model_layer_windowed(&m->config, l), l == 1 || l == 4);
+    model_close(m);
+    config_edit(md,
+                "\"layer_types\": [\"full_attention\", \"sliding_attention\", "
+                "\"full_attention\", \"full_attention\", \"sliding_attention\", "
+                "\"full_attention\"]",
+                "\"sliding_window_pattern\": 6");
+
+    static const struct {
+        const char *from, *to, *names;
+    } bad[] = {
+        {"\"sliding_window_pattern\": 6", "\"layer_types\": [\"full_attention\"]", "layer_types"},
+        {"\"sliding_window_pattern\": 6",
+         "\"layer_types\": [\"chunked_attention\", \"full_attention\", \"full_attention\", "
+         "\"full_attention\", \"full_attention\", \"full_attention\"]",
+         "layer_types[0]"},
+        {"\"hidden_activation\": \"gelu_pytorch_tanh\"", "\"hidden_activation\": \"gelu\"",
+         "hidden_activation"},
+        {"\"sliding_window\": 5", "\"sliding_window\": null", "sliding_window"},
+        {"\"sliding_window_pattern\": 6",
+         "\"sliding_window_pattern\": 6, \"use_bidirectional_attention\": true",
+         "use_bidirectional_attention"},
+        {"\"sliding_window_pattern\": 6",
+         "\"sliding_window_pattern\": 6, \"rope_parameters\": {}", "rope_parameters"},
+        {"\"query_pre_attn_scalar\": 32", "\"query_pre_attn_scalar\": -1",
+         "query_pre_attn_scalar"},
+        {"\"sliding_window_pattern\": 6",
+         "\"sliding_window_pattern\": 6, \"hidden_act\": \"silu\"", "disagree"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        config_edit(md, bad[i].from, bad[i].to);
+        struct model *b = NULL;
+        struct ll_err err = {0};
+        assert_int_not_equal(model_open(&b, md, NULL, &err), LL_OK);
+        assert_null(b);
+        if (!strstr(err.msg, bad[i].names))
+            fail_msg("case %zu: message '%s' does not name '%s'", i, err.msg, bad[i].names);
+        config_edit(md, bad[i].to, bad[i].from);
+    }
+    model_close(model_tmp_open(dir3, NULL)); /* and back as it was, it loads */
+}
+
+static void test_preset(void **state)
+{
+    (void)state;
+    struct mkmodel_spec s;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&s, "gemma3-1b", &err), LL_OK);
+    assert_true(s.family == MKMODEL_GEMMA3 && s.hidden_size == 1152 && s.n_layers == 26 &&
+                s.n_heads == 4 && s.n_kv_heads == 1 && s.head_dim == 256 &&
+                s.intermediate_size == 6912 && s.vocab_size == 262144 && s.tied &&
+                s.max_position == 32768 && s.rope_theta == 1e6 && s.sliding_window == 512);
+    assert_int_equal(mkmodel_check(&s, &err), LL_OK);
+    s.tied = false;
+    assert_int_equal(mkmodel_check(&s, &err), LL_EINVAL);
+    assert_non_null(strstr(err.msg, "tied"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemma3_config),
+        cmocka_unit_test(test_gemma3_parity),
+        cmocka_unit_test(test_gemma2_parity),
+        cmocka_unit_test(test_llama_cpp_parity),
+        cmocka_unit_test(test_window_matters),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_preset),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
