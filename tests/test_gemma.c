@@ -314,6 +314,12 @@ static void test_preset(void **state)
                 s.intermediate_size == 6912 && s.vocab_size == 262144 && s.tied &&
                 s.max_position == 32768 && s.rope_theta == 1e6 && s.sliding_window == 512);
     assert_int_equal(mkmodel_check(&s, &err), LL_OK);
+    assert_int_equal(mkmodel_preset(&s, "gemma2-2b", &err), LL_OK);
+    assert_true(s.family == MKMODEL_GEMMA2 && s.hidden_size == 2304 && s.n_layers == 26 &&
+                s.n_heads == 8 && s.n_kv_heads == 4 && s.head_dim == 256 &&
+                s.intermediate_size == 9216 && s.vocab_size == 256000 && s.tied &&
+                s.max_position == 8192 && s.rope_theta == 1e4 && s.sliding_window == 4096);
+    assert_int_equal(mkmodel_check(&s, &err), LL_OK);
     s.tied = false;
     assert_int_equal(mkmodel_check(&s, &err), LL_EINVAL);
     assert_non_null(strstr(err.msg, "tied"));

@@ -109,12 +109,17 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->hidden_size = 1152, s->n_layers = 26, s->n_heads = 4, s->n_kv_heads = 1;
         s->head_dim = 256, s->intermediate_size = 6912, s->vocab_size = 262144, s->tied = true;
         s->max_position = 32768, s->rope_theta = 1000000.0, s->sliding_window = 512;
+    } else if (!strcmp(name, "gemma2-2b")) { /* google/gemma-2-2b(-it) */
+        s->family = MKMODEL_GEMMA2;
+        s->hidden_size = 2304, s->n_layers = 26, s->n_heads = 8, s->n_kv_heads = 4;
+        s->head_dim = 256, s->intermediate_size = 9216, s->vocab_size = 256000, s->tied = true;
+        s->max_position = 8192, s->sliding_window = 4096;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
                           "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
-                          "mistral-small-24b, gemma3-1b)",
+                          "mistral-small-24b, gemma2-2b, gemma3-1b)",
                           name);
     }
     return LL_OK;
