@@ -109,6 +109,8 @@ struct model_config {
     int bos_token_id;      /* -1 if absent */
     int eos_ids[LL_MAX_EOS]; /* eos_token_id (int or list) */
     int n_eos;
+    char weights_prefix[24]; /* the family's: prepended to every tensor name (a multimodal
+                                checkpoint's text model, "language_model.") */
     bool quantized;        /* quantization_config present: the linear weights are stored as
                               planes (quant.h; the layout is in model_bind.h) */
     enum model_qscheme qscheme; /* quantization_config.format, when quantized: each weight's

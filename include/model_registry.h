@@ -37,6 +37,13 @@ struct model_family {
                                          "sliding_attention", or, without layer_types, to every
                                          layer l with (l + 1) % sliding_window_pattern != 0, the
                                          pattern defaulting to this */
+    const char *config_defaults;      /* JSON object: the values of the family's transformers
+                                         config class for the fields a config.json may leave out
+                                         (Gemma 3's); NULL: config.c's own defaults */
+    bool text_config;                 /* the decoder's fields are config.json's text_config (a
+                                         multimodal checkpoint: Gemma 3 4B and up), the weights
+                                         named under weights_prefix; the rest is not loaded */
+    const char *weights_prefix;       /* prepended to every tensor name ("" when NULL) */
     /* Make the family's weights struct, store it in m->weights (opaque to everyone else) and
      * point it at the tensors of m->st, checking every name, shape and dtype against m->config;
      * set m->weight_dtype. Returns LL_OK, LL_EMODEL (missing tensor, wrong shape),

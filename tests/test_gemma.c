@@ -27,9 +27,11 @@
 #include "mkmodel.h"
 #include "model.h"
 #include "model_config.h"
+#include "model_quant.h"
 #include "model_tmp.h"
 #include "ref_forward.h"
 #include "runtime.h"
+#include "safetensors.h"
 
 #define FIXTURE "tests/fixtures/tiny-gemma2.llamacpp.json"
 
@@ -153,6 +155,9 @@ static void test_gemma3_config(void **state)
     for (int l = 0; l < 6; l++) /* sliding_window_pattern 6: the sixth layer is global */
         assert_int_equal(model_layer_windowed(c, l), l != 5);
     assert_true(c->tie_word_embeddings);
+    char shape[160];
+    model_shape_str(m, shape, sizeof shape);
+    assert_non_null(strstr(shape, "sliding window 5 in 5 of the layers"));
     model_close(m);
 }
 
@@ -303,6 +308,94 @@ static void test_config(void **state)
     model_close(model_tmp_open(dir3, NULL)); /* and back as it was, it loads */
 }
 
+/* A Gemma 3 checkpoint with images (4B and up): config.json's text_config, which leaves out what
+ * equals transformers' defaults, and the text model's weights under "language_model." beside
+ * the vision tower's. Made here from the gemma3_text model: the same weights must give the same
+ * bits. */
+static void test_multimodal_layout(void **state)
+{
+    (void)state;
+    char mm[64], path[128], src[96];
+    assert_int_equal(model_tmp_make(mm, sizeof mm, "gemma3mm", NULL), 0);
+    snprintf(src, sizeof src, "%s/m/model.safetensors", dir3);
+    struct safetensors *st;
+    struct ll_err err = {0};
+    assert_int_equal(st_open(&st, src, &err), LL_OK);
+    size_t n = st_count(st);
+    struct st_write_tensor *t = calloc(n + 1, sizeof *t);
+    char(*names)[LL_TENSOR_NAME_MAX] = calloc(n, sizeof *names);
+    for (size_t i = 0; i < n; i++) {
+        const struct st_tensor *x = st_at(st, i);
+        snprintf(names[i], sizeof names[i], "language_model.%s", x->name);
+        t[i] = (struct st_write_tensor){.name = names[i], .dtype = x->dtype, .ndim = x->ndim,
+                                        .data = x->data};
+        memcpy(t[i].shape, x->shape, sizeof t[i].shape);
+    }
+    static const float patch[6] = {1, 2, 3, 4, 5, 6}; /* a vision tensor, not loaded */
+    t[n] = (struct st_write_tensor){.name = "vision_tower.vision_model.post_layernorm.weight",
+                                    .dtype = ST_F32, .ndim = 1, .shape = {6}, .data = patch};
+    snprintf(path, sizeof path, "%s/m/model.safetensors", mm);
+    assert_int_equal(st_write(path, t, n + 1, &err), LL_OK);
+    st_close(st);
+    free(t), free(names);
+    snprintf(path, sizeof path, "%s/m/config.json", mm);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"eos_token_id\": [1, 7], "
+          "\"model_type\": \"gemma3\", \"text_config\": {\"head_dim\": 32, "
+          "\"hidden_size\": 64, \"intermediate_size\": 160, \"max_position_embeddings\": 4096, "
+          "\"model_type\": \"gemma3_text\", \"num_attention_heads\": 4, "
+          "\"num_hidden_layers\": 6, \"num_key_value_heads\": 1, "
+          "\"query_pre_attn_scalar\": 32, \"sliding_window\": 5, \"vocab_size\": 1024}, "
+          "\"vision_config\": {\"hidden_size\": 6, \"model_type\": \"siglip_vision_model\"}}",
+          f);
+    fclose(f);
+
+    struct model *a = model_tmp_open(dir3, NULL), *b = model_tmp_open(mm, NULL);
+    assert_string_equal(b->config.model_type, "gemma3");
+    assert_string_equal(b->config.weights_prefix, "language_model.");
+    assert_true(b->config.swa.window == 5 && b->config.swa.rope_theta == 10000.0 &&
+                b->config.rope_theta == 1e6 && b->config.n_eos == 2 &&
+                b->config.eos_ids[1] == 7 && b->config.bos_token_id == 2);
+    const int V = a->config.vocab_size;
+    float *la = malloc(sizeof(float) * NP * V), *lb = malloc(sizeof(float) * NP * V);
+    run(a, LL_MATH_EXACT, 2, NP, la);
+    run(b, LL_MATH_EXACT, 2, NP, lb);
+    assert_memory_equal(la, lb, sizeof(float) * NP * V);
+    model_close(a), model_close(b);
+
+    /* quantized and written out (llaisys-cli quantize), it loads as it was quantized at load:
+     * the planes under the prefix, quantization_config at the top of config.json */
+    struct model_open_opts qo = {.quantize = true, .qscheme = MODEL_QS_Q8_0};
+    b = model_tmp_open(mm, &qo);
+    run(b, LL_MATH_FAST, 2, NP, la);
+    char qdir[96];
+    snprintf(qdir, sizeof qdir, "%s/q", mm);
+    assert_int_equal(model_quant_write(b, qdir, false, &err), LL_OK);
+    model_close(b);
+    struct model *q = NULL;
+    assert_int_equal(model_open(&q, qdir, NULL, &err), LL_OK);
+    assert_true(q->quantized && !strcmp(q->config.model_type, "gemma3"));
+    run(q, LL_MATH_FAST, 2, NP, lb);
+    assert_memory_equal(la, lb, sizeof(float) * NP * V);
+    model_close(q);
+    free(la), free(lb);
+
+    /* without its text_config: refused by name */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\"}",
+          f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/m", mm);
+    struct model *bad = NULL;
+    assert_int_not_equal(model_open(&bad, path, NULL, &err), LL_OK);
+    assert_null(bad);
+    if (!strstr(err.msg, "text_config"))
+        fail_msg("message '%s' does not name text_config", err.msg);
+    assert_int_equal(model_tmp_remove(mm), 0);
+}
+
 static void test_preset(void **state)
 {
     (void)state;
@@ -334,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_llama_cpp_parity),
         cmocka_unit_test(test_window_matters),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_multimodal_layout),
         cmocka_unit_test(test_preset),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

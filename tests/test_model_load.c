@@ -581,7 +581,7 @@ static const struct bad_dir bad_dirs[] = {
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"phi3\"", {0},
      LL_EUNSUPPORTED, "config.json",
      "unknown model_type \"phi3\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
-     "gemma2, gemma3_text, mock)"},
+     "gemma2, gemma3_text, gemma3, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"longrope\"}", {0},
@@ -736,16 +736,20 @@ static void test_registry_routes(void **state)
     assert_ptr_equal(model_registry_find_arch("Gemma3ForCausalLM"), g3);
     assert_true(g2->forward == f->forward && g2->window_period == 2 &&
                 g3->window_period == 6 && !f->window_period && g2->bind != g3->bind);
+    const struct model_family *g3m = model_registry_find("gemma3");
+    assert_true(g3m && g3m->text_config && !g3->text_config && g3m->bind == g3->bind &&
+                !strcmp(g3m->weights_prefix, "language_model.") && !g3->weights_prefix);
+    assert_ptr_equal(model_registry_find_arch("Gemma3ForConditionalGeneration"), g3m);
     assert_null(model_registry_find("phi3"));
     assert_null(model_registry_find_arch("Phi3ForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
     const struct model_family *mock = model_registry_find("mock");
     assert_non_null(mock);
     assert_true(mock->no_weights && !f->no_weights);
-    char names[96], cut[3];
+    char names[128], cut[3];
     model_registry_names(names, sizeof names);
     assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, gemma2, "
-                               "gemma3_text, mock");
+                               "gemma3_text, gemma3, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

@@ -449,6 +449,57 @@ bool model_layer_windowed(const struct model_config *c, int layer)
     return c->swa.window > 0 && (c->swa.layers[layer / 64] >> (layer % 64) & 1);
 }
 
+static enum ll_status config_fields(struct model_config *c, const struct model_family *fam,
+                                    const cJSON *o, const char *name, struct ll_err *err);
+
+/* The fields a family's config.json stands for, into *out (the caller deletes it): the
+ * family's defaults, overlaid with config.json's own fields, or with those of its text_config
+ * plus the ones a multimodal config keeps at the top (the token ids, quantization_config). */
+static enum ll_status family_fields(cJSON **out, const struct model_family *fam, const cJSON *o,
+                                    const char *name, struct ll_err *err)
+{
+    const cJSON *src = o;
+    if (fam->text_config) {
+        src = ll_json_member(o, "text_config");
+        if (!cJSON_IsObject(src))
+            return ll_err_set(err, LL_EMODEL, "%s: a %s model needs a 'text_config' object%s%s",
+                              name, fam->model_type, src ? ", not " : "",
+                              src ? ll_json_type_name(src) : "");
+    }
+    cJSON *m = NULL;
+    if (fam->config_defaults) {
+        enum ll_status s = ll_json_parse(&m, fam->config_defaults, strlen(fam->config_defaults),
+                                         "the family's defaults", err);
+        if (s)
+            return s;
+    } else if (!(m = cJSON_CreateObject())) {
+        return ll_err_set(err, LL_ENOMEM, "%s: out of memory", name);
+    }
+    static const char *const top[] = {"bos_token_id", "eos_token_id", "quantization_config"};
+    for (int pass = 0; pass < 2; pass++) {
+        const cJSON *from = pass == 0 ? src : o;
+        if (pass == 1 && from == src)
+            break;
+        for (const cJSON *f = from->child; f; f = f->next) {
+            bool wanted = pass == 0;
+            for (size_t k = 0; !wanted && k < sizeof top / sizeof top[0]; k++)
+                wanted = !strcmp(f->string, top[k]);
+            if (!wanted)
+                continue;
+            cJSON *dup = cJSON_Duplicate(f, true);
+            if (!dup || (cJSON_GetObjectItemCaseSensitive(m, f->string)
+                             ? !cJSON_ReplaceItemInObjectCaseSensitive(m, f->string, dup)
+                             : !cJSON_AddItemToObject(m, f->string, dup))) {
+                cJSON_Delete(dup);
+                cJSON_Delete(m);
+                return ll_err_set(err, LL_ENOMEM, "%s: out of memory", name);
+            }
+        }
+    }
+    *out = m;
+    return LL_OK;
+}
+
 static enum ll_status config_fill(struct model_config *c, const cJSON *o, const char *name,
                                   struct ll_err *err)
 {
@@ -477,7 +528,28 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
         strcpy(c->model_type, mt);
     }
 
-    const struct model_family *fam = mt ? model_registry_find(mt) : NULL;
+    const struct model_family *fam = mt ? model_registry_find(mt)
+                                 : model_registry_find_arch(c->architecture);
+    if (fam && (fam->config_defaults || fam->text_config)) {
+        cJSON *merged = NULL;
+        char where[300];
+        snprintf(where, sizeof where, "%s%s", name, fam->text_config ? " (text_config)" : "");
+        if ((s = family_fields(&merged, fam, o, name, err)))
+            return s;
+        s = config_fields(c, fam, merged, where, err);
+        cJSON_Delete(merged);
+        return s;
+    }
+    return config_fields(c, fam, o, name, err);
+}
+
+/* The decoder's fields of config.json (o), for family fam (NULL: none known). */
+static enum ll_status config_fields(struct model_config *c, const struct model_family *fam,
+                                    const cJSON *o, const char *name, struct ll_err *err)
+{
+    enum ll_status s;
+    if (fam && fam->weights_prefix)
+        snprintf(c->weights_prefix, sizeof c->weights_prefix, "%s", fam->weights_prefix);
     if (fam && fam->no_weights) {
         /* a family without weights sets its own shapes (its bind); only these are read */
         if ((s = get_int(o, "vocab_size", true, 1, 1 << 24, 0, &c->vocab_size, name, err)) ||
@@ -543,8 +615,6 @@ static enum ll_status config_fill(struct model_config *c, const cJSON *o, const 
     if (mlp_bias)
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: mlp_bias true is not supported (MLP projections with biases)", name);
-    if (!fam && c->architecture[0])
-        fam = model_registry_find_arch(c->architecture);
     if ((s = fam && fam->window_period ? get_layer_windows(c, fam, o, name, err)
                                         : get_sliding_window(c, fam, o, name, err)))
         return s;

@@ -136,9 +136,15 @@ void model_shape_str(const struct model *m, char *buf, size_t size)
         snprintf(moe, sizeof moe, ", %d experts (%d a token)", c->moe.n_experts,
                  c->moe.n_experts_used);
     char window[64] = "";
+    int windowed = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        windowed += model_layer_windowed(c, l);
     if (c->sliding_window)
         snprintf(window, sizeof window, ", sliding window %d (the longest context)",
                  c->sliding_window);
+    else if (windowed)
+        snprintf(window, sizeof window, ", sliding window %d in %d of the layers",
+                 c->swa.window, windowed);
     snprintf(buf, size, "%s, %d layers, hidden %d%s, vocab %d%s", c->model_type, c->n_layers,
              c->hidden_size, moe, c->vocab_size, window);
 }

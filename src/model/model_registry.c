@@ -17,6 +17,18 @@ static const char *const qwen3_moe_archs[] = {"Qwen3MoeForCausalLM", NULL};
 static const char *const mistral_archs[] = {"MistralForCausalLM", NULL};
 static const char *const gemma2_archs[] = {"Gemma2ForCausalLM", NULL};
 static const char *const gemma3_archs[] = {"Gemma3ForCausalLM", NULL};
+static const char *const gemma3_mm_archs[] = {"Gemma3ForConditionalGeneration", NULL};
+
+/* transformers' Gemma3TextConfig defaults for the fields a Gemma 3 config.json leaves out (the
+ * text_config of the 4B, 12B and 27B checkpoints gives only what differs from them) */
+static const char gemma3_defaults[] =
+    "{\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
+    "\"num_hidden_layers\": 26, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+    "\"head_dim\": 256, \"hidden_activation\": \"gelu_pytorch_tanh\", "
+    "\"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000.0, "
+    "\"query_pre_attn_scalar\": 256, \"sliding_window\": 4096, "
+    "\"rope_local_base_freq\": 10000.0, \"sliding_window_pattern\": 6, "
+    "\"tie_word_embeddings\": true, \"bos_token_id\": 2, \"eos_token_id\": 1}";
 
 static const struct model_family families[] = {
     {
@@ -97,6 +109,22 @@ static const struct model_family families[] = {
         .model_type = "gemma3_text",
         .architectures = gemma3_archs,
         .window_period = 6,
+        .config_defaults = gemma3_defaults,
+        .bind = gemma3_bind,
+        .unbind = qwen2_unbind,
+        .runtime_create = qwen2_runtime_create,
+        .runtime_free = qwen2_runtime_free,
+        .forward = qwen2_forward,
+    },
+    {
+        /* Gemma 3 4B and up (image and text): the text model alone, its config.json's
+         * text_config and its weights under language_model. */
+        .model_type = "gemma3",
+        .architectures = gemma3_mm_archs,
+        .window_period = 6,
+        .config_defaults = gemma3_defaults,
+        .text_config = true,
+        .weights_prefix = "language_model.",
         .bind = gemma3_bind,
         .unbind = qwen2_unbind,
         .runtime_create = qwen2_runtime_create,

@@ -30,17 +30,25 @@
 #include "qwen2.h"
 #include "safetensors.h"
 
-/* Reject "model.layers.N.*" with N >= n_layers: the config and the weights disagree. */
+/* The prefix of every tensor name (config.json's family: a multimodal checkpoint's text model
+ * is under "language_model."; usually none). */
+static const char *P(const struct model *m)
+{
+    return m->config.weights_prefix;
+}
+
+/* Reject "[P]model.layers.N.*" with N >= n_layers: the config and the weights disagree. */
 static enum ll_status check_layer_count(const struct model *m, struct ll_err *err)
 {
-    static const char prefix[] = "model.layers.";
+    char prefix[64];
+    size_t np = (size_t)snprintf(prefix, sizeof prefix, "%smodel.layers.", P(m));
     for (size_t i = 0; i < st_count(m->st); i++) {
         const struct st_tensor *t = st_at(m->st, i);
-        if (strncmp(t->name, prefix, sizeof prefix - 1))
+        if (strncmp(t->name, prefix, np))
             continue;
         char *end;
-        long n = strtol(t->name + sizeof prefix - 1, &end, 10);
-        if (end != t->name + sizeof prefix - 1 && *end == '.' && n >= m->config.n_layers)
+        long n = strtol(t->name + np, &end, 10);
+        if (end != t->name + np && *end == '.' && n >= m->config.n_layers)
             return ll_err_set(err, LL_EMODEL,
                               "%s: tensor '%s' belongs to layer %ld, but config.json has "
                               "num_hidden_layers %d",
@@ -82,16 +90,16 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
                                      struct layer_kind kind, struct ll_err *err)
 {
     const struct model_config *c = &m->config;
-    char prefix[64], name[LL_TENSOR_NAME_MAX];
+    char prefix[96], name[LL_TENSOR_NAME_MAX];
     enum ll_status s;
     if (!model_layer_sparse(c, i)) {
-        snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", i);
+        snprintf(name, sizeof name, "%smodel.layers.%d.mlp.gate.weight", P(m), i);
         if (st_find(m->st, name))
             return ll_err_set(err, LL_EMODEL,
                               "%s: tensor '%s' is a router, but config.json makes layer %d a "
                               "dense one (mlp_only_layers, decoder_sparse_step)",
                               st_path(m->st), name, i);
-        snprintf(prefix, sizeof prefix, "model.layers.%d.mlp", i);
+        snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp", P(m), i);
         return bind_mlp(m, &L->mlp, prefix, i, c->intermediate_size, err);
     }
     const struct model_moe *mc = &c->moe;
@@ -101,15 +109,15 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
     L->moe = e;
     if (!e || !e->experts)
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
-    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", i);
+    snprintf(name, sizeof name, "%smodel.layers.%d.mlp.gate.weight", P(m), i);
     if ((s = model_bind_tensor(m, &e->router, name, mc->n_experts, c->hidden_size, err)))
         return s;
     for (int x = 0; x < mc->n_experts; x++) {
-        snprintf(prefix, sizeof prefix, "model.layers.%d.mlp.experts.%d", i, x);
+        snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp.experts.%d", P(m), i, x);
         if ((s = bind_mlp(m, &e->experts[x], prefix, i, mc->intermediate, err)))
             return s;
     }
-    snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", i);
+    snprintf(name, sizeof name, "%smodel.layers.%d.mlp.shared_expert_gate.weight", P(m), i);
     if (!kind.shared) {
         if (st_find(m->st, name))
             return ll_err_set(err, LL_EMODEL, "%s: tensor '%s' is not part of a %s model",
@@ -118,12 +126,20 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
     }
     if ((s = model_bind_tensor(m, &e->shared_gate, name, 1, c->hidden_size, err)))
         return s;
-    snprintf(prefix, sizeof prefix, "model.layers.%d.mlp.shared_expert", i);
+    snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp.shared_expert", P(m), i);
     return bind_mlp(m, &e->shared, prefix, i, mc->shared_intermediate, err);
+}
+
+/* buf = the prefix + name */
+static const char *named(char *buf, size_t size, const struct model *m, const char *name)
+{
+    snprintf(buf, size, "%s%s", P(m), name);
+    return buf;
 }
 
 static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, struct ll_err *err)
 {
+    char emb[LL_TENSOR_NAME_MAX], fin[LL_TENSOR_NAME_MAX], head[LL_TENSOR_NAME_MAX];
     const struct model_config *c = &m->config;
     const int64_t h = c->hidden_size, q = (int64_t)c->n_heads * c->head_dim,
                   kv = (int64_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
@@ -149,15 +165,18 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
     if (!w->layers)
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
     if ((s = check_layer_count(m, err)) ||
-        (s = model_bind_tensor(m, &w->embed, "model.embed_tokens.weight", v, h, err)) ||
-        (s = model_bind_tensor(m, &w->final_norm, "model.norm.weight", h, 0, err)))
+        (s = model_bind_tensor(m, &w->embed, named(emb, sizeof emb, m, "model.embed_tokens.weight"),
+                               v, h, err)) ||
+        (s = model_bind_tensor(m, &w->final_norm, named(fin, sizeof fin, m, "model.norm.weight"),
+                               h, 0, err)))
         return s;
-    if (!c->tie_word_embeddings && !c->quantized && !st_find(m->st, "lm_head.weight"))
+    named(head, sizeof head, m, "lm_head.weight");
+    if (!c->tie_word_embeddings && !c->quantized && !st_find(m->st, head))
         return ll_err_set(err, LL_EMODEL,
-                          "%s: missing tensor 'lm_head.weight' (config.json has "
-                          "tie_word_embeddings false)",
-                          st_path(m->st));
-    if ((s = model_bind_linear(m, &w->lm_head, "lm_head.weight", MODEL_ROLE_LM_HEAD, -1, v, h,
+                          "%s: missing tensor '%s' (config.json has tie_word_embeddings "
+                          "false)",
+                          st_path(m->st), head);
+    if ((s = model_bind_linear(m, &w->lm_head, head, MODEL_ROLE_LM_HEAD, -1, v, h,
                                c->tie_word_embeddings ? &w->embed : NULL, err)))
         return s;
 
@@ -187,11 +206,11 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
             {&L->post_mlp_norm, NULL, 0, "post_feedforward_layernorm.weight", h, 0, kind.gemma},
         };
         for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
-            char name[96];
+            char name[LL_TENSOR_NAME_MAX];
             if (!spec[k].present) {
                 /* a tensor this kind of model does not have must not be in the file either:
                  * it would mean the config describes another model than the weights */
-                snprintf(name, sizeof name, "model.layers.%d.%s", i, spec[k].suffix);
+                snprintf(name, sizeof name, "%smodel.layers.%d.%s", P(m), i, spec[k].suffix);
                 if (st_find(m->st, name))
                     return ll_err_set(err, LL_EMODEL,
                                       "%s: tensor '%s' is not part of a %s model%s",
@@ -201,7 +220,7 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
                                           : "");
                 continue;
             }
-            snprintf(name, sizeof name, "model.layers.%d.%s", i, spec[k].suffix);
+            snprintf(name, sizeof name, "%smodel.layers.%d.%s", P(m), i, spec[k].suffix);
             s = spec[k].t ? model_bind_tensor(m, spec[k].t, name, spec[k].d0, spec[k].d1, err)
                           : model_bind_linear(m, spec[k].lin, name, spec[k].role, i, spec[k].d0,
                                               spec[k].d1, NULL, err);
