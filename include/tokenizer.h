@@ -1,12 +1,14 @@
 /*
- * tokenizer.h: byte-level BPE tokenizer read from a Hugging Face model directory
- * (tokenizer.json + tokenizer_config.json), encoding and decoding exactly as Hugging Face
- * `tokenizers` does for the Qwen2 family (DeepSeek-R1-Distill-Qwen).
+ * tokenizer.h: BPE tokenizer read from a Hugging Face model directory (tokenizer.json +
+ * tokenizer_config.json), encoding and decoding exactly as Hugging Face `tokenizers` does:
+ * byte-level BPE (Qwen2 / DeepSeek-R1-Distill-Qwen, Qwen3, Llama 3, Mistral-Nemo) and
+ * SentencePiece-style BPE with byte fallback (Llama 2, Mistral-7B, TinyLlama, Gemma 2/3).
  *
  * Pipeline of tokenizer_encode: invalid UTF-8 → U+FFFD (one per maximal invalid subpart, as
  * Python's errors="replace") → added tokens (longest match, lstrip/rstrip/single_word honoured)
- * → NFC → Qwen2 split regex → byte-level mapping → BPE by merge rank → optional special tokens
- * of the post-processor (BOS for DeepSeek-R1-Distill-Qwen).
+ * → normalizer (NFC, Prepend, Replace) → pre-tokenizer (a split regex, a literal-string Split,
+ * Metaspace, or none) → BPE by merge rank (over bytes in the byte-level alphabet, or over
+ * characters with byte fallback) → optional special tokens of the post-processor (e.g. BOS).
  *
  * Threads: a loaded tokenizer is read-only except for an internal, locked BPE cache, so every
  * function below may be called from several threads at once on one tokenizer. A
@@ -47,7 +49,9 @@ enum ll_status tokenizer_encode(const struct tokenizer *tok, const char *text, s
 
 /* Decode ids to UTF-8 text (as Hugging Face decode with clean_up_tokenization_spaces=False):
  * ids without text are skipped, special tokens are skipped when skip_special, invalid byte
- * sequences become U+FFFD. *text is malloc'd and NUL-terminated (caller frees); *len excludes
+ * sequences become U+FFFD (byte-level: per maximal invalid subpart; a run of byte-fallback
+ * tokens that is not valid UTF-8: one per byte), and the decoder's Strip / Metaspace rules
+ * apply to the start (and end) of the whole text. *text is malloc'd and NUL-terminated (caller frees); *len excludes
  * the NUL (len may be NULL). Returns LL_OK or LL_ENOMEM. */
 enum ll_status tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, size_t n_ids,
                                 bool skip_special, char **text, size_t *len, struct ll_err *err);
@@ -112,8 +116,11 @@ void tokenizer_config_free(struct tokenizer_config *cfg);
 
 /* Incremental decoder for streaming: feed ids one at a time, get back only complete UTF-8.
  * Bytes of a character split across tokens are held until it is complete; byte sequences that
- * can never become valid come out as U+FFFD at once. The concatenation of every feed and the
- * final flush equals tokenizer_decode of the same ids. Allocates only in init.
+ * can never become valid come out as U+FFFD at once. A run of byte-fallback tokens is held
+ * until the run ends (whether it becomes U+FFFD depends on all of it), and Strip's characters
+ * at the end until other text follows. The concatenation of every feed and the final flush
+ * equals tokenizer_decode of the same ids. Allocates in init, and later only to hold a run of
+ * byte-fallback tokens longer than 64 bytes.
  * Returns LL_OK or LL_ENOMEM; *out owns the stream (free with tokenizer_stream_free). */
 enum ll_status tokenizer_stream_init(struct tokenizer_stream **out, const struct tokenizer *tok,
                                      bool skip_special, struct ll_err *err);

@@ -1,8 +1,10 @@
 /*
  * bpe.c: byte-pair encoding of one pre-token.
  *
- * The pre-token starts as one symbol per byte (the byte's token in the byte-level alphabet).
- * Repeatedly the adjacent pair with the lowest merge rank is merged, the leftmost first among
+ * The pre-token starts as one symbol per byte (the byte's token in the byte-level alphabet),
+ * or, for the SentencePiece-style scheme, one per UTF-8 character: the character's token, else
+ * (byte_fallback) the tokens "<0xNN>" of its bytes, else unk_token (consecutive unknown
+ * characters as one with fuse_unk), as Hugging Face's BPE model builds its word. Repeatedly the adjacent pair with the lowest merge rank is merged, the leftmost first among
  * equal pairs, until no adjacent pair has a merge: the order Hugging Face's BPE model uses.
  * Symbols form a doubly linked list over an array and candidate pairs sit in a binary min-heap
  * keyed (rank, position); a popped candidate whose pair has changed since it was pushed is
@@ -77,6 +79,63 @@ static void push_pair(const struct tokenizer *tok, const struct sym *syms, int32
         heap_push(heap, n_heap, (struct cand){rank, (uint32_t)left, a, b});
 }
 
+/* Append one symbol. */
+static inline void add_sym(struct sym *syms, int32_t *m, int32_t id)
+{
+    syms[*m] = (struct sym){id, *m - 1, *m + 1};
+    (*m)++;
+}
+
+/* The byte-level start: one symbol per byte; a byte without a token is dropped (there is no
+ * unknown token). Returns the count. */
+static int32_t byte_symbols(const struct tokenizer *tok, const unsigned char *s, size_t n,
+                            struct sym *syms)
+{
+    int32_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tok->byte_id[s[i]] >= 0)
+            add_sym(syms, &m, tok->byte_id[s[i]]);
+    return m;
+}
+
+/* The character start (at most one symbol per byte). A pending unknown is written when a known
+ * character or the end comes, not before byte-fallback tokens: Hugging Face's order. Without an
+ * unk_token an unknown character is dropped. */
+static int32_t char_symbols(const struct tokenizer *tok, const unsigned char *s, size_t n,
+                            struct sym *syms)
+{
+    int32_t m = 0;
+    bool unk_pending = false;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = tok_utf8_decode(s + i, n - i, &cp);
+        int32_t id = tok_strmap_get(&tok->vocab, tok->arena.data, (const char *)s + i, k);
+        if (id >= 0) {
+            if (unk_pending)
+                add_sym(syms, &m, tok->unk_id);
+            unk_pending = false;
+            add_sym(syms, &m, id);
+            i += k;
+            continue;
+        }
+        bool bytes = tok->byte_fallback;
+        for (size_t j = 0; bytes && j < k; j++)
+            bytes = tok->byte_id[s[i + j]] >= 0;
+        if (bytes) {
+            for (size_t j = 0; j < k; j++)
+                add_sym(syms, &m, tok->byte_id[s[i + j]]);
+        } else if (tok->unk_id >= 0) {
+            if (unk_pending && !tok->fuse_unk)
+                add_sym(syms, &m, tok->unk_id);
+            unk_pending = true;
+        }
+        i += k;
+    }
+    if (unk_pending)
+        add_sym(syms, &m, tok->unk_id);
+    return m;
+}
+
 /* BPE of n bytes into out (no cache). */
 static enum ll_status bpe_merge(const struct tokenizer *tok, const unsigned char *s, size_t n,
                                 struct tok_ids *out)
@@ -98,15 +157,7 @@ static enum ll_status bpe_merge(const struct tokenizer *tok, const unsigned char
         }
     }
 
-    /* one symbol per byte; a byte without a token is dropped (there is no unknown token) */
-    int32_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = tok->byte_id[s[i]];
-        if (id < 0)
-            continue;
-        syms[m] = (struct sym){id, m - 1, m + 1};
-        m++;
-    }
+    int32_t m = tok->byte_level ? byte_symbols(tok, s, n, syms) : char_symbols(tok, s, n, syms);
     if (m)
         syms[m - 1].next = -1;
 
@@ -145,6 +196,8 @@ static enum ll_status bpe_merge(const struct tokenizer *tok, const unsigned char
 /* ignore_merges: a pre-token that is itself a vocabulary token is taken whole. */
 static int32_t whole_token(const struct tokenizer *tok, const unsigned char *s, size_t n)
 {
+    if (!tok->byte_level)
+        return tok_strmap_get(&tok->vocab, tok->arena.data, (const char *)s, n);
     enum { LONGEST = 256 }; /* longer than any real token */
     char buf[2 * LONGEST];
     if (n > LONGEST)
@@ -166,7 +219,9 @@ enum ll_status tok_bpe_encode(const struct tokenizer *tok, const char *s, size_t
                               struct tok_ids *out)
 {
     const unsigned char *u = (const unsigned char *)s;
-    if (n == 1 && tok->byte_id[u[0]] >= 0)
+    if (n == 0)
+        return LL_OK;
+    if (tok->byte_level && n == 1 && tok->byte_id[u[0]] >= 0)
         return tok_ids_push(out, tok->byte_id[u[0]]);
     if (tok->ignore_merges) {
         int32_t id = whole_token(tok, u, n);

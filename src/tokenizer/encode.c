@@ -2,8 +2,9 @@
  * encode.c: text → ids, the pipeline of tokenizer_encode (see tokenizer.h):
  *
  *   repair invalid UTF-8 → split out added tokens with normalized=false (raw text)
- *   → NFC each remaining part → split out added tokens with normalized=true
- *   → Qwen2 pre-tokenizer → BPE per pre-token → post-processor's special tokens.
+ *   → normalize each remaining part (NFC, Prepend, Replace) → split out added tokens with
+ *   normalized=true → pre-tokenizer (a split regex, a literal-string Split, Metaspace, or none)
+ *   → BPE per pre-token → post-processor's special tokens.
  *
  * Any thread, concurrently on one tokenizer: all state is on the stack or in the caller's
  * output, except the BPE cache, which locks itself.
@@ -15,6 +16,9 @@
 struct encode_ctx {
     const struct tokenizer *tok;
     struct tok_ids *out;
+    const char *text;      /* the raw text, whose start is "the start" for Metaspace */
+    const char *norm;      /* the normalized part being split */
+    bool norm_at_start;    /* that part came from the start of the raw text */
 };
 
 static enum ll_status on_piece(void *p, const char *s, size_t n, int32_t id)
@@ -30,7 +34,15 @@ static enum ll_status on_normalized_part(void *p, const char *s, size_t n, int32
     struct encode_ctx *c = p;
     if (id >= 0)
         return tok_ids_push(c->out, id);
-    return tok_pretokenize(c->tok, s, n, on_piece, c);
+    switch (c->tok->pre) {
+    case TOK_PRE_REGEX:
+        return tok_pretokenize(c->tok, s, n, on_piece, c);
+    case TOK_PRE_NONE:
+        return tok_bpe_encode(c->tok, s, n, c->out);
+    default:
+        return tok_pretokenize_string(c->tok, s, n, c->norm_at_start && s == c->norm, on_piece,
+                                      c);
+    }
 }
 
 /* A part of the raw text: an added token with normalized=false, or text to normalise. */
@@ -43,8 +55,10 @@ static enum ll_status on_raw_part(void *p, const char *s, size_t n, int32_t id)
     size_t norm_len = n;
     bool owned = false;
     enum ll_status st = LL_OK;
-    if (c->tok->nfc && (st = tok_nfc(c->tok, s, n, &norm, &norm_len, &owned)) != LL_OK)
+    if ((st = tok_normalize(c->tok, s, n, &norm, &norm_len, &owned)) != LL_OK)
         return st;
+    c->norm = norm;
+    c->norm_at_start = s == c->text;
     st = tok_added_split(c->tok, &c->tok->trie_norm, norm, norm_len, on_normalized_part, c);
     if (owned)
         free((char *)norm);
@@ -76,7 +90,7 @@ enum ll_status tokenizer_encode(const struct tokenizer *tok, const char *text, s
         for (int i = 0; i < tok->n_prefix; i++)
             tok_ids_push(&out, tok->prefix[i]); /* room reserved above */
 
-    struct encode_ctx c = {tok, &out};
+    struct encode_ctx c = {tok, &out, text, NULL, false};
     if ((st = tok_added_split(tok, &tok->trie_raw, text, len, on_raw_part, &c)) != LL_OK)
         goto fail;
 

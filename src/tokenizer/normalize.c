@@ -1,5 +1,7 @@
 /*
- * normalize.c: the NFC normalizer (Unicode canonical composition, via utf8proc).
+ * normalize.c: the normalizer: a sequence of NFC (Unicode canonical composition, via
+ * utf8proc), Prepend (a string in front of a non-empty text) and Replace (every occurrence of
+ * a literal string, left to right without overlaps, by another), applied in the file's order.
  *
  * Most text is already NFC, and proving that is much cheaper than normalising: a text is left
  * as it is when every character is "NFC-inert": below U+0300 (no byte >= 0xCC in UTF-8), or
@@ -81,5 +83,105 @@ enum ll_status tok_nfc(const struct tokenizer *tok, const char *s, size_t n, con
     *out = (const char *)dst;
     *out_len = (size_t)r;
     *owned = true;
+    return LL_OK;
+}
+
+/* Prepend or Replace of one step into a malloc'd string. */
+static enum ll_status apply_step(const struct tokenizer *tok, const struct tok_norm_step *st,
+                                 const char *s, size_t n, char **out, size_t *out_len)
+{
+    const char *a = tok->arena.data + st->a_off, *b = tok->arena.data + st->b_off;
+    size_t na = st->a_len, nb = st->b_len, count = 0;
+    if (st->kind == TOK_NORM_REPLACE) {
+        for (size_t i = 0; na && i + na <= n;) {
+            if (!memcmp(s + i, a, na)) {
+                count++;
+                i += na;
+            } else {
+                i++;
+            }
+        }
+    }
+    size_t cap = st->kind == TOK_NORM_PREPEND ? n + na : n + count * nb;
+    if (st->kind == TOK_NORM_REPLACE && count && nb > na && count > (SIZE_MAX - n) / (nb - na))
+        return LL_ENOMEM;
+    char *d = malloc(cap + 1);
+    if (!d)
+        return LL_ENOMEM;
+    size_t k = 0;
+    if (st->kind == TOK_NORM_PREPEND) {
+        memcpy(d, a, na);
+        memcpy(d + na, s, n);
+        k = na + n;
+    } else {
+        for (size_t i = 0; i < n;) {
+            if (na && i + na <= n && !memcmp(s + i, a, na)) {
+                memcpy(d + k, b, nb);
+                k += nb;
+                i += na;
+            } else {
+                d[k++] = s[i++];
+            }
+        }
+    }
+    d[k] = '\0';
+    *out = d;
+    *out_len = k;
+    return LL_OK;
+}
+
+/* Whether a step changes s at all (so that untouched text is never copied). */
+static bool step_applies(const struct tokenizer *tok, const struct tok_norm_step *st,
+                         const char *s, size_t n)
+{
+    if (st->kind == TOK_NORM_PREPEND)
+        return n > 0 && st->a_len > 0;
+    const char *a = tok->arena.data + st->a_off;
+    size_t na = st->a_len;
+    if (!na || n < na)
+        return false;
+    for (const char *p = s; (p = memchr(p, a[0], (size_t)(s + n - p))) && (size_t)(s + n - p) >= na; p++)
+        if (!memcmp(p, a, na))
+            return true;
+    return false;
+}
+
+enum ll_status tok_normalize(const struct tokenizer *tok, const char *s, size_t n,
+                             const char **out, size_t *out_len, bool *owned)
+{
+    const char *cur = s;
+    size_t len = n;
+    bool cur_owned = false;
+    for (int i = 0; i < tok->n_norm; i++) {
+        const struct tok_norm_step *st = &tok->norm[i];
+        const char *next;
+        size_t next_len;
+        bool next_owned = false;
+        enum ll_status r = LL_OK;
+        if (st->kind == TOK_NORM_NFC) {
+            r = tok_nfc(tok->cp_class ? tok : NULL, cur, len, &next, &next_len, &next_owned);
+        } else if (step_applies(tok, st, cur, len)) {
+            char *d;
+            r = apply_step(tok, st, cur, len, &d, &next_len);
+            next = d;
+            next_owned = true;
+        } else {
+            continue;
+        }
+        if (r != LL_OK) {
+            if (cur_owned)
+                free((char *)cur);
+            return r;
+        }
+        if (next_owned && cur_owned)
+            free((char *)cur);
+        if (next_owned)
+            cur_owned = true;
+        cur = next;
+        len = next_len;
+    }
+    *out = cur;
+    *out_len = len;
+    *owned = cur_owned;
     return LL_OK;
 }

@@ -107,6 +107,7 @@ enum {
     TOK_ID_PRESENT = 1, /* the id has a token string */
     TOK_ID_ADDED = 2,   /* it is an added token (matched before BPE) */
     TOK_ID_SPECIAL = 4, /* added token with "special": true */
+    TOK_ID_BYTE = 8,    /* a byte-fallback token "<0xNN>" that the decoder turns into its byte */
 };
 struct tok_entry {
     uint32_t str_off, str_len;     /* token string as in tokenizer.json */
@@ -188,6 +189,13 @@ static inline size_t tok_utf8_decode(const unsigned char *s, size_t n, uint32_t 
     return k ? k : 1;
 }
 
+/* ---- the string pre-tokenizers (pretokenize_string.c) ---- */
+/* Split s by the tokenizer's literal-string pre-tokenizer (tok->pre: TOK_PRE_SPLIT_STRING or
+ * TOK_PRE_METASPACE), calling fn(ctx, piece, len, -1) per piece; at_start tells whether s
+ * begins the original text (Metaspace's prepend_scheme "first"). LL_OK, LL_ENOMEM or fn's. */
+enum ll_status tok_pretokenize_string(const struct tokenizer *tok, const char *s, size_t n,
+                                      bool at_start, tok_part_fn fn, void *ctx);
+
 /* ---- byte-level mapping (byte_level.c) ---- */
 /* The GPT-2 table: byte → code point. */
 void tok_byte_level_init(uint32_t byte_to_cp[256]);
@@ -196,8 +204,24 @@ void tok_byte_level_init(uint32_t byte_to_cp[256]);
 size_t tok_byte_level_decode(const char *s, size_t len, char *out);
 
 /* ---- normalizer (normalize.c) ---- */
+/* One step of the normalizer; the strings are in the arena. */
+enum tok_norm_kind {
+    TOK_NORM_NFC,     /* NFC */
+    TOK_NORM_PREPEND, /* Prepend: a in front of a non-empty text */
+    TOK_NORM_REPLACE, /* Replace with a String pattern: every a (left to right) becomes b */
+};
+struct tok_norm_step {
+    enum tok_norm_kind kind;
+    uint32_t a_off, a_len, b_off, b_len;
+};
+#define TOK_MAX_NORM 8 /* steps of a normalizer Sequence */
 /* Set TOK_CP_NFC_OK in the class table of the Basic Multilingual Plane. */
 void tok_nfc_table_init(uint16_t *table);
+/* The tokenizer's normalizer (every step of tok->norm in order) over valid UTF-8 s: *out is s
+ * itself (*owned = false) or a malloc'd string (*owned = true). tok->cp_class may still be NULL
+ * (at load: no NFC quick check). LL_OK or LL_ENOMEM. */
+enum ll_status tok_normalize(const struct tokenizer *tok, const char *s, size_t n,
+                             const char **out, size_t *out_len, bool *owned);
 /* NFC of valid UTF-8 s: *out is either s itself (already NFC, *owned = false) or a malloc'd copy
  * (*owned = true). tok may be NULL (no quick check). LL_OK or LL_ENOMEM. */
 enum ll_status tok_nfc(const struct tokenizer *tok, const char *s, size_t n, const char **out,
@@ -223,6 +247,16 @@ struct cJSON;
 enum ll_status tok_load_config(struct tokenizer *tok, const char *model_dir, struct ll_err *err);
 
 /* ---- the tokenizer ---- */
+/* The pre-tokenizer. */
+enum tok_pre {
+    TOK_PRE_REGEX,        /* Sequence [Split with one of the tok_split regexes, ByteLevel] */
+    TOK_PRE_NONE,         /* null: each normalized part is one piece */
+    TOK_PRE_SPLIT_STRING, /* Split on a literal string, MergedWithPrevious */
+    TOK_PRE_METASPACE,    /* Metaspace: spaces → replacement, prepend, split MergedWithNext */
+};
+/* Metaspace's prepend_scheme (pre-tokenizer and decoder). */
+enum tok_prepend { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER };
+
 struct tokenizer {
     struct tok_arena arena;
     struct tok_entry *ids; /* (n_ids) */
@@ -234,13 +268,31 @@ struct tokenizer {
     int32_t byte_id[256];      /* id of each single byte's token, -1 if none */
     uint32_t byte_to_cp[256];
     bool ignore_merges;        /* BPE option: a pre-token that is a token is taken whole */
-    enum tok_split split;      /* the pre-tokenizer's pattern */
-    bool nfc;                  /* normalizer is NFC (else none) */
+    bool byte_level;           /* GPT-2 byte-level scheme; else BPE starts from characters */
+    bool byte_fallback;        /* a character without a token becomes its <0xNN> tokens */
+    bool fuse_unk;             /* consecutive unknown characters give one unk_id */
+    int32_t unk_id;            /* model.unk_token's id, -1 if none */
+
+    struct tok_norm_step norm[TOK_MAX_NORM]; /* the normalizer's steps, in order */
+    int n_norm;
+    enum tok_pre pre;              /* the pre-tokenizer */
+    enum tok_split split;          /* TOK_PRE_REGEX: the pattern */
+    uint32_t pre_off, pre_len;     /* TOK_PRE_SPLIT_STRING: the pattern; TOK_PRE_METASPACE:
+                                      the replacement (arena) */
+    enum tok_prepend pre_prepend;  /* TOK_PRE_METASPACE */
+    bool pre_split;                /* TOK_PRE_METASPACE: split at the replacement */
+
+    /* decoder (ByteLevel, or a Sequence of Replace / Metaspace, ByteFallback, Fuse, Strip) */
+    bool dec_first_drop;           /* Metaspace with prepend: the first token loses every
+                                      dec_meta (its other tokens have them as spaces) */
+    uint32_t dec_meta_off, dec_meta_len; /* Metaspace's replacement (arena) */
+    uint32_t strip_off, strip_len; /* Strip's content character (arena) */
+    int strip_start, strip_stop;   /* Strip: how many to drop at the start / the end */
 
     struct tok_added *added; /* (n_added) */
     size_t n_added;
     struct tok_trie trie_raw;  /* added tokens with normalized = false */
-    struct tok_trie trie_norm; /* added tokens with normalized = true (NFC content) */
+    struct tok_trie trie_norm; /* added tokens with normalized = true (normalized content) */
 
     int32_t prefix[TOK_MAX_SPECIAL], suffix[TOK_MAX_SPECIAL]; /* add_special ids */
     int n_prefix, n_suffix;

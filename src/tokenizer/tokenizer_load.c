@@ -2,13 +2,24 @@
  * tokenizer_load.c: builds a struct tokenizer from DIR/tokenizer.json (the Hugging Face
  * `tokenizers` serialisation) and, through tok_load_config(), DIR/tokenizer_config.json.
  *
- * Read from tokenizer.json: model (BPE: vocab, merges in "a b" or ["a","b"] form,
- * ignore_merges), added_tokens (id, content, single_word, lstrip, rstrip, normalized, special),
- * normalizer (none or NFC), pre_tokenizer (the Qwen2, Llama 3 or Mistral-Nemo split regex followed
- * by ByteLevel without its own regex; anything else is refused by name), post_processor
- * (TemplateProcessing, ByteLevel, Sequence of these, or none) and decoder (ByteLevel).
- * Every problem is reported as "FILE: FIELD: what is wrong" and everything built so far is
- * freed. Runs once on the loading thread; the result is read-only afterwards.
+ * Two schemes of BPE are read, as options of one pipeline:
+ *   byte-level (GPT-2 style: Qwen2, Llama 3, Mistral-Nemo): pre_tokenizer a Sequence of
+ *     [Split with the Qwen2, Llama 3 or Mistral-Nemo regex, ByteLevel without its own regex],
+ *     decoder ByteLevel;
+ *   SentencePiece-style (Llama 2, Mistral-7B, TinyLlama, Gemma 2/3): BPE over characters,
+ *     pre_tokenizer null, Split with a String pattern and behavior MergedWithPrevious, or
+ *     Metaspace (replacement, prepend_scheme always / first / never or the older
+ *     add_prefix_space, split); decoder Metaspace, or a Sequence of Replace (String pattern) or
+ *     Metaspace, ByteFallback, Fuse, Strip (after Fuse), in that order.
+ * Also read: model (BPE: vocab, merges in "a b" or ["a","b"] form, ignore_merges,
+ * byte_fallback, fuse_unk, unk_token; dropout, continuing_subword_prefix and
+ * end_of_word_suffix only when unset), added_tokens (id, content, single_word, lstrip, rstrip,
+ * normalized, special), normalizer (none, NFC, Prepend, Replace with a String pattern, or a
+ * Sequence of these), post_processor (TemplateProcessing, ByteLevel, Sequence of these, or
+ * none). Anything else (a Regex pattern in Replace, another prepend_scheme, another Split
+ * behavior, WordPiece, ...) is refused naming the field. Every problem is reported as
+ * "FILE: FIELD: what is wrong" and everything built so far is freed. Runs once on the loading
+ * thread; the result is read-only afterwards.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -24,6 +35,10 @@ struct loader {
     struct tokenizer *tok;
     const char *file; /* path shown in messages */
     struct ll_err *err;
+    const char *unk_token;         /* model.unk_token, or NULL */
+    bool dec_byte_level;           /* decoder ByteLevel */
+    bool dec_byte_fallback;        /* decoder ByteFallback: "<0xNN>" tokens are bytes */
+    const char *dec_pattern, *dec_content; /* decoder Replace (or Metaspace: replacement → " ") */
 };
 
 static enum ll_status fail(struct loader *L, enum ll_status code, const char *fmt, ...)
@@ -85,15 +100,16 @@ static enum ll_status check_model_options(struct loader *L, const cJSON *model)
             return fail(L, LL_EUNSUPPORTED, "model.%s: \"%s\" is not supported (only empty)",
                         strs[i], v->valuestring);
     }
-    bool b;
     enum ll_status st;
-    if ((st = opt_bool(L, model, "model", "byte_fallback", false, &b)) != LL_OK)
+    struct tokenizer *tok = L->tok;
+    if ((st = opt_bool(L, model, "model", "byte_fallback", false, &tok->byte_fallback)) != LL_OK ||
+        (st = opt_bool(L, model, "model", "fuse_unk", false, &tok->fuse_unk)) != LL_OK)
         return st;
-    if (b)
-        return fail(L, LL_EUNSUPPORTED, "model.byte_fallback: not supported");
-    if ((st = opt_bool(L, model, "model", "fuse_unk", false, &b)) != LL_OK)
-        return st;
-    return opt_bool(L, model, "model", "ignore_merges", false, &L->tok->ignore_merges);
+    v = ll_json_member(model, "unk_token");
+    if (v && !cJSON_IsString(v) && !cJSON_IsNull(v))
+        return fail(L, LL_EFORMAT, "model.unk_token: expected a string or null");
+    L->unk_token = cJSON_IsString(v) ? v->valuestring : NULL;
+    return opt_bool(L, model, "model", "ignore_merges", false, &tok->ignore_merges);
 }
 
 /* Give id the token string s (replacing a previous one). */
@@ -238,11 +254,12 @@ static enum ll_status load_added(struct loader *L, const cJSON *added)
             return st;
         tok_strmap_put(&tok->vocab, tok->arena.data, off, (uint32_t)len, t->id);
 
-        /* a normalized token is looked for in normalised text, so normalise it too */
+        /* a normalized token is looked for in normalised text, so normalise it too (with
+         * Prepend and Replace as well: Hugging Face runs the whole normalizer over it) */
         const char *match = text;
         size_t match_len = len;
         bool owned = false;
-        if (t->normalized && tok->nfc && tok_nfc(NULL, text, len, &match, &match_len, &owned) != LL_OK)
+        if (t->normalized && tok_normalize(tok, text, len, &match, &match_len, &owned) != LL_OK)
             return no_memory(L);
         st = tok_arena_add(&tok->arena, match, match_len, &t->off);
         t->len = (uint32_t)match_len;
@@ -260,31 +277,90 @@ static enum ll_status load_added(struct loader *L, const cJSON *added)
 
 /* ---- pipeline components ---- */
 
-static enum ll_status load_normalizer(struct loader *L, const cJSON *n)
+/* A {"String": ...} pattern of component `where`: *out, or a refusal naming a Regex. */
+static enum ll_status string_pattern(struct loader *L, const cJSON *obj, const char *where,
+                                     const char **out)
 {
-    if (!n)
+    const cJSON *pat = ll_json_member(obj, "pattern");
+    const cJSON *str = ll_json_member(pat, "String");
+    if (ll_json_member(pat, "Regex"))
+        return fail(L, LL_EUNSUPPORTED, "%s.pattern.Regex: a Regex pattern is not supported here "
+                    "(only {\"String\": ...})", where);
+    if (!cJSON_IsString(str) || !str->valuestring[0])
+        return fail(L, LL_EFORMAT, "%s.pattern: expected {\"String\": a non-empty string}", where);
+    *out = str->valuestring;
+    return LL_OK;
+}
+
+/* A string member of a component (shown as where.name), non-empty when nonempty is set. */
+static enum ll_status req_string(struct loader *L, const cJSON *obj, const char *where,
+                                 const char *name, bool nonempty, const char **out)
+{
+    const cJSON *v = ll_json_member(obj, name);
+    if (!cJSON_IsString(v) || (nonempty && !v->valuestring[0]))
+        return fail(L, LL_EFORMAT, "%s.%s: expected a%s string", where, name,
+                    nonempty ? " non-empty" : "");
+    *out = v->valuestring;
+    return LL_OK;
+}
+
+static enum ll_status add_norm_step(struct loader *L, const char *where, enum tok_norm_kind kind,
+                                    const char *a, const char *b)
+{
+    struct tokenizer *tok = L->tok;
+    if (tok->n_norm == TOK_MAX_NORM)
+        return fail(L, LL_EUNSUPPORTED, "%s: more than %d normalizer steps", where, TOK_MAX_NORM);
+    struct tok_norm_step *st = &tok->norm[tok->n_norm++];
+    st->kind = kind;
+    if (a && tok_arena_add(&tok->arena, a, strlen(a), &st->a_off) != LL_OK)
+        return no_memory(L);
+    if (b && tok_arena_add(&tok->arena, b, strlen(b), &st->b_off) != LL_OK)
+        return no_memory(L);
+    st->a_len = a ? (uint32_t)strlen(a) : 0;
+    st->b_len = b ? (uint32_t)strlen(b) : 0;
+    return LL_OK;
+}
+
+/* One normalizer (where: "normalizer" or "normalizer.normalizers[i]..."): NFC, Prepend,
+ * Replace with a String pattern, or a Sequence of these. */
+static enum ll_status load_normalizer(struct loader *L, const cJSON *n, const char *where)
+{
+    if (!n || cJSON_IsNull(n))
         return LL_OK;
     const char *type = type_of(n);
+    enum ll_status st;
     if (!type)
-        return fail(L, LL_EFORMAT, "normalizer.type: expected a string");
-    if (!strcmp(type, "NFC")) {
-        L->tok->nfc = true;
-        return LL_OK;
+        return fail(L, LL_EFORMAT, "%s.type: expected a string", where);
+    if (!strcmp(type, "NFC"))
+        return add_norm_step(L, where, TOK_NORM_NFC, NULL, NULL);
+    if (!strcmp(type, "Prepend")) {
+        const char *text;
+        if ((st = req_string(L, n, where, "prepend", false, &text)) != LL_OK)
+            return st;
+        return add_norm_step(L, where, TOK_NORM_PREPEND, text, NULL);
+    }
+    if (!strcmp(type, "Replace")) {
+        const char *pattern, *content;
+        if ((st = string_pattern(L, n, where, &pattern)) != LL_OK ||
+            (st = req_string(L, n, where, "content", false, &content)) != LL_OK)
+            return st;
+        return add_norm_step(L, where, TOK_NORM_REPLACE, pattern, content);
     }
     if (!strcmp(type, "Sequence")) {
         const cJSON *list = ll_json_member(n, "normalizers");
         if (!cJSON_IsArray(list))
-            return fail(L, LL_EFORMAT, "normalizer.normalizers: expected an array");
-        for (const cJSON *e = list->child; e; e = e->next) {
-            const char *t = type_of(e);
-            if (!t || strcmp(t, "NFC"))
-                return fail(L, LL_EUNSUPPORTED, "normalizer: \"%s\" is not supported (only NFC)",
-                            t ? t : "?");
+            return fail(L, LL_EFORMAT, "%s.normalizers: expected an array", where);
+        size_t i = 0;
+        for (const cJSON *e = list->child; e; e = e->next, i++) {
+            char sub[96];
+            snprintf(sub, sizeof sub, "%.60s.normalizers[%zu]", where, i);
+            if ((st = load_normalizer(L, e, sub)) != LL_OK)
+                return st;
         }
-        L->tok->nfc = list->child != NULL;
         return LL_OK;
     }
-    return fail(L, LL_EUNSUPPORTED, "normalizer: \"%s\" is not supported (only NFC)", type);
+    return fail(L, LL_EUNSUPPORTED, "%s: \"%s\" is not supported (only NFC, Prepend, Replace and "
+                "a Sequence of these)", where, type);
 }
 
 static enum ll_status byte_level_ok(struct loader *L, const cJSON *b, const char *where)
@@ -302,13 +378,15 @@ static enum ll_status byte_level_ok(struct loader *L, const cJSON *b, const char
     return LL_OK;
 }
 
-static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
+/* The byte-level pre-tokenizer: Sequence [Split with a known regex, ByteLevel]. */
+static enum ll_status load_regex_pre_tokenizer(struct loader *L, const cJSON *p)
 {
     const char *type = type_of(p);
     const cJSON *list = ll_json_member(p, "pretokenizers");
     if (!type || strcmp(type, "Sequence") || !cJSON_IsArray(list) || cJSON_GetArraySize(list) != 2)
-        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer: only a Sequence of [Split with the Qwen2, "
-                    "Llama 3 or Mistral-Nemo pattern, ByteLevel] is supported (found %s)",
+        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer: only null, Metaspace, Split with a String "
+                    "pattern, or a Sequence of [Split with the Qwen2, Llama 3 or Mistral-Nemo "
+                    "pattern, ByteLevel] is supported (found %s)",
                     type ? type : "none");
     const cJSON *split = list->child, *bl = split->next;
     const char *t0 = type_of(split), *t1 = type_of(bl);
@@ -336,22 +414,204 @@ static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
     if (invert)
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].invert: true is not "
                     "supported");
+    L->tok->pre = TOK_PRE_REGEX;
+    L->tok->byte_level = true;
     return byte_level_ok(L, bl, "pre_tokenizer.pretokenizers[1]");
 }
 
+/* Metaspace's replacement (one character) and prepend_scheme ("always", "first", "never"; an
+ * older file gives add_prefix_space instead: true is "always", false "never"). */
+static enum ll_status metaspace_options(struct loader *L, const cJSON *m, const char *where,
+                                        const char **replacement, enum tok_prepend *scheme)
+{
+    enum ll_status st = req_string(L, m, where, "replacement", true, replacement);
+    if (st != LL_OK)
+        return st;
+    size_t n = strlen(*replacement);
+    if (ll_utf8_valid_prefix(*replacement, n) != n || tok_utf8_decode(
+            (const unsigned char *)*replacement, n, &(uint32_t){0}) != n)
+        return fail(L, LL_EFORMAT, "%s.replacement: expected one character", where);
+    const cJSON *v = ll_json_member(m, "prepend_scheme");
+    if (!v) {
+        bool prefix;
+        if ((st = opt_bool(L, m, where, "add_prefix_space", true, &prefix)) != LL_OK)
+            return st;
+        *scheme = prefix ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
+        return LL_OK;
+    }
+    static const char *const names[] = {[TOK_PREPEND_ALWAYS] = "always",
+                                        [TOK_PREPEND_FIRST] = "first",
+                                        [TOK_PREPEND_NEVER] = "never"};
+    for (size_t i = 0; cJSON_IsString(v) && i < LL_ARRAY_LEN(names); i++)
+        if (!strcmp(v->valuestring, names[i])) {
+            *scheme = (enum tok_prepend)i;
+            return LL_OK;
+        }
+    return fail(L, LL_EUNSUPPORTED, "%s.prepend_scheme: %s%.40s%s is not supported (only "
+                "\"always\", \"first\", \"never\")", where, cJSON_IsString(v) ? "\"" : "",
+                cJSON_IsString(v) ? v->valuestring : "a non-string", cJSON_IsString(v) ? "\"" : "");
+}
+
+/* Keep string s in the arena as the pre-tokenizer's pattern or replacement. */
+static enum ll_status keep_pre_string(struct loader *L, const char *s)
+{
+    L->tok->pre_len = (uint32_t)strlen(s);
+    if (tok_arena_add(&L->tok->arena, s, strlen(s), &L->tok->pre_off) != LL_OK)
+        return no_memory(L);
+    return LL_OK;
+}
+
+/* null, Split on a literal string (MergedWithPrevious), Metaspace, or the byte-level Sequence. */
+static enum ll_status load_pre_tokenizer(struct loader *L, const cJSON *p)
+{
+    struct tokenizer *tok = L->tok;
+    const char *type = type_of(p), *where = "pre_tokenizer";
+    enum ll_status st;
+    if (!p || cJSON_IsNull(p)) {
+        tok->pre = TOK_PRE_NONE;
+        return LL_OK;
+    }
+    const cJSON *list = ll_json_member(p, "pretokenizers");
+    if (type && !strcmp(type, "Sequence") && cJSON_GetArraySize(list) == 1) {
+        p = list->child; /* a Sequence of one is that one */
+        type = type_of(p);
+        where = "pre_tokenizer.pretokenizers[0]";
+    }
+    if (type && !strcmp(type, "Split") && !ll_json_member(ll_json_member(p, "pattern"), "Regex")) {
+        const char *pattern;
+        bool invert;
+        if ((st = string_pattern(L, p, where, &pattern)) != LL_OK ||
+            (st = opt_bool(L, p, where, "invert", false, &invert)) != LL_OK)
+            return st;
+        const cJSON *behavior = ll_json_member(p, "behavior");
+        if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "MergedWithPrevious"))
+            return fail(L, LL_EUNSUPPORTED, "%s.behavior: only \"MergedWithPrevious\" is supported "
+                        "with a String pattern", where);
+        if (invert)
+            return fail(L, LL_EUNSUPPORTED, "%s.invert: true is not supported", where);
+        tok->pre = TOK_PRE_SPLIT_STRING;
+        return keep_pre_string(L, pattern);
+    }
+    if (type && !strcmp(type, "Metaspace")) {
+        const char *replacement;
+        if ((st = metaspace_options(L, p, where, &replacement, &tok->pre_prepend)) != LL_OK ||
+            (st = opt_bool(L, p, where, "split", true, &tok->pre_split)) != LL_OK)
+            return st;
+        tok->pre = TOK_PRE_METASPACE;
+        return keep_pre_string(L, replacement);
+    }
+    return load_regex_pre_tokenizer(L, p);
+}
+
+
+
+/* A non-negative integer member (where.name). */
+static enum ll_status req_count(struct loader *L, const cJSON *obj, const char *where,
+                                const char *name, int *out)
+{
+    long long v;
+    if (!ll_json_is_int(ll_json_member(obj, name), 0, 1 << 20, &v))
+        return fail(L, LL_EFORMAT, "%s.%s: expected a non-negative integer", where, name);
+    *out = (int)v;
+    return LL_OK;
+}
+
+/* One step of the SentencePiece-style decoder; *stage orders them: Replace or Metaspace (1),
+ * ByteFallback (2), Fuse (3), Strip (4), each at most once. */
+static enum ll_status load_decoder_step(struct loader *L, const cJSON *d, const char *where,
+                                        int *stage)
+{
+    struct tokenizer *tok = L->tok;
+    static const char *const names[] = {"Replace", "Metaspace", "ByteFallback", "Fuse", "Strip"};
+    static const int stages[] = {1, 1, 2, 3, 4};
+    const char *type = type_of(d);
+    size_t k = 0;
+    while (type && k < LL_ARRAY_LEN(names) && strcmp(type, names[k]))
+        k++;
+    if (!type || k == LL_ARRAY_LEN(names))
+        return fail(L, LL_EUNSUPPORTED, "%s: \"%s\" is not supported (only ByteLevel, or "
+                    "Replace or Metaspace, ByteFallback, Fuse, Strip in this order)", where,
+                    type ? type : "?");
+    if (stages[k] <= *stage)
+        return fail(L, LL_EUNSUPPORTED, "%s: \"%s\" at this place is not supported (only "
+                    "Replace or Metaspace, ByteFallback, Fuse, Strip in this order, each once)",
+                    where, type);
+    if (stages[k] == 4 && *stage < 3)
+        return fail(L, LL_EUNSUPPORTED, "%s: Strip without a Fuse before it (a strip of every "
+                    "token) is not supported", where);
+    *stage = stages[k];
+    enum ll_status st;
+    if (k == 0) { /* Replace */
+        if ((st = string_pattern(L, d, where, &L->dec_pattern)) != LL_OK ||
+            (st = req_string(L, d, where, "content", false, &L->dec_content)) != LL_OK)
+            return st;
+    } else if (k == 1) { /* Metaspace */
+        const char *rep;
+        enum tok_prepend scheme;
+        if ((st = metaspace_options(L, d, where, &rep, &scheme)) != LL_OK)
+            return st;
+        L->dec_pattern = rep;
+        L->dec_content = " ";
+        tok->dec_first_drop = scheme != TOK_PREPEND_NEVER;
+        tok->dec_meta_len = (uint32_t)strlen(rep);
+        if (tok_arena_add(&tok->arena, rep, strlen(rep), &tok->dec_meta_off) != LL_OK)
+            return no_memory(L);
+    } else if (k == 2) {
+        L->dec_byte_fallback = true;
+    } else if (k == 4) { /* Strip */
+        const char *content;
+        uint32_t cp;
+        if ((st = req_string(L, d, where, "content", true, &content)) != LL_OK ||
+            (st = req_count(L, d, where, "start", &tok->strip_start)) != LL_OK ||
+            (st = req_count(L, d, where, "stop", &tok->strip_stop)) != LL_OK)
+            return st;
+        size_t n = strlen(content);
+        if (ll_utf8_valid_prefix(content, n) != n ||
+            tok_utf8_decode((const unsigned char *)content, n, &cp) != n)
+            return fail(L, LL_EFORMAT, "%s.content: expected one character", where);
+        tok->strip_len = (uint32_t)n;
+        if (tok_arena_add(&tok->arena, content, n, &tok->strip_off) != LL_OK)
+            return no_memory(L);
+    }
+    return LL_OK;
+}
+
+/* ByteLevel (with the byte-level pre-tokenizer), or the SentencePiece-style steps, alone or in
+ * a Sequence. */
 static enum ll_status load_decoder(struct loader *L, const cJSON *d)
 {
     const char *type = type_of(d);
-    if (type && !strcmp(type, "ByteLevel"))
+    const cJSON *list = ll_json_member(d, "decoders");
+    bool seq = type && !strcmp(type, "Sequence");
+    if (seq && !cJSON_IsArray(list))
+        return fail(L, LL_EFORMAT, "decoder.decoders: expected an array");
+    const cJSON *first = seq ? list->child : d;
+    const char *t0 = first ? type_of(first) : NULL;
+    if (t0 && !strcmp(t0, "ByteLevel") && (!seq || cJSON_GetArraySize(list) == 1)) {
+        if (!L->tok->byte_level)
+            return fail(L, LL_EUNSUPPORTED, "decoder: ByteLevel is supported only with the "
+                        "byte-level pre-tokenizer");
+        L->dec_byte_level = true;
         return LL_OK;
-    if (type && !strcmp(type, "Sequence")) {
-        const cJSON *list = ll_json_member(d, "decoders");
-        if (cJSON_IsArray(list) && cJSON_GetArraySize(list) == 1 && type_of(list->child) &&
-            !strcmp(type_of(list->child), "ByteLevel"))
-            return LL_OK;
     }
-    return fail(L, LL_EUNSUPPORTED, "decoder: only ByteLevel is supported (found %s)",
-                type ? type : "none");
+    if (!type || (seq && !list->child))
+        return fail(L, LL_EUNSUPPORTED, "decoder: only ByteLevel, or Replace or Metaspace, "
+                    "ByteFallback, Fuse, Strip is supported (found %s)", type ? type : "none");
+    if (L->tok->byte_level)
+        return fail(L, LL_EUNSUPPORTED, "decoder: the byte-level pre-tokenizer needs the "
+                    "ByteLevel decoder (found %s)", seq && t0 ? t0 : type);
+    int stage = 0;
+    if (!seq)
+        return load_decoder_step(L, d, "decoder", &stage);
+    size_t i = 0;
+    for (const cJSON *e = list->child; e; e = e->next, i++) {
+        char where[48];
+        snprintf(where, sizeof where, "decoder.decoders[%zu]", i);
+        enum ll_status st = load_decoder_step(L, e, where, &stage);
+        if (st != LL_OK)
+            return st;
+    }
+    return LL_OK;
 }
 
 /* TemplateProcessing "single": special tokens before $A go in front, those after at the end. */
@@ -417,22 +677,73 @@ static enum ll_status load_post_processor(struct loader *L, const cJSON *p)
 
 /* ---- assembly ---- */
 
+/* The byte of a byte-fallback token "<0xNN>", or -1. Like Hugging Face's ByteFallback decoder:
+ * six bytes, "<0x", two characters that Rust's u8::from_str_radix(_, 16) reads (so "+F" too),
+ * ">". */
+static int fallback_byte(const char *s, size_t n)
+{
+    if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
+        return -1;
+    int v = 0;
+    for (int i = s[3] == '+' ? 4 : 3; i < 5; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The decoder's text of one token string into out (room for len * (1 + content) bytes): the
+ * Replace (or Metaspace's replacement → space) applied. Returns the count. */
+static size_t replace_decode(const struct loader *L, const char *s, size_t len, char *out)
+{
+    const char *pat = L->dec_pattern, *with = L->dec_content;
+    size_t np = pat ? strlen(pat) : 0, nw = with ? strlen(with) : 0, k = 0;
+    for (size_t i = 0; i < len;) {
+        if (np && i + np <= len && !memcmp(s + i, pat, np)) {
+            memcpy(out + k, with, nw);
+            k += nw;
+            i += np;
+        } else {
+            out[k++] = s[i++];
+        }
+    }
+    return k;
+}
+
 /* What each id decodes to, and the single-byte tokens BPE starts from. */
 static enum ll_status finish_ids(struct loader *L)
 {
     struct tokenizer *tok = L->tok;
-    size_t longest = 0;
+    size_t longest = 0, grow = L->dec_content ? strlen(L->dec_content) : 0;
     for (int32_t id = 0; id < tok->n_ids; id++)
         if (tok->ids[id].flags & TOK_ID_PRESENT && tok->ids[id].str_len > longest)
             longest = tok->ids[id].str_len;
-    char *buf = malloc(longest + 1);
+    char *buf = malloc(longest * (1 + grow) + 1);
     if (!buf)
         return no_memory(L);
     for (int32_t id = 0; id < tok->n_ids; id++) {
         struct tok_entry *e = &tok->ids[id];
         if (!(e->flags & TOK_ID_PRESENT))
             continue;
-        size_t n = tok_byte_level_decode(tok->arena.data + e->str_off, e->str_len, buf);
+        const char *str = tok->arena.data + e->str_off;
+        int byte = L->dec_byte_fallback ? fallback_byte(str, e->str_len) : -1;
+        size_t n;
+        if (L->dec_byte_level) {
+            n = tok_byte_level_decode(str, e->str_len, buf);
+        } else if (byte >= 0) {
+            buf[0] = (char)byte;
+            n = 1;
+            e->flags |= TOK_ID_BYTE;
+        } else if (ll_utf8_valid_prefix(str, e->str_len) != e->str_len) {
+            free(buf); /* the decoder below writes each token's text as it is */
+            return fail(L, LL_EFORMAT, "the token of id %d is not valid UTF-8", id);
+        } else {
+            n = replace_decode(L, str, e->str_len, buf);
+        }
         if (tok_arena_add(&tok->arena, buf, n, &e->bytes_off) != LL_OK) {
             free(buf);
             return no_memory(L);
@@ -448,12 +759,14 @@ static enum ll_status finish_ids(struct loader *L)
 static void find_byte_ids(struct tokenizer *tok)
 {
     for (int b = 0; b < 256; b++) {
-        uint32_t cp = tok->byte_to_cp[b];
-        char s[2];
+        char s[8];
         size_t n = 1;
-        if (cp < 0x80) {
-            s[0] = (char)cp;
+        if (!tok->byte_level) { /* the byte-fallback tokens, as Hugging Face writes them */
+            n = (size_t)snprintf(s, sizeof s, "<0x%02X>", b);
+        } else if (tok->byte_to_cp[b] < 0x80) {
+            s[0] = (char)tok->byte_to_cp[b];
         } else {
+            uint32_t cp = tok->byte_to_cp[b];
             s[0] = (char)(0xC0 | cp >> 6);
             s[1] = (char)(0x80 | (cp & 0x3F));
             n = 2;
@@ -482,7 +795,7 @@ static enum ll_status load_tokenizer_json(struct loader *L, const cJSON *root)
     if ((st = check_model_options(L, model)) != LL_OK)
         return st;
     /* the normalizer first: normalized added tokens are matched in their normalised form */
-    if ((st = load_normalizer(L, ll_json_member(root, "normalizer"))) != LL_OK ||
+    if ((st = load_normalizer(L, ll_json_member(root, "normalizer"), "normalizer")) != LL_OK ||
         (st = load_pre_tokenizer(L, ll_json_member(root, "pre_tokenizer"))) != LL_OK ||
         (st = load_decoder(L, ll_json_member(root, "decoder"))) != LL_OK)
         return st;
@@ -509,6 +822,9 @@ static enum ll_status load_tokenizer_json(struct loader *L, const cJSON *root)
     if ((st = load_vocab(L, vocab)) != LL_OK || (st = load_merges(L, merges)) != LL_OK)
         return st;
     find_byte_ids(tok);
+    tok->unk_id = L->unk_token ? tok_strmap_get(&tok->vocab, tok->arena.data, L->unk_token,
+                                                strlen(L->unk_token))
+                               : -1;
     if (added && (st = load_added(L, added)) != LL_OK)
         return st;
     if ((st = load_post_processor(L, ll_json_member(root, "post_processor"))) != LL_OK)
@@ -547,7 +863,7 @@ enum ll_status tokenizer_load(struct tokenizer **out, const char *model_dir, str
     tok->bos_id = tok->eos_id = -1;
     tok_byte_level_init(tok->byte_to_cp);
 
-    struct loader L = {tok, path, err};
+    struct loader L = {tok, path, err, NULL, false, false, NULL, NULL};
     char *data = NULL;
     size_t len = 0;
     cJSON *root = NULL;
