@@ -111,6 +111,21 @@ static void assert_ids(const char *name, const int32_t *got, size_t n, const int
     }
 }
 
+static void expect_ids(const struct tokenizer *t, const char *text, bool special,
+                       const int32_t *want, size_t n_want)
+{
+    int32_t *ids;
+    size_t n;
+    encode(t, text, strlen(text), special, &ids, &n);
+    assert_ids(text, ids, n, want, n_want);
+    free(ids);
+}
+#define EXPECT(t, text, special, ...)                                                          \
+    do {                                                                                       \
+        const int32_t want_[] = {__VA_ARGS__};                                                 \
+        expect_ids(t, text, special, want_, LL_ARRAY_LEN(want_));                              \
+    } while (0)
+
 /* The ids of a JSON array, malloc'd. */
 static int32_t *json_ids(const cJSON *arr, size_t *n)
 {
@@ -179,6 +194,48 @@ static int group_teardown(void **state)
     return 0;
 }
 
+/* Feed ids one by one: every piece is complete UTF-8 and the pieces add up to the decode.
+ * Returns how many ids with bytes gave no text yet (a character still incomplete). */
+static int check_stream_of(const struct tokenizer *t, const int32_t *ids, size_t n_ids,
+                           bool skip_special)
+{
+    int held = 0;
+    struct tokenizer_stream *s;
+    struct ll_err err = {0};
+    assert_int_equal(tokenizer_stream_init(&s, t, skip_special, &err), LL_OK);
+    char *whole;
+    size_t whole_len;
+    assert_int_equal(tokenizer_decode(t, ids, n_ids, skip_special, &whole, &whole_len, &err),
+                     LL_OK);
+    char *joined = malloc(whole_len + 1);
+    assert_non_null(joined);
+    size_t k = 0;
+    for (size_t i = 0; i <= n_ids; i++) {
+        size_t len;
+        const char *piece = i < n_ids ? tokenizer_stream_feed(s, ids[i], &len)
+                                      : tokenizer_stream_flush(s, &len);
+        assert_int_equal(strlen(piece) <= len, 1);
+        assert_true(valid_utf8(piece, len));
+        size_t n_bytes = 0;
+        if (i < n_ids && tokenizer_id_bytes(t, ids[i], &n_bytes) && n_bytes && !len)
+            held++;
+        assert_true(k + len <= whole_len);
+        memcpy(joined + k, piece, len);
+        k += len;
+    }
+    assert_int_equal(k, whole_len);
+    assert_memory_equal(joined, whole, whole_len);
+    free(joined);
+    free(whole);
+    tokenizer_stream_free(s);
+    return held;
+}
+
+static int check_stream(const int32_t *ids, size_t n_ids, bool skip_special)
+{
+    return check_stream_of(tok, ids, n_ids, skip_special);
+}
+
 /* Every case of the file at path through tokenizer t: the ids exactly, and decoding them gives
  * back the text (its NFC when the tokenizer normalises, nfc_text), after bos_text when the case adds
  * special tokens. Returns the count. */
@@ -202,7 +259,13 @@ static int run_token_cases(const struct tokenizer *t, const char *path, const ch
         char *expect = malloc(strlen(norm) + strlen(bos_text) + 1);
         assert_non_null(expect);
         sprintf(expect, "%s%s", special ? bos_text : "", norm);
-        assert_string_equal(back, expect);
+        const cJSON *decoded = cJSON_GetObjectItem(c, "decoded"); /* when not the text back */
+        if (decoded)
+            assert_string_equal(back, decoded->valuestring);
+        else
+            assert_string_equal(back, expect);
+        check_stream_of(t, ids, n, false);
+        check_stream_of(t, ids, n, true);
         free(expect);
         free(back);
         free(norm);
@@ -342,6 +405,66 @@ static void test_mistral_nemo_cases(void **state)
     }
     free(t);
     tokenizer_free(mn);
+}
+
+/* Load a tokenizer directory that must load. */
+static struct tokenizer *load_ok(const char *dir)
+{
+    struct tokenizer *t;
+    struct ll_err err = {0};
+    enum ll_status s = tokenizer_load(&t, dir, &err);
+    if (s != LL_OK)
+        print_error("load: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    return t;
+}
+
+/* The Llama-style tokenizer of models/llama2-tokenizer (Mistral-7B-v0.1's files, as the npm
+ * package ships them): normalizer Prepend "▁" + Replace " " → "▁", no pre-tokenizer (the
+ * whole part is one BPE piece), byte_fallback, decoder Replace, ByteFallback, Fuse, Strip(1). */
+static void test_llama2_cases(void **state)
+{
+    (void)state;
+    struct tokenizer *t = load_ok("models/llama2-tokenizer");
+    assert_int_equal(tokenizer_vocab_size(t), 32000);
+    assert_int_equal(tokenizer_bos_id(t), 1);
+    assert_int_equal(tokenizer_eos_id(t), 2);
+    assert_int_equal(tokenizer_token_to_id(t, "<0x0A>"), 13);
+    assert_int_equal(run_token_cases(t, "tests/fixtures/llama2-tokenizer-cases.json", "", false),
+                     130);
+    /* "\n" has no token of its own: the byte token <0x0A> (13), after "▁" (28705) */
+    EXPECT(t, "\n", false, 28705, 13);
+    EXPECT(t, "", true, 1);
+    /* Strip drops one leading space of the whole text, so "▁Hello" alone decodes to "Hello" and
+     * after <s> to " Hello"; a stream does the same */
+    const int32_t hello[] = {22557, 1, 22557};
+    char *text = decode(t, hello, 3, NULL);
+    assert_string_equal(text, "Hello<s> Hello");
+    free(text);
+    assert_int_equal(tokenizer_decode(t, hello, 3, true, &text, NULL, &(struct ll_err){0}), LL_OK);
+    assert_string_equal(text, "Hello Hello");
+    free(text);
+    check_stream_of(t, hello, 3, false);
+    check_stream_of(t, hello, 3, true);
+    tokenizer_free(t);
+}
+
+/* Gemma 3's tokenizer (models/gemma3-tokenizer): 262,144 tokens plus <image_soft_token>,
+ * normalizer Replace " " → "▁", Split " " MergedWithPrevious (after the normalizer it never
+ * matches), merges as pairs, 6,415 added tokens (whitespace runs, <start_of_turn>, ...),
+ * byte_fallback, decoder Replace, ByteFallback, Fuse. */
+static void test_gemma3_cases(void **state)
+{
+    (void)state;
+    struct tokenizer *t = load_ok("models/gemma3-tokenizer");
+    assert_int_equal(tokenizer_vocab_size(t), 262145);
+    assert_int_equal(tokenizer_token_to_id(t, "<start_of_turn>"), 105);
+    assert_int_equal(tokenizer_token_to_id(t, "<end_of_turn>"), 106);
+    assert_int_equal(tokenizer_bos_id(t), 2);
+    assert_int_equal(tokenizer_eos_id(t), 106);
+    assert_int_equal(run_token_cases(t, "tests/fixtures/gemma3-tokenizer-cases.json", "", false),
+                     130);
+    tokenizer_free(t);
 }
 
 /* The pieces of one text, as the pre-tokenizer hands them on. */
@@ -550,42 +673,6 @@ static void test_ids_without_text(void **state)
     assert_int_equal(n, 0);
     assert_string_equal(tokenizer_stream_feed(s, -5, &n), "");
     tokenizer_stream_free(s);
-}
-
-/* Feed ids one by one: every piece is complete UTF-8 and the pieces add up to the decode.
- * Returns how many ids with bytes gave no text yet (a character still incomplete). */
-static int check_stream(const int32_t *ids, size_t n_ids, bool skip_special)
-{
-    int held = 0;
-    struct tokenizer_stream *s;
-    struct ll_err err = {0};
-    assert_int_equal(tokenizer_stream_init(&s, tok, skip_special, &err), LL_OK);
-    char *whole;
-    size_t whole_len;
-    assert_int_equal(tokenizer_decode(tok, ids, n_ids, skip_special, &whole, &whole_len, &err),
-                     LL_OK);
-    char *joined = malloc(whole_len + 1);
-    assert_non_null(joined);
-    size_t k = 0;
-    for (size_t i = 0; i <= n_ids; i++) {
-        size_t len;
-        const char *piece = i < n_ids ? tokenizer_stream_feed(s, ids[i], &len)
-                                      : tokenizer_stream_flush(s, &len);
-        assert_int_equal(strlen(piece) <= len, 1);
-        assert_true(valid_utf8(piece, len));
-        size_t n_bytes = 0;
-        if (i < n_ids && tokenizer_id_bytes(tok, ids[i], &n_bytes) && n_bytes && !len)
-            held++;
-        assert_true(k + len <= whole_len);
-        memcpy(joined + k, piece, len);
-        k += len;
-    }
-    assert_int_equal(k, whole_len);
-    assert_memory_equal(joined, whole, whole_len);
-    free(joined);
-    free(whole);
-    tokenizer_stream_free(s);
-    return held;
 }
 
 static void test_stream_decoding(void **state)
@@ -1014,21 +1101,6 @@ static void write_tree(struct tmpdir *d, const char *name, const cJSON *tree)
     free(text);
 }
 
-static void expect_ids(const struct tokenizer *t, const char *text, bool special,
-                       const int32_t *want, size_t n_want)
-{
-    int32_t *ids;
-    size_t n;
-    encode(t, text, strlen(text), special, &ids, &n);
-    assert_ids(text, ids, n, want, n_want);
-    free(ids);
-}
-#define EXPECT(t, text, special, ...)                                                          \
-    do {                                                                                       \
-        const int32_t want_[] = {__VA_ARGS__};                                                 \
-        expect_ids(t, text, special, want_, LL_ARRAY_LEN(want_));                              \
-    } while (0)
-
 static void test_synthetic_tokenizer(void **state)
 {
     (void)state;
@@ -1334,6 +1406,438 @@ static void test_malformed_tokenizer_json(void **state)
     expect_load_error("/nonexistent/llaisys", LL_EIO, "/nonexistent/llaisys/tokenizer.json", NULL);
 }
 
+/* ---- a synthetic SentencePiece-style tokenizer.json ---- */
+
+static cJSON *typed(const char *type)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", type);
+    return o;
+}
+
+/* {"type": type, "pattern": {"String": pattern}, "content": content} */
+static cJSON *replace_of(const char *pattern, const char *content)
+{
+    cJSON *o = typed("Replace");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "pattern"), "String", pattern);
+    cJSON_AddStringToObject(o, "content", content);
+    return o;
+}
+
+static cJSON *merge_pair(const char *a, const char *b)
+{
+    cJSON *m = cJSON_CreateArray();
+    cJSON_AddItemToArray(m, cJSON_CreateString(a));
+    cJSON_AddItemToArray(m, cJSON_CreateString(b));
+    return m;
+}
+
+/*
+ * Llama 2's layout in small. Ids: <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF> 3..258, "▁" 259,
+ * "a" 260, "b" 261, "ab" 262, "▁a" 263, "▁ab" 264, "c" 265, " " 266, "x" 267, "b▁" 270,
+ * "ba" 271 (no merge makes it). Added: <unk>, <s>, </s> special; "[T]" 268 normalized false;
+ * " z" 269 normalized true. Merges by rank: "b ▁", "a b", ["▁", "a"], "▁a b". Normalizer
+ * Prepend "▁" + Replace " " → "▁"; no pre-tokenizer; byte_fallback, fuse_unk; BOS <s> from the
+ * post-processor; decoder Replace "▁" → " ", ByteFallback, Fuse, Strip(" ", 1, 0).
+ */
+#define SP "\xE2\x96\x81" /* U+2581 */
+static cJSON *sp_tree(void)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+    cJSON_AddItemToArray(added, added_token(0, "<unk>", true, false, false, false, false));
+    cJSON_AddItemToArray(added, added_token(1, "<s>", true, false, false, false, false));
+    cJSON_AddItemToArray(added, added_token(2, "</s>", true, false, false, false, false));
+    cJSON_AddItemToArray(added, added_token(268, "[T]", false, false, false, false, false));
+    cJSON_AddItemToArray(added, added_token(269, " z", false, false, false, false, true));
+    cJSON *norm = typed("Sequence");
+    cJSON *steps = cJSON_AddArrayToObject(norm, "normalizers");
+    cJSON *prepend = typed("Prepend");
+    cJSON_AddStringToObject(prepend, "prepend", SP);
+    cJSON_AddItemToArray(steps, prepend);
+    cJSON_AddItemToArray(steps, replace_of(" ", SP));
+    cJSON_AddItemToObject(root, "normalizer", norm);
+    cJSON_AddNullToObject(root, "pre_tokenizer");
+    cJSON *post = cJSON_AddObjectToObject(root, "post_processor");
+    cJSON_AddStringToObject(post, "type", "TemplateProcessing");
+    cJSON *single = cJSON_AddArrayToObject(post, "single");
+    cJSON *sp = cJSON_CreateObject(), *seq = cJSON_CreateObject();
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(sp, "SpecialToken"), "id", "<s>");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(seq, "Sequence"), "id", "A");
+    cJSON_AddItemToArray(single, sp);
+    cJSON_AddItemToArray(single, seq);
+    cJSON *s_entry = cJSON_AddObjectToObject(cJSON_AddObjectToObject(post, "special_tokens"), "<s>");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(s_entry, "ids"), cJSON_CreateNumber(1));
+    cJSON *dec = typed("Sequence");
+    cJSON *decs = cJSON_AddArrayToObject(dec, "decoders");
+    cJSON_AddItemToArray(decs, replace_of(SP, " "));
+    cJSON_AddItemToArray(decs, typed("ByteFallback"));
+    cJSON_AddItemToArray(decs, typed("Fuse"));
+    cJSON *strip = typed("Strip");
+    cJSON_AddStringToObject(strip, "content", " ");
+    cJSON_AddNumberToObject(strip, "start", 1);
+    cJSON_AddNumberToObject(strip, "stop", 0);
+    cJSON_AddItemToArray(decs, strip);
+    cJSON_AddItemToObject(root, "decoder", dec);
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddStringToObject(model, "unk_token", "<unk>");
+    cJSON_AddBoolToObject(model, "fuse_unk", true);
+    cJSON_AddBoolToObject(model, "byte_fallback", true);
+    cJSON_AddBoolToObject(model, "ignore_merges", false);
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    cJSON_AddNumberToObject(vocab, "<unk>", 0);
+    cJSON_AddNumberToObject(vocab, "<s>", 1);
+    cJSON_AddNumberToObject(vocab, "</s>", 2);
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        cJSON_AddNumberToObject(vocab, name, 3 + b);
+    }
+    static const char *const words[] = {SP, "a", "b", "ab", SP "a", SP "ab", "c", " ", "x"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(words); i++)
+        cJSON_AddNumberToObject(vocab, words[i], 259 + (int)i);
+    cJSON_AddNumberToObject(vocab, "b" SP, 270);
+    cJSON_AddNumberToObject(vocab, "ba", 271);
+    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    cJSON_AddItemToArray(merges, cJSON_CreateString("b " SP));
+    cJSON_AddItemToArray(merges, cJSON_CreateString("a b"));
+    cJSON_AddItemToArray(merges, merge_pair(SP, "a"));
+    cJSON_AddItemToArray(merges, cJSON_CreateString(SP "a b"));
+    return root;
+}
+
+static struct tokenizer *load_tree(struct tmpdir *d, const cJSON *tree)
+{
+    write_tree(d, "tokenizer.json", tree);
+    struct tokenizer *t;
+    struct ll_err err = {0};
+    if (tokenizer_load(&t, d->path, &err) != LL_OK)
+        fail_msg("%s", err.msg);
+    return t;
+}
+
+/* Decoding ids gives want, whole and streamed, skipping special tokens or not. */
+static void expect_text(const struct tokenizer *t, const int32_t *ids, size_t n, bool skip,
+                        const char *want)
+{
+    char *text;
+    struct ll_err err = {0};
+    assert_int_equal(tokenizer_decode(t, ids, n, skip, &text, NULL, &err), LL_OK);
+    assert_string_equal(text, want);
+    free(text);
+    check_stream_of(t, ids, n, skip);
+}
+#define EXPECT_TEXT(t, skip, want, ...)                                                        \
+    do {                                                                                       \
+        const int32_t ids_[] = {__VA_ARGS__};                                                  \
+        expect_text(t, ids_, LL_ARRAY_LEN(ids_), skip, want);                                  \
+    } while (0)
+
+/* Replace member `name` of component obj with a new value. */
+static void set_item(cJSON *obj, const char *name, cJSON *v)
+{
+    if (cJSON_GetObjectItem(obj, name))
+        cJSON_ReplaceItemInObject(obj, name, v);
+    else
+        cJSON_AddItemToObject(obj, name, v);
+}
+
+static cJSON *metaspace_of(const char *scheme, bool split)
+{
+    cJSON *m = typed("Metaspace");
+    cJSON_AddStringToObject(m, "replacement", SP);
+    cJSON_AddStringToObject(m, "prepend_scheme", scheme);
+    cJSON_AddBoolToObject(m, "split", split);
+    return m;
+}
+
+static void test_sentencepiece_synthetic(void **state)
+{
+    (void)state;
+    struct tmpdir d;
+    tmp_make(&d);
+    cJSON *tree = sp_tree();
+    struct tokenizer *t = load_tree(&d, tree);
+
+    /* Prepend + Replace, one piece, merges by rank ("a b" before "▁ a") */
+    EXPECT(t, "ab", false, 259, 262);
+    EXPECT(t, "a", false, 263);
+    EXPECT(t, "a b", false, 263, 259, 261);
+    EXPECT(t, "ba", false, 259, 261, 260); /* "ba" only whole (ignore_merges is off) */
+    EXPECT(t, "", false);
+    EXPECT(t, "", true, 1);
+    EXPECT(t, "a", true, 1, 263);
+    /* byte fallback: "é" is C3 A9; a 4-byte character gives 4 byte tokens */
+    EXPECT(t, "\xC3\xA9", false, 259, 3 + 0xC3, 3 + 0xA9);
+    EXPECT(t, "\xF0\x9F\xA6\x99", false, 259, 3 + 0xF0, 3 + 0x9F, 3 + 0xA6, 3 + 0x99);
+    /* added tokens: the text after one gets its own Prepend; a normalized one (" z") is
+     * matched in normalized text, its content normalized by the whole normalizer as Hugging
+     * Face does, Prepend included: "▁▁z" */
+    EXPECT(t, "a[T]a", false, 263, 268, 263);
+    EXPECT(t, "<s>a", false, 1, 263);
+    EXPECT(t, "a z", false, 263, 259, 3 + 'z');
+    EXPECT(t, "a  z", false, 263, 269);
+    EXPECT(t, "<0x41>", false, 259, 3 + '<', 3 + '0', 267, 3 + '4', 3 + '1', 3 + '>');
+
+    /* decoding: Strip drops one leading space of the whole text; <0xNN> runs are their bytes
+     * when valid UTF-8 as a whole, else U+FFFD per byte (Hugging Face's ByteFallback) */
+    EXPECT_TEXT(t, false, "a", 263);
+    EXPECT_TEXT(t, false, " a", 259, 263);
+    EXPECT_TEXT(t, false, "<s> a", 1, 263);
+    EXPECT_TEXT(t, true, "a", 1, 263);
+    EXPECT_TEXT(t, false, "\xC3\xA9" "a", 3 + 0xC3, 3 + 0xA9, 260);
+    EXPECT_TEXT(t, false, FFFD "a", 3 + 0xC3, 260);
+    EXPECT_TEXT(t, false, FFFD FFFD "a", 3 + 'A', 3 + 0xC3, 260);
+    EXPECT_TEXT(t, false, FFFD FFFD FFFD, 3 + 0xE4, 3 + 0xB8, 3 + 'x');
+    EXPECT_TEXT(t, false, "A\xE4\xB8\xAD", 3 + 'A', 3 + 0xE4, 3 + 0xB8, 3 + 0xAD);
+    /* a run longer than the stream's first buffer */
+    int32_t run[300];
+    char want[301];
+    for (int i = 0; i < 300; i++) {
+        run[i] = 3 + 'a' + i % 26;
+        want[i] = (char)('a' + i % 26);
+    }
+    want[300] = '\0';
+    expect_text(t, run, 300, false, want);
+    run[299] = 3 + 0xFF;
+    check_stream_of(t, run, 300, false);
+    /* the stream holds a run until it ends */
+    struct tokenizer_stream *s;
+    struct ll_err err = {0};
+    size_t len;
+    assert_int_equal(tokenizer_stream_init(&s, t, false, &err), LL_OK);
+    assert_string_equal(tokenizer_stream_feed(s, 259, &len), ""); /* stripped */
+    assert_string_equal(tokenizer_stream_feed(s, 3 + 0xC3, &len), "");
+    assert_string_equal(tokenizer_stream_feed(s, 3 + 0xA9, &len), "");
+    assert_string_equal(tokenizer_stream_feed(s, 263, &len), "\xC3\xA9 a");
+    assert_string_equal(tokenizer_stream_feed(s, 3 + 0xC3, &len), "");
+    assert_string_equal(tokenizer_stream_flush(s, &len), FFFD);
+    assert_string_equal(tokenizer_stream_feed(s, 263, &len), "a"); /* a new text: stripped */
+    tokenizer_stream_free(s);
+    tokenizer_free(t);
+
+    /* Strip at both ends: start 2, stop 1 */
+    cJSON *strip = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(tree, "decoder"),
+                                                          "decoders"), 3);
+    set_item(strip, "start", cJSON_CreateNumber(2));
+    set_item(strip, "stop", cJSON_CreateNumber(1));
+    t = load_tree(&d, tree);
+    EXPECT_TEXT(t, false, " a", 259, 259, 259, 260, 259);
+    EXPECT_TEXT(t, false, " a ", 259, 259, 259, 260, 259, 259);
+    EXPECT_TEXT(t, false, "a", 259, 259, 260, 259);
+    EXPECT_TEXT(t, false, "", 259);
+    EXPECT_TEXT(t, false, "", 259, 259, 259);
+    EXPECT_TEXT(t, false, "a a", 263, 263, 259);
+    tokenizer_free(t);
+    set_item(strip, "start", cJSON_CreateNumber(1));
+    set_item(strip, "stop", cJSON_CreateNumber(0));
+
+    /* byte_fallback off: unknown characters are <unk>, consecutive ones fused (fuse_unk) */
+    cJSON *model = cJSON_GetObjectItem(tree, "model");
+    set_item(model, "byte_fallback", cJSON_CreateFalse());
+    t = load_tree(&d, tree);
+    EXPECT(t, "\xC3\xA9\xC3\xA9" "a\xC3\xA9", false, 259, 0, 260, 0);
+    tokenizer_free(t);
+    set_item(model, "fuse_unk", cJSON_CreateFalse());
+    t = load_tree(&d, tree);
+    EXPECT(t, "\xC3\xA9\xC3\xA9" "a", false, 259, 0, 0, 260);
+    tokenizer_free(t);
+    set_item(model, "fuse_unk", cJSON_CreateTrue());
+    set_item(model, "byte_fallback", cJSON_CreateTrue());
+
+    /* Gemma's layout: Replace only, Split " " MergedWithPrevious (never matches after the
+     * normalizer), no Strip; ignore_merges takes a piece that is a token whole */
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItem(cJSON_GetObjectItem(tree, "normalizer"),
+                                                  "normalizers"), 0);
+    cJSON *split = typed("Split");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "String", " ");
+    cJSON_AddStringToObject(split, "behavior", "MergedWithPrevious");
+    cJSON_AddBoolToObject(split, "invert", false);
+    set_item(tree, "pre_tokenizer", split);
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItem(cJSON_GetObjectItem(tree, "decoder"),
+                                                  "decoders"), 3);
+    t = load_tree(&d, tree);
+    EXPECT(t, "a b", false, 260, 259, 261);
+    EXPECT(t, "b a", false, 270, 260); /* one piece: "b ▁" merges across the space */
+    EXPECT(t, "ba", false, 261, 260);
+    EXPECT(t, "a z", false, 260, 269);
+    EXPECT_TEXT(t, false, " a", 259, 260);
+    /* the Split by itself: each " " ends a piece; one right after another stands alone */
+    struct pieces p = {0};
+    assert_int_equal(tok_pretokenize_string(t, "a  b c ", 7, true, add_piece, &p), LL_OK);
+    assert_int_equal(p.count, 4);
+    static const char *const want_split[] = {"a ", " ", "b ", "c "};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(p.n[i], strlen(want_split[i]));
+        assert_memory_equal(p.s[i], want_split[i], p.n[i]);
+    }
+    p.count = 0;
+    assert_int_equal(tok_pretokenize_string(t, " x", 2, true, add_piece, &p), LL_OK);
+    assert_int_equal(p.count, 2);
+    assert_int_equal(p.n[0], 1);
+    tokenizer_free(t);
+    set_item(model, "ignore_merges", cJSON_CreateTrue());
+    t = load_tree(&d, tree);
+    EXPECT(t, "ba", false, 271);
+    EXPECT(t, "bab", false, 261, 262);
+    tokenizer_free(t);
+    set_item(model, "ignore_merges", cJSON_CreateFalse());
+
+    /* Metaspace pre-tokenizer (no normalizer) and decoder */
+    set_item(tree, "normalizer", cJSON_CreateNull());
+    set_item(tree, "pre_tokenizer", metaspace_of("always", true));
+    cJSON *mdec = metaspace_of("always", true);
+    set_item(tree, "decoder", mdec);
+    t = load_tree(&d, tree);
+    EXPECT(t, "a<s>a", false, 263, 1, 263);
+    EXPECT(t, "b a", false, 259, 261, 263); /* split: "▁b", "▁a" */
+    EXPECT(t, " a", false, 263);             /* already starts with "▁": nothing prepended */
+    EXPECT(t, "a  a", false, 263, 259, 263);
+    EXPECT_TEXT(t, false, "a a", 263, 263); /* the first token's "▁" are dropped */
+    EXPECT_TEXT(t, false, " a", 259, 263);
+    EXPECT_TEXT(t, false, "ba", 270, 260); /* ... all of them, not only a leading one */
+    EXPECT_TEXT(t, false, "<s> a", 1, 263);
+    EXPECT_TEXT(t, true, "a", 1, 263);
+    tokenizer_free(t);
+    cJSON *mpre = cJSON_GetObjectItem(tree, "pre_tokenizer");
+    set_item(mpre, "prepend_scheme", cJSON_CreateString("first"));
+    set_item(mpre, "split", cJSON_CreateFalse());
+    t = load_tree(&d, tree);
+    EXPECT(t, "a<s>a", false, 263, 1, 260); /* not after an added token */
+    EXPECT(t, "[T]a", false, 268, 260);
+    EXPECT(t, "b a", false, 259, 270, 260); /* one piece: "b ▁" merges */
+    tokenizer_free(t);
+    set_item(mpre, "prepend_scheme", cJSON_CreateString("never"));
+    set_item(mdec, "prepend_scheme", cJSON_CreateString("never"));
+    t = load_tree(&d, tree);
+    EXPECT(t, "a<s>a", false, 260, 1, 260);
+    EXPECT_TEXT(t, false, " a a", 263, 263);
+    tokenizer_free(t);
+    /* the older add_prefix_space in place of prepend_scheme */
+    cJSON_DeleteItemFromObject(mpre, "prepend_scheme");
+    cJSON_AddBoolToObject(mpre, "add_prefix_space", false);
+    t = load_tree(&d, tree);
+    EXPECT(t, "a", false, 260);
+    tokenizer_free(t);
+
+    cJSON_Delete(tree);
+    tmp_remove(&d);
+}
+
+/* Each unsupported variant of the SentencePiece-style components is refused at load, the
+ * message naming the field. */
+static cJSON *decoders_of(cJSON *r)
+{
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(r, "decoder"), "decoders");
+}
+static cJSON *normalizers_of(cJSON *r)
+{
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(r, "normalizer"), "normalizers");
+}
+static void norm_regex(cJSON *r)
+{
+    cJSON *rep = cJSON_GetArrayItem(normalizers_of(r), 1);
+    cJSON *pat = cJSON_CreateObject();
+    cJSON_AddStringToObject(pat, "Regex", " +");
+    set_item(rep, "pattern", pat);
+}
+static void norm_lowercase(cJSON *r) { cJSON_InsertItemInArray(normalizers_of(r), 0, typed("Lowercase")); }
+static void norm_no_prepend(cJSON *r)
+{
+    cJSON_DeleteItemFromObject(cJSON_GetArrayItem(normalizers_of(r), 0), "prepend");
+}
+static void meta_scheme(cJSON *r) { set_item(r, "pre_tokenizer", metaspace_of("sometimes", true)); }
+static void meta_empty(cJSON *r)
+{
+    cJSON *m = metaspace_of("always", true);
+    set_item(m, "replacement", cJSON_CreateString(""));
+    set_item(r, "pre_tokenizer", m);
+}
+static void split_isolated(cJSON *r)
+{
+    cJSON *split = typed("Split");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "String", " ");
+    cJSON_AddStringToObject(split, "behavior", "Isolated");
+    set_item(r, "pre_tokenizer", split);
+}
+static void split_invert(cJSON *r)
+{
+    cJSON *split = typed("Split");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "String", " ");
+    cJSON_AddStringToObject(split, "behavior", "MergedWithPrevious");
+    cJSON_AddBoolToObject(split, "invert", true);
+    set_item(r, "pre_tokenizer", split);
+}
+static void dec_strip_first(cJSON *r)
+{
+    cJSON *strip = cJSON_Duplicate(cJSON_GetArrayItem(decoders_of(r), 3), true);
+    cJSON_ReplaceItemInArray(decoders_of(r), 0, strip);
+}
+static void dec_fuse_early(cJSON *r)
+{
+    cJSON_ReplaceItemInArray(decoders_of(r), 1, typed("Fuse"));
+    cJSON_ReplaceItemInArray(decoders_of(r), 2, typed("ByteFallback"));
+}
+static void dec_regex(cJSON *r)
+{
+    cJSON *pat = cJSON_CreateObject();
+    cJSON_AddStringToObject(pat, "Regex", "x");
+    set_item(cJSON_GetArrayItem(decoders_of(r), 0), "pattern", pat);
+}
+static void dec_byte_level(cJSON *r) { set_item(r, "decoder", typed("ByteLevel")); }
+static void dec_ctc(cJSON *r) { cJSON_AddItemToArray(decoders_of(r), typed("CTC")); }
+static void strip_two_chars(cJSON *r)
+{
+    set_item(cJSON_GetArrayItem(decoders_of(r), 3), "content", cJSON_CreateString("ab"));
+}
+static void strip_negative(cJSON *r)
+{
+    set_item(cJSON_GetArrayItem(decoders_of(r), 3), "start", cJSON_CreateNumber(-1));
+}
+static void unk_number(cJSON *r) { set_item(model_of(r), "unk_token", cJSON_CreateNumber(0)); }
+static void token_bad_utf8(cJSON *r)
+{
+    cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(r), "vocab"), "\xC3", 272);
+}
+
+static void test_sentencepiece_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        mutate_fn fn;
+        enum ll_status code;
+        const char *field;
+    } cases[] = {
+        {norm_regex, LL_EUNSUPPORTED, "normalizer.normalizers[1].pattern.Regex"},
+        {norm_lowercase, LL_EUNSUPPORTED, "normalizer.normalizers[0]: \"Lowercase\""},
+        {norm_no_prepend, LL_EFORMAT, "normalizer.normalizers[0].prepend"},
+        {meta_scheme, LL_EUNSUPPORTED, "pre_tokenizer.prepend_scheme: \"sometimes\""},
+        {meta_empty, LL_EFORMAT, "pre_tokenizer.replacement"},
+        {split_isolated, LL_EUNSUPPORTED, "pre_tokenizer.behavior"},
+        {split_invert, LL_EUNSUPPORTED, "pre_tokenizer.invert"},
+        {dec_strip_first, LL_EUNSUPPORTED, "decoder.decoders[0]: Strip without a Fuse"},
+        {dec_fuse_early, LL_EUNSUPPORTED, "decoder.decoders[2]: \"ByteFallback\""},
+        {dec_regex, LL_EUNSUPPORTED, "decoder.decoders[0].pattern.Regex"},
+        {dec_byte_level, LL_EUNSUPPORTED, "decoder: ByteLevel"},
+        {dec_ctc, LL_EUNSUPPORTED, "decoder.decoders[4]: \"CTC\""},
+        {strip_two_chars, LL_EFORMAT, "decoder.decoders[3].content"},
+        {strip_negative, LL_EFORMAT, "decoder.decoders[3].start"},
+        {unk_number, LL_EFORMAT, "model.unk_token"},
+        {token_bad_utf8, LL_EFORMAT, "id 272 is not valid UTF-8"},
+    };
+    struct tmpdir d;
+    tmp_make(&d);
+    for (size_t i = 0; i < LL_ARRAY_LEN(cases); i++) {
+        cJSON *tree = sp_tree();
+        cases[i].fn(tree);
+        write_tree(&d, "tokenizer.json", tree);
+        cJSON_Delete(tree);
+        expect_load_error(d.path, cases[i].code, "tokenizer.json: ", cases[i].field);
+    }
+    tmp_remove(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1342,6 +1846,8 @@ int main(void)
         cmocka_unit_test(test_llama3_cases),
         cmocka_unit_test(test_mistral_nemo_cases),
         cmocka_unit_test(test_mistral_nemo_split),
+        cmocka_unit_test(test_llama2_cases),
+        cmocka_unit_test(test_gemma3_cases),
         cmocka_unit_test(test_chat_encode_cases),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_nul_and_control_bytes),
@@ -1355,6 +1861,8 @@ int main(void)
         cmocka_unit_test(test_concurrent_encode),
         cmocka_unit_test(test_synthetic_tokenizer),
         cmocka_unit_test(test_malformed_tokenizer_json),
+        cmocka_unit_test(test_sentencepiece_synthetic),
+        cmocka_unit_test(test_sentencepiece_refusals),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
