@@ -1,12 +1,15 @@
 /*
- * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with three real
+ * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with five real
  * tokenizers, loaded once: DeepSeek-R1-Distill-Qwen's (models/deepseek-r1-distill-qwen-tokenizer,
  * or the directory in $LLAISYS_FUZZ_TOKENIZER; the Qwen2 split), Llama 3.2's
- * (models/llama3-tokenizer; the Llama 3 split, ignore_merges) and Mistral-Nemo's
- * (models/mistral-nemo-tokenizer; the tekken split, control tokens at ids 0..999).
+ * (models/llama3-tokenizer; the Llama 3 split, ignore_merges), Mistral-Nemo's
+ * (models/mistral-nemo-tokenizer; the tekken split, control tokens at ids 0..999), and two
+ * SentencePiece-style ones with byte fallback: models/llama2-tokenizer (Prepend + Replace, no
+ * pre-tokenizer, Strip in the decoder) and models/gemma3-tokenizer (Replace, Split " ", 6,415
+ * added tokens).
  *
- * Input: one mode byte, then the payload. Mode bits 3-4 pick the tokenizer (0 and 3: R1's,
- * 1: Llama 3.2's, 2: Mistral-Nemo's).
+ * Input: one mode byte, then the payload. Mode bits 3-5 pick the tokenizer (0: R1's,
+ * 1: Llama 3.2's, 2: Mistral-Nemo's, 3: Llama 2's, 4: Gemma 3's; 5-7 as 0-2).
  * Bit 0 clear: the payload is text; it is encoded
  * (bit 1: add_special) and the ids decoded back. Bit 0 set: the payload is ids, 3 bytes each
  * (little-endian, minus 16, so a few are negative and some past the vocabulary), decoded.
@@ -20,7 +23,7 @@
 #include "tokenizer.h"
 #include "utf8.h"
 
-#define N_TOKS 3
+#define N_TOKS 5
 static struct tokenizer *toks[N_TOKS];
 static struct tokenizer_stream *streams[N_TOKS][2]; /* [tokenizer][skip_special] */
 static struct tokenizer *tok;                 /* the input's */
@@ -31,7 +34,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     const char *dirs[N_TOKS] = {getenv("LLAISYS_FUZZ_TOKENIZER"), "models/llama3-tokenizer",
-                                "models/mistral-nemo-tokenizer"};
+                                "models/mistral-nemo-tokenizer", "models/llama2-tokenizer",
+                                "models/gemma3-tokenizer"};
     if (!dirs[0] || !*dirs[0])
         dirs[0] = "models/deepseek-r1-distill-qwen-tokenizer";
     for (int k = 0; k < N_TOKS; k++) {
@@ -81,9 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t mode = data[0];
     data++;
     size--;
-    int k = (mode >> 3) & 3;
-    if (k == N_TOKS)
-        k = 0;
+    int k = ((mode >> 3) & 7) % N_TOKS;
     tok = toks[k];
     stream = streams[k];
     bool skip_special = mode & 4;
