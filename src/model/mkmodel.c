@@ -850,17 +850,13 @@ static int token_id(const cJSON *tok, const char *content)
     return cJSON_IsNumber(id) ? id->valueint : -1;
 }
 
-/* 1 + the largest token id tokenizer.json defines. */
+/* 1 + the largest token id tokenizer.json's model defines (its added tokens may lie past the
+ * embedding: Gemma 3 1B's <image_soft_token> is id 262144 of a 262144-row model, and a request
+ * naming such an id is refused by the engine). */
 static int token_count(const cJSON *tok)
 {
     int n = 0;
     const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(tok, "added_tokens"))
-    {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-        if (cJSON_IsNumber(id) && id->valueint >= n)
-            n = id->valueint + 1;
-    }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tok, "model");
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(model, "vocab"))
         if (cJSON_IsNumber(e) && e->valueint >= n)
@@ -893,16 +889,20 @@ static enum ll_status tokenizer_files_read(const struct mkmodel_spec *s, const c
         (st = ll_json_parse(&tok, tok_json->text, tok_json->len, p1, err)) ||
         (st = tokenizer_config_read(&cfg, dir, err)))
         goto out;
-    /* a Gemma instruction model's turns end with <end_of_turn>, a second eos in its configs */
-    *eot = gemma(s) ? token_id(tok, "<end_of_turn>") : -1;
+    /* Gemma's configs list both ends, <eos> and <end_of_turn> (an instruction model's turns) */
+    *eot = -1;
+    if (gemma(s)) {
+        int e1 = token_id(tok, "<eos>"), e2 = token_id(tok, "<end_of_turn>");
+        *eot = cfg.eos_token && e1 >= 0 && !strcmp(cfg.eos_token, "<end_of_turn>") ? e1 : e2;
+    }
     int n_tok = token_count(tok);
     if (n_tok == 0) {
         st = ll_err_set(err, LL_ETOKENIZER, "%s: no tokens found", p1);
         goto out;
     }
     if (s->vocab_size < n_tok) {
-        st = ll_err_set(err, LL_EINVAL, "vocab size %d is smaller than the tokenizer's %d tokens (%s)",
-                        s->vocab_size, n_tok, p1);
+        st = ll_err_set(err, LL_EINVAL, "vocab size %d is smaller than the tokenizer's %d "
+                        "vocabulary tokens (%s)", s->vocab_size, n_tok, p1);
         goto out;
     }
     const char *names[2] = {"bos_token", "eos_token"}, *content[2] = {cfg.bos_token, cfg.eos_token};
@@ -949,8 +949,10 @@ enum ll_status mkmodel_write(const struct mkmodel_spec *s, const char *tokenizer
     if (tokenizer_dir &&
         (st = tokenizer_files_read(s, tokenizer_dir, &tj, &tc, &bos, &eos[0], &eos[1], err)))
         goto out;
-    if (eos[0] < 0)
-        eos[0] = eos[1], eos[1] = -1;
+    if (eos[0] < 0 || (eos[1] >= 0 && eos[1] < eos[0])) { /* ascending, as Gemma's [1, 106] */
+        int t = eos[0];
+        eos[0] = eos[1], eos[1] = t;
+    }
     n_eos = (eos[0] >= 0) + (eos[1] >= 0 && eos[1] != eos[0]);
     for (size_t i = 0; i < LL_ARRAY_LEN(written_files); i++)
         if (!(paths[i] = model_dir_file(&w, written_files[i]))) {
