@@ -242,14 +242,14 @@ static int32_t prompt_ids(llaisys_engine *e, const struct oai_request *q, int32_
     if (q->kind == OAI_CHAT) {
         if (!e->tmpl)
             return api_fail(LLAISYS_ERR_INVALID_ARG, "chat request, but the model has no usable "
-                            "chat template: %s (param: messages)", e->tmpl_err.msg);
+                            "chat template (%s) (param: messages)", e->tmpl_err.msg);
         char *text = NULL;
         size_t len = 0;
         s = chat_template_render_ex(e->tmpl, q->chat_context, e->bos, e->eos, NULL, &text, &len,
                                     &err);
         if (s != LL_OK) {
             free(text);
-            return api_fail(api_code(s), "chat template: %s (param: messages)", err.msg);
+            return api_fail(api_code(s), "%s (param: messages)", err.msg);
         }
         s = tokenizer_encode(e->tok, text, len, false, ids, &cnt, &err);
         free(text);

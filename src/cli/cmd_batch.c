@@ -252,8 +252,7 @@ static enum ll_status chat_ids(struct batch_ctx *c, const struct oai_request *r,
                                                &text, &len, &err);
     if (s != LL_OK) {
         free(text);
-        return oai_error_set(e, s, "messages", "chat_template_error", "chat template: %s",
-                             err.msg);
+        return oai_error_set(e, s, "messages", "chat_template_error", "%s", err.msg);
     }
     s = tokenizer_encode(c->tok, text, len, false, ids, &cnt, &err);
     free(text);

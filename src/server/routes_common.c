@@ -51,7 +51,7 @@ enum ll_status route_chat_encode(struct http_ctx *c, const struct cJSON *context
     if (s != LL_OK)
         return oai_error_set(e, s == LL_ENOMEM ? LL_ENOMEM : (s == LL_ETOOLONG ? LL_ETOOLONG
                                                                                : LL_ETEMPLATE),
-                             "messages", "chat_template_error", "chat template: %s", err.msg);
+                             "messages", "chat_template_error", "%s", err.msg);
     size_t cnt = 0;
     s = tokenizer_encode(srv->tok, text, len, add_special, ids, &cnt, &err);
     free(text);
