@@ -1182,6 +1182,28 @@ static void expect_load_error(const char *dir, enum ll_status code, const char *
 
 typedef void (*mutate_fn)(cJSON *root);
 
+/* A change to a valid tokenizer.json and the refusal it must bring. */
+struct mutation {
+    mutate_fn fn;
+    enum ll_status code;
+    const char *field; /* what the message must name */
+};
+
+/* Each mutation of the tree that make() builds must fail to load with its code and field. */
+static void expect_refusals(cJSON *(*make)(void), const struct mutation *cases, size_t n)
+{
+    struct tmpdir d;
+    tmp_make(&d);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *tree = make();
+        cases[i].fn(tree);
+        write_tree(&d, "tokenizer.json", tree);
+        cJSON_Delete(tree);
+        expect_load_error(d.path, cases[i].code, "tokenizer.json: ", cases[i].field);
+    }
+    tmp_remove(&d);
+}
+
 static cJSON *model_of(cJSON *root)
 {
     return cJSON_GetObjectItem(root, "model");
@@ -1285,11 +1307,7 @@ static void roberta_post(cJSON *r)
 static void test_malformed_tokenizer_json(void **state)
 {
     (void)state;
-    static const struct {
-        mutate_fn fn;
-        enum ll_status code;
-        const char *field;
-    } cases[] = {
+    static const struct mutation cases[] = {
         {no_model, LL_EFORMAT, "model"},
         {vocab_array, LL_EFORMAT, "model.vocab"},
         {vocab_string_id, LL_EFORMAT, "model.vocab[\"ab\"]"},
@@ -1313,15 +1331,9 @@ static void test_malformed_tokenizer_json(void **state)
         {template_unknown_special, LL_EFORMAT, "post_processor.special_tokens"},
         {roberta_post, LL_EUNSUPPORTED, "post_processor"},
     };
+    expect_refusals(synth_tree, cases, LL_ARRAY_LEN(cases));
     struct tmpdir d;
     tmp_make(&d);
-    for (size_t i = 0; i < LL_ARRAY_LEN(cases); i++) {
-        cJSON *tree = synth_tree();
-        cases[i].fn(tree);
-        write_tree(&d, "tokenizer.json", tree);
-        cJSON_Delete(tree);
-        expect_load_error(d.path, cases[i].code, "tokenizer.json: ", cases[i].field);
-    }
 
     /* not JSON, or not an object */
     static const char *const bad_json[] = {"", "{", "{\"model\": }", "[]", "null", "\"x\"",
@@ -1804,11 +1816,7 @@ static void token_bad_utf8(cJSON *r)
 static void test_sentencepiece_refusals(void **state)
 {
     (void)state;
-    static const struct {
-        mutate_fn fn;
-        enum ll_status code;
-        const char *field;
-    } cases[] = {
+    static const struct mutation cases[] = {
         {norm_regex, LL_EUNSUPPORTED, "normalizer.normalizers[1].pattern.Regex"},
         {norm_lowercase, LL_EUNSUPPORTED, "normalizer.normalizers[0]: \"Lowercase\""},
         {norm_no_prepend, LL_EFORMAT, "normalizer.normalizers[0].prepend"},
@@ -1826,16 +1834,7 @@ static void test_sentencepiece_refusals(void **state)
         {unk_number, LL_EFORMAT, "model.unk_token"},
         {token_bad_utf8, LL_EFORMAT, "id 272 is not valid UTF-8"},
     };
-    struct tmpdir d;
-    tmp_make(&d);
-    for (size_t i = 0; i < LL_ARRAY_LEN(cases); i++) {
-        cJSON *tree = sp_tree();
-        cases[i].fn(tree);
-        write_tree(&d, "tokenizer.json", tree);
-        cJSON_Delete(tree);
-        expect_load_error(d.path, cases[i].code, "tokenizer.json: ", cases[i].field);
-    }
-    tmp_remove(&d);
+    expect_refusals(sp_tree, cases, LL_ARRAY_LEN(cases));
 }
 
 int main(void)

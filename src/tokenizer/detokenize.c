@@ -48,17 +48,8 @@ static size_t byte_run_text(const unsigned char *run, size_t n, char *out)
  * replacements. out has room for the string. Returns the count. */
 static size_t first_token_text(const struct tokenizer *tok, int32_t id, char *out)
 {
-    const char *s = tok->arena.data + tok->ids[id].str_off;
-    const char *meta = tok->arena.data + tok->dec_meta_off;
-    size_t n = tok->ids[id].str_len, nm = tok->dec_meta_len, k = 0;
-    for (size_t i = 0; i < n;) {
-        if (i + nm <= n && !memcmp(s + i, meta, nm)) {
-            i += nm;
-        } else {
-            out[k++] = s[i++];
-        }
-    }
-    return k;
+    return tok_replace(tok->arena.data + tok->ids[id].str_off, tok->ids[id].str_len,
+                       tok->arena.data + tok->dec_meta_off, tok->dec_meta_len, "", 0, out);
 }
 
 /* Whether id is written (it has text and is not a skipped special token). */

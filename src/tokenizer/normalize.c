@@ -86,6 +86,22 @@ enum ll_status tok_nfc(const struct tokenizer *tok, const char *s, size_t n, con
     return LL_OK;
 }
 
+size_t tok_replace(const char *s, size_t n, const char *pat, size_t np, const char *with,
+                   size_t nw, char *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        if (np && i + np <= n && !memcmp(s + i, pat, np)) {
+            memcpy(out + k, with, nw);
+            k += nw;
+            i += np;
+        } else {
+            out[k++] = s[i++];
+        }
+    }
+    return k;
+}
+
 /* Prepend or Replace of one step into a malloc'd string. */
 static enum ll_status apply_step(const struct tokenizer *tok, const struct tok_norm_step *st,
                                  const char *s, size_t n, char **out, size_t *out_len)
@@ -114,15 +130,7 @@ static enum ll_status apply_step(const struct tokenizer *tok, const struct tok_n
         memcpy(d + na, s, n);
         k = na + n;
     } else {
-        for (size_t i = 0; i < n;) {
-            if (na && i + na <= n && !memcmp(s + i, a, na)) {
-                memcpy(d + k, b, nb);
-                k += nb;
-                i += na;
-            } else {
-                d[k++] = s[i++];
-            }
-        }
+        k = tok_replace(s, n, a, na, b, nb, d);
     }
     d[k] = '\0';
     *out = d;

@@ -63,20 +63,13 @@ static enum ll_status metaspace(const struct tokenizer *tok, const char *s, size
     if (!d)
         return LL_ENOMEM;
     size_t k = 0;
-    bool starts = n > 0 && (s[0] == ' ' || (n >= nr && !memcmp(s, rep, nr)));
+    bool starts = s[0] == ' ' || (n >= nr && !memcmp(s, rep, nr));
     if (!starts && (tok->pre_prepend == TOK_PREPEND_ALWAYS ||
                     (tok->pre_prepend == TOK_PREPEND_FIRST && at_start))) {
         memcpy(d, rep, nr);
         k = nr;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == ' ') {
-            memcpy(d + k, rep, nr);
-            k += nr;
-        } else {
-            d[k++] = s[i];
-        }
-    }
+    k += tok_replace(s, n, " ", 1, rep, nr, d + k);
     enum ll_status st = tok->pre_split ? cut(d, k, rep, nr, true, fn, ctx)
                                        : (k ? fn(ctx, d, k, -1) : LL_OK);
     free(d);

@@ -217,6 +217,10 @@ struct tok_norm_step {
 #define TOK_MAX_NORM 8 /* steps of a normalizer Sequence */
 /* Set TOK_CP_NFC_OK in the class table of the Basic Multilingual Plane. */
 void tok_nfc_table_init(uint16_t *table);
+/* s with every occurrence of pat (np > 0; leftmost first, without overlaps) replaced by with,
+ * written to out (room for n + (n / np) * nw bytes). Returns the count. */
+size_t tok_replace(const char *s, size_t n, const char *pat, size_t np, const char *with,
+                   size_t nw, char *out);
 /* The tokenizer's normalizer (every step of tok->norm in order) over valid UTF-8 s: *out is s
  * itself (*owned = false) or a malloc'd string (*owned = true). tok->cp_class may still be NULL
  * (at load: no NFC quick check). LL_OK or LL_ENOMEM. */

@@ -700,18 +700,12 @@ static int fallback_byte(const char *s, size_t n)
  * Replace (or Metaspace's replacement → space) applied. Returns the count. */
 static size_t replace_decode(const struct loader *L, const char *s, size_t len, char *out)
 {
-    const char *pat = L->dec_pattern, *with = L->dec_content;
-    size_t np = pat ? strlen(pat) : 0, nw = with ? strlen(with) : 0, k = 0;
-    for (size_t i = 0; i < len;) {
-        if (np && i + np <= len && !memcmp(s + i, pat, np)) {
-            memcpy(out + k, with, nw);
-            k += nw;
-            i += np;
-        } else {
-            out[k++] = s[i++];
-        }
+    if (!L->dec_pattern) {
+        memcpy(out, s, len);
+        return len;
     }
-    return k;
+    return tok_replace(s, len, L->dec_pattern, strlen(L->dec_pattern), L->dec_content,
+                       strlen(L->dec_content), out);
 }
 
 /* What each id decodes to, and the single-byte tokens BPE starts from. */
