@@ -1,13 +1,15 @@
 /*
- * test_tokenizer.c: the byte-level BPE tokenizer against the reference data in tests/fixtures/
+ * test_tokenizer.c: the BPE tokenizer against the reference data in tests/fixtures/
  * (tokenizer-cases.json, chat-encode-cases.json, the DeepSeek-R1-Distill-Qwen tokenizer in
  * tiny-qwen2/; qwen3-tokenizer-cases.json with models/qwen3-tokenizer, llama3-tokenizer-cases.json
  * with models/llama3-tokenizer, mistral-nemo-tokenizer-cases.json with
- * models/mistral-nemo-tokenizer), plus: invalid UTF-8
+ * models/mistral-nemo-tokenizer; the SentencePiece-style llama2- and gemma3-tokenizer-cases.json
+ * with models/llama2-tokenizer and models/gemma3-tokenizer), plus: invalid UTF-8
  * handled like Python's errors="replace", the byte-level table, incremental decoding, ids
- * without text, special-token lookups, very long inputs, concurrent encoding, and a small
+ * without text, special-token lookups, very long inputs, concurrent encoding, a small
  * synthetic tokenizer.json for the added-token options, the post-processor and every kind of
- * malformed file.
+ * malformed file, and a synthetic SentencePiece-style one for each option of that scheme and
+ * each variant refused.
  */
 #include <stdarg.h>
 #include <stddef.h>

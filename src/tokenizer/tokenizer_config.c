@@ -11,7 +11,9 @@
  *     likewise add_eos_token for EOS at the end (transformers' Llama fast tokenizer rewrites
  *     its post-processor from these switches; DeepSeek-R1-Distill-Qwen uses that class).
  * tokenizer_bos_id() is the config's bos_token, else the first token the post-processor puts
- * in front. Runs at load, on the loading thread.
+ * in front. Llama's `legacy` is not read: it changes transformers' slow (sentencepiece)
+ * tokenizer and the conversion to tokenizer.json, while the fast tokenizer encodes as the
+ * tokenizer.json says. Runs at load, on the loading thread.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
