@@ -78,13 +78,14 @@ struct mkmodel_spec {
     int n_experts, n_experts_used, moe_intermediate_size;
     int shared_intermediate_size; /* qwen2_moe: the shared expert's width */
     uint64_t mlp_only;
-    int sliding_window; /* the Gemma families: the windowed layers' window (required there) */
+    int sliding_window; /* the Gemma families: the windowed layers' window (required there);
+                           mistral: config.json's sliding_window (0: null) */
 };
 
 /* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b", "qwen3-1.7b",
  * "llama3.2-1b", "llama3.2-3b" or "llama3.1-8b" (the shapes of DeepSeek-R1-Distill-Llama-8B
  * too), "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "mistral-nemo-12b", "mistral-small-24b",
- * "gemma2-2b" or "gemma3-1b" (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL
+ * "mistral-7b", "gemma2-2b" or "gemma3-1b" (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL
  * (message lists the presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 

@@ -61,16 +61,10 @@ check "gemma3: bench runs a 64-token prompt past the window of 16 and names the 
 
 start g3 --model "$m" --threads 1 || exit 1
 
-chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
 body='"messages":[{"role":"user","content":"What is 12345 + 678?"}],"max_tokens":8,"temperature":0'
 on=$(chat "{$body}")
-st=$(curl -s -N -m 60 -H 'Content-Type: application/json' -d "{$body,\"stream\":true}" \
-    "$URL/v1/chat/completions")
-text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
-    jq -j '.choices[0].delta.content // ""')
 [ "$(printf '%s' "$on" | jq -r .usage.prompt_tokens)" = 23 ] && # digits one a token
-    printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' &&
-    [ "$text" = "$(printf '%s' "$on" | jq -j '.choices[0].message.content')" ]
+    stream_matches "$body" "$on"
 check "gemma3 stream: the same text as the non-streamed answer, then [DONE]" $?
 
 bad=$(curl -s -m 30 -w '\n%{http_code}' -H 'Content-Type: application/json' \

@@ -71,16 +71,10 @@ start l3 --model "$m" --threads 1 || exit 1
 grep -q 'tool-parser: auto: llama3_json (the chat template writes Llama 3 calls); tools rendered by the chat template' "$tmp/l3.err"
 check "llama server: the tool format is llama3_json, from its template" $?
 
-chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
 body='"messages":[{"role":"user","content":"What is 12345 + 678?"}],"max_tokens":8,"temperature":0'
 on=$(chat "{$body}")
-st=$(curl -s -N -m 60 -H 'Content-Type: application/json' -d "{$body,\"stream\":true}" \
-    "$URL/v1/chat/completions")
-text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
-    jq -j '.choices[0].delta.content // ""')
 [ "$(printf '%s' "$on" | jq -r .choices[0].finish_reason)" = length ] &&
-    printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' &&
-    [ "$text" = "$(printf '%s' "$on" | jq -j '.choices[0].message.content')" ]
+    stream_matches "$body" "$on"
 check "llama stream: the same text as the non-streamed answer, then [DONE]" $?
 
 tools='"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]'

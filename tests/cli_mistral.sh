@@ -5,8 +5,9 @@
 # BOS <s> 1, EOS </s> 2, no sampling defaults); the template's [INST]
 # turns; greedy generation the same twice and the same from a quantized directory as from
 # --quant at load; a sliding window shorter than the context caps it, and a longer --ctx is
-# refused by name; the server streams an answer equal to the non-streamed one, and exits 0 on
-# SIGTERM. (Its tool calls: tests/cli_mistral_tools.sh.)
+# refused by name; Mistral-7B v0.1's shapes (small) with its SentencePiece-style tokenizer
+# (models/llama2-tokenizer); the server streams an answer equal to the non-streamed one, and
+# exits 0 on SIGTERM. (Its tool calls: tests/cli_mistral_tools.sh.)
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 tok=models/mistral-nemo-tokenizer
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
@@ -63,18 +64,28 @@ check "mistral: a context longer than sliding_window is refused, naming both" $?
 check "mistral: bench states the window as the longest context" $?
 rm -rf "$tmp/win"
 
+# Mistral-7B v0.1's shapes (small) with its SentencePiece-style tokenizer: byte fallback, a
+# sliding window of 4096 as the longest context
+m7="$tmp/m7"
+"$cli" mkmodel --preset mistral-7b --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
+    --intermediate 128 --tokenizer models/llama2-tokenizer "$m7" 2>/dev/null &&
+    jq -e '.sliding_window == 4096 and .vocab_size == 32000 and .bos_token_id == 1 and
+        .eos_token_id == 2' "$m7/config.json" >/dev/null &&
+    [ "$(printf 'Hello world 😀 𝄞' | "$cli" tokenize --model "$m7" 2>/dev/null)" = \
+      "1 22557 1526 28705 30575 28705 243 160 135 161" ] && # 𝄞 as its four bytes
+    g1=$("$cli" generate --model "$m7" --prompt "Hello world" -n 8 --temp 0 2>/dev/null) &&
+    g2=$("$cli" generate --model "$m7" --prompt "Hello world" -n 8 --temp 0 2>/dev/null) &&
+    [ -n "$g1" ] && [ "$g1" = "$g2" ] &&
+    "$cli" bench --model "$m7" --pp 16 --tg 4 --reps 1 2>&1 |
+    grep -q 'sliding window 4096 (the longest context)'
+check "mistral-7b preset with Mistral-7B's SentencePiece tokenizer: byte fallback, greedy twice, the window" $?
+
 start mis --model "$m" --threads 1 || exit 1
 
-chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
 body='"messages":[{"role":"user","content":"What is 12345 + 678?"}],"max_tokens":8,"temperature":0'
 on=$(chat "{$body}")
-st=$(curl -s -N -m 60 -H 'Content-Type: application/json' -d "{$body,\"stream\":true}" \
-    "$URL/v1/chat/completions")
-text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
-    jq -j '.choices[0].delta.content // ""')
 [ "$(printf '%s' "$on" | jq -r .choices[0].finish_reason)" = length ] &&
-    printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' &&
-    [ "$text" = "$(printf '%s' "$on" | jq -j '.choices[0].message.content')" ]
+    stream_matches "$body" "$on"
 check "mistral stream: the same text as the non-streamed answer, then [DONE]" $?
 
 stop mis

@@ -18,7 +18,6 @@ cli="${LLAISYS_CLI:-./llaisys-cli}"
 for tool in curl jq; do
     command -v "$tool" >/dev/null || { echo "not ok mistral tool tests need $tool"; exit 0; }
 done
-chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
 stream() {
     curl -s -N -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions" |
         sed -n 's/^data: //p' | grep -v '^\[DONE\]$'

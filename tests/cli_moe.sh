@@ -47,15 +47,10 @@ check "qwen3_moe greedy generation is the same twice" $?
 check "qwen3_moe quantized directory generates as --quant at load (q4_k_m), router as stored" $?
 
 start q3m --model "$m" --threads 2 || exit 1
-chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
 body='"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":16,"temperature":0,"chat_template_kwargs":{"enable_thinking":false}'
 one=$(chat "{$body}")
-st=$(curl -s -N -m 60 -H 'Content-Type: application/json' -d "{$body,\"stream\":true}" \
-    "$URL/v1/chat/completions")
-text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
-    jq -j '.choices[0].delta | (.reasoning_content // "") + (.content // "")')
-want=$(printf '%s' "$one" | jq -j '.choices[0].message | (.reasoning_content // "") + (.content // "")')
-[ -n "$want" ] && printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' && [ "$text" = "$want" ]
+[ -n "$(printf '%s' "$one" | jq -j '.choices[0].message.content // ""')" ] &&
+    stream_matches "$body" "$one"
 check "qwen3_moe stream: the same text as the non-streamed answer, then [DONE]" $?
 # the same request beside three others (other prompts): the batch's experts see other rows
 others=""

@@ -68,7 +68,6 @@ grep -q 'reasoning-parser: auto: deepseek_r1 (the tokenizer has <think> and </th
     "$tmp/q3.err"
 check "qwen3 server: the reasoning split is on" $?
 
-chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
 body='"messages":[{"role":"user","content":"Hello there"}],"max_tokens":8,"temperature":0'
 on=$(chat "{$body}")
 off=$(chat "{$body,\"chat_template_kwargs\":{\"enable_thinking\":false}}")
@@ -77,12 +76,7 @@ off=$(chat "{$body,\"chat_template_kwargs\":{\"enable_thinking\":false}}")
     [ "$(printf '%s' "$on" | jq -r .choices[0].finish_reason)" = length ]
 check "qwen3 enable_thinking false adds the empty think block ($(printf '%s' "$on" | jq .usage.prompt_tokens) / $(printf '%s' "$off" | jq .usage.prompt_tokens) prompt tokens)" $?
 
-st=$(curl -s -N -m 60 -H 'Content-Type: application/json' -d "{$body,\"stream\":true}" \
-    "$URL/v1/chat/completions")
-text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
-    jq -j '.choices[0].delta | (.reasoning_content // "") + (.content // "")')
-want=$(printf '%s' "$on" | jq -j '.choices[0].message | (.reasoning_content // "") + (.content // "")')
-printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' && [ "$text" = "$want" ]
+stream_matches "$body" "$on"
 check "qwen3 stream: the same text as the non-streamed answer, then [DONE]" $?
 grep -q 'tool-parser: auto: hermes (the chat template writes <tool_call>); tools rendered by the chat template' "$tmp/q3.err" &&
     tc=$(chat '{"messages":[{"role":"user","content":"Weather in Paris?"}],"max_tokens":60,"temperature":0,"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"chat_template_kwargs":{"enable_thinking":false}}') &&

@@ -111,6 +111,13 @@ static void test_presets(void **state)
                 s.head_dim == 128 && s.intermediate_size == 32768 && s.max_position == 32768 &&
                 s.rope_theta == 1e8);
     assert_int_equal(mkmodel_check(&s, &err), LL_OK);
+    assert_int_equal(mkmodel_preset(&s, "mistral-7b", &err), LL_OK);
+    assert_true(s.family == MKMODEL_MISTRAL && s.hidden_size == 4096 && s.n_layers == 32 &&
+                s.n_heads == 32 && s.n_kv_heads == 8 && s.head_dim == 0 &&
+                s.intermediate_size == 14336 && s.vocab_size == 32000 && !s.tied &&
+                s.max_position == 32768 && s.rope_theta == 1e4 && s.rms_eps == 1e-5 &&
+                s.sliding_window == 4096);
+    assert_int_equal(mkmodel_check(&s, &err), LL_OK);
 }
 
 /* Rewrite config.json's text of the model under test (config_edit.h). */

@@ -29,8 +29,8 @@ static void mkmodel_usage(FILE *f)
             "                       (Qwen3's shapes), llama3.2-1b, llama3.2-3b, llama3.1-8b\n"
             "                       (also DeepSeek-R1-Distill-Llama-8B's shapes),\n"
             "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts),\n"
-            "                       mistral-nemo-12b, mistral-small-24b, gemma2-2b,\n"
-            "                       gemma3-1b\n"
+            "                       mistral-nemo-12b, mistral-small-24b, mistral-7b\n"
+            "                       (v0.1), gemma2-2b, gemma3-1b\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
             "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
             "                       attention, experts in the MLPs), mistral (Llama's\n"
@@ -38,7 +38,8 @@ static void mkmodel_usage(FILE *f)
             "                       norms, GeGLU and windowed layers; tied); default: the\n"
             "                       preset's\n"
             "  --window N           gemma2, gemma3_text: the windowed layers' sliding_window\n"
-            "                       (default: the preset's, else 4096 / 512)\n"
+            "                       (default: the preset's, else 4096 / 512); mistral:\n"
+            "                       config.json's sliding_window (default: the preset's)\n"
             "  --experts N  --experts-used K  --moe-intermediate N  --shared-intermediate N\n"
             "                       the MoE families: N experts of which K run a token, their\n"
             "                       MLP width, qwen2_moe's shared expert's width (default for\n"
@@ -141,8 +142,8 @@ int cmd_mkmodel(int argc, char **argv)
         return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe, "
                                    "mistral, gemma2 or gemma3_text");
     bool gemma = s.family == MKMODEL_GEMMA2 || s.family == MKMODEL_GEMMA3;
-    if (!gemma)
-        s.sliding_window = 0; /* a gemma preset's, for another family */
+    if (!gemma && s.family != MKMODEL_MISTRAL)
+        s.sliding_window = 0; /* a gemma or mistral preset's, for another family */
     else if (!s.sliding_window)
         s.sliding_window = s.family == MKMODEL_GEMMA2 ? 4096 : 512;
     if (gemma && !tied_g)

@@ -104,6 +104,12 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->head_dim = 128, s->intermediate_size = nemo ? 14336 : 32768, s->vocab_size = 131072;
         s->tied = false, s->max_position = nemo ? 1024000 : 32768;
         s->rope_theta = nemo ? 1000000.0 : 100000000.0, s->rms_eps = 1e-5;
+    } else if (!strcmp(name, "mistral-7b")) {
+        /* mistralai/Mistral-7B-v0.1: its 4096-position sliding window caps the context */
+        s->family = MKMODEL_MISTRAL;
+        s->hidden_size = 4096, s->n_layers = 32, s->n_heads = 32, s->n_kv_heads = 8;
+        s->intermediate_size = 14336, s->vocab_size = 32000, s->tied = false;
+        s->max_position = 32768, s->rms_eps = 1e-5, s->sliding_window = 4096;
     } else if (!strcmp(name, "gemma3-1b")) { /* google/gemma-3-1b-{pt,it} */
         s->family = MKMODEL_GEMMA3;
         s->hidden_size = 1152, s->n_layers = 26, s->n_heads = 4, s->n_kv_heads = 1;
@@ -119,7 +125,7 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
                           "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
-                          "mistral-small-24b, gemma2-2b, gemma3-1b)",
+                          "mistral-small-24b, mistral-7b, gemma2-2b, gemma3-1b)",
                           name);
     }
     return LL_OK;
@@ -218,9 +224,12 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
         return ll_err_set(err, LL_EINVAL, "a %s model needs a sliding window in [1, 2^30] (%d) "
                           "and a tied lm_head", mkmodel_family_name(s->family),
                           s->sliding_window);
-    if (!gemma(s) && s->sliding_window)
-        return ll_err_set(err, LL_EINVAL, "a sliding window is for the gemma2 and gemma3_text "
-                          "families");
+    if (!gemma(s) && s->family != MKMODEL_MISTRAL && s->sliding_window)
+        return ll_err_set(err, LL_EINVAL, "a sliding window is for the mistral, gemma2 and "
+                          "gemma3_text families");
+    if (s->sliding_window < 0 || s->sliding_window > 1 << 30)
+        return ll_err_set(err, LL_EINVAL, "sliding window %d is out of range [1, 2^30]",
+                          s->sliding_window);
     if (s->head_dim < 0 || s->head_dim > 4096)
         return ll_err_set(err, LL_EINVAL, "head dim %d is out of range [1, 4096]", s->head_dim);
     if (s->n_heads % s->n_kv_heads)
@@ -767,7 +776,9 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
             put(&d, "rope_scaling", "null");
         }
     }
-    if (f == MKMODEL_MISTRAL)
+    if (f == MKMODEL_MISTRAL && s->sliding_window) /* Mistral-7B v0.1's */
+        put(&d, "sliding_window", "%d", s->sliding_window);
+    else if (f == MKMODEL_MISTRAL)
         put(&d, "sliding_window", "null"); /* Mistral-Nemo's: full attention */
     if (gemma(s)) {
         bool g2 = f == MKMODEL_GEMMA2;

@@ -42,7 +42,10 @@ static void fuzz_model_config(const char *text, size_t len)
     if (st == LL_OK &&
         (cfg.hidden_size <= 0 || cfg.n_layers <= 0 || cfg.n_heads <= 0 || cfg.n_kv_heads <= 0 ||
          cfg.head_dim <= 0 || cfg.vocab_size <= 0 || cfg.n_heads % cfg.n_kv_heads != 0 ||
-         cfg.attention_bias < -1 || cfg.attention_bias > 1))
+         cfg.attention_bias < -1 || cfg.attention_bias > 1 || cfg.swa.window < 0 ||
+         !(cfg.attn_scale >= 0) || !(cfg.attn_softcap >= 0) || !(cfg.final_softcap >= 0) ||
+         !(cfg.swa.rope_theta >= 0) ||
+         memchr(cfg.weights_prefix, 0, sizeof cfg.weights_prefix) == NULL))
         fuzz_fail("model_config_parse accepted a shape it documents as invalid");
 }
 

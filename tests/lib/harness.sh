@@ -1,8 +1,8 @@
 # harness.sh: sourced, from the repository root, by the black-box scripts tests/cli_*.sh.
 # Gives $tmp, a fresh directory removed on exit, and $pids, processes killed on exit; check NAME
-# STATUS, which prints the "ok NAME" / "not ok NAME" line tests/run.sh counts; and start/stop
-# for llaisys-server ($srv: $LLAISYS_SERVER, default ./llaisys-server); metric and wait_metric
-# read its /metrics.
+# STATUS, which prints the "ok NAME" / "not ok NAME" line tests/run.sh counts; start/stop for
+# llaisys-server ($srv: $LLAISYS_SERVER, default ./llaisys-server); chat and stream_matches
+# send it chat requests; metric and wait_metric read its /metrics.
 srv="${LLAISYS_SERVER:-./llaisys-server}"
 tmp=$(mktemp -d) || exit 1
 pids=""
@@ -45,6 +45,23 @@ stop() {
     kill -TERM "$PID"; wait "$PID"; rc=$?
     [ $rc -eq 0 ] || sed 's/^/# /' "$tmp/$1.err" | tail -n 20
     check "$1 server: SIGTERM, exit 0" $rc
+}
+
+# chat BODY: POST the JSON object BODY to $URL/v1/chat/completions; prints the response.
+chat() { curl -s -m 60 -H 'Content-Type: application/json' -d "$1" "$URL/v1/chat/completions"; }
+
+# stream_matches MEMBERS ANSWER: sends {MEMBERS,"stream":true} (MEMBERS: a request's members
+# without the braces) and succeeds when the stream ends with [DONE] and its deltas
+# (reasoning_content, then content) add up to ANSWER's message, ANSWER being the same request's
+# response without streaming.
+stream_matches() {
+    st=$(curl -s -N -m 60 -H 'Content-Type: application/json' -d "{$1,\"stream\":true}" \
+        "$URL/v1/chat/completions")
+    text=$(printf '%s\n' "$st" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' |
+        jq -j '.choices[0].delta | (.reasoning_content // "") + (.content // "")')
+    want=$(printf '%s' "$2" | jq -j '.choices[0].message |
+        (.reasoning_content // "") + (.content // "")')
+    printf '%s\n' "$st" | grep -q '^data: \[DONE\]$' && [ "$text" = "$want" ]
 }
 
 # metric NAME [LABEL]: the value of the first sample NAME{...} of $URL/metrics whose line holds
