@@ -144,7 +144,7 @@ int cmd_mkmodel(int argc, char **argv)
     bool gemma = s.family == MKMODEL_GEMMA2 || s.family == MKMODEL_GEMMA3;
     if (!gemma && s.family != MKMODEL_MISTRAL)
         s.sliding_window = 0; /* a gemma or mistral preset's, for another family */
-    else if (!s.sliding_window)
+    else if (gemma && !s.sliding_window)
         s.sliding_window = s.family == MKMODEL_GEMMA2 ? 4096 : 512;
     if (gemma && !tied_g)
         s.tied = true; /* Gemma's lm_head is its embedding */
