@@ -351,3 +351,25 @@ void ref_engine_logits(const struct model *m, const int32_t *ids, int n, enum ll
     }
     runtime_free(rt);
 }
+
+void ref_check_paths(const struct model *m, const int32_t *ids, int n, const double *ref,
+                     double exact_tol, double fast_tol, int fast_top1, const char *what)
+{
+    const int V = m->config.vocab_size;
+    float *a = malloc(sizeof(float) * n * V), *b = malloc(sizeof(float) * n * V);
+    char name[80];
+    ref_engine_logits(m, ids, n, LL_MATH_EXACT, 2, n, a);
+    snprintf(name, sizeof name, "%s exact", what);
+    ref_compare(a, ref, n, V, exact_tol, n - 2, name);
+    ref_engine_logits(m, ids, n, LL_MATH_EXACT, 2, 1, b);
+    assert_memory_equal(a, b, sizeof(float) * n * V);
+    ref_engine_logits(m, ids, n, LL_MATH_EXACT, 1, 5, b);
+    assert_memory_equal(a, b, sizeof(float) * n * V);
+
+    ref_engine_logits(m, ids, n, LL_MATH_FAST, 2, n, a);
+    snprintf(name, sizeof name, "%s fast", what);
+    ref_compare(a, ref, n, V, fast_tol, fast_top1, name);
+    ref_engine_logits(m, ids, n, LL_MATH_FAST, 2, 3, b);
+    assert_memory_equal(a, b, sizeof(float) * n * V);
+    free(a), free(b);
+}

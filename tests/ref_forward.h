@@ -49,6 +49,14 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
 void ref_engine_logits(const struct model *m, const int32_t *ids, int n, enum ll_math math,
                        int threads, int chunk, float *out);
 
+/* The engine on m against the reference's ref (n, V) for ids[0..n) (n <= 64): the exact path
+ * within exact_tol of the logit scale (top-1 checked at n - 2 positions at least) and the same
+ * bits one token at a time and in chunks of 5 on one thread; the bf16 fast path within
+ * fast_tol (top-1 at fast_top1 at least) and the same bits in chunks of 3. `what` names the
+ * model in the printed figures. */
+void ref_check_paths(const struct model *m, const int32_t *ids, int n, const double *ref,
+                     double exact_tol, double fast_tol, int fast_top1, const char *what);
+
 /* Logits got (n, V) of the engine against the reference's ref (n, V): fails, naming the
  * position and token, when one is more than rel_tol of the reference's largest |logit| away, or
  * when the best token differs where the reference's top-2 margin exceeds twice that (checked

@@ -109,36 +109,24 @@ static double *reference(const char *d, const struct model *m)
     return ref;
 }
 
-/* The model in d against the reference: exact, fast, q8_0; the same bits in any chunking. */
+/* The model in d against the reference: exact, fast (ref_check_paths), q8_0 at load. */
 static void parity(const char *d, const char *what, int fast_top1, double q8_tol, int q8_top1)
 {
     struct model *m = model_tmp_open(d, NULL);
     const int V = m->config.vocab_size;
     double *ref = reference(d, m);
-    float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
-    char name[64];
-    run(m, LL_MATH_EXACT, 2, NP, a);
-    snprintf(name, sizeof name, "%s exact", what);
-    ref_compare(a, ref, NP, V, 1e-3, NP - 2, name);
-    run(m, LL_MATH_EXACT, 2, 1, b);
-    assert_memory_equal(a, b, sizeof(float) * NP * V);
-    run(m, LL_MATH_EXACT, 1, 5, b);
-    assert_memory_equal(a, b, sizeof(float) * NP * V);
-
-    run(m, LL_MATH_FAST, 2, NP, a);
-    snprintf(name, sizeof name, "%s fast", what);
-    ref_compare(a, ref, NP, V, 0.02, fast_top1, name);
-    run(m, LL_MATH_FAST, 2, 3, b);
-    assert_memory_equal(a, b, sizeof(float) * NP * V);
+    ref_check_paths(m, prompt, NP, ref, 1e-3, 0.02, fast_top1, what);
     model_close(m);
 
     struct model_open_opts qo = {.quantize = true, .qscheme = MODEL_QS_Q8_0};
     m = model_tmp_open(d, &qo);
+    float *a = malloc(sizeof(float) * NP * V);
     run(m, LL_MATH_FAST, 2, NP, a);
+    char name[64];
     snprintf(name, sizeof name, "%s q8_0", what);
     ref_compare(a, ref, NP, V, q8_tol, q8_top1, name);
     model_close(m);
-    free(a), free(b), free(ref);
+    free(a), free(ref);
 }
 
 static void test_gemma3_config(void **state)

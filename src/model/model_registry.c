@@ -30,55 +30,45 @@ static const char gemma3_defaults[] =
     "\"rope_local_base_freq\": 10000.0, \"sliding_window_pattern\": 6, "
     "\"tie_word_embeddings\": true, \"bos_token_id\": 2, \"eos_token_id\": 1}";
 
+/* What every family over the Qwen2 decoder (qwen2.h) shares: its unbind and forward pass. */
+#define QWEN2_DECODER                                                                        \
+    .unbind = qwen2_unbind, .runtime_create = qwen2_runtime_create,                          \
+    .runtime_free = qwen2_runtime_free, .forward = qwen2_forward
+
 static const struct model_family families[] = {
     {
         .model_type = "qwen2",
         .architectures = qwen2_archs,
         .bind = qwen2_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Qwen2's forward pass with per-head q/k norms (qwen2.h) */
         .model_type = "qwen3",
         .architectures = qwen3_archs,
         .bind = qwen3_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Qwen2's forward pass without biases (qwen2.h) */
         .model_type = "llama",
         .architectures = llama_archs,
         .bind = llama_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Qwen2's forward pass with experts and a shared expert in the sparse layers */
         .model_type = "qwen2_moe",
         .architectures = qwen2_moe_archs,
         .bind = qwen2_moe_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Qwen3's forward pass with experts in the sparse layers */
         .model_type = "qwen3_moe",
         .architectures = qwen3_moe_archs,
         .bind = qwen3_moe_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Llama's forward pass; sliding_window caps the context when shorter (config.c) */
@@ -86,10 +76,7 @@ static const struct model_family families[] = {
         .architectures = mistral_archs,
         .window_unswitched = true,
         .bind = llama_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Qwen2's forward pass with Gemma's norms, GeGLU, softcaps and a sliding window on
@@ -98,10 +85,7 @@ static const struct model_family families[] = {
         .architectures = gemma2_archs,
         .window_period = 2,
         .bind = gemma2_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Gemma 2's pass with per-head q/k norms, no softcaps, five windowed layers in six
@@ -111,10 +95,7 @@ static const struct model_family families[] = {
         .window_period = 6,
         .config_defaults = gemma3_defaults,
         .bind = gemma3_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* Gemma 3 4B and up (image and text): the text model alone, its config.json's
@@ -126,10 +107,7 @@ static const struct model_family families[] = {
         .text_config = true,
         .weights_prefix = "language_model.",
         .bind = gemma3_bind,
-        .unbind = qwen2_unbind,
-        .runtime_create = qwen2_runtime_create,
-        .runtime_free = qwen2_runtime_free,
-        .forward = qwen2_forward,
+        QWEN2_DECODER,
     },
     {
         /* deterministic logits without weights, for tests (mock.c) */
