@@ -85,8 +85,8 @@ struct mkmodel_spec {
 /* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b", "qwen3-1.7b",
  * "llama3.2-1b", "llama3.2-3b" or "llama3.1-8b" (the shapes of DeepSeek-R1-Distill-Llama-8B
  * too), "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "mistral-nemo-12b", "mistral-small-24b",
- * "mistral-7b", "gemma2-2b" or "gemma3-1b" (seed 0, bos/eos from tokenizer). Returns LL_OK or LL_EINVAL
- * (message lists the presets). */
+ * "mistral-7b", "gemma2-2b" or "gemma3-1b" (seed 0, bos/eos from tokenizer). Returns LL_OK or
+ * LL_EINVAL (message lists the presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 
 /* Check a spec: sizes positive and within limits, heads a multiple of KV heads, hidden a

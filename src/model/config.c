@@ -395,7 +395,8 @@ static enum ll_status get_gemma_fields(struct model_config *c, const cJSON *o, c
                           "%s: use_bidirectional_attention true is not supported (an encoder, "
                           "not a causal language model)",
                           name);
-    if (ll_json_member(o, "rope_parameters"))
+    const cJSON *rp = ll_json_member(o, "rope_parameters");
+    if (rp && !cJSON_IsNull(rp))
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: rope_parameters is not supported (this build reads rope_theta, "
                           "rope_scaling and rope_local_base_freq)",

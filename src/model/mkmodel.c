@@ -162,12 +162,13 @@ bool mkmodel_family_moe(enum mkmodel_family f)
     return f == MKMODEL_QWEN2_MOE || f == MKMODEL_QWEN3_MOE;
 }
 
-/* Whether layer i of s has experts. */
+/* Whether s is of a Gemma family (its norms, windowed layers, tied lm_head). */
 static bool gemma(const struct mkmodel_spec *s)
 {
     return s->family == MKMODEL_GEMMA2 || s->family == MKMODEL_GEMMA3;
 }
 
+/* Whether layer i of s has experts. */
 static bool sparse_layer(const struct mkmodel_spec *s, int i)
 {
     return mkmodel_family_moe(s->family) && !(i < 64 && (s->mlp_only >> i & 1));

@@ -1,6 +1,6 @@
 /*
- * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3, Llama or Gemma model, or of
- * Qwen2-MoE or Qwen3-MoE, to a struct qwen2_weights that it allocates into m->weights
+ * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3, Llama or Gemma model,
+ * or of Qwen2-MoE or Qwen3-MoE, to a struct qwen2_weights that it allocates into m->weights
  * (qwen2.h). They differ only in which per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has
  * per-head q/k norms, and the biases only when config.json says attention_bias true; Llama has
  * neither; Gemma 2 and 3 have no biases, four norms a layer (the attention's and the MLP's
@@ -165,8 +165,9 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
     if (!w->layers)
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
     if ((s = check_layer_count(m, err)) ||
-        (s = model_bind_tensor(m, &w->embed, named(emb, sizeof emb, m, "model.embed_tokens.weight"),
-                               v, h, err)) ||
+        (s = model_bind_tensor(m, &w->embed,
+                               named(emb, sizeof emb, m, "model.embed_tokens.weight"), v, h,
+                               err)) ||
         (s = model_bind_tensor(m, &w->final_norm, named(fin, sizeof fin, m, "model.norm.weight"),
                                h, 0, err)))
         return s;
