@@ -45,6 +45,8 @@ enum mkmodel_family {
 
 /* Whether f has experts (the n_experts fields of the spec apply). */
 bool mkmodel_family_moe(enum mkmodel_family f);
+/* Whether f is a Gemma family (windowed layers: the sliding_window field applies; tied). */
+bool mkmodel_family_gemma(enum mkmodel_family f);
 
 /* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe", "mistral",
  * "gemma2", "gemma3_text"). */

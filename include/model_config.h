@@ -10,7 +10,7 @@
  * The mixture-of-experts fields (model.h's struct model_moe) are read when num_experts is
  * present: num_experts_per_tok and moe_intermediate_size are then required, the others take
  * transformers' defaults (norm_topk_prob false, decoder_sparse_step 1, mlp_only_layers [], no
- * shared expert). A family with config_defaults (model_registry.h: Gemma 3) takes the fields
+ * shared expert). A family with config_defaults (model_registry.h: Gemma 2, 3) takes the fields
  * config.json leaves out from them; one with text_config reads the decoder's fields from
  * config.json's text_config (the token ids and quantization_config from the top level) and
  * names its tensors under the family's weights_prefix. The caller owns the structs.

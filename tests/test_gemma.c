@@ -166,6 +166,14 @@ static void test_gemma2_parity(void **state)
         assert_int_equal(model_layer_windowed(c, l), l % 2 == 0);
     assert_true(c->swa.rope_theta == 0);
     model_close(m);
+    /* a config that leaves tie_word_embeddings out is tied (Gemma2Config's default) */
+    char md0[96];
+    snprintf(md0, sizeof md0, "%s/m", dir2);
+    config_edit(md0, "\"tie_word_embeddings\": true,", "");
+    m = model_tmp_open(dir2, NULL);
+    assert_true(m->config.tie_word_embeddings);
+    model_close(m);
+    config_edit(md0, "\"torch_dtype\"", "\"tie_word_embeddings\": true,\n  \"torch_dtype\"");
     parity(dir2, "gemma2", NP / 3, 0.05, 1);
     /* softcaps tight enough to change every score and logit: still the reference's */
     char md[96];

@@ -141,7 +141,7 @@ int cmd_mkmodel(int argc, char **argv)
     if (family && !mkmodel_family_parse(family, &s.family))
         return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe, "
                                    "mistral, gemma2 or gemma3_text");
-    bool gemma = s.family == MKMODEL_GEMMA2 || s.family == MKMODEL_GEMMA3;
+    bool gemma = mkmodel_family_gemma(s.family);
     if (!gemma && s.family != MKMODEL_MISTRAL)
         s.sliding_window = 0; /* a gemma or mistral preset's, for another family */
     else if (gemma && !s.sliding_window)

@@ -162,10 +162,15 @@ bool mkmodel_family_moe(enum mkmodel_family f)
     return f == MKMODEL_QWEN2_MOE || f == MKMODEL_QWEN3_MOE;
 }
 
+bool mkmodel_family_gemma(enum mkmodel_family f)
+{
+    return f == MKMODEL_GEMMA2 || f == MKMODEL_GEMMA3;
+}
+
 /* Whether s is of a Gemma family (its norms, windowed layers, tied lm_head). */
 static bool gemma(const struct mkmodel_spec *s)
 {
-    return s->family == MKMODEL_GEMMA2 || s->family == MKMODEL_GEMMA3;
+    return mkmodel_family_gemma(s->family);
 }
 
 /* Whether layer i of s has experts. */

@@ -21,6 +21,9 @@ static const char *const gemma3_mm_archs[] = {"Gemma3ForConditionalGeneration", 
 
 /* transformers' Gemma3TextConfig defaults for the fields a Gemma 3 config.json leaves out (the
  * text_config of the 4B, 12B and 27B checkpoints gives only what differs from them) */
+/* transformers' Gemma2Config ties the lm_head to the embedding; its configs leave that out */
+static const char gemma2_defaults[] = "{\"tie_word_embeddings\": true}";
+
 static const char gemma3_defaults[] =
     "{\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
     "\"num_hidden_layers\": 26, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
@@ -84,6 +87,7 @@ static const struct model_family families[] = {
         .model_type = "gemma2",
         .architectures = gemma2_archs,
         .window_period = 2,
+        .config_defaults = gemma2_defaults,
         .bind = gemma2_bind,
         QWEN2_DECODER,
     },

@@ -275,13 +275,10 @@ enum ll_status qwen3_moe_bind(struct model *m, struct ll_err *err)
                         err);
 }
 
-/* Gemma's lm_head is the embedding: its configs default tie_word_embeddings to true and the
- * published ones leave it out (config.c's default is false), and no Gemma checkpoint has an
- * lm_head of its own, so the model is bound tied. */
+/* Gemma's lm_head is the embedding unless config.json says otherwise (its families' defaults,
+ * model_registry.c, make tie_word_embeddings true where the published configs leave it out). */
 static enum ll_status gemma_bind(struct model *m, bool qk_norm, struct ll_err *err)
 {
-    if (!m->config.tie_word_embeddings && !m->config.quantized)
-        m->config.tie_word_embeddings = true;
     if (m->config.attention_bias == 1)
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s/config.json: attention_bias true is not supported for a %s model",
