@@ -1,7 +1,8 @@
 /*
  * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2,
- * Qwen3, Llama, Qwen2-MoE, Qwen3-MoE or Mistral model of any shape: config.json, generation_config.json, model.safetensors (bf16),
- * and the tokenizer files copied from a tokenizer directory.
+ * Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2, Gemma 3 or Phi-3 model of any shape:
+ * config.json, generation_config.json, model.safetensors (bf16), and the tokenizer files copied
+ * from a tokenizer directory.
  *
  * Weights are a pure function of (seed, tensor name, element index) through a counter-based
  * generator, so output is byte-identical for a seed whatever the thread count, and any element
@@ -41,6 +42,8 @@ enum mkmodel_family {
                           windowed (tied) */
     MKMODEL_GEMMA3,    /* Gemma 3's text model: Gemma 2 with q/k norms, no softcaps, five
                           windowed layers in six (tied) */
+    MKMODEL_PHI3,      /* Phi-3: Llama's decoder from fused qkv_proj and gate_up_proj; a
+                          sliding window in every layer, longrope, partial rotary (Phi-4-mini) */
 };
 
 /* Whether f has experts (the n_experts fields of the spec apply). */
@@ -49,7 +52,7 @@ bool mkmodel_family_moe(enum mkmodel_family f);
 bool mkmodel_family_gemma(enum mkmodel_family f);
 
 /* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe", "mistral",
- * "gemma2", "gemma3_text"). */
+ * "gemma2", "gemma3_text", "phi3"). */
 const char *mkmodel_family_name(enum mkmodel_family f);
 /* The family called `name`; false when there is none. */
 bool mkmodel_family_parse(const char *name, enum mkmodel_family *f);
@@ -68,7 +71,11 @@ struct mkmodel_spec {
     double rope_theta;
     double rope_factor;          /* > 0: config.json gets rope_scaling "llama3" with this factor,
                                     low/high_freq_factor 1 and 4 (Llama 3.1's), and */
-    int rope_original_max;       /* original_max_position_embeddings; 0 with rope_factor 0 */
+    int rope_original_max;       /* original_max_position_embeddings; 0 with rope_factor 0;
+                                    phi3: > 0 writes rope_scaling "longrope" (mkmodel's own
+                                    factor lists, not published ones) over this original
+                                    context */
+    double partial_rotary;       /* phi3: partial_rotary_factor (0: not written, all dims turn) */
     double rms_eps;
     bool tied;
     uint64_t seed;
@@ -81,13 +88,14 @@ struct mkmodel_spec {
     int shared_intermediate_size; /* qwen2_moe: the shared expert's width */
     uint64_t mlp_only;
     int sliding_window; /* the Gemma families: the windowed layers' window (required there);
-                           mistral: config.json's sliding_window (0: null) */
+                           mistral, phi3: config.json's sliding_window (0: null) */
 };
 
 /* Fill *s with preset `name`: "tiny", "small", "r1-1.5b" (Qwen2), "qwen3-0.6b", "qwen3-1.7b",
  * "llama3.2-1b", "llama3.2-3b" or "llama3.1-8b" (the shapes of DeepSeek-R1-Distill-Llama-8B
  * too), "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "mistral-nemo-12b", "mistral-small-24b",
- * "mistral-7b", "gemma2-2b" or "gemma3-1b" (seed 0, bos/eos from tokenizer). Returns LL_OK or
+ * "mistral-7b", "gemma2-2b", "gemma3-1b", "phi3-mini" (Phi-3-mini-4k), "phi3.5-mini" or
+ * "phi4-mini" (seed 0, bos/eos from tokenizer). Returns LL_OK or
  * LL_EINVAL (message lists the presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 

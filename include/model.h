@@ -34,16 +34,26 @@ enum model_rope_kind {
     MODEL_ROPE_YARN,    /* "yarn": the same three bands by rotations over the original context
                            (beta_fast, beta_slow), and q·k scaled (Qwen2.5 / Qwen3 long
                            context) */
+    MODEL_ROPE_LONGROPE, /* "longrope" (legacy "su"): each frequency divided by its own factor,
+                            from short_factor within the original context and from long_factor
+                            for a longer one, and q·k scaled (Phi-3 / Phi-3.5 / Phi-4-mini) */
 };
+
+#define LL_ROPE_MAX_PAIRS 256 /* longrope: factors per list (rotary dims / 2) at most */
 
 struct model_rope_scaling {
     enum model_rope_kind kind;
     double factor;          /* > 0 (linear, llama3, yarn) */
     double low_freq_factor, high_freq_factor; /* llama3: 0 < low < high */
-    int original_max_position; /* llama3, yarn: original_max_position_embeddings (yarn:
-                                  max_position_embeddings when absent) */
+    int original_max_position; /* llama3, yarn, longrope: original_max_position_embeddings
+                                  (yarn: max_position_embeddings when absent; longrope:
+                                  config.json's top-level field, Phi-3's) */
     double beta_fast, beta_slow;  /* yarn: rotations bounding the band (32 and 1 by default) */
-    double attention_factor;      /* yarn: cos and sin scaled by it (0: 0.1 ln(factor) + 1) */
+    double attention_factor;      /* yarn: cos and sin scaled by it (0: 0.1 ln(factor) + 1);
+                                     longrope: by it (0: 1, or sqrt(1 + ln(s) / ln(L)) for
+                                     s = max_position / original_max_position > 1) */
+    int n_factors;                /* longrope: rotary dims / 2 entries in each list */
+    double short_factor[LL_ROPE_MAX_PAIRS], long_factor[LL_ROPE_MAX_PAIRS];
 };
 
 /* config.json's mixture-of-experts fields (Qwen2-MoE, Qwen3-MoE): a sparse layer's MLP is
@@ -69,9 +79,10 @@ enum model_act {
     MODEL_ACT_GELU_TANH, /* "gelu_pytorch_tanh": GeGLU with the tanh approximation (Gemma) */
 };
 
-/* Per-layer sliding-window attention (Gemma 2 and 3): the layers in `layers` attend to the last
- * `window` positions only (a token at p sees keys p - window < j <= p), and may have RoPE of
- * their own base (Gemma 3's rope_local_base_freq, without rope_scaling). */
+/* Sliding-window attention (Gemma 2 and 3 in some layers, Mistral-7B v0.1 and Phi-3 in all):
+ * the layers in `layers` attend to the last `window` positions only (a token at p sees keys
+ * p - window < j <= p), and may have RoPE of their own base (Gemma 3's rope_local_base_freq,
+ * without rope_scaling). */
 struct model_swa {
     int window;            /* sliding_window; 0: every layer attends to the whole context */
     double rope_theta;     /* rope_local_base_freq; 0: the windowed layers use rope_theta and
@@ -91,11 +102,11 @@ struct model_config {
     int head_dim;          /* hidden_size / n_heads unless config gives head_dim */
     int vocab_size;
     int max_position;      /* max_position_embeddings */
-    int sliding_window;    /* > 0: Mistral's sliding_window, shorter than max_position: a
-                              sequence may hold at most this many positions (config.c) */
     double rope_theta;     /* default 10000 */
     struct model_rope_scaling rope_scaling;
-    struct model_swa swa;  /* window 0 but for the families with windowed layers (Gemma) */
+    int rope_dim;          /* the rotated dims of a head: head_dim · partial_rotary_factor (even;
+                              the rest pass unturned) */
+    struct model_swa swa;  /* window 0 where no layer has a window shorter than the context */
     enum model_act act;    /* hidden_act / hidden_activation */
     double attn_scale;     /* > 0: q·k is scaled by it (query_pre_attn_scalar^-1/2); 0:
                               1/sqrt(head_dim) */
@@ -144,6 +155,8 @@ struct ll_tensor {
  * them all so that the family-neutral code can quantize them at load and write them out. */
 struct model_linear {
     char name[LL_TENSOR_NAME_MAX]; /* its tensor name, e.g. "model.layers.0.mlp.up_proj.weight" */
+    char source[LL_TENSOR_NAME_MAX]; /* "" or the fused tensor whose rows it is (Phi-3's
+                                        qkv_proj, gate_up_proj; model_bind_linear_part) */
     int n, k;                      /* output rows, inputs */
     enum model_role role;          /* what it does (model_qscheme.h) */
     int layer;                     /* its layer, or -1 outside the layers (lm_head) */

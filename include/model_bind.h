@@ -52,4 +52,13 @@ enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const 
                                  enum model_role role, int layer, int64_t n, int64_t k,
                                  const struct ll_tensor *tied, struct ll_err *err);
 
+/* Bind rows [row0, row0 + n) of the dense (rows, k) tensor `whole`, bound from tensor `source`
+ * (Phi-3's fused qkv_proj and gate_up_proj), as linear weight `name` (the part's own name, under
+ * which a quantized copy stores its planes), and append l to m->linears. Dense models only.
+ * Returns LL_OK or LL_ENOMEM. */
+enum ll_status model_bind_linear_part(struct model *m, struct model_linear *l, const char *name,
+                                      enum model_role role, int layer,
+                                      const struct ll_tensor *whole, const char *source,
+                                      int64_t row0, int64_t n, struct ll_err *err);
+
 #endif

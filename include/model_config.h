@@ -4,9 +4,10 @@
  *
  * Every message names the file (the path or name given) and the field. Missing required fields,
  * wrong JSON types and values out of range give LL_EMODEL; unparseable JSON gives LL_EJSON with a
- * line and column; features the model code does not implement (rope_scaling other than linear, llama3 and yarn,
- * sliding-window attention outside the families with windowed layers, an activation other than
- * silu and gelu_pytorch_tanh, MLP biases) give LL_EUNSUPPORTED.
+ * line and column; features the model code does not implement (rope_scaling other than
+ * linear, llama3, yarn and longrope, sliding-window attention where the family's configs switch
+ * it with use_sliding_window, an activation other than silu and gelu_pytorch_tanh, MLP
+ * biases) give LL_EUNSUPPORTED.
  * The mixture-of-experts fields (model.h's struct model_moe) are read when num_experts is
  * present: num_experts_per_tok and moe_intermediate_size are then required, the others take
  * transformers' defaults (norm_topk_prob false, decoder_sparse_step 1, mlp_only_layers [], no
@@ -64,13 +65,14 @@ bool model_layer_sparse(const struct model_config *c, int layer);
 /* Whether layer `layer` of a model of config c attends through its sliding window (c->swa). */
 bool model_layer_windowed(const struct model_config *c, int layer);
 
-/* The rotary inverse frequencies of cfg (head_dim / 2 of them, in double) into inv_freq:
- * theta^(-2i/head_dim), then stretched as cfg->rope_scaling says (rope_freq.c). Returns the
- * factor the rotation's cos and sin are scaled by (1 but for yarn). */
-double model_rope_inv_freq(const struct model_config *cfg, double *inv_freq);
+/* The rotary inverse frequencies of cfg (rope_dim / 2 of them, in double) into inv_freq:
+ * theta^(-2i/rope_dim), then stretched as cfg->rope_scaling says for a runtime serving n_ctx
+ * positions (rope_freq.c; longrope picks its factors by it). Returns the factor the rotation's
+ * cos and sin are scaled by (1 but for yarn and longrope). */
+double model_rope_inv_freq(const struct model_config *cfg, int n_ctx, double *inv_freq);
 
 /* The inverse frequencies of the windowed layers of a model whose cfg->swa.rope_theta is set:
- * swa.rope_theta^(-2i/head_dim), unscaled. */
+ * swa.rope_theta^(-2i/rope_dim), unscaled. */
 void model_rope_local_inv_freq(const struct model_config *cfg, double *inv_freq);
 
 #endif

@@ -27,21 +27,23 @@ void ll_rms_norm(float *out, const float *x, const void *w, enum ll_dtype wtype,
 void ll_rms_norm_ref(float *out, const float *x, const void *w, enum ll_dtype wtype, int n,
                      int dim, float eps);
 
-/* Cos/sin tables of rotate-half RoPE (Hugging Face / Qwen2 layout: pairs (i, i + hd/2)),
- * angle(p, i) = p · theta^(-2i/hd), computed in double and rounded to f32 once. */
+/* Cos/sin tables of rotate-half RoPE (Hugging Face / Qwen2 layout: pairs (i, i + rot_dim/2) of
+ * a head's first rot_dim dims; the rest pass unturned), computed in double and rounded to f32
+ * once. */
 struct ll_rope {
     int head_dim;
-    int n_pos;  /* positions 0..n_pos-1 are covered */
-    float *cos; /* (n_pos, head_dim/2) */
-    float *sin; /* (n_pos, head_dim/2) */
+    int rot_dim; /* the turned dims (even, <= head_dim) */
+    int n_pos;   /* positions 0..n_pos-1 are covered */
+    float *cos;  /* (n_pos, rot_dim/2) */
+    float *sin;  /* (n_pos, rot_dim/2) */
 };
 
-/* Fill r for positions < n_pos: pair i of a head turns by position · inv_freq[i] (head_dim / 2
+/* Fill r for positions < n_pos: pair i of a head turns by position · inv_freq[i] (rot_dim / 2
  * frequencies; the model decides them, model_rope_inv_freq()), its cos and sin scaled by
- * `scale` (1: a pure rotation). Returns LL_OK, LL_EINVAL (odd head_dim, n_pos < 1) or
- * LL_ENOMEM. ll_rope_free() frees the tables (safe on a zeroed struct). */
-enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const double *inv_freq,
-                            double scale, struct ll_err *err);
+ * `scale` (1: a pure rotation). Returns LL_OK, LL_EINVAL (rot_dim odd, < 2 or past head_dim,
+ * n_pos < 1) or LL_ENOMEM. ll_rope_free() frees the tables (safe on a zeroed struct). */
+enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int rot_dim, int n_pos,
+                            const double *inv_freq, double scale, struct ll_err *err);
 void ll_rope_free(struct ll_rope *r);
 
 /* Rotate x (n, n_heads, head_dim) in place; row i uses position pos[i] (< r->n_pos). */

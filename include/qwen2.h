@@ -92,6 +92,7 @@ enum ll_status llama_bind(struct model *m, struct ll_err *err);
  * lm_head tied. */
 enum ll_status gemma2_bind(struct model *m, struct ll_err *err);
 enum ll_status gemma3_bind(struct model *m, struct ll_err *err);
+enum ll_status phi3_bind(struct model *m, struct ll_err *err);
 void qwen2_unbind(struct model *m);
 
 /* As qwen2_bind, for Qwen2-MoE (model_type "qwen2_moe"): Qwen2's attention; the sparse

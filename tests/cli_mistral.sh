@@ -4,8 +4,9 @@
 # config.json as Mistral-Nemo publishes it (MistralForCausalLM, head_dim, sliding_window null,
 # BOS <s> 1, EOS </s> 2, no sampling defaults); the template's [INST]
 # turns; greedy generation the same twice and the same from a quantized directory as from
-# --quant at load; a sliding window shorter than the context caps it, and a longer --ctx is
-# refused by name; Mistral-7B v0.1's shapes (small) with its SentencePiece-style tokenizer
+# --quant at load; a sliding window shorter than the context is every layer's window (the
+# positions inside it score as full attention, later ones do not); Mistral-7B v0.1's shapes
+# (small) with its SentencePiece-style tokenizer
 # (models/llama2-tokenizer); the server streams an answer equal to the non-streamed one, and
 # exits 0 on SIGTERM. (Its tool calls: tests/cli_mistral_tools.sh.)
 cli="${LLAISYS_CLI:-./llaisys-cli}"
@@ -52,20 +53,26 @@ check "mistral greedy generation is the same twice" $?
     [ -n "$gq" ] && [ "$gq" = "$gl" ]
 check "mistral quantized directory generates as --quant at load (q4_k_m)" $?
 
-# a window shorter than max_position_embeddings (4096): the longest context
+# a window shorter than max_position_embeddings (4096): every layer's; a context past it is
+# served, and the positions inside the window score as without one, those past it do not
 cp -r "$m" "$tmp/win"
-jq '.sliding_window = 64' "$m/config.json" >"$tmp/win/config.json"
-"$cli" generate --model "$tmp/win" --prompt "Hello" -n 4 --temp 0 --ctx 65 2>"$tmp/win.err"
-[ $? -ne 0 ] && grep -q 'sliding window of 64 (config.json sliding_window)' "$tmp/win.err" &&
-    grep -q -- '--ctx 64 or less' "$tmp/win.err"
-check "mistral: a context longer than sliding_window is refused, naming both" $?
+jq '.sliding_window = 8' "$m/config.json" >"$tmp/win/config.json"
+ids=$(seq 100 140 | tr '\n' ' ')
+"$cli" score --model "$m" --exact --ids "$ids" --top 3 >"$tmp/full.sc" 2>/dev/null &&
+    "$cli" score --model "$tmp/win" --exact --ids "$ids" --top 3 >"$tmp/win.sc" 2>/dev/null &&
+    [ "$(wc -l <"$tmp/win.sc")" -eq 41 ] &&
+    [ "$(head -8 "$tmp/win.sc")" = "$(head -8 "$tmp/full.sc")" ] &&
+    [ "$(paste -d '|' "$tmp/win.sc" "$tmp/full.sc" | tail -n +9 | awk -F'|' '$1 != $2' |
+        wc -l)" -ge 16 ] &&
+    "$cli" generate --model "$tmp/win" --prompt "Hello" -n 4 --temp 0 --ctx 65 >/dev/null 2>&1
+check "mistral: a sliding window of 8: the first 8 positions as full attention, later ones not" $?
 "$cli" bench --model "$tmp/win" --pp 16 --tg 4 --reps 1 >"$tmp/win.out" 2>&1 &&
-    grep -q 'sliding window 64 (the longest context)' "$tmp/win.out"
-check "mistral: bench states the window as the longest context" $?
+    grep -q 'sliding window 8 in every layer' "$tmp/win.out"
+check "mistral: bench states the window" $?
 rm -rf "$tmp/win"
 
 # Mistral-7B v0.1's shapes (small) with its SentencePiece-style tokenizer: byte fallback, a
-# sliding window of 4096 as the longest context
+# sliding window of 4096
 m7="$tmp/m7"
 "$cli" mkmodel --preset mistral-7b --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
     --intermediate 128 --tokenizer models/llama2-tokenizer "$m7" 2>/dev/null &&
@@ -77,7 +84,7 @@ m7="$tmp/m7"
     g2=$("$cli" generate --model "$m7" --prompt "Hello world" -n 8 --temp 0 2>/dev/null) &&
     [ -n "$g1" ] && [ "$g1" = "$g2" ] &&
     "$cli" bench --model "$m7" --pp 16 --tg 4 --reps 1 2>&1 |
-    grep -q 'sliding window 4096 (the longest context)'
+    grep -q 'sliding window 4096 in every layer'
 check "mistral-7b preset with Mistral-7B's SentencePiece tokenizer: byte fallback, greedy twice, the window" $?
 
 start mis --model "$m" --threads 1 || exit 1

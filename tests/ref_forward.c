@@ -48,18 +48,26 @@ static double at(const struct st_tensor *t, size_t i)
     return 0;
 }
 
+/* y (n_out) = rows [row0, row0 + n_out) of W (rows, n_in) times x (+ b) */
+static void ref_rows(double *y, const struct st_tensor *w, int row0, const struct st_tensor *b,
+                     const double *x, int n_out, int n_in)
+{
+    assert_true(w->shape[0] >= row0 + n_out);
+    assert_int_equal(w->shape[1], n_in);
+    for (int o = 0; o < n_out; o++) {
+        double s = b ? at(b, (size_t)o) : 0;
+        for (int i = 0; i < n_in; i++)
+            s += at(w, (size_t)(row0 + o) * n_in + i) * x[i];
+        y[o] = s;
+    }
+}
+
 /* y (n_out) = W (n_out, n_in) x (+ b) */
 static void ref_linear(double *y, const struct st_tensor *w, const struct st_tensor *b,
                        const double *x, int n_out, int n_in)
 {
     assert_int_equal(w->shape[0], n_out);
-    assert_int_equal(w->shape[1], n_in);
-    for (int o = 0; o < n_out; o++) {
-        double s = b ? at(b, (size_t)o) : 0;
-        for (int i = 0; i < n_in; i++)
-            s += at(w, (size_t)o * n_in + i) * x[i];
-        y[o] = s;
-    }
+    ref_rows(y, w, 0, b, x, n_out, n_in);
 }
 
 /* y = x / rms(x) · w (Gemma: · (1 + w)) */
@@ -87,14 +95,41 @@ static double ref_act(const struct ref *r, double g)
     return g / (1 + exp(-g));
 }
 
-static void ref_rope(double *v, int pos, int hd, double theta)
+/* Rotate the first rd dims of a head at pos: pair (i, i + rd/2) by pos · θ^(-2i/rd), divided
+ * by the pair's longrope factor (ext, or none), cos and sin scaled by mscale. */
+static void ref_rope(double *v, int pos, int rd, double theta, const double *ext, double mscale)
 {
-    for (int i = 0; i < hd / 2; i++) {
-        double a = pos * pow(theta, -2.0 * i / hd), c = cos(a), s = sin(a);
-        double x1 = v[i], x2 = v[i + hd / 2];
+    for (int i = 0; i < rd / 2; i++) {
+        double a = pos * pow(theta, -2.0 * i / rd) / (ext ? ext[i] : 1.0);
+        double c = cos(a) * mscale, s = sin(a) * mscale;
+        double x1 = v[i], x2 = v[i + rd / 2];
         v[i] = x1 * c - x2 * s;
-        v[i + hd / 2] = x2 * c + x1 * s;
+        v[i + rd / 2] = x2 * c + x1 * s;
     }
+}
+
+/* Layer l's q (n_heads · head_dim), k and v (n_kv · head_dim each) of the normed xn: from
+ * q/k/v_proj (+ biases), or Phi-3's qkv_proj (rows q, then k, then v). */
+static void ref_qkv(const struct ref *r, int l, const double *xn, double *q, double *k,
+                    double *v)
+{
+    const struct model_config *c = r->c;
+    const int H = c->hidden_size, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    if (r->kind.fused) {
+        const struct st_tensor *w = tensor(r, "model.layers.%d.self_attn.qkv_proj.weight", l);
+        assert_int_equal(w->shape[0], qd + 2 * kd);
+        ref_rows(q, w, 0, NULL, xn, qd, H);
+        ref_rows(k, w, qd, NULL, xn, kd, H);
+        ref_rows(v, w, qd + kd, NULL, xn, kd, H);
+        return;
+    }
+    const bool b = r->kind.bias;
+    ref_linear(q, tensor(r, "model.layers.%d.self_attn.q_proj.weight", l),
+               b ? tensor(r, "model.layers.%d.self_attn.q_proj.bias", l) : NULL, xn, qd, H);
+    ref_linear(k, tensor(r, "model.layers.%d.self_attn.k_proj.weight", l),
+               b ? tensor(r, "model.layers.%d.self_attn.k_proj.bias", l) : NULL, xn, kd, H);
+    ref_linear(v, tensor(r, "model.layers.%d.self_attn.v_proj.weight", l),
+               b ? tensor(r, "model.layers.%d.self_attn.v_proj.bias", l) : NULL, xn, kd, H);
 }
 
 /* acc (hidden) += scale · the SwiGLU MLP PREFIX.{gate,up,down}_proj (width f) of xn. */
@@ -105,10 +140,18 @@ static void ref_mlp(const struct ref *r, const char *prefix_fmt, int layer, int 
     char fmt[128];
     double *g = malloc(sizeof(double) * f), *u = malloc(sizeof(double) * f),
            *o = malloc(sizeof(double) * H);
-    snprintf(fmt, sizeof fmt, "%s.gate_proj.weight", prefix_fmt);
-    ref_linear(g, tensor(r, fmt, layer), NULL, xn, f, H);
-    snprintf(fmt, sizeof fmt, "%s.up_proj.weight", prefix_fmt);
-    ref_linear(u, tensor(r, fmt, layer), NULL, xn, f, H);
+    if (r->kind.fused) { /* Phi-3: gate_up_proj, the gate's rows first */
+        snprintf(fmt, sizeof fmt, "%s.gate_up_proj.weight", prefix_fmt);
+        const struct st_tensor *gu = tensor(r, fmt, layer);
+        assert_int_equal(gu->shape[0], 2 * f);
+        ref_rows(g, gu, 0, NULL, xn, f, H);
+        ref_rows(u, gu, f, NULL, xn, f, H);
+    } else {
+        snprintf(fmt, sizeof fmt, "%s.gate_proj.weight", prefix_fmt);
+        ref_linear(g, tensor(r, fmt, layer), NULL, xn, f, H);
+        snprintf(fmt, sizeof fmt, "%s.up_proj.weight", prefix_fmt);
+        ref_linear(u, tensor(r, fmt, layer), NULL, xn, f, H);
+    }
     for (int i = 0; i < f; i++)
         g[i] = ref_act(r, g[i]) * u[i];
     snprintf(fmt, sizeof fmt, "%s.down_proj.weight", prefix_fmt);
@@ -175,6 +218,15 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
     for (int t = 0; t < n; t++)
         for (int i = 0; i < H; i++)
             x[(size_t)t * H + i] = at(emb, (size_t)ids[t] * H + i) * escale;
+    /* longrope, as transformers' Phi3 defines it: factors by the context the engine serves
+     * (ref_engine_logits': 256), cos and sin scaled by sqrt(1 + ln(max / L) / ln L) */
+    const double L = c->rope_scaling.original_max_position;
+    const double *ext = NULL;
+    double mscale = 1.0;
+    if (c->rope_scaling.kind == MODEL_ROPE_LONGROPE) {
+        ext = 256 > L ? c->rope_scaling.long_factor : c->rope_scaling.short_factor;
+        mscale = c->max_position > L ? sqrt(1 + log(c->max_position / L) / log(L)) : 1.0;
+    }
     for (int l = 0; l < c->n_layers; l++) {
         const bool win = model_layer_windowed(c, l);
         const double theta = win && c->swa.rope_theta > 0 ? c->swa.rope_theta : c->rope_theta;
@@ -188,25 +240,16 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
             ref_rms_k(xn, x + (size_t)t * H,
                       tensor(r, "model.layers.%d.input_layernorm.weight", l), H, c->rms_eps, g1);
             double *qt = q + (size_t)t * q_dim, *kt = k + (size_t)t * kv_dim;
-            ref_linear(qt, tensor(r, "model.layers.%d.self_attn.q_proj.weight", l),
-                       r->kind.bias ? tensor(r, "model.layers.%d.self_attn.q_proj.bias", l) : NULL,
-                       xn, q_dim, H);
-            ref_linear(kt, tensor(r, "model.layers.%d.self_attn.k_proj.weight", l),
-                       r->kind.bias ? tensor(r, "model.layers.%d.self_attn.k_proj.bias", l) : NULL,
-                       xn, kv_dim, H);
-            ref_linear(v + (size_t)t * kv_dim,
-                       tensor(r, "model.layers.%d.self_attn.v_proj.weight", l),
-                       r->kind.bias ? tensor(r, "model.layers.%d.self_attn.v_proj.bias", l) : NULL,
-                       xn, kv_dim, H);
+            ref_qkv(r, l, xn, qt, kt, v + (size_t)t * kv_dim);
             for (int h = 0; h < nh; h++) {
                 if (qn)
                     ref_rms_k(qt + h * hd, qt + h * hd, qn, hd, c->rms_eps, g1);
-                ref_rope(qt + h * hd, t, hd, theta);
+                ref_rope(qt + h * hd, t, c->rope_dim, theta, ext, mscale);
             }
             for (int h = 0; h < nkv; h++) {
                 if (kn)
                     ref_rms_k(kt + h * hd, kt + h * hd, kn, hd, c->rms_eps, g1);
-                ref_rope(kt + h * hd, t, hd, theta);
+                ref_rope(kt + h * hd, t, c->rope_dim, theta, ext, mscale);
             }
         }
         for (int t = 0; t < n; t++) {

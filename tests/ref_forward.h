@@ -3,12 +3,14 @@
  * definitions of Qwen2, Qwen3 and their MoE variants (checked on the independent tiny-qwen2
  * fixture by test_qwen3). It reads the stored weights straight from model.safetensors (st_open;
  * not through the model's bind) and computes in double: embedding, per layer RMSNorm, q/k/v
- * (+ bias), the per-head q/k norms, RoPE (rotate-half pairs i, i + head_dim/2, inverse
- * frequencies θ^(-2i/head_dim)), causal grouped-query attention, o, residual, RMSNorm, the MLP
+ * (+ bias), the per-head q/k norms, RoPE (rotate-half pairs i, i + d/2 of the d rotated dims,
+ * inverse frequencies θ^(-2i/d)), causal grouped-query attention, o, residual, RMSNorm, the MLP
  * (SwiGLU; in a sparse layer the router's softmax, its k best experts weighted by their
  * probabilities, renormalised when norm_topk_prob, plus the shared expert times the sigmoid of
  * its gate), residual, final RMSNorm, lm_head (the embedding when tied). Gemma 2 and 3 as their
- * transformers definitions (ref_kind.gemma).
+ * transformers definitions (ref_kind.gemma), Phi-3 as its (ref_kind.fused). RoPE turns the
+ * config's rope_dim of a head (partial_rotary_factor); rope_scaling is not applied but for
+ * longrope.
  */
 #ifndef LLAISYS_TEST_REF_FORWARD_H
 #define LLAISYS_TEST_REF_FORWARD_H
@@ -29,6 +31,8 @@ struct ref_kind {
                      post_feedforward_layernorm; the MLP's input pre_feedforward_layernorm),
                      lm_head the embedding; with the config's activation, attention scale,
                      softcaps, windowed layers and their RoPE base */
+    bool fused;   /* Phi-3: self_attn.qkv_proj and mlp.gate_up_proj; longrope (its factors for
+                     a context of 256, ref_engine_logits') and partial rotary from the config */
 };
 
 struct ref {

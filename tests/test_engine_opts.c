@@ -324,8 +324,7 @@ static void test_help(void **state)
     engine_opts_help(def(ENGINE_OPT_MAX_BATCH_TOKENS), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     assert_non_null(strstr(h, "default max(512, max-seqs))"));
     engine_opts_help(def(ENGINE_OPT_CTX), ENGINE_PROFILE_DEFAULT, h, sizeof h);
-    assert_non_null(strstr(h, "(2 to 16777216; default min(4096, max_position_embeddings, "
-                              "sliding_window))"));
+    assert_non_null(strstr(h, "(2 to 16777216; default min(4096, max_position_embeddings))"));
     engine_opts_help(def(ENGINE_OPT_THREADS), ENGINE_PROFILE_DEFAULT, h, sizeof h);
     char want_threads[128];
     snprintf(want_threads, sizeof want_threads,

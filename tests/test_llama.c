@@ -133,7 +133,7 @@ static void test_inv_freq_bands(void **state)
     const struct model_config *c = &m->config;
     double f[8];
     assert_int_equal(c->head_dim, 16);
-    model_rope_inv_freq(c, f);
+    model_rope_inv_freq(c, 4096, f);
     int kept = 0, divided = 0, between = 0;
     for (int i = 0; i < 8; i++) {
         double plain = pow(10000.0, -2.0 * i / 16), wavelen = 2 * M_PI / plain;

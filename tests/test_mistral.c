@@ -10,10 +10,10 @@
  * prose, tokenized by the reference tokenizer), llama.cpp's top 8 tokens and 9 fixed ones
  * each. The test regenerates the weights (checked against the fixture's samples first), runs
  * them through the engine's forward pass and compares: exact path within 2e-5 of the logit
- * scale, fast path within 1 %. Then the sliding window: Mistral's sliding_window caps the
- * context when it is shorter than max_position_embeddings (a longer context is refused by
- * name), is full attention otherwise, and means nothing to a family whose configs switch it
- * with use_sliding_window.
+ * scale, fast path within 1 %. Then the sliding window: Mistral's sliding_window is every layer's
+ * window when it is shorter than max_position_embeddings (the positions inside it are llama.cpp's
+ * full attention, those past it change), full attention otherwise, and means nothing to a family
+ * whose configs switch it with use_sliding_window.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +31,7 @@
 #include "llamacpp_ref.h"
 #include "mkmodel.h"
 #include "model.h"
+#include "model_config.h"
 #include "model_tmp.h"
 #include "runtime.h"
 
@@ -81,7 +82,7 @@ static void test_llama_cpp_parity(void **state)
     struct model *m = model_tmp_open(dir, NULL);
     assert_string_equal(m->config.model_type, "mistral");
     assert_int_equal(m->config.head_dim, 32);
-    assert_int_equal(m->config.sliding_window, 0); /* null: full attention */
+    assert_int_equal(m->config.swa.window, 0); /* null: full attention */
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))
     {
@@ -128,49 +129,51 @@ static void edit(const char *from, const char *to)
     config_edit(m, from, to);
 }
 
-/* runtime_create's answer for a context of n_ctx positions on m. */
-static enum ll_status runtime_with_ctx(const struct model *m, int n_ctx, struct ll_err *err)
-{
-    struct runtime_opts o = {.n_ctx = n_ctx, .max_batch = 16, .n_threads = 1,
-                             .math = LL_MATH_EXACT};
-    struct model_runtime *rt = NULL;
-    enum ll_status s = runtime_create(&rt, m, &o, err);
-    runtime_free(rt);
-    return s;
-}
-
 static void test_sliding_window(void **state)
 {
     (void)state;
     struct ll_err err = {0};
+    const cJSON *longp = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 1);
 
-    /* shorter than max_position_embeddings (4096): the context's cap, by default and at most */
+    /* shorter than max_position_embeddings (4096): every layer's window, the context not
+     * capped; a prompt inside the window is full attention's (the long one, 381 tokens) */
     edit("\"sliding_window\": null", "\"sliding_window\": 512");
     struct model *m = model_tmp_open(dir, NULL);
-    assert_int_equal(m->config.sliding_window, 512);
+    assert_int_equal(m->config.swa.window, 512);
+    for (int l = 0; l < m->config.n_layers; l++)
+        assert_true(model_layer_windowed(&m->config, l));
     struct engine_opts o = {0};
     engine_opts_resolve(&o, &m->config);
-    assert_int_equal(o.n_ctx, 512);
-    assert_int_equal(runtime_with_ctx(m, 512, &err), LL_OK);
-    assert_int_equal(runtime_with_ctx(m, 513, &err), LL_EUNSUPPORTED);
-    if (!strstr(err.msg, "sliding_window") || !strstr(err.msg, "--ctx 512"))
-        fail_msg("the refusal '%s' names neither the field nor the longest context", err.msg);
+    assert_int_equal(o.n_ctx, 4096);
     char shape[160];
     model_shape_str(m, shape, sizeof shape);
-    assert_non_null(strstr(shape, "sliding window 512"));
-    /* within the window the answer is full attention's: the long prompt (381 tokens) as before */
-    llamacpp_compare(m, LL_MATH_EXACT, cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"),
-                                                          1),
-                     2e-5, "long within a window of 512");
+    assert_non_null(strstr(shape, "sliding window 512 in every layer"));
+    llamacpp_compare(m, LL_MATH_EXACT, longp, 2e-5, "long within a window of 512");
     model_close(m);
 
-    /* as long as the context: full attention, nothing capped */
-    edit("\"sliding_window\": 512", "\"sliding_window\": 4096");
+    /* a window of 64 over the same prompt: llama.cpp's full attention until position 64, and
+     * past it the window changes the answer (the float64 reference of test_phi3 holds the
+     * windowed rows, llama.cpp's phi3 the semantics of the window's edge) */
+    edit("\"sliding_window\": 512", "\"sliding_window\": 64");
     m = model_tmp_open(dir, NULL);
-    assert_int_equal(m->config.sliding_window, 0);
-    o = (struct engine_opts){0};
-    engine_opts_resolve(&o, &m->config);
-    assert_int_equal(o.n_ctx, 4096);
+    int n;
+    struct llamacpp_position *pos = llamacpp_positions(m, LL_MATH_EXACT, longp, &n);
+    int changed = 0;
+    for (int t = 0; t < n; t++) {
+        if (t < 64 && pos[t].err > 2e-5)
+            fail_msg("position %d, inside the window: %.2e of the scale off", t, pos[t].err);
+        changed += t >= 64 && pos[t].err > 1e-3;
+    }
+    printf("  a window of 64: %d of the %d positions past it changed by over 1e-3\n", changed,
+           n - 64);
+    assert_true(changed > (n - 64) * 3 / 4);
+    free(pos);
+    model_close(m);
+
+    /* as long as the context: full attention */
+    edit("\"sliding_window\": 64", "\"sliding_window\": 4096");
+    m = model_tmp_open(dir, NULL);
+    assert_int_equal(m->config.swa.window, 0);
     model_close(m);
 
     /* a family whose configs switch the window with use_sliding_window: no window here */
@@ -179,8 +182,7 @@ static void test_sliding_window(void **state)
     edit("\"MistralForCausalLM\"", "\"LlamaForCausalLM\"");
     m = model_tmp_open(dir, NULL);
     assert_string_equal(m->config.model_type, "llama");
-    assert_int_equal(m->config.sliding_window, 0);
-    assert_int_equal(runtime_with_ctx(m, 64, &err), LL_OK);
+    assert_int_equal(m->config.swa.window, 0);
     model_close(m);
     edit("\"LlamaForCausalLM\"", "\"MistralForCausalLM\"");
     edit("\"model_type\": \"llama\"", "\"model_type\": \"mistral\"");

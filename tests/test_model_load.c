@@ -578,14 +578,14 @@ static const struct bad_dir bad_dirs[] = {
      "config.json", "'eos_token_id' must be a non-negative integer or a list"},
     {"eos past vocab", M_CONFIG, "config.json", "eos_token_id", "[2, 1000]", {0}, LL_EMODEL,
      "config.json", "eos_token_id 1000 is outside the vocabulary"},
-    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"phi3\"", {0},
+    {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"phimoe\"", {0},
      LL_EUNSUPPORTED, "config.json",
-     "unknown model_type \"phi3\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
-     "gemma2, gemma3_text, gemma3, mock)"},
+     "unknown model_type \"phimoe\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
+     "gemma2, gemma3_text, gemma3, phi3, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
-    {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"longrope\"}", {0},
-     LL_EUNSUPPORTED, "config.json", "rope_scaling.rope_type \"longrope\" is not supported"},
+    {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"dynamic\"}", {0},
+     LL_EUNSUPPORTED, "config.json", "rope_scaling.rope_type \"dynamic\" is not supported"},
     {"sliding window", M_CONFIG, "config.json", "use_sliding_window", "true", {0},
      LL_EUNSUPPORTED, "config.json", "use_sliding_window"},
     {"activation", M_CONFIG, "config.json", "hidden_act", "\"gelu\"", {0}, LL_EUNSUPPORTED,
@@ -740,8 +740,12 @@ static void test_registry_routes(void **state)
     assert_true(g3m && g3m->text_config && !g3->text_config && g3m->bind == g3->bind &&
                 !strcmp(g3m->weights_prefix, "language_model.") && !g3->weights_prefix);
     assert_ptr_equal(model_registry_find_arch("Gemma3ForConditionalGeneration"), g3m);
-    assert_null(model_registry_find("phi3"));
-    assert_null(model_registry_find_arch("Phi3ForCausalLM"));
+    const struct model_family *p3 = model_registry_find("phi3");
+    assert_true(p3 && p3->window_unswitched && p3->bind != f->bind && p3->forward == f->forward &&
+                p3->config_defaults);
+    assert_ptr_equal(model_registry_find_arch("Phi3ForCausalLM"), p3);
+    assert_null(model_registry_find("phimoe"));
+    assert_null(model_registry_find_arch("PhiMoEForCausalLM"));
     assert_true(f->bind && f->unbind && f->runtime_create && f->runtime_free && f->forward);
     const struct model_family *mock = model_registry_find("mock");
     assert_non_null(mock);
@@ -749,7 +753,7 @@ static void test_registry_routes(void **state)
     char names[128], cut[3];
     model_registry_names(names, sizeof names);
     assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, gemma2, "
-                               "gemma3_text, gemma3, mock");
+                               "gemma3_text, gemma3, phi3, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

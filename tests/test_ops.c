@@ -145,9 +145,10 @@ static void test_rope(void **state)
     for (int j = 0; j < HD / 2; j++)
         inv_freq[j] = pow(10000.0, -2.0 * j / HD) * (j % 3 ? 1.0 : 0.125);
     struct ll_rope r;
-    assert_int_equal(ll_rope_init(&r, HD, NPOS, inv_freq, 1.0, NULL), LL_OK);
+    assert_int_equal(ll_rope_init(&r, HD, HD, NPOS, inv_freq, 1.0, NULL), LL_OK);
     struct ll_rope bad;
-    assert_int_equal(ll_rope_init(&bad, 7, NPOS, inv_freq, 1.0, NULL), LL_EINVAL);
+    assert_int_equal(ll_rope_init(&bad, 8, 7, NPOS, inv_freq, 1.0, NULL), LL_EINVAL);
+    assert_int_equal(ll_rope_init(&bad, 8, 10, NPOS, inv_freq, 1.0, NULL), LL_EINVAL);
 
     float x[4 * NH * HD], orig[4 * NH * HD];
     double want[4 * NH * HD];
@@ -173,12 +174,34 @@ static void test_rope(void **state)
     assert_memory_equal(one, x + 3 * NH * HD, sizeof one);
     ll_rope_free(&r);
     /* a scaled table (yarn's attention factor): the same rotation, 1.5 times as long */
-    assert_int_equal(ll_rope_init(&r, HD, NPOS, inv_freq, 1.5, NULL), LL_OK);
+    assert_int_equal(ll_rope_init(&r, HD, HD, NPOS, inv_freq, 1.5, NULL), LL_OK);
     memcpy(x, orig, sizeof x);
     ll_rope_apply(x, &r, pos, 4, NH);
     for (int i = 0; i < 4 * NH * HD; i++)
         want[i] *= 1.5;
     assert_close(x, want, 4 * NH * HD, 3e-6);
+    ll_rope_free(&r);
+    /* partial rotary (Phi-4-mini's 0.75): the first R dims turn in pairs (j, j + R/2), the
+     * rest pass through bit for bit */
+    enum { R = HD * 3 / 4 };
+    assert_int_equal(ll_rope_init(&r, HD, R, NPOS, inv_freq, 1.0, NULL), LL_OK);
+    memcpy(x, orig, sizeof x);
+    ll_rope_apply(x, &r, pos, 4, NH);
+    for (int i = 0; i < 4; i++)
+        for (int h = 0; h < NH; h++) {
+            const float *v = orig + (i * NH + h) * HD;
+            double *w = want + (i * NH + h) * HD;
+            for (int j = 0; j < R / 2; j++) {
+                double a = pos[i] * inv_freq[j];
+                w[j] = v[j] * cos(a) - v[j + R / 2] * sin(a);
+                w[j + R / 2] = v[j + R / 2] * cos(a) + v[j] * sin(a);
+            }
+            for (int j = R; j < HD; j++)
+                w[j] = v[j];
+        }
+    assert_close(x, want, 4 * NH * HD, 2e-6);
+    for (int i = 0; i < 4 * NH; i++)
+        assert_memory_equal(x + i * HD + R, orig + i * HD + R, sizeof(float) * (HD - R));
     ll_rope_free(&r);
 }
 

@@ -122,6 +122,49 @@ static struct model_config parse(const char *json)
     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000, "                 \
     "\"max_position_embeddings\": 4096"
 
+#define F8 "[1, 1.25, 1.5, 2, 3, 5, 8, 13]"
+
+/* longrope (Phi-3): each frequency divided by its own factor, short_factor's while the context
+ * fits the original one, long_factor's past it, and cos and sin scaled by
+ * sqrt(1 + ln(max / original) / ln(original)) unless attention_factor is given; with
+ * partial_rotary_factor the exponents run over the rotated dims only. */
+static void test_longrope(void **state)
+{
+    (void)state;
+    double f[8];
+    struct model_config c =
+        parse("{\"model_type\": \"phi3\", \"hidden_size\": 64, \"intermediate_size\": 160, "
+              "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000, "
+              "\"max_position_embeddings\": 131072, \"original_max_position_embeddings\": 4096, "
+              "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1, 1, 1, "
+              "1, 1, 2], \"long_factor\": " F8 "}}");
+    assert_int_equal(c.rope_scaling.kind, MODEL_ROPE_LONGROPE);
+    assert_int_equal(c.rope_scaling.original_max_position, 4096);
+    const double af = sqrt(1 + log(32.0) / log(4096.0)); /* 131072 / 4096 = 32 */
+    const double lf[8] = {1, 1.25, 1.5, 2, 3, 5, 8, 13};
+    assert_true(fabs(model_rope_inv_freq(&c, 4096, f) - af) < 1e-15);
+    for (int i = 0; i < 8; i++)
+        assert_true(fabs(f[i] - pow(10000.0, -2.0 * i / 16) / (i == 7 ? 2 : 1)) <= 1e-16);
+    assert_true(fabs(model_rope_inv_freq(&c, 4097, f) - af) < 1e-15);
+    for (int i = 0; i < 8; i++)
+        assert_true(fabs(f[i] - pow(10000.0, -2.0 * i / 16) / lf[i]) <= 1e-16);
+    /* a given attention_factor; no original context: the factor of rope_scaling, here 1 */
+    c = parse(BASE ", \"rope_scaling\": {\"type\": \"su\", \"short_factor\": " F8
+                   ", \"long_factor\": " F8 ", \"attention_factor\": 1.5}}");
+    assert_true(model_rope_inv_freq(&c, 4096, f) == 1.5);
+    c = parse(BASE ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": " F8
+                   ", \"long_factor\": " F8 "}}");
+    assert_true(model_rope_inv_freq(&c, 4096, f) == 1.0);
+    /* partial rotary: 12 of 16 dims turn, theta^(-2i/12) over 6 pairs */
+    c = parse(BASE ", \"partial_rotary_factor\": 0.75, \"rope_scaling\": {\"type\": "
+                   "\"longrope\", \"short_factor\": [1, 1, 1, 1, 1, 4], \"long_factor\": [2, 2, 2, "
+                   "2, 2, 2]}}");
+    assert_int_equal(c.rope_dim, 12);
+    model_rope_inv_freq(&c, 100, f);
+    for (int i = 0; i < 6; i++)
+        assert_true(fabs(f[i] - pow(10000.0, -2.0 * i / 12) / (i == 5 ? 4 : 1)) <= 1e-16);
+}
+
 /* The bands: yarn's pairs by rotations over the original context, llama3's by wavelength. */
 static void test_bands(void **state)
 {
@@ -130,7 +173,7 @@ static void test_bands(void **state)
     struct model_config c = parse(BASE ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
                                        "\"original_max_position_embeddings\": 64}}");
     assert_int_equal(c.head_dim, 16);
-    double scale = model_rope_inv_freq(&c, f);
+    double scale = model_rope_inv_freq(&c, 4096, f);
     assert_true(fabs(scale - (0.1 * log(4.0) + 1.0)) < 1e-15);
     for (int i = 0; i < 8; i++) {
         double plain = pow(10000.0, -2.0 * i / 16);
@@ -145,22 +188,22 @@ static void test_bands(void **state)
     c = parse(BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2.0, "
                    "\"attention_factor\": 0.5}}");
     assert_int_equal(c.rope_scaling.original_max_position, 4096);
-    assert_true(model_rope_inv_freq(&c, f) == 0.5);
+    assert_true(model_rope_inv_freq(&c, 4096, f) == 0.5);
     assert_true(f[0] == 1.0 && f[7] < pow(10000.0, -14.0 / 16));
     /* linear: every frequency divided; llama3 at a context too short for its bands: kept */
     c = parse(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}}");
-    assert_true(model_rope_inv_freq(&c, f) == 1.0);
+    assert_true(model_rope_inv_freq(&c, 4096, f) == 1.0);
     for (int i = 0; i < 8; i++)
         assert_true(fabs(f[i] - pow(10000.0, -2.0 * i / 16) / 2) <= 1e-16);
     c = parse(BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
                    "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                    "\"original_max_position_embeddings\": 1000000000}}");
-    model_rope_inv_freq(&c, f);
+    model_rope_inv_freq(&c, 4096, f);
     for (int i = 0; i < 8; i++)
         assert_true(f[i] == pow(10000.0, -2.0 * i / 16));
     c = parse(BASE "}");
     assert_int_equal(c.rope_scaling.kind, MODEL_ROPE_DEFAULT);
-    assert_true(model_rope_inv_freq(&c, f) == 1.0 && f[1] == pow(10000.0, -2.0 / 16));
+    assert_true(model_rope_inv_freq(&c, 4096, f) == 1.0 && f[1] == pow(10000.0, -2.0 / 16));
 }
 
 /* config.json refusals, each naming what it refuses. */
@@ -182,8 +225,23 @@ static void test_config(void **state)
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"default\"}}", LL_OK, NULL);
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 2.0}}",
                   LL_EUNSUPPORTED, "\"dynamic\"");
+    /* longrope: both lists of head_dim / 2 (rotary dims / 2) positive numbers */
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 2.0}}",
-                  LL_EUNSUPPORTED, "\"longrope\"");
+                  LL_EMODEL, "short_factor");
+    expect_config(BASE ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": " F8
+                       ", \"long_factor\": [1, 2, 3]}}",
+                  LL_EMODEL, "long_factor must be a list of 8 numbers");
+    expect_config(BASE ", \"rope_scaling\": {\"type\": \"su\", \"short_factor\": " F8
+                       ", \"long_factor\": [1, 2, 3, 4, 5, 6, 7, 0]}}",
+                  LL_EMODEL, "long_factor[7]");
+    expect_config(BASE ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": " F8
+                       ", \"long_factor\": " F8 ", \"mscale\": 1}}",
+                  LL_EUNSUPPORTED, "mscale");
+    expect_config(BASE ", \"partial_rotary_factor\": 0.75, \"rope_scaling\": {\"type\": "
+                       "\"longrope\", \"short_factor\": " F8 ", \"long_factor\": " F8 "}}",
+                  LL_EMODEL, "list of 6 numbers");
+    expect_config(BASE ", \"partial_rotary_factor\": 0.1}", LL_EMODEL, "partial_rotary_factor");
+    expect_config(BASE ", \"partial_rotary_factor\": 1.5}", LL_EMODEL, "partial_rotary_factor");
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}}", LL_OK,
                   NULL);
     expect_config(BASE ", \"rope_scaling\": {\"rope_type\": \"linear\"}}", LL_EMODEL, "factor");
@@ -230,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_yarn_llama_cpp_parity),
         cmocka_unit_test(test_yarn_matters),
         cmocka_unit_test(test_bands),
+        cmocka_unit_test(test_longrope),
         cmocka_unit_test(test_config),
     };
     return cmocka_run_group_tests_name("rope_scaling", tests, group_setup, group_teardown);

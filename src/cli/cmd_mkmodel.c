@@ -1,6 +1,6 @@
 /*
- * cmd_mkmodel.c: `llaisys-cli mkmodel`: write a random Qwen2, Qwen3 or Llama model directory
- * (see mkmodel.h).
+ * cmd_mkmodel.c: `llaisys-cli mkmodel`: write a random model directory of one of the families
+ * mkmodel.h lists.
  * A preset gives the shape; flags override single fields.
  */
 #include <limits.h>
@@ -19,8 +19,8 @@ static void mkmodel_usage(FILE *f)
 {
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
-            "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2 or\n"
-            "Gemma 3 (text) model in the\n"
+            "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2,\n"
+            "Gemma 3 (text) or Phi-3 model in the\n"
             "Hugging Face layout: config.json, generation_config.json, model.safetensors\n"
             "(bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
@@ -30,16 +30,19 @@ static void mkmodel_usage(FILE *f)
             "                       (also DeepSeek-R1-Distill-Llama-8B's shapes),\n"
             "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts),\n"
             "                       mistral-nemo-12b, mistral-small-24b, mistral-7b\n"
-            "                       (v0.1), gemma2-2b, gemma3-1b\n"
+            "                       (v0.1), gemma2-2b, gemma3-1b, phi3-mini (Phi-3-mini-4k),\n"
+            "                       phi3.5-mini, phi4-mini\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
             "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
             "                       attention, experts in the MLPs), mistral (Llama's\n"
             "                       decoder, Mistral's config), gemma2, gemma3_text (Gemma's\n"
-            "                       norms, GeGLU and windowed layers; tied); default: the\n"
-            "                       preset's\n"
+            "                       norms, GeGLU and windowed layers; tied), phi3 (Llama's\n"
+            "                       decoder from fused q/k/v and gate/up weights); default:\n"
+            "                       the preset's\n"
             "  --window N           gemma2, gemma3_text: the windowed layers' sliding_window\n"
-            "                       (default: the preset's, else 4096 / 512); mistral:\n"
-            "                       config.json's sliding_window (default: the preset's)\n"
+            "                       (default: the preset's, else 4096 / 512); mistral,\n"
+            "                       phi3: config.json's sliding_window, every layer's\n"
+            "                       (default: the preset's)\n"
             "  --experts N  --experts-used K  --moe-intermediate N  --shared-intermediate N\n"
             "                       the MoE families: N experts of which K run a token, their\n"
             "                       MLP width, qwen2_moe's shared expert's width (default for\n"
@@ -54,7 +57,12 @@ static void mkmodel_usage(FILE *f)
             "  --rope-factor X  --rope-original-max N\n"
             "                       llama: rope_scaling \"llama3\" with this factor and\n"
             "                       original_max_position_embeddings (low/high_freq_factor 1\n"
-            "                       and 4); 0 for none (default: the preset's)\n"
+            "                       and 4); 0 for none (default: the preset's); phi3:\n"
+            "                       --rope-original-max N alone gives rope_scaling\n"
+            "                       \"longrope\" over N original positions (mkmodel's own\n"
+            "                       factors)\n"
+            "  --partial-rotary X   phi3: partial_rotary_factor (the share of a head's dims\n"
+            "                       that turn; default: the preset's, else all)\n"
             "  --tied | --untied    share lm_head with the embedding or not\n"
             "  --copy N             a copy model (needs --untied): same shapes and cost, but\n"
             "                       greedy decoding steps through t+1, t+2, ... within t's\n"
@@ -94,10 +102,10 @@ int cmd_mkmodel(int argc, char **argv)
     long long iv[N_INTS] = {0}, seed = 0, threads = 2;
     bool ig[N_INTS] = {0}, seed_g = false, theta_g = false, eps_g = false, tied_g = false;
     bool tied = false, force = false;
-    double theta = 0, eps = 0, rope_factor = 0;
+    double theta = 0, eps = 0, rope_factor = 0, partial = 0;
     long long rope_orig = 0;
-    bool ig_rope[2] = {false, false};
-    struct cli_arg args[N_INTS + 14] = {
+    bool ig_rope[2] = {false, false}, partial_g = false;
+    struct cli_arg args[N_INTS + 15] = {
         CLI_STR("--preset", &preset),
         CLI_STR("--mlp-only-layers", &mlp_only),
         CLI_STR("--family", &family),
@@ -116,11 +124,13 @@ int cmd_mkmodel(int argc, char **argv)
          .max = 1e6, .given = &ig_rope[0]},
         {.flag = "--rope-original-max", .kind = CLI_ARG_INT, .out = &rope_orig, .imin = 0,
          .imax = 1 << 30, .given = &ig_rope[1]},
+        {.flag = "--partial-rotary", .kind = CLI_ARG_NUM, .out = &partial, .min = 0, .max = 1,
+         .min_open = true, .given = &partial_g},
     };
     for (int k = 0; k < N_INTS; k++)
-        args[13 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
+        args[14 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
                                        .imin = 1, .imax = ints[k].max, .given = &ig[k]};
-    args[N_INTS + 13] = (struct cli_arg)CLI_END;
+    args[N_INTS + 14] = (struct cli_arg)CLI_END;
     const char *pos[1] = {NULL};
     const struct cli_cmd cmd = {.name = "mkmodel", .usage = mkmodel_usage, .args = args,
                                 .pos = pos, .max_pos = 1};
@@ -140,10 +150,10 @@ int cmd_mkmodel(int argc, char **argv)
     }
     if (family && !mkmodel_family_parse(family, &s.family))
         return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe, "
-                                   "mistral, gemma2 or gemma3_text");
-    bool gemma = mkmodel_family_gemma(s.family);
-    if (!gemma && s.family != MKMODEL_MISTRAL)
-        s.sliding_window = 0; /* a gemma or mistral preset's, for another family */
+                                   "mistral, gemma2, gemma3_text or phi3");
+    bool gemma = mkmodel_family_gemma(s.family), phi3 = s.family == MKMODEL_PHI3;
+    if (!gemma && s.family != MKMODEL_MISTRAL && !phi3)
+        s.sliding_window = 0; /* a gemma, mistral or phi3 preset's, for another family */
     else if (gemma && !s.sliding_window)
         s.sliding_window = s.family == MKMODEL_GEMMA2 ? 4096 : 512;
     if (gemma && !tied_g)
@@ -163,7 +173,13 @@ int cmd_mkmodel(int argc, char **argv)
         p = *end ? end + 1 : end;
     }
     if (s.family != MKMODEL_LLAMA && !ig_rope[0])
-        s.rope_factor = 0, s.rope_original_max = 0; /* a llama preset's, for another family */
+        s.rope_factor = 0; /* a llama preset's, for another family */
+    if (s.family != MKMODEL_LLAMA && !phi3 && !ig_rope[1])
+        s.rope_original_max = 0; /* a llama or phi3 preset's, for another family */
+    if (!phi3)
+        s.partial_rotary = 0;
+    if (partial_g)
+        s.partial_rotary = partial;
     if (ig_rope[0])
         s.rope_factor = rope_factor;
     if (ig_rope[1])

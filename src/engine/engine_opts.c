@@ -204,7 +204,7 @@ void engine_opts_help(const struct engine_opt_def *d, enum engine_profile p, cha
                  ll_pool_default_threads());
         break;
     case ENGINE_OPT_CTX:
-        snprintf(dflt, sizeof dflt, "min(%d, max_position_embeddings, sliding_window)", CTX_CAP);
+        snprintf(dflt, sizeof dflt, "min(%d, max_position_embeddings)", CTX_CAP);
         break;
     case ENGINE_OPT_MAX_SEQS:
         snprintf(dflt, sizeof dflt, "%d", profiles[p].max_seqs);
@@ -291,8 +291,6 @@ void engine_opts_resolve(struct engine_opts *o, const struct model_config *c)
         return;
     if (o->n_ctx <= 0) {
         o->n_ctx = c->max_position > 0 && c->max_position < CTX_CAP ? c->max_position : CTX_CAP;
-        if (c->sliding_window > 0 && c->sliding_window < o->n_ctx)
-            o->n_ctx = c->sliding_window;
     }
     size_t per_block = kv_bytes_per_block(c, o);
     if (o->kv_blocks <= 0) {

@@ -122,14 +122,15 @@ void ll_rms_norm_ref(float *out, const float *x, const void *w, enum ll_dtype wt
     }
 }
 
-enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const double *inv_freq,
-                            double scale, struct ll_err *err)
+enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int rot_dim, int n_pos,
+                            const double *inv_freq, double scale, struct ll_err *err)
 {
     memset(r, 0, sizeof *r);
-    if (head_dim < 2 || head_dim % 2 || n_pos < 1)
-        return ll_err_set(err, LL_EINVAL, "rope: head_dim %d must be even and n_pos %d >= 1",
-                          head_dim, n_pos);
-    int half = head_dim / 2;
+    if (rot_dim < 2 || rot_dim % 2 || rot_dim > head_dim || n_pos < 1)
+        return ll_err_set(err, LL_EINVAL,
+                          "rope: rot_dim %d must be even, in [2, head_dim %d], and n_pos %d >= 1",
+                          rot_dim, head_dim, n_pos);
+    int half = rot_dim / 2;
     size_t cnt = (size_t)n_pos * half;
     r->cos = malloc(cnt * sizeof(float));
     r->sin = malloc(cnt * sizeof(float));
@@ -138,6 +139,7 @@ enum ll_status ll_rope_init(struct ll_rope *r, int head_dim, int n_pos, const do
         return ll_err_set(err, LL_ENOMEM, "rope: out of memory for %d positions", n_pos);
     }
     r->head_dim = head_dim;
+    r->rot_dim = rot_dim;
     r->n_pos = n_pos;
     for (int i = 0; i < half; i++) {
         for (int p = 0; p < n_pos; p++) {
@@ -159,7 +161,7 @@ void ll_rope_free(struct ll_rope *r)
 
 void ll_rope_apply(float *x, const struct ll_rope *r, const int32_t *pos, int n, int n_heads)
 {
-    int hd = r->head_dim, half = hd / 2;
+    int hd = r->head_dim, half = r->rot_dim / 2;
     for (int i = 0; i < n; i++) {
         LL_ASSERT(pos[i] >= 0 && pos[i] < r->n_pos);
         const float *c = r->cos + (size_t)pos[i] * half;

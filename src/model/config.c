@@ -87,11 +87,71 @@ static enum ll_status get_token_id(const cJSON *o, const char *key, int *out, co
     return get_int(o, key, false, 0, INT32_MAX, -1, out, name, err);
 }
 
+/* longrope's factor list `key` of rope_scaling r: c->rope_dim / 2 positive numbers. */
+static enum ll_status get_factors(const struct model_config *c, const cJSON *r, const char *key,
+                                  double *out, const char *where, struct ll_err *err)
+{
+    const cJSON *a = ll_json_member(r, key);
+    const int n = c->rope_dim / 2;
+    if (!a)
+        return ll_err_set(err, LL_EMODEL, "%s: missing field '%s'", where, key);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s.%s must be a list of %d numbers (half the rotary dimensions of a "
+                          "head, %d)",
+                          where, key, n, c->rope_dim);
+    int i = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || !(e->valuedouble < 1e9))
+            return ll_err_set(err, LL_EMODEL, "%s.%s[%d] must be a positive number", where, key,
+                              i);
+        out[i] = e->valuedouble;
+    }
+    return LL_OK;
+}
+
+/* longrope (Phi-3): both factor lists, the original context L (config.json's top-level
+ * original_max_position_embeddings, as transformers' Phi3Config has it; else
+ * max_position_embeddings) and the attention factor, given or from the stretch s (max / L when
+ * L is given, else rope_scaling.factor, else 1). */
+static enum ll_status get_longrope(struct model_config *c, const cJSON *r, const cJSON *o,
+                                   const char *where, const char *name, struct ll_err *err)
+{
+    struct model_rope_scaling *rs = &c->rope_scaling;
+    enum ll_status s;
+    bool has_af;
+    int orig;
+    if (c->rope_dim / 2 > LL_ROPE_MAX_PAIRS)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: longrope over %d rotary dimensions is not supported (at most %d)",
+                          where, c->rope_dim, 2 * LL_ROPE_MAX_PAIRS);
+    rs->n_factors = c->rope_dim / 2;
+    double stretch;
+    if ((s = get_factors(c, r, "short_factor", rs->short_factor, where, err)) ||
+        (s = get_factors(c, r, "long_factor", rs->long_factor, where, err)) ||
+        (s = get_int(o, "original_max_position_embeddings", false, 1, 1 << 30, 0, &orig, name,
+                     err)) ||
+        (s = get_num(r, "factor", 0, false, 1e6, 1.0, &stretch, NULL, where, err)) ||
+        (s = get_num(r, "attention_factor", 0, false, 1e3, 0, &rs->attention_factor, &has_af,
+                     where, err)))
+        return s;
+    rs->original_max_position = orig ? orig : c->max_position;
+    if (orig)
+        stretch = (double)c->max_position / orig;
+    rs->factor = stretch;
+    if (!has_af)
+        rs->attention_factor =
+            stretch <= 1.0 ? 1.0
+                           : sqrt(1.0 + log(stretch) / log((double)rs->original_max_position));
+    return LL_OK;
+}
+
 /* rope_scaling (absent or null: none). Only the kinds that keep the attention's math otherwise
  * unchanged are read; every other kind, and any member a kind does not define, is refused by
- * name rather than ignored (it would change the frequencies or scale the attention). */
-static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, const char *name,
-                                       struct ll_err *err)
+ * name rather than ignored (it would change the frequencies or scale the attention). o is
+ * config.json's object (longrope reads original_max_position_embeddings there). */
+static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, const cJSON *o,
+                                       const char *name, struct ll_err *err)
 {
     struct model_rope_scaling *rs = &c->rope_scaling;
     memset(rs, 0, sizeof *rs);
@@ -116,6 +176,9 @@ static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, c
     static const char *const llama3_keys[] = {"rope_type", "type", "factor", "low_freq_factor",
                                               "high_freq_factor",
                                               "original_max_position_embeddings", NULL};
+    static const char *const longrope_keys[] = {"rope_type", "type", "short_factor",
+                                                "long_factor", "factor", "attention_factor",
+                                                NULL};
     const char *const *keys;
     if (!strcmp(t->valuestring, "default")) {
         return LL_OK;
@@ -125,10 +188,12 @@ static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, c
         rs->kind = MODEL_ROPE_LLAMA3, keys = llama3_keys;
     } else if (!strcmp(t->valuestring, "yarn")) {
         rs->kind = MODEL_ROPE_YARN, keys = yarn_keys;
+    } else if (!strcmp(t->valuestring, "longrope") || !strcmp(t->valuestring, "su")) {
+        rs->kind = MODEL_ROPE_LONGROPE, keys = longrope_keys;
     } else {
         return ll_err_set(err, LL_EUNSUPPORTED,
                           "%s: rope_scaling.rope_type \"%.40s\" is not supported (only "
-                          "\"linear\", \"llama3\" and \"yarn\", or null)",
+                          "\"linear\", \"llama3\", \"yarn\" and \"longrope\", or null)",
                           name, t->valuestring);
     }
     for (const cJSON *m = r->child; m; m = m->next) {
@@ -143,6 +208,8 @@ static enum ll_status get_rope_scaling(struct model_config *c, const cJSON *r, c
     enum ll_status s;
     char where[128];
     snprintf(where, sizeof where, "%s: rope_scaling", name);
+    if (rs->kind == MODEL_ROPE_LONGROPE)
+        return get_longrope(c, r, o, where, name, err);
     bool has_factor;
     if ((s = get_num(r, "factor", 0, false, 1e6, 0, &rs->factor, &has_factor, where, err)))
         return s;
@@ -313,11 +380,9 @@ bool model_layer_sparse(const struct model_config *c, int layer)
 }
 
 /* Sliding-window attention. Qwen's configs switch it on with use_sliding_window (always false
- * in the published ones; true is refused). Mistral's have no such switch (the family's
- * window_unswitched): a number in sliding_window is the window (null: none). A window at least
- * max_position_embeddings long is full attention; a shorter one caps the context at the window
- * (sliding_window here), within which every token sees all those before it, so the results
- * stay exact. */
+ * in the published ones; true is refused). Mistral's and Phi-3's have no such switch (the
+ * family's window_unswitched): a number in sliding_window is the window of every layer (null:
+ * none). A window at least max_position_embeddings long is full attention. */
 static enum ll_status get_sliding_window(struct model_config *c, const struct model_family *fam,
                                          const cJSON *o, const char *name, struct ll_err *err)
 {
@@ -334,7 +399,29 @@ static enum ll_status get_sliding_window(struct model_config *c, const struct mo
     if (!fam || !fam->window_unswitched ||
         (s = get_int(o, "sliding_window", false, 1, 1 << 30, 0, &window, name, err)))
         return s;
-    c->sliding_window = window && window < c->max_position ? window : 0;
+    if (window && window < c->max_position) {
+        c->swa.window = window;
+        for (int l = 0; l < c->n_layers; l++)
+            c->swa.layers[l / 64] |= (uint64_t)1 << (l % 64);
+    }
+    return LL_OK;
+}
+
+/* partial_rotary_factor (absent or null: 1): the first head_dim · factor dims of a head turn,
+ * the rest pass unturned (Phi-4-mini's 0.75). The product must be a positive even number. */
+static enum ll_status get_rotary_dims(struct model_config *c, const cJSON *o, const char *name,
+                                      struct ll_err *err)
+{
+    double f;
+    enum ll_status s = get_num(o, "partial_rotary_factor", 0, false, 1.0, 1.0, &f, NULL, name, err);
+    if (s)
+        return s;
+    c->rope_dim = (int)(c->head_dim * f); /* transformers' int(), toward zero */
+    if (c->rope_dim < 2 || c->rope_dim % 2)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: partial_rotary_factor %g of head dimension %d gives %d rotary "
+                          "dimensions; RoPE needs a positive even number",
+                          name, f, c->head_dim, c->rope_dim);
     return LL_OK;
 }
 
@@ -607,7 +694,8 @@ static enum ll_status config_fields(struct model_config *c, const struct model_f
 
     /* Features that would change the math: refuse rather than compute something else. */
     if ((s = get_act(c, o, name, err)) || (s = get_gemma_fields(c, o, name, err)) ||
-        (s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), name, err)) ||
+        (s = get_rotary_dims(c, o, name, err)) ||
+        (s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), o, name, err)) ||
         (s = get_moe(&c->moe, o, c->n_layers, name, err)))
         return s;
     bool mlp_bias;

@@ -120,12 +120,28 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->hidden_size = 2304, s->n_layers = 26, s->n_heads = 8, s->n_kv_heads = 4;
         s->head_dim = 256, s->intermediate_size = 9216, s->vocab_size = 256000, s->tied = true;
         s->max_position = 8192, s->sliding_window = 4096;
+    } else if (!strcmp(name, "phi3-mini") || !strcmp(name, "phi3.5-mini")) {
+        /* microsoft/Phi-3-mini-4k-instruct (a window of 2047 over 4096 positions);
+         * Phi-3.5-mini-instruct (longrope to 131072 from 4096; its window is longer than that) */
+        bool v35 = !strcmp(name, "phi3.5-mini");
+        s->family = MKMODEL_PHI3;
+        s->hidden_size = 3072, s->n_layers = 32, s->n_heads = 32, s->n_kv_heads = 32;
+        s->intermediate_size = 8192, s->vocab_size = 32064, s->tied = false, s->rms_eps = 1e-5;
+        s->max_position = v35 ? 131072 : 4096, s->sliding_window = v35 ? 262144 : 2047;
+        s->rope_original_max = v35 ? 4096 : 0;
+    } else if (!strcmp(name, "phi4-mini")) { /* microsoft/Phi-4-mini-instruct */
+        s->family = MKMODEL_PHI3;
+        s->hidden_size = 3072, s->n_layers = 32, s->n_heads = 24, s->n_kv_heads = 8;
+        s->intermediate_size = 8192, s->vocab_size = 200064, s->tied = true, s->rms_eps = 1e-5;
+        s->max_position = 131072, s->sliding_window = 262144, s->rope_original_max = 4096;
+        s->partial_rotary = 0.75;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
                           "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
-                          "mistral-small-24b, mistral-7b, gemma2-2b, gemma3-1b)",
+                          "mistral-small-24b, mistral-7b, gemma2-2b, gemma3-1b, phi3-mini, "
+                          "phi3.5-mini, phi4-mini)",
                           name);
     }
     return LL_OK;
@@ -140,6 +156,7 @@ static const char *const family_names[] = {
     [MKMODEL_MISTRAL] = "mistral",
     [MKMODEL_GEMMA2] = "gemma2",
     [MKMODEL_GEMMA3] = "gemma3_text",
+    [MKMODEL_PHI3] = "phi3",
 };
 
 const char *mkmodel_family_name(enum mkmodel_family f)
@@ -183,6 +200,14 @@ static int head_dim_of(const struct mkmodel_spec *s)
 {
     return s->head_dim ? s->head_dim : s->hidden_size / s->n_heads;
 }
+
+/* The rotated dims of a head (transformers' int(head_dim · partial_rotary_factor)). */
+static int rope_dims(const struct mkmodel_spec *s)
+{
+    return s->partial_rotary ? (int)(head_dim_of(s) * s->partial_rotary) : head_dim_of(s);
+}
+
+#define LONGROPE_MAX 96 /* factors a list at most (Phi-3's 48) */
 
 enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
 {
@@ -230,8 +255,9 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
         return ll_err_set(err, LL_EINVAL, "a %s model needs a sliding window in [1, 2^30] (%d) "
                           "and a tied lm_head", mkmodel_family_name(s->family),
                           s->sliding_window);
-    if (!gemma(s) && s->family != MKMODEL_MISTRAL && s->sliding_window)
-        return ll_err_set(err, LL_EINVAL, "a sliding window is for the mistral, gemma2 and "
+    if (!gemma(s) && s->family != MKMODEL_MISTRAL && s->family != MKMODEL_PHI3 &&
+        s->sliding_window)
+        return ll_err_set(err, LL_EINVAL, "a sliding window is for the mistral, phi3, gemma2 and "
                           "gemma3_text families");
     if (s->sliding_window < 0 || s->sliding_window > 1 << 30)
         return ll_err_set(err, LL_EINVAL, "sliding window %d is out of range [1, 2^30]",
@@ -253,13 +279,26 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
         return ll_err_set(err, LL_EINVAL, "rope theta %g is out of range (0, 1e12)",
                           s->rope_theta);
     if (s->rope_factor < 0 || s->rope_factor > 1e6 ||
-        (s->rope_factor > 0) != (s->rope_original_max > 0))
+        (s->family != MKMODEL_PHI3 && (s->rope_factor > 0) != (s->rope_original_max > 0)))
         return ll_err_set(err, LL_EINVAL,
                           "rope scaling: factor %g and original max positions %d must be both "
                           "given (factor in (0, 1e6]) or both absent",
                           s->rope_factor, s->rope_original_max);
     if (s->rope_factor > 0 && s->family != MKMODEL_LLAMA)
         return ll_err_set(err, LL_EINVAL, "rope scaling (\"llama3\") is for llama models only");
+    if (s->family == MKMODEL_PHI3 && s->rope_factor > 0)
+        return ll_err_set(err, LL_EINVAL, "a phi3 model's rope scaling is longrope: give only "
+                          "the original max positions");
+    if (s->family != MKMODEL_PHI3 && s->partial_rotary)
+        return ll_err_set(err, LL_EINVAL, "a partial rotary factor is for phi3 models only");
+    if (s->partial_rotary < 0 || s->partial_rotary > 1 ||
+        (s->partial_rotary && (rope_dims(s) < 2 || rope_dims(s) % 2)))
+        return ll_err_set(err, LL_EINVAL, "partial rotary factor %g of head dim %d gives %d "
+                          "rotary dims (must be even and at least 2)",
+                          s->partial_rotary, head_dim_of(s), rope_dims(s));
+    if (s->family == MKMODEL_PHI3 && s->rope_original_max && rope_dims(s) / 2 > LONGROPE_MAX)
+        return ll_err_set(err, LL_EINVAL, "longrope over %d rotary dims: mkmodel writes at most "
+                          "%d factors", rope_dims(s), LONGROPE_MAX);
     if (!(s->rms_eps > 0 && s->rms_eps < 1))
         return ll_err_set(err, LL_EINVAL, "rms eps %g is out of range (0, 1)", s->rms_eps);
     if (s->copy_period < 0 || s->copy_period == 1 || s->copy_period > s->vocab_size)
@@ -383,6 +422,14 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
         ADD(v, h, "lm_head.weight");
     for (int i = 0; i < s->n_layers; i++) {
         ADD(h, 0, "model.layers.%d.input_layernorm.weight", i);
+        if (s->family == MKMODEL_PHI3) { /* q, k and v fused; gate and up fused */
+            ADD(q + 2 * kv, h, "model.layers.%d.self_attn.qkv_proj.weight", i);
+            ADD(h, q, "model.layers.%d.self_attn.o_proj.weight", i);
+            ADD(h, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+            ADD(2 * ff, h, "model.layers.%d.mlp.gate_up_proj.weight", i);
+            ADD(h, ff, "model.layers.%d.mlp.down_proj.weight", i);
+            continue;
+        }
         ADD(q, h, "model.layers.%d.self_attn.q_proj.weight", i);
         ADD(kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
         ADD(kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
@@ -644,7 +691,7 @@ static void py_float(char *buf, size_t size, double v)
 
 struct config_field {
     const char *key;
-    char value[320]; /* JSON text; a nested line is indented for depth 1 */
+    char value[3072]; /* JSON text; a nested line is indented for depth 1 */
 };
 
 struct config_doc {
@@ -708,14 +755,34 @@ static const char *const family_archs[] = {
     [MKMODEL_LLAMA] = "LlamaForCausalLM",     [MKMODEL_QWEN2_MOE] = "Qwen2MoeForCausalLM",
     [MKMODEL_QWEN3_MOE] = "Qwen3MoeForCausalLM", [MKMODEL_MISTRAL] = "MistralForCausalLM",
     [MKMODEL_GEMMA2] = "Gemma2ForCausalLM",     [MKMODEL_GEMMA3] = "Gemma3ForCausalLM",
+    [MKMODEL_PHI3] = "Phi3ForCausalLM",
 };
 
 /* the transformers version of the published config each family's fields follow */
 static const char *const family_versions[] = {
     [MKMODEL_QWEN2] = "4.44.0",     [MKMODEL_QWEN3] = "4.51.0",     [MKMODEL_LLAMA] = "4.45.0",
     [MKMODEL_QWEN2_MOE] = "4.40.0", [MKMODEL_QWEN3_MOE] = "4.51.0", [MKMODEL_MISTRAL] = "4.43.0",
-    [MKMODEL_GEMMA2] = "4.42.4",    [MKMODEL_GEMMA3] = "4.50.0.dev0",
+    [MKMODEL_GEMMA2] = "4.42.4",    [MKMODEL_GEMMA3] = "4.50.0.dev0", [MKMODEL_PHI3] = "4.43.3",
 };
+
+/* longrope's factor lists for n pairs, one number a line as transformers writes them: short
+ * factors rising from 1 to 1.1, long ones from 1 to 40 (the shape of Phi-3.5's, not its
+ * values). */
+static void longrope_lists(char *buf, size_t size, int n)
+{
+    size_t k = 0;
+    for (int list = 0; list < 2; list++) {
+        k += (size_t)snprintf(buf + k, size - k, "%s\n    \"%s_factor\": [", list ? "," : "",
+                              list ? "short" : "long");
+        for (int i = 0; i < n; i++) {
+            double x = n > 1 ? (double)i / (n - 1) : 0.0;
+            double v = list ? 1.0 + 0.1 * x * x : 1.0 + 39.0 * x * x * x;
+            k += (size_t)snprintf(buf + k, size - k, "%s\n      %.4f", i ? "," : "", v);
+        }
+        k += (size_t)snprintf(buf + k, size - k, "\n    ]");
+    }
+    LL_ASSERT(k < size);
+}
 
 static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const int *eos,
                                    int n_eos, const char *path, struct ll_err *err)
@@ -782,6 +849,26 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
             put(&d, "rope_scaling", "null");
         }
     }
+    if (f == MKMODEL_PHI3) {
+        put(&d, "attention_bias", "false");
+        put(&d, "embd_pdrop", "0.0");
+        put(&d, "original_max_position_embeddings", "%d",
+            s->rope_original_max ? s->rope_original_max : s->max_position);
+        if (s->partial_rotary)
+            put_float(&d, "partial_rotary_factor", s->partial_rotary);
+        put(&d, "resid_pdrop", "0.0");
+        if (s->rope_original_max) {
+            char lists[2800];
+            longrope_lists(lists, sizeof lists, rope_dims(s) / 2);
+            put(&d, "rope_scaling", "{%s,\n    \"type\": \"longrope\"\n  }", lists);
+        } else {
+            put(&d, "rope_scaling", "null");
+        }
+        if (s->sliding_window)
+            put(&d, "sliding_window", "%d", s->sliding_window);
+        else
+            put(&d, "sliding_window", "null");
+    }
     if (f == MKMODEL_MISTRAL && s->sliding_window) /* Mistral-7B v0.1's */
         put(&d, "sliding_window", "%d", s->sliding_window);
     else if (f == MKMODEL_MISTRAL)
@@ -825,7 +912,7 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
 }
 
 /* generation_config.json: the published sampling defaults of R1-Distill-Qwen, of Qwen3 (which
- * adds top_k) and of Llama 3.x Instruct (top_p 0.9); Mistral-Nemo's has none. */
+ * adds top_k) and of Llama 3.x Instruct (top_p 0.9); Mistral-Nemo's and Phi-3's have none. */
 static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, const int *eos,
                                        int n_eos, const char *path, struct ll_err *err)
 {
@@ -834,7 +921,7 @@ static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, co
     if (bos >= 0)
         put(&d, "bos_token_id", "%d", bos);
     put_eos(&d, eos, n_eos);
-    if (s->family != MKMODEL_MISTRAL) {
+    if (s->family != MKMODEL_MISTRAL && s->family != MKMODEL_PHI3) {
         put(&d, "do_sample", "true");
         if (!gemma(s))
             put(&d, "temperature", "0.6");

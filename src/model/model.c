@@ -139,9 +139,8 @@ void model_shape_str(const struct model *m, char *buf, size_t size)
     int windowed = 0;
     for (int l = 0; l < c->n_layers; l++)
         windowed += model_layer_windowed(c, l);
-    if (c->sliding_window)
-        snprintf(window, sizeof window, ", sliding window %d (the longest context)",
-                 c->sliding_window);
+    if (windowed == c->n_layers)
+        snprintf(window, sizeof window, ", sliding window %d in every layer", c->swa.window);
     else if (windowed)
         snprintf(window, sizeof window, ", sliding window %d in %d of the layers",
                  c->swa.window, windowed);

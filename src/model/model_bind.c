@@ -171,3 +171,26 @@ enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const 
     }
     return list_add(m, l, err);
 }
+
+enum ll_status model_bind_linear_part(struct model *m, struct model_linear *l, const char *name,
+                                      enum model_role role, int layer,
+                                      const struct ll_tensor *whole, const char *source,
+                                      int64_t row0, int64_t n, struct ll_err *err)
+{
+    const int64_t k = whole->shape[1];
+    LL_ASSERT(!m->config.quantized && whole->ndim == 2 && row0 >= 0 && n >= 1 &&
+              row0 + n <= whole->shape[0] && strlen(name) < sizeof l->name &&
+              strlen(source) < sizeof l->source && k <= INT32_MAX);
+    memset(l, 0, sizeof *l);
+    strcpy(l->name, name);
+    strcpy(l->source, source);
+    l->n = (int)n;
+    l->k = (int)k;
+    l->role = role;
+    l->layer = layer;
+    l->dense = *whole;
+    l->dense.shape[0] = n;
+    l->dense.data =
+        (const char *)whole->data + (size_t)row0 * (size_t)k * ll_dtype_size(whole->dtype);
+    return list_add(m, l, err);
+}

@@ -210,12 +210,15 @@ out:
     return s;
 }
 
-/* Whether tensor `name` of the source is one of m's linear weights (dense or its planes). */
+/* Whether tensor `name` of the source is one of m's linear weights (dense or its planes), or a
+ * fused tensor that some of them are parts of. */
 static bool is_linear_tensor(const struct model *m, const char *name)
 {
     for (int i = 0; i < m->n_linears; i++) {
         const char *ln = m->linears[i]->name;
         size_t k = strlen(ln);
+        if (!strcmp(name, m->linears[i]->source))
+            return true;
         if (!strncmp(name, ln, k) &&
             (!name[k] || !strcmp(name + k, ".qs") || !strcmp(name + k, ".d")))
             return true;

@@ -18,6 +18,7 @@ static const char *const mistral_archs[] = {"MistralForCausalLM", NULL};
 static const char *const gemma2_archs[] = {"Gemma2ForCausalLM", NULL};
 static const char *const gemma3_archs[] = {"Gemma3ForCausalLM", NULL};
 static const char *const gemma3_mm_archs[] = {"Gemma3ForConditionalGeneration", NULL};
+static const char *const phi3_archs[] = {"Phi3ForCausalLM", NULL};
 
 /* transformers' Gemma3TextConfig defaults for the fields a Gemma 3 config.json leaves out (the
  * text_config of the 4B, 12B and 27B checkpoints gives only what differs from them) */
@@ -32,6 +33,12 @@ static const char gemma3_defaults[] =
     "\"query_pre_attn_scalar\": 256, \"sliding_window\": 4096, "
     "\"rope_local_base_freq\": 10000.0, \"sliding_window_pattern\": 6, "
     "\"tie_word_embeddings\": true, \"bos_token_id\": 2, \"eos_token_id\": 1}";
+
+/* transformers' Phi3Config defaults that change the math where a config.json leaves them out
+ * (the original context is longrope's) */
+static const char phi3_defaults[] =
+    "{\"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 4096, "
+    "\"rms_norm_eps\": 1e-5}";
 
 /* What every family over the Qwen2 decoder (qwen2.h) shares: its unbind and forward pass. */
 #define QWEN2_DECODER                                                                        \
@@ -74,7 +81,7 @@ static const struct model_family families[] = {
         QWEN2_DECODER,
     },
     {
-        /* Llama's forward pass; sliding_window caps the context when shorter (config.c) */
+        /* Llama's forward pass; sliding_window in every layer when shorter than the context */
         .model_type = "mistral",
         .architectures = mistral_archs,
         .window_unswitched = true,
@@ -111,6 +118,16 @@ static const struct model_family families[] = {
         .text_config = true,
         .weights_prefix = "language_model.",
         .bind = gemma3_bind,
+        QWEN2_DECODER,
+    },
+    {
+        /* Llama's forward pass from fused q/k/v and gate/up weights; sliding_window in every
+         * layer when shorter than the context; longrope; partial rotary (Phi-4-mini) */
+        .model_type = "phi3",
+        .architectures = phi3_archs,
+        .window_unswitched = true,
+        .config_defaults = phi3_defaults,
+        .bind = phi3_bind,
         QWEN2_DECODER,
     },
     {

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "model_config.h"
 #include "moe_route.h"
 #include "ops.h"
@@ -347,11 +348,19 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
         qwen2_runtime_free(&r->base);
         return ll_err_set(err, LL_ENOMEM, "out of memory");
     }
-    double scale = model_rope_inv_freq(c, inv_freq);
-    enum ll_status s = ll_rope_init(&r->rope, c->head_dim, o.n_ctx, inv_freq, scale, err);
+    double scale = model_rope_inv_freq(c, o.n_ctx, inv_freq);
+    if (c->rope_scaling.kind == MODEL_ROPE_LONGROPE) /* the choice changes every answer */
+        log_msg(LOG_INFO,
+                "%s: longrope's %s factors: a context of %d positions %s the original %d",
+                m->dir, o.n_ctx > c->rope_scaling.original_max_position ? "long" : "short",
+                o.n_ctx,
+                o.n_ctx > c->rope_scaling.original_max_position ? "is longer than" : "fits",
+                c->rope_scaling.original_max_position);
+    enum ll_status s =
+        ll_rope_init(&r->rope, c->head_dim, c->rope_dim, o.n_ctx, inv_freq, scale, err);
     if (!s && c->swa.window && c->swa.rope_theta > 0) {
         model_rope_local_inv_freq(c, inv_freq);
-        s = ll_rope_init(&r->rope_local, c->head_dim, o.n_ctx, inv_freq, 1.0, err);
+        s = ll_rope_init(&r->rope_local, c->head_dim, c->rope_dim, o.n_ctx, inv_freq, 1.0, err);
     }
     free(inv_freq);
     r->embed_scale = ((const struct qwen2_weights *)m->weights)->embed_scale;

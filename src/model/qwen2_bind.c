@@ -1,13 +1,14 @@
 /*
- * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3, Llama or Gemma model,
- * or of Qwen2-MoE or Qwen3-MoE, to a struct qwen2_weights that it allocates into m->weights
+ * qwen2_bind.c: binds the weights (Hugging Face names) of a Qwen2, Qwen3, Llama, Gemma or Phi-3
+ * model, or of Qwen2-MoE or Qwen3-MoE, to a struct qwen2_weights that it allocates into m->weights
  * (qwen2.h). They differ only in which per-layer tensors exist: Qwen2 has q/k/v biases; Qwen3 has
  * per-head q/k norms, and the biases only when config.json says attention_bias true; Llama has
  * neither; Gemma 2 and 3 have no biases, four norms a layer (the attention's and the MLP's
  * outputs are normed too, and the MLP's input norm is pre_feedforward_layernorm), Gemma 3 the
- * per-head q/k norms; the MoE variants (Qwen2's or Qwen3's attention) replace the MLP of their
- * sparse layers (model_layer_sparse) by a router and experts, Qwen2-MoE's with a shared expert
- * and its gate.
+ * per-head q/k norms; Phi-3 stores q, k and v as one tensor (self_attn.qkv_proj) and gate and
+ * up as another (mlp.gate_up_proj), bound as row ranges of them; the MoE variants (Qwen2's or
+ * Qwen3's attention) replace the MLP of their sparse layers (model_layer_sparse) by a router and
+ * experts, Qwen2-MoE's with a shared expert and its gate.
  *
  * Every tensor is looked up by name and checked against the config before use (model_bind.h):
  * dtype BF16, F16 or F32 (each tensor may differ; the kernels dispatch per tensor), exact shape;
@@ -66,15 +67,56 @@ struct layer_kind {
     bool gemma;   /* the sandwich norms: post_attention_layernorm on the attention's output,
                      pre_ and post_feedforward_layernorm around the MLP; norms of 1 + w, the
                      embedding scaled, lm_head tied */
+    bool fused;   /* Phi-3: self_attn.qkv_proj (q, k, v rows) and mlp.gate_up_proj (gate, up
+                     rows) in place of the separate projections, bound as their parts; a
+                     quantized copy stores the parts under the separate names */
 };
 
-/* The SwiGLU MLP whose tensors are PREFIX.{gate,up,down}_proj.weight, of width ff. */
+/* Bind the parts of fused tensor `name` (rows: the sum of the parts' n), in row order, as the
+ * linear weights of `parts` named by `suffixes` after `prefix`. */
+struct part {
+    struct model_linear *l;
+    const char *suffix;
+    enum model_role role;
+    int64_t n;
+};
+
+static enum ll_status bind_fused(struct model *m, const char *name, const char *prefix, int layer,
+                                 int64_t k, const struct part *parts, int n_parts,
+                                 struct ll_err *err)
+{
+    int64_t rows = 0;
+    for (int i = 0; i < n_parts; i++)
+        rows += parts[i].n;
+    struct ll_tensor whole;
+    enum ll_status s = model_bind_tensor(m, &whole, name, rows, k, err);
+    for (int i = 0, row0 = 0; !s && i < n_parts; row0 += (int)parts[i].n, i++) {
+        char part[LL_TENSOR_NAME_MAX];
+        snprintf(part, sizeof part, "%s.%s", prefix, parts[i].suffix);
+        s = model_bind_linear_part(m, parts[i].l, part, parts[i].role, layer, &whole, name, row0,
+                                   parts[i].n, err);
+    }
+    return s;
+}
+
+/* The SwiGLU MLP whose tensors are PREFIX.{gate,up,down}_proj.weight, of width ff (fused:
+ * PREFIX.gate_up_proj.weight, its gate rows first). */
 static enum ll_status bind_mlp(struct model *m, struct qwen2_mlp *mlp, const char *prefix,
-                               int layer, int64_t ff, struct ll_err *err)
+                               int layer, int64_t ff, bool fused, struct ll_err *err)
 {
     const int64_t h = m->config.hidden_size;
     char name[LL_TENSOR_NAME_MAX];
     enum ll_status s;
+    if (fused) {
+        const struct part parts[] = {{&mlp->gate, "gate_proj.weight", MODEL_ROLE_OTHER, ff},
+                                     {&mlp->up, "up_proj.weight", MODEL_ROLE_OTHER, ff}};
+        snprintf(name, sizeof name, "%s.gate_up_proj.weight", prefix);
+        if ((s = bind_fused(m, name, prefix, layer, h, parts, 2, err)))
+            return s;
+        snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
+        return model_bind_linear(m, &mlp->down, name, MODEL_ROLE_MLP_DOWN, layer, h, ff, NULL,
+                                 err);
+    }
     snprintf(name, sizeof name, "%s.gate_proj.weight", prefix);
     if ((s = model_bind_linear(m, &mlp->gate, name, MODEL_ROLE_OTHER, layer, ff, h, NULL, err)))
         return s;
@@ -100,7 +142,8 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
                               "dense one (mlp_only_layers, decoder_sparse_step)",
                               st_path(m->st), name, i);
         snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp", P(m), i);
-        return bind_mlp(m, &L->mlp, prefix, i, c->intermediate_size, err);
+        return bind_mlp(m, &L->mlp, prefix, i, c->intermediate_size,
+                        kind.fused && !c->quantized, err);
     }
     const struct model_moe *mc = &c->moe;
     struct qwen2_moe *e = calloc(1, sizeof *e);
@@ -114,7 +157,7 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
         return s;
     for (int x = 0; x < mc->n_experts; x++) {
         snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp.experts.%d", P(m), i, x);
-        if ((s = bind_mlp(m, &e->experts[x], prefix, i, mc->intermediate, err)))
+        if ((s = bind_mlp(m, &e->experts[x], prefix, i, mc->intermediate, false, err)))
             return s;
     }
     snprintf(name, sizeof name, "%smodel.layers.%d.mlp.shared_expert_gate.weight", P(m), i);
@@ -127,7 +170,7 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
     if ((s = model_bind_tensor(m, &e->shared_gate, name, 1, c->hidden_size, err)))
         return s;
     snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp.shared_expert", P(m), i);
-    return bind_mlp(m, &e->shared, prefix, i, mc->shared_intermediate, err);
+    return bind_mlp(m, &e->shared, prefix, i, mc->shared_intermediate, false, err);
 }
 
 /* buf = the prefix + name */
@@ -181,8 +224,19 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
                                c->tie_word_embeddings ? &w->embed : NULL, err)))
         return s;
 
+    const bool fused = kind.fused && !c->quantized;
     for (int i = 0; i < c->n_layers; i++) {
         struct qwen2_layer *L = &w->layers[i];
+        if (fused) {
+            char prefix[96], name[LL_TENSOR_NAME_MAX];
+            snprintf(prefix, sizeof prefix, "%smodel.layers.%d.self_attn", P(m), i);
+            snprintf(name, sizeof name, "%s.qkv_proj.weight", prefix);
+            const struct part parts[] = {{&L->wq, "q_proj.weight", MODEL_ROLE_OTHER, q},
+                                         {&L->wk, "k_proj.weight", MODEL_ROLE_OTHER, kv},
+                                         {&L->wv, "v_proj.weight", MODEL_ROLE_ATTN_V, kv}};
+            if ((s = bind_fused(m, name, prefix, i, h, parts, 3, err)))
+                return s;
+        }
         const struct {
             struct ll_tensor *t;       /* a plain tensor, or */
             struct model_linear *lin;  /* a linear weight */
@@ -192,9 +246,9 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
             bool present;              /* the model has it (kind) */
         } spec[] = {
             {&L->attn_norm, NULL, 0, "input_layernorm.weight", h, 0, true},
-            {NULL, &L->wq, MODEL_ROLE_OTHER, "self_attn.q_proj.weight", q, h, true},
-            {NULL, &L->wk, MODEL_ROLE_OTHER, "self_attn.k_proj.weight", kv, h, true},
-            {NULL, &L->wv, MODEL_ROLE_ATTN_V, "self_attn.v_proj.weight", kv, h, true},
+            {NULL, &L->wq, MODEL_ROLE_OTHER, "self_attn.q_proj.weight", q, h, !fused},
+            {NULL, &L->wk, MODEL_ROLE_OTHER, "self_attn.k_proj.weight", kv, h, !fused},
+            {NULL, &L->wv, MODEL_ROLE_ATTN_V, "self_attn.v_proj.weight", kv, h, !fused},
             {NULL, &L->wo, MODEL_ROLE_OTHER, "self_attn.o_proj.weight", h, q, true},
             {&L->bq, NULL, 0, "self_attn.q_proj.bias", q, 0, kind.bias},
             {&L->bk, NULL, 0, "self_attn.k_proj.bias", kv, 0, kind.bias},
@@ -261,6 +315,16 @@ enum ll_status llama_bind(struct model *m, struct ll_err *err)
                           "model (biases on q/k/v/o projections)",
                           m->dir);
     return bind_decoder(m, (struct layer_kind){.bias = false, .qk_norm = false}, err);
+}
+
+/* Phi-3 (Phi-3-mini, Phi-3.5-mini, Phi-4-mini): Llama's layer from fused projections */
+enum ll_status phi3_bind(struct model *m, struct ll_err *err)
+{
+    if (m->config.attention_bias == 1)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s/config.json: attention_bias true is not supported for a phi3 model",
+                          m->dir);
+    return bind_decoder(m, (struct layer_kind){.fused = true}, err);
 }
 
 enum ll_status qwen2_moe_bind(struct model *m, struct ll_err *err)

@@ -26,14 +26,6 @@ enum ll_status runtime_create(struct model_runtime **out, const struct model *m,
     if (!m->family || !m->family->runtime_create)
         return ll_err_set(err, LL_EUNSUPPORTED, "model family '%s' has no forward pass",
                           m->config.model_type);
-    int window = m->config.sliding_window;
-    if (window > 0 && opts->n_ctx > window)
-        return ll_err_set(err, LL_EUNSUPPORTED,
-                          "a context of %d positions is longer than the model's sliding window "
-                          "of %d (config.json sliding_window): attention over only the last %d "
-                          "positions is not implemented, so a sequence holds at most %d "
-                          "(--ctx %d or less)",
-                          opts->n_ctx, window, window, window, window);
     enum ll_status s = m->family->runtime_create(out, m, opts, err);
     if (s == LL_OK)
         ll_pool_set_adaptive((*out)->pool, !opts->fixed_threads);

@@ -44,9 +44,20 @@ static void fuzz_model_config(const char *text, size_t len)
          cfg.head_dim <= 0 || cfg.vocab_size <= 0 || cfg.n_heads % cfg.n_kv_heads != 0 ||
          cfg.attention_bias < -1 || cfg.attention_bias > 1 || cfg.swa.window < 0 ||
          !(cfg.attn_scale >= 0) || !(cfg.attn_softcap >= 0) || !(cfg.final_softcap >= 0) ||
-         !(cfg.swa.rope_theta >= 0) ||
+         !(cfg.swa.rope_theta >= 0) || cfg.rope_dim < 2 || cfg.rope_dim % 2 ||
+         cfg.rope_dim > cfg.head_dim ||
          memchr(cfg.weights_prefix, 0, sizeof cfg.weights_prefix) == NULL))
         fuzz_fail("model_config_parse accepted a shape it documents as invalid");
+    const struct model_rope_scaling *rs = &cfg.rope_scaling;
+    if (st == LL_OK && rs->kind == MODEL_ROPE_LONGROPE) {
+        if (rs->n_factors != cfg.rope_dim / 2 || rs->n_factors > LL_ROPE_MAX_PAIRS ||
+            rs->original_max_position < 1 || !(rs->attention_factor > 0))
+            fuzz_fail("longrope accepted with %d factors, original %d, attention factor %g",
+                      rs->n_factors, rs->original_max_position, rs->attention_factor);
+        for (int i = 0; i < rs->n_factors; i++)
+            if (!(rs->short_factor[i] > 0) || !(rs->long_factor[i] > 0))
+                fuzz_fail("longrope factor %d not positive", i);
+    }
 }
 
 static void fuzz_generation_config(const char *text, size_t len)
