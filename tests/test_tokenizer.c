@@ -3,8 +3,9 @@
  * (tokenizer-cases.json, chat-encode-cases.json, the DeepSeek-R1-Distill-Qwen tokenizer in
  * tiny-qwen2/; qwen3-tokenizer-cases.json with models/qwen3-tokenizer, llama3-tokenizer-cases.json
  * with models/llama3-tokenizer, mistral-nemo-tokenizer-cases.json with
- * models/mistral-nemo-tokenizer; the SentencePiece-style llama2- and gemma3-tokenizer-cases.json
- * with models/llama2-tokenizer and models/gemma3-tokenizer), plus: invalid UTF-8
+ * models/mistral-nemo-tokenizer, o200k-tokenizer-cases.json with models/o200k-tokenizer; the
+ * SentencePiece-style llama2- and gemma3-tokenizer-cases.json with models/llama2-tokenizer and
+ * models/gemma3-tokenizer), plus: invalid UTF-8
  * handled like Python's errors="replace", the byte-level table, incremental decoding, ids
  * without text, special-token lookups, very long inputs, concurrent encoding, a small
  * synthetic tokenizer.json for the added-token options, the post-processor and every kind of
@@ -340,6 +341,39 @@ static void test_llama3_cases(void **state)
     assert_memory_equal(piece, "1234567", 7);
     free(ids);
     tokenizer_free(l3);
+}
+
+/* o200k's tokenizer (models/o200k-tokenizer, GPT-4o's; Phi-4-mini's extends it): tekken's
+ * cased words, each with an optional contraction after it ("it's" one piece, "IT'S" too, an
+ * apostrophe elsewhere a symbol), digits in runs of up to three, its Split written as Removed
+ * with invert (the same pieces as Isolated, since the pattern matches every character); no
+ * post-processor, so no BOS. */
+static void test_o200k_cases(void **state)
+{
+    (void)state;
+    struct tokenizer *t;
+    struct ll_err err = {0};
+    enum ll_status s = tokenizer_load(&t, "models/o200k-tokenizer", &err);
+    if (s != LL_OK)
+        print_error("load: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    assert_int_equal(tokenizer_vocab_size(t), 200019);
+    assert_int_equal(tokenizer_token_to_id(t, "<|endoftext|>"), 199999);
+    assert_int_equal(tokenizer_token_to_id(t, "<|endofprompt|>"), 200018);
+    assert_true(tokenizer_is_special(t, 200018));
+    assert_int_equal(run_token_cases(t, "tests/fixtures/o200k-tokenizer-cases.json", "", false),
+                     73);
+    /* the same text under tekken's rules (no contractions, digits one by one) splits
+     * differently: "it's" joins, "12345" is "123" "45" */
+    int32_t *ids;
+    size_t n;
+    encode(t, "it's", 4, false, &ids, &n);
+    assert_int_equal(n, 1);
+    free(ids);
+    encode(t, "12345", 5, false, &ids, &n);
+    assert_int_equal(n, 2);
+    free(ids);
+    tokenizer_free(t);
 }
 
 /* Mistral-Nemo's tokenizer (models/mistral-nemo-tokenizer): the tekken split (words split where
@@ -1281,6 +1315,17 @@ static void other_regex(cJSON *r)
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(split, "pattern"), "Regex",
                               cJSON_CreateString("\\s+|\\S+"));
 }
+/* the split's behavior and invert, as given */
+static void split_form(cJSON *r, const char *behavior, bool invert)
+{
+    cJSON *split = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(r, "pre_tokenizer"), "pretokenizers"), 0);
+    cJSON_ReplaceItemInObject(split, "behavior", cJSON_CreateString(behavior));
+    cJSON_ReplaceItemInObject(split, "invert", cJSON_CreateBool(invert));
+}
+static void split_removed(cJSON *r) { split_form(r, "Removed", false); }
+static void split_isolated_inverted(cJSON *r) { split_form(r, "Isolated", true); }
+static void split_merged(cJSON *r) { split_form(r, "MergedWithNext", false); }
 static void gpt2_pre_tokenizer(cJSON *r)
 {
     cJSON *bl = cJSON_CreateObject();
@@ -1327,6 +1372,9 @@ static void test_malformed_tokenizer_json(void **state)
         {added_flag_string, LL_EFORMAT, "added_tokens[0].lstrip"},
         {added_id_float, LL_EFORMAT, "added_tokens[2].id"},
         {other_regex, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex"},
+        {split_removed, LL_EUNSUPPORTED, "\"Removed\" with invert false"},
+        {split_isolated_inverted, LL_EUNSUPPORTED, "\"Isolated\" with invert true"},
+        {split_merged, LL_EUNSUPPORTED, "\"MergedWithNext\""},
         {gpt2_pre_tokenizer, LL_EUNSUPPORTED, "pre_tokenizer"},
         {nfkc, LL_EUNSUPPORTED, "normalizer"},
         {no_decoder, LL_EUNSUPPORTED, "decoder"},
@@ -1847,6 +1895,7 @@ int main(void)
         cmocka_unit_test(test_llama3_cases),
         cmocka_unit_test(test_mistral_nemo_cases),
         cmocka_unit_test(test_mistral_nemo_split),
+        cmocka_unit_test(test_o200k_cases),
         cmocka_unit_test(test_llama2_cases),
         cmocka_unit_test(test_gemma3_cases),
         cmocka_unit_test(test_chat_encode_cases),

@@ -1,5 +1,5 @@
 /*
- * pretokenize.c: the pre-tokenizers, one hand-written matcher for exactly three split regexes:
+ * pretokenize.c: the pre-tokenizers, one hand-written matcher for exactly four split regexes:
  *
  *   Qwen2's:   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
  *              ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
@@ -8,10 +8,13 @@
  *              [^\r\n\p{L}\p{N}]?[U]*[W]+|[^\r\n\p{L}\p{N}]?[U]+[W]*, with
  *              U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and W = [\p{Ll}\p{Lm}\p{Lo}\p{M}]; then
  *              \p{N}, ?[^\s\p{L}\p{N}]+[\r\n/]* and the same three white-space alternatives
+ *   o200k's (GPT-4o, Phi-4-mini): tekken's with (?i:'s|'t|'re|'ve|'m|'ll|'d)? after each of
+ *              the two word alternatives (greedy, so a contraction right after a word joins
+ *              it; an apostrophe elsewhere is a symbol) and \p{N}{1,3}
  *
  * with the leftmost-first alternation and greedy backtracking of the regex engines Hugging Face
  * uses, over Unicode general categories from utf8proc (\p{L}, \p{N}, \p{M}, letter cases) and
- * the White_Space property (\s). The differences between the three are the data of struct
+ * the White_Space property (\s). The differences between the four are the data of struct
  * split_rules. Every character of the input belongs to exactly one match, so the pieces cover
  * the text. Linear time: each alternative decides by looking at most two characters ahead, plus
  * scans of a run that either the match consumes or the next match, which starts inside it,
@@ -34,21 +37,29 @@ static const struct split_rules {
     bool cased_words;    /* tekken's two word alternatives instead of [^\r\n\p{L}\p{N}]?\p{L}+ */
     int max_digits;      /* \p{N}{1,max_digits} */
     bool symbol_slash;   /* a symbol run ends in [\r\n/]*, not [\r\n]* */
+    bool suffix_contractions; /* a cased word may end in (?i:'s|'t|'re|'ve|'m|'ll|'d)? */
 } split_rules[] = {
     [TOK_SPLIT_QWEN2] = {"Qwen2",
                          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
                          " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-                         true, false, 1, false},
+                         true, false, 1, false, false},
     [TOK_SPLIT_LLAMA3] = {"Llama 3",
                           "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
                           " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-                          true, false, 3, false},
+                          true, false, 3, false, false},
     [TOK_SPLIT_TEKKEN] = {"Mistral-Nemo (tekken)",
                           "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*"
                           "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?"
                           "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
                           "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-                          false, true, 1, true},
+                          false, true, 1, true, false},
+    [TOK_SPLIT_O200K] = {"o200k (GPT-4o, Phi-4-mini)",
+                         "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*"
+                         "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+                         "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+                         "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+                         "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+                         false, true, 3, true, true},
 };
 
 bool tok_split_find(const char *regex, enum tok_split *out)
@@ -261,8 +272,13 @@ static size_t match_at(const struct text *t, size_t i)
     if (r->cased_words) {
         /* [^\r\n\p{L}\p{N}]?[U]*[W]+|[^\r\n\p{L}\p{N}]?[U]+[W]* */
         if ((prefix && (end = cased_word_lower(t, i1))) || (end = cased_word_lower(t, i)) ||
-            (prefix && (end = cased_word_upper(t, i1))) || (end = cased_word_upper(t, i)))
+            (prefix && (end = cased_word_upper(t, i1))) || (end = cased_word_upper(t, i))) {
+            size_t c; /* o200k: the optional contraction after the word, taken when there */
+            if (r->suffix_contractions && end < t->n && t->s[end] == '\'' &&
+                (c = contraction(t, end + 1)) != 0)
+                end = c;
             return end;
+        }
     } else {
         /* [^\r\n\p{L}\p{N}]?\p{L}+ */
         if (k0 & TOK_CP_L)

@@ -163,6 +163,8 @@ enum tok_split {
     TOK_SPLIT_QWEN2,  /* Qwen2's: digits one by one, contractions */
     TOK_SPLIT_LLAMA3, /* Llama 3's: Qwen2's with digits in runs of up to three */
     TOK_SPLIT_TEKKEN, /* Mistral-Nemo's: words split where the case changes, no contractions */
+    TOK_SPLIT_O200K,  /* o200k's (GPT-4o, Phi-4-mini): tekken's words, each with an optional
+                         contraction after it; digits in runs of up to three */
 };
 /* The kind whose regex is exactly `regex` as tokenizer.json writes it: true and *out set, or
  * false when it is none of them. */

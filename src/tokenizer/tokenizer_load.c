@@ -399,21 +399,28 @@ static enum ll_status load_regex_pre_tokenizer(struct loader *L, const cJSON *p)
                     "{\"Regex\": ...}");
     if (!tok_split_find(regex->valuestring, &L->tok->split))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex: only the "
-                    "split patterns of %s, %s and %s are implemented, found %.160s",
+                    "split patterns of %s, %s, %s and %s are implemented, found %.160s",
                     tok_split_name(TOK_SPLIT_QWEN2), tok_split_name(TOK_SPLIT_LLAMA3),
-                    tok_split_name(TOK_SPLIT_TEKKEN), regex->valuestring);
+                    tok_split_name(TOK_SPLIT_TEKKEN), tok_split_name(TOK_SPLIT_O200K),
+                    regex->valuestring);
+    /* Each implemented pattern matches every character of any text, so keeping the matches
+     * (Isolated) and removing what lies between them (Removed with invert, the form of the
+     * files converted from tiktoken) give the same pieces. */
     const cJSON *behavior = ll_json_member(split, "behavior");
-    if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated"))
-        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior: only "
-                    "\"Isolated\" is supported");
     bool invert;
     enum ll_status st = opt_bool(L, split, "pre_tokenizer.pretokenizers[0]", "invert", false,
                                  &invert);
     if (st != LL_OK)
         return st;
-    if (invert)
-        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].invert: true is not "
-                    "supported");
+    const bool isolated = cJSON_IsString(behavior) && !strcmp(behavior->valuestring, "Isolated");
+    const bool removed = cJSON_IsString(behavior) && !strcmp(behavior->valuestring, "Removed");
+    if (!(isolated && !invert) && !(removed && invert))
+        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0]: only behavior "
+                    "\"Isolated\" (invert false) or \"Removed\" with invert true is supported, "
+                    "found %s%.40s%s with invert %s",
+                    cJSON_IsString(behavior) ? "\"" : "",
+                    cJSON_IsString(behavior) ? behavior->valuestring : "no string",
+                    cJSON_IsString(behavior) ? "\"" : "", invert ? "true" : "false");
     L->tok->pre = TOK_PRE_REGEX;
     L->tok->byte_level = true;
     return byte_level_ok(L, bl, "pre_tokenizer.pretokenizers[1]");
