@@ -133,8 +133,14 @@ void run_together(struct engine *e, const struct engine_params *p, int n, struct
 
 void run_each_alone(struct engine_opts o, const struct engine_params *p, int n, struct result *res)
 {
+    run_each_alone_on(FIXTURE, o, p, n, res);
+}
+
+void run_each_alone_on(const char *model, struct engine_opts o, const struct engine_params *p,
+                       int n, struct result *res)
+{
     o.no_prefix_cache = true;
-    struct engine *e = make_engine(o);
+    struct engine *e = make_engine_on(model, o);
     for (int i = 0; i < n; i++) {
         run_together(e, &p[i], 1, &res[i]);
         assert_int_equal(res[i].usage.cached_tokens, 0);
@@ -182,8 +188,15 @@ void other_params(struct engine_params *p, int n)
 void assert_deterministic(struct engine_opts o, const struct engine_params *x,
                           const struct engine_params *others, struct result *alone)
 {
+    assert_deterministic_on(FIXTURE, o, x, others, alone);
+}
+
+void assert_deterministic_on(const char *model, struct engine_opts o,
+                             const struct engine_params *x, const struct engine_params *others,
+                             struct result *alone)
+{
     assert_true(x->n_prompt >= 35 && x->n_prompt <= 64);
-    run_each_alone(o, x, 1, alone);
+    run_each_alone_on(model, o, x, 1, alone);
 
     /* In a batch of 16 others (x in the middle). */
     struct engine_params p[17];
@@ -191,7 +204,7 @@ void assert_deterministic(struct engine_opts o, const struct engine_params *x,
     p[16] = p[8];
     p[8] = *x;
     struct result res[17];
-    struct engine *e = make_engine(o);
+    struct engine *e = make_engine_on(model, o);
     run_together(e, p, 17, res);
     engine_destroy(e);
     assert_same(alone, &res[8]);
@@ -201,13 +214,13 @@ void assert_deterministic(struct engine_opts o, const struct engine_params *x,
     struct engine_params q[2] = {others[0], *x};
     q[0].max_tokens = 16; /* 10 + 16 tokens: grows into its second block at position 16 */
     struct result solo;   /* q[0] on its own; q[1], started last, is the victim */
-    run_each_alone(o, &q[0], 1, &solo);
+    run_each_alone_on(model, o, &q[0], 1, &solo);
     for (int nocache = 0; nocache <= 1; nocache++) {
         struct engine_opts t = o;
         t.max_seqs = 4;
         t.kv_blocks = 4;
         t.no_prefix_cache = nocache;
-        e = make_engine(t);
+        e = make_engine_on(model, t);
         run_together(e, q, 2, res);
         struct engine_stats st;
         engine_get_stats(e, &st);
@@ -219,7 +232,7 @@ void assert_deterministic(struct engine_opts o, const struct engine_params *x,
     }
 
     /* Prefix served from the cache: a request sharing x's first 32 prompt tokens runs first. */
-    e = make_engine(o);
+    e = make_engine_on(model, o);
     struct engine_params pre = *x;
     int32_t pre_prompt[64];
     memcpy(pre_prompt, x->prompt, sizeof(int32_t) * (size_t)x->n_prompt);

@@ -67,6 +67,9 @@ void run_together(struct engine *e, const struct engine_params *p, int n, struct
 /* Runs each of the n requests on its own, one after the other, in one engine with options o and
  * no prefix cache, into res[0..n); asserts that none was served from a cache. */
 void run_each_alone(struct engine_opts o, const struct engine_params *p, int n, struct result *res);
+/* The same on the model directory `model`. */
+void run_each_alone_on(const char *model, struct engine_opts o, const struct engine_params *p,
+                       int n, struct result *res);
 
 /* Fills p[0..n) (n <= 16) with the requests that keep another company in the determinism
  * checks: prompts of 10..34 ids, 2..4 tokens each, sampled (temperature, top_p) with seeds of
@@ -80,6 +83,10 @@ void other_params(struct engine_params *p, int n);
  * sequences and leaves kv_blocks 0; x has 35..64 prompt ids. */
 void assert_deterministic(struct engine_opts o, const struct engine_params *x,
                           const struct engine_params *others, struct result *alone);
+/* The same on the model directory `model` (its vocabulary above the prompts' ids, 150000). */
+void assert_deterministic_on(const char *model, struct engine_opts o,
+                             const struct engine_params *x, const struct engine_params *others,
+                             struct result *alone);
 
 /* Asserts that a and b are the same: ids, logprobs (bit for bit), finish, stop string, text,
  * reasoning text and reasoning tokens. */

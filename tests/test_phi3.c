@@ -13,7 +13,8 @@
  * The reference covers what llama.cpp cannot: the short factors (the context within the original
  * one) and partial rotary (Phi-4-mini's 0.75, which llama.cpp's converter drops); and the
  * quantized directory stores the fused tensors' parts under the separate names and loads to the
- * same bits as quantizing at load.
+ * same bits as quantizing at load. Through the engine, the windowed, longrope model keeps the
+ * determinism guarantees (alone = batched = preempted = prefix-cached).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include <string.h>
 
 #include "config_edit.h"
+#include "engine_harness.h"
 #include "llamacpp_ref.h"
 #include "mkmodel.h"
 #include "model.h"
@@ -38,9 +40,9 @@
 #include "runtime.h"
 #include "safetensors.h"
 
-#define FIXTURE "tests/fixtures/tiny-phi3.llamacpp.json"
+#define LLAMACPP_FIXTURE "tests/fixtures/tiny-phi3.llamacpp.json"
 
-static char dirs[64], dirp[64], dirl[64];
+static char dirs[64], dirp[64], dirl[64], dire[64], eng_model[96];
 static cJSON *fixture;
 
 /* A tiny Phi-3: every layer windowed to 5 positions, longrope over an original context of
@@ -83,9 +85,25 @@ static int group_setup(void **state)
 {
     (void)state;
     struct mkmodel_spec ss = phi3_spec(512, 0), sp = phi3_spec(128, 0.75), sl = fixture_spec();
-    return model_tmp_make(dirs, sizeof dirs, "phi3s", &ss) ||
-           model_tmp_make(dirp, sizeof dirp, "phi3p", &sp) ||
-           llamacpp_group_setup(&fixture, FIXTURE, dirl, sizeof dirl, "phi3cpp", &sl);
+    /* for the engine: the R1 tokenizer (the harness's prompts use ids up to 150000), a window
+     * of 8, longrope over 64 original positions (the engines' 128: the long factors) */
+    struct mkmodel_spec se = fixture_spec();
+    se.sliding_window = 8;
+    se.rope_original_max = 64;
+    se.n_layers = 3;
+    struct ll_err err = {0};
+    if (model_tmp_make(dirs, sizeof dirs, "phi3s", &ss) ||
+        model_tmp_make(dirp, sizeof dirp, "phi3p", &sp) ||
+        model_tmp_make(dire, sizeof dire, "phi3e", NULL) ||
+        llamacpp_group_setup(&fixture, LLAMACPP_FIXTURE, dirl, sizeof dirl, "phi3cpp", &sl))
+        return -1;
+    snprintf(eng_model, sizeof eng_model, "%s/e", dire);
+    if (mkmodel_write(&se, "models/deepseek-r1-distill-qwen-tokenizer", eng_model, 2, false,
+                      &err) != LL_OK) {
+        fprintf(stderr, "mkmodel_write: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
 }
 
 static int group_teardown(void **state)
@@ -265,6 +283,31 @@ static void test_quantized_directory(void **state)
     free(a), free(b);
 }
 
+/* Through the engine: a request's tokens are the same alone, in a batch of 16 others,
+ * preempted (with and without the prefix cache) and with its prompt's first blocks from the
+ * prefix cache (engine_harness.h), while every layer's window of 8 slides over its 36 prompt
+ * and 12 generated positions; dense, and q4_k_m quantized at load. */
+static void test_engine_determinism(void **state)
+{
+    (void)state;
+    static int32_t x_prompt[36];
+    make_prompt(x_prompt, 36, 31337);
+    struct engine_params x = {
+        .prompt = x_prompt, .n_prompt = 36, .max_tokens = 12, .ignore_eos = true,
+        .sampling = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f, .seed = 99},
+    };
+    struct engine_params others[16];
+    other_params(others, 16);
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
+    struct result dense, quant;
+    assert_deterministic_on(eng_model, o, &x, others, &dense);
+    assert_int_equal(dense.n, 12);
+    o.quant = 4;
+    assert_string_equal(engine_quant_names[4], "q4_k_m");
+    assert_deterministic_on(eng_model, o, &x, others, &quant);
+    assert_int_equal(quant.n, 12);
+}
+
 static void test_presets(void **state)
 {
     (void)state;
@@ -294,8 +337,11 @@ static void test_presets(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_config),           cmocka_unit_test(test_reference),
-        cmocka_unit_test(test_llama_cpp_parity), cmocka_unit_test(test_quantized_directory),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_llama_cpp_parity),
+        cmocka_unit_test(test_quantized_directory),
+        cmocka_unit_test(test_engine_determinism),
         cmocka_unit_test(test_presets),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
