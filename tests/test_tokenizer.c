@@ -1326,12 +1326,37 @@ static void split_form(cJSON *r, const char *behavior, bool invert)
 static void split_removed(cJSON *r) { split_form(r, "Removed", false); }
 static void split_isolated_inverted(cJSON *r) { split_form(r, "Isolated", true); }
 static void split_merged(cJSON *r) { split_form(r, "MergedWithNext", false); }
-static void gpt2_pre_tokenizer(cJSON *r)
+/* ByteLevel alone (GPT-2's regex), with add_prefix_space */
+static void gpt2_prefix_space(cJSON *r)
 {
     cJSON *bl = cJSON_CreateObject();
     cJSON_AddStringToObject(bl, "type", "ByteLevel");
+    cJSON_AddBoolToObject(bl, "add_prefix_space", true);
     cJSON_AddBoolToObject(bl, "use_regex", true);
     cJSON_ReplaceItemInObject(r, "pre_tokenizer", bl);
+}
+/* [Digits, ByteLevel] whose ByteLevel leaves the regex out: nothing would split the words */
+static void digits_no_regex(cJSON *r)
+{
+    cJSON *list = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "pre_tokenizer"), "pretokenizers");
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "type", "Digits");
+    cJSON_AddBoolToObject(d, "individual_digits", true);
+    cJSON_ReplaceItemInArray(list, 0, d);
+}
+/* [Split, ByteLevel] with the ByteLevel's own regex on too */
+static void split_and_regex(cJSON *r)
+{
+    cJSON *list = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "pre_tokenizer"), "pretokenizers");
+    cJSON_ReplaceItemInObject(cJSON_GetArrayItem(list, 1), "use_regex", cJSON_CreateTrue());
+}
+/* [Punctuation, ByteLevel] (Falcon's kind): another pre-tokenizer before the ByteLevel */
+static void punctuation_first(cJSON *r)
+{
+    cJSON *list = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "pre_tokenizer"), "pretokenizers");
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "type", "Punctuation");
+    cJSON_ReplaceItemInArray(list, 0, d);
 }
 static void nfkc(cJSON *r)
 {
@@ -1375,7 +1400,10 @@ static void test_malformed_tokenizer_json(void **state)
         {split_removed, LL_EUNSUPPORTED, "\"Removed\" with invert false"},
         {split_isolated_inverted, LL_EUNSUPPORTED, "\"Isolated\" with invert true"},
         {split_merged, LL_EUNSUPPORTED, "\"MergedWithNext\""},
-        {gpt2_pre_tokenizer, LL_EUNSUPPORTED, "pre_tokenizer"},
+        {gpt2_prefix_space, LL_EUNSUPPORTED, "pre_tokenizer.add_prefix_space"},
+        {digits_no_regex, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[1].use_regex: false"},
+        {split_and_regex, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[1].use_regex: true"},
+        {punctuation_first, LL_EUNSUPPORTED, "found [Punctuation, ByteLevel]"},
         {nfkc, LL_EUNSUPPORTED, "normalizer"},
         {no_decoder, LL_EUNSUPPORTED, "decoder"},
         {template_unknown_special, LL_EFORMAT, "post_processor.special_tokens"},
@@ -1887,6 +1915,74 @@ static void test_sentencepiece_refusals(void **state)
     expect_refusals(sp_tree, cases, LL_ARRAY_LEN(cases));
 }
 
+/* The pieces of text under t's pre-tokenizer, joined with '|' into buf. */
+static const char *pieces_of(const struct tokenizer *t, const char *text, char *buf, size_t size)
+{
+    static struct pieces got;
+    got.count = 0;
+    assert_int_equal(tok_pretokenize(t, text, strlen(text), add_piece, &got), LL_OK);
+    size_t k = 0;
+    for (size_t i = 0; i < got.count && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%.*s", i ? "|" : "", (int)got.n[i],
+                              got.s[i]);
+    return buf;
+}
+
+/* GPT-2's tokenizer (models/gpt2-tokenizer): ByteLevel with its own regex (case-sensitive
+ * contractions, a space joining the letters, digits or symbols after it, no line-break rule);
+ * and the same vocabulary after a Digits pre-tokenizer (SmolLM's, StarCoder's), numeric
+ * characters cut out first, one by one or in runs, the regex then running inside each part. */
+static void test_gpt2_cases(void **state)
+{
+    (void)state;
+    struct tokenizer *t;
+    struct ll_err err = {0};
+    enum ll_status s = tokenizer_load(&t, "models/gpt2-tokenizer", &err);
+    if (s != LL_OK)
+        print_error("load: %s\n", err.msg);
+    assert_int_equal(s, LL_OK);
+    assert_int_equal(tokenizer_vocab_size(t), 50257);
+    assert_int_equal(run_token_cases(t, "tests/fixtures/gpt2-tokenizer-cases.json", "", false),
+                     71);
+    char buf[256];
+    /* a white-space run gives its last character to the word after it */
+    assert_string_equal(pieces_of(t, "it's IT'S a\xC2\xB2\xC2\xB3 12  \n\n x!?", buf,
+                                  sizeof buf),
+                        "it|'s| IT|'|S| a|\xC2\xB2\xC2\xB3| 12|  \n\n| x|!?");
+
+    /* the Digits variants, made from the same file */
+    cJSON *tree = load_json("models/gpt2-tokenizer/tokenizer.json");
+    cJSON *byte_level = cJSON_DetachItemFromObject(tree, "pre_tokenizer");
+    struct tmpdir d;
+    tmp_make(&d);
+    for (int individual = 1; individual >= 0; individual--) {
+        cJSON *pre = cJSON_CreateObject();
+        cJSON_AddStringToObject(pre, "type", "Sequence");
+        cJSON *list = cJSON_AddArrayToObject(pre, "pretokenizers"), *dg = cJSON_CreateObject();
+        cJSON_AddStringToObject(dg, "type", "Digits");
+        cJSON_AddBoolToObject(dg, "individual_digits", individual);
+        cJSON_AddItemToArray(list, dg);
+        cJSON_AddItemToArray(list, cJSON_Duplicate(byte_level, 1));
+        cJSON_DeleteItemFromObject(tree, "pre_tokenizer");
+        cJSON_AddItemToObject(tree, "pre_tokenizer", pre);
+        struct tokenizer *dt = load_tree(&d, tree);
+        /* numeric characters of any script (Rust's char::is_numeric: Nd, Nl, No: here ², ³),
+         * and white space before a number ends its part, so the regex keeps it whole there */
+        assert_string_equal(pieces_of(dt, "a\xC2\xB2\xC2\xB3 12  x", buf, sizeof buf),
+                            individual ? "a|\xC2\xB2|\xC2\xB3| |1|2| | x"
+                                       : "a|\xC2\xB2\xC2\xB3| |12| | x");
+        if (individual) /* ASCII digits only: the reference cuts at nothing else */
+            assert_int_equal(
+                run_token_cases(dt, "tests/fixtures/gpt2-digits-tokenizer-cases.json", "", false),
+                12);
+        tokenizer_free(dt);
+    }
+    tmp_remove(&d);
+    cJSON_Delete(byte_level);
+    cJSON_Delete(tree);
+    tokenizer_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1896,6 +1992,7 @@ int main(void)
         cmocka_unit_test(test_mistral_nemo_cases),
         cmocka_unit_test(test_mistral_nemo_split),
         cmocka_unit_test(test_o200k_cases),
+        cmocka_unit_test(test_gpt2_cases),
         cmocka_unit_test(test_llama2_cases),
         cmocka_unit_test(test_gemma3_cases),
         cmocka_unit_test(test_chat_encode_cases),

@@ -1,5 +1,5 @@
 /*
- * pretokenize.c: the pre-tokenizers, one hand-written matcher for exactly four split regexes:
+ * pretokenize.c: the pre-tokenizers, hand-written matchers for exactly five split regexes:
  *
  *   Qwen2's:   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
  *              ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
@@ -11,10 +11,14 @@
  *   o200k's (GPT-4o, Phi-4-mini): tekken's with (?i:'s|'t|'re|'ve|'m|'ll|'d)? after each of
  *              the two word alternatives (greedy, so a contraction right after a word joins
  *              it; an apostrophe elsewhere is a symbol) and \p{N}{1,3}
+ *   GPT-2's (the ByteLevel pre-tokenizer's own, use_regex true; its own matcher):
+ *              's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *              (case-sensitive contractions, no line-break alternative), optionally after a
+ *              Digits pre-tokenizer that cuts the text at numeric characters first
  *
  * with the leftmost-first alternation and greedy backtracking of the regex engines Hugging Face
  * uses, over Unicode general categories from utf8proc (\p{L}, \p{N}, \p{M}, letter cases) and
- * the White_Space property (\s). The differences between the four are the data of struct
+ * the White_Space property (\s). The differences between the first four are the data of struct
  * split_rules. Every character of the input belongs to exactly one match, so the pieces cover
  * the text. Linear time: each alternative decides by looking at most two characters ahead, plus
  * scans of a run that either the match consumes or the next match, which starts inside it,
@@ -60,11 +64,16 @@ static const struct split_rules {
                          "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
                          "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
                          false, true, 3, true, true},
+    /* ByteLevel's built-in regex; no tokenizer.json writes it out, so no pattern to find */
+    [TOK_SPLIT_GPT2] = {"GPT-2 (ByteLevel use_regex)",
+                        "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
+                        "\\s+(?!\\S)|\\s+",
+                        true, false, 0, false, false},
 };
 
 bool tok_split_find(const char *regex, enum tok_split *out)
 {
-    for (size_t i = 0; i < LL_ARRAY_LEN(split_rules); i++)
+    for (size_t i = 0; i < TOK_SPLIT_GPT2; i++)
         if (!strcmp(regex, split_rules[i].pattern)) {
             *out = (enum tok_split)i;
             return true;
@@ -255,9 +264,80 @@ static size_t cased_word_upper(const struct text *t, size_t p)
     return u == p ? 0 : scan_run(t, u, TOK_CP_LOWERISH);
 }
 
+/* The end of a white-space run's match from i (c0, the character at i, is white space), the
+ * trailing alternatives of every pattern: `\s*[\r\n]+` (when crlf_rule), then `\s+(?!\S)`,
+ * then `\s+`. */
+static size_t match_space(const struct text *t, size_t i, bool crlf_rule)
+{
+    size_t j = i, last = i, crlf_end = 0;
+    while (j < t->n) {
+        uint32_t cp;
+        uint16_t k;
+        size_t len = char_at(t, j, &cp, &k);
+        if (!(k & TOK_CP_WS))
+            break;
+        if (k & TOK_CP_CRLF)
+            crlf_end = j + len;
+        last = j;
+        j += len;
+    }
+    /* \s*[\r\n]+ : backtracking from the right stops at the last line break of the run */
+    if (crlf_rule && crlf_end)
+        return crlf_end;
+    /* \s+(?!\S) : the whole run at the end of text, else all but its last character */
+    if (j == t->n)
+        return j;
+    if (last > i)
+        return last;
+    /* \s+ */
+    return j;
+}
+
+/* GPT-2's regex from i (< n): 's|'t|'re|'ve|'m|'ll|'d (case-sensitive), then ` ?\p{L}+`,
+ * ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+` (the optional prefix is U+0020 alone), then white space. */
+static size_t match_gpt2(const struct text *t, size_t i)
+{
+    uint32_t c0;
+    uint16_t k0;
+    size_t i1 = i + char_at(t, i, &c0, &k0);
+    if (c0 == '\'' && i1 < t->n) {
+        unsigned c = t->s[i1], c2 = i1 + 1 < t->n ? t->s[i1 + 1] : 0;
+        if (c == 's' || c == 't' || c == 'm' || c == 'd')
+            return i1 + 1;
+        if (((c == 'r' || c == 'v') && c2 == 'e') || (c == 'l' && c2 == 'l'))
+            return i1 + 2;
+    }
+    size_t from = i; /* where the run starts: after the space, when one leads */
+    uint16_t k = k0;
+    if (c0 == ' ' && i1 < t->n) {
+        uint16_t k1 = class_at(t, i1);
+        if (!(k1 & TOK_CP_WS))
+            from = i1, k = k1;
+    }
+    if (k & TOK_CP_L)
+        return scan_run(t, from == i ? i1 : from, TOK_CP_L);
+    if (k & TOK_CP_N)
+        return scan_run(t, from == i ? i1 : from, TOK_CP_N);
+    if (!(k & TOK_CP_WS)) { /* a symbol run: not white space, letter or number */
+        size_t j = from == i ? i1 : from;
+        while (j < t->n) {
+            uint32_t cp;
+            uint16_t kj;
+            size_t len = char_at(t, j, &cp, &kj);
+            if (kj & (TOK_CP_WS | TOK_CP_L | TOK_CP_N))
+                break;
+            j += len;
+        }
+        return j;
+    }
+    return match_space(t, i, false);
+}
+
 /* End of the match that starts at i (< n). */
 static size_t match_at(const struct text *t, size_t i)
 {
+    if (t->rules == &split_rules[TOK_SPLIT_GPT2])
+        return match_gpt2(t, i);
     const struct split_rules *r = t->rules;
     uint32_t c0;
     uint16_t k0;
@@ -306,38 +386,47 @@ static size_t match_at(const struct text *t, size_t i)
         return scan_symbols(t, i1);
 
     /* c0 is white space: look at the whole run once */
-    size_t j = i, last = i, crlf_end = 0;
-    while (j < t->n) {
-        uint32_t cp;
-        uint16_t k;
-        size_t len = char_at(t, j, &cp, &k);
-        if (!(k & TOK_CP_WS))
-            break;
-        if (k & TOK_CP_CRLF)
-            crlf_end = j + len;
-        last = j;
-        j += len;
-    }
-    /* \s*[\r\n]+ : backtracking from the right stops at the last line break of the run */
-    if (crlf_end)
-        return crlf_end;
-    /* \s+(?!\S) : the whole run at the end of text, else all but its last character */
-    if (j == t->n)
-        return j;
-    if (last > i)
-        return last;
-    /* \s+ */
-    return j;
+    return match_space(t, i, true);
 }
 
-enum ll_status tok_pretokenize(const struct tokenizer *tok, const char *s, size_t n,
-                               tok_part_fn fn, void *ctx)
+/* The split of s[0..n) by the pattern alone (the text ends at n for its lookahead). */
+static enum ll_status split_part(const struct tokenizer *tok, const char *s, size_t n,
+                                 tok_part_fn fn, void *ctx)
 {
     struct text t = {tok, &split_rules[tok->split], (const unsigned char *)s, n};
     size_t i = 0;
     while (i < n) {
         size_t end = match_at(&t, i);
         enum ll_status st = fn(ctx, s + i, end - i, -1);
+        if (st != LL_OK)
+            return st;
+        i = end;
+    }
+    return LL_OK;
+}
+
+enum ll_status tok_pretokenize(const struct tokenizer *tok, const char *s, size_t n,
+                               tok_part_fn fn, void *ctx)
+{
+    if (tok->digits == TOK_DIGITS_NONE)
+        return split_part(tok, s, n, fn, ctx);
+    /* Digits first: each numeric character (or run of them) is a part of its own, and the
+     * split runs within each part, which ends the text for its lookahead */
+    struct text t = {tok, &split_rules[tok->split], (const unsigned char *)s, n};
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        uint16_t k;
+        size_t len = char_at(&t, i, &cp, &k), end = i + len;
+        bool numeric = k & TOK_CP_N;
+        if (!numeric || tok->digits == TOK_DIGITS_RUNS)
+            while (end < n) {
+                size_t l2 = char_at(&t, end, &cp, &k);
+                if (!(k & TOK_CP_N) != !numeric)
+                    break;
+                end += l2;
+            }
+        enum ll_status st = split_part(tok, s + i, end - i, fn, ctx);
         if (st != LL_OK)
             return st;
         i = end;

@@ -165,14 +165,24 @@ enum tok_split {
     TOK_SPLIT_TEKKEN, /* Mistral-Nemo's: words split where the case changes, no contractions */
     TOK_SPLIT_O200K,  /* o200k's (GPT-4o, Phi-4-mini): tekken's words, each with an optional
                          contraction after it; digits in runs of up to three */
+    TOK_SPLIT_GPT2,   /* GPT-2's (ByteLevel's own regex, use_regex true: GPT-2, GPT-NeoX,
+                         StarCoder, SmolLM): case-sensitive contractions, a space joins the
+                         letters, digits or symbols after it, no line-break rule */
+};
+/* A Digits pre-tokenizer before the split (SmolLM, StarCoder): numeric characters (Unicode
+ * Nd, Nl, No, as Rust's char::is_numeric) cut the text into pieces of their own first. */
+enum tok_digits {
+    TOK_DIGITS_NONE,
+    TOK_DIGITS_INDIVIDUAL, /* individual_digits true: each numeric character alone */
+    TOK_DIGITS_RUNS,       /* false: each run of them */
 };
 /* The kind whose regex is exactly `regex` as tokenizer.json writes it: true and *out set, or
  * false when it is none of them. */
 bool tok_split_find(const char *regex, enum tok_split *out);
 /* A kind's name, for messages ("Qwen2", "Llama 3", "Mistral-Nemo (tekken)"). */
 const char *tok_split_name(enum tok_split kind);
-/* Split s by the tokenizer's pre-tokenizer regex (tok->split), calling fn(ctx, piece, len, -1)
- * per piece. */
+/* Split s by the tokenizer's pre-tokenizer regex (tok->split), after its Digits pre-tokenizer
+ * (tok->digits) when it has one, calling fn(ctx, piece, len, -1) per piece. */
 enum ll_status tok_pretokenize(const struct tokenizer *tok, const char *s, size_t n,
                                tok_part_fn fn, void *ctx);
 
@@ -255,7 +265,8 @@ enum ll_status tok_load_config(struct tokenizer *tok, const char *model_dir, str
 /* ---- the tokenizer ---- */
 /* The pre-tokenizer. */
 enum tok_pre {
-    TOK_PRE_REGEX,        /* Sequence [Split with one of the tok_split regexes, ByteLevel] */
+    TOK_PRE_REGEX,        /* Sequence [Split with one of the tok_split regexes, ByteLevel], or
+                             ByteLevel with GPT-2's regex (after a Digits pre-tokenizer) */
     TOK_PRE_NONE,         /* null: each normalized part is one piece */
     TOK_PRE_SPLIT_STRING, /* Split on a literal string, MergedWithPrevious */
     TOK_PRE_METASPACE,    /* Metaspace: spaces → replacement, prepend, split MergedWithNext */
@@ -283,6 +294,7 @@ struct tokenizer {
     int n_norm;
     enum tok_pre pre;              /* the pre-tokenizer */
     enum tok_split split;          /* TOK_PRE_REGEX: the pattern */
+    enum tok_digits digits;        /* TOK_PRE_REGEX: a Digits pre-tokenizer first, or none */
     uint32_t pre_off, pre_len;     /* TOK_PRE_SPLIT_STRING: the pattern; TOK_PRE_METASPACE:
                                       the replacement (arena) */
     enum tok_prepend pre_prepend;  /* TOK_PRE_METASPACE */

@@ -3,8 +3,9 @@
  * `tokenizers` serialisation) and, through tok_load_config(), DIR/tokenizer_config.json.
  *
  * Two schemes of BPE are read, as options of one pipeline:
- *   byte-level (GPT-2 style: Qwen2, Llama 3, Mistral-Nemo): pre_tokenizer a Sequence of
- *     [Split with the Qwen2, Llama 3 or Mistral-Nemo regex, ByteLevel without its own regex],
+ *   byte-level (GPT-2 style: Qwen2, Llama 3, Mistral-Nemo, o200k, GPT-2, SmolLM): pre_tokenizer
+ *     a Sequence of [Split with the Qwen2, Llama 3, Mistral-Nemo or o200k regex, ByteLevel
+ *     without its own regex], or ByteLevel with its own (GPT-2's) regex alone or after Digits,
  *     decoder ByteLevel;
  *   SentencePiece-style (Llama 2, Mistral-7B, TinyLlama, Gemma 2/3): BPE over characters,
  *     pre_tokenizer null, Split with a String pattern and behavior MergedWithPrevious, or
@@ -363,36 +364,65 @@ static enum ll_status load_normalizer(struct loader *L, const cJSON *n, const ch
                 "a Sequence of these)", where, type);
 }
 
-static enum ll_status byte_level_ok(struct loader *L, const cJSON *b, const char *where)
+/* A ByteLevel pre-tokenizer b: add_prefix_space false, and use_regex as `regex` says (true:
+ * GPT-2's regex splits; false: a Split before it did). */
+static enum ll_status byte_level_ok(struct loader *L, const cJSON *b, const char *where,
+                                    bool regex)
 {
-    bool prefix, regex;
+    bool prefix, use_regex;
     enum ll_status st;
     if ((st = opt_bool(L, b, where, "add_prefix_space", false, &prefix)) != LL_OK ||
-        (st = opt_bool(L, b, where, "use_regex", true, &regex)) != LL_OK)
+        (st = opt_bool(L, b, where, "use_regex", true, &use_regex)) != LL_OK)
         return st;
     if (prefix)
         return fail(L, LL_EUNSUPPORTED, "%s.add_prefix_space: true is not supported", where);
-    if (regex)
-        return fail(L, LL_EUNSUPPORTED, "%s.use_regex: the GPT-2 regex is not supported (only "
-                    "a Split pattern before a ByteLevel with use_regex false)", where);
+    if (use_regex != regex)
+        return fail(L, LL_EUNSUPPORTED, "%s.use_regex: %s is not supported here (a ByteLevel "
+                    "after a Split has use_regex false; alone or after Digits, true)", where,
+                    use_regex ? "true" : "false");
+    L->tok->pre = TOK_PRE_REGEX;
+    L->tok->byte_level = true;
     return LL_OK;
 }
 
-/* The byte-level pre-tokenizer: Sequence [Split with a known regex, ByteLevel]. */
+/* The byte-level pre-tokenizer with GPT-2's regex: ByteLevel (use_regex true) alone, or after
+ * Digits (individual_digits true or false). */
+static enum ll_status load_gpt2_pre_tokenizer(struct loader *L, const cJSON *digits,
+                                              const cJSON *bl, const char *where)
+{
+    L->tok->split = TOK_SPLIT_GPT2;
+    L->tok->digits = TOK_DIGITS_NONE;
+    if (digits) {
+        bool individual;
+        enum ll_status st = opt_bool(L, digits, "pre_tokenizer.pretokenizers[0]",
+                                     "individual_digits", false, &individual);
+        if (st != LL_OK)
+            return st;
+        L->tok->digits = individual ? TOK_DIGITS_INDIVIDUAL : TOK_DIGITS_RUNS;
+    }
+    return byte_level_ok(L, bl, where, true);
+}
+
+/* The byte-level pre-tokenizer: Sequence [Split with a known regex, ByteLevel], or GPT-2's. */
 static enum ll_status load_regex_pre_tokenizer(struct loader *L, const cJSON *p)
 {
     const char *type = type_of(p);
+    if (type && !strcmp(type, "ByteLevel"))
+        return load_gpt2_pre_tokenizer(L, NULL, p, "pre_tokenizer");
     const cJSON *list = ll_json_member(p, "pretokenizers");
     if (!type || strcmp(type, "Sequence") || !cJSON_IsArray(list) || cJSON_GetArraySize(list) != 2)
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer: only null, Metaspace, Split with a String "
-                    "pattern, or a Sequence of [Split with the Qwen2, Llama 3 or Mistral-Nemo "
-                    "pattern, ByteLevel] is supported (found %s)",
+                    "pattern, ByteLevel with GPT-2's regex, or a Sequence of [Split with the "
+                    "Qwen2, Llama 3, Mistral-Nemo or o200k pattern, ByteLevel] or [Digits, "
+                    "ByteLevel] is supported (found %s)",
                     type ? type : "none");
     const cJSON *split = list->child, *bl = split->next;
     const char *t0 = type_of(split), *t1 = type_of(bl);
+    if (t0 && !strcmp(t0, "Digits") && t1 && !strcmp(t1, "ByteLevel"))
+        return load_gpt2_pre_tokenizer(L, split, bl, "pre_tokenizer.pretokenizers[1]");
     if (!t0 || strcmp(t0, "Split") || !t1 || strcmp(t1, "ByteLevel"))
-        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers: expected [Split, ByteLevel], "
-                    "found [%s, %s]", t0 ? t0 : "?", t1 ? t1 : "?");
+        return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers: expected [Split, ByteLevel] "
+                    "or [Digits, ByteLevel], found [%s, %s]", t0 ? t0 : "?", t1 ? t1 : "?");
     const cJSON *regex = ll_json_member(ll_json_member(split, "pattern"), "Regex");
     if (!cJSON_IsString(regex))
         return fail(L, LL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern: expected "
@@ -421,9 +451,7 @@ static enum ll_status load_regex_pre_tokenizer(struct loader *L, const cJSON *p)
                     cJSON_IsString(behavior) ? "\"" : "",
                     cJSON_IsString(behavior) ? behavior->valuestring : "no string",
                     cJSON_IsString(behavior) ? "\"" : "", invert ? "true" : "false");
-    L->tok->pre = TOK_PRE_REGEX;
-    L->tok->byte_level = true;
-    return byte_level_ok(L, bl, "pre_tokenizer.pretokenizers[1]");
+    return byte_level_ok(L, bl, "pre_tokenizer.pretokenizers[1]", false);
 }
 
 /* Metaspace's replacement (one character) and prepend_scheme ("always", "first", "never"; an

@@ -1,15 +1,16 @@
 /*
- * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with six real
+ * fuzz_tokenizer.c: tokenizer_encode / tokenizer_decode / the streaming decoder with seven real
  * tokenizers, loaded once: DeepSeek-R1-Distill-Qwen's (models/deepseek-r1-distill-qwen-tokenizer,
  * or the directory in $LLAISYS_FUZZ_TOKENIZER; the Qwen2 split), Llama 3.2's
  * (models/llama3-tokenizer; the Llama 3 split, ignore_merges), Mistral-Nemo's
  * (models/mistral-nemo-tokenizer; the tekken split, control tokens at ids 0..999), and two
  * SentencePiece-style ones with byte fallback: models/llama2-tokenizer (Prepend + Replace, no
  * pre-tokenizer, Strip in the decoder) and models/gemma3-tokenizer (Replace, Split " ", 6,415
- * added tokens); and o200k's (models/o200k-tokenizer; cased words with contractions after them).
+ * added tokens); o200k's (models/o200k-tokenizer; cased words with contractions after them) and
+ * GPT-2's (models/gpt2-tokenizer; the ByteLevel pre-tokenizer's own regex).
  *
  * Input: one mode byte, then the payload. Mode bits 3-5 pick the tokenizer (0: R1's,
- * 1: Llama 3.2's, 2: Mistral-Nemo's, 3: Llama 2's, 4: Gemma 3's, 5: o200k's; 6-7 as 0-1).
+ * 1: Llama 3.2's, 2: Mistral-Nemo's, 3: Llama 2's, 4: Gemma 3's, 5: o200k's, 6: GPT-2's; 7 as 0).
  * Bit 0 clear: the payload is text; it is encoded
  * (bit 1: add_special) and the ids decoded back. Bit 0 set: the payload is ids, 3 bytes each
  * (little-endian, minus 16, so a few are negative and some past the vocabulary), decoded.
@@ -23,7 +24,7 @@
 #include "tokenizer.h"
 #include "utf8.h"
 
-#define N_TOKS 6
+#define N_TOKS 7
 static struct tokenizer *toks[N_TOKS];
 static struct tokenizer_stream *streams[N_TOKS][2]; /* [tokenizer][skip_special] */
 static struct tokenizer *tok;                 /* the input's */
@@ -35,7 +36,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     const char *dirs[N_TOKS] = {getenv("LLAISYS_FUZZ_TOKENIZER"), "models/llama3-tokenizer",
                                 "models/mistral-nemo-tokenizer", "models/llama2-tokenizer",
-                                "models/gemma3-tokenizer", "models/o200k-tokenizer"};
+                                "models/gemma3-tokenizer", "models/o200k-tokenizer",
+                                "models/gpt2-tokenizer"};
     if (!dirs[0] || !*dirs[0])
         dirs[0] = "models/deepseek-r1-distill-qwen-tokenizer";
     for (int k = 0; k < N_TOKS; k++) {
