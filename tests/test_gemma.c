@@ -270,9 +270,7 @@ static void test_config(void **state)
                 "\"full_attention\"]",
                 "\"sliding_window_pattern\": 6");
 
-    static const struct {
-        const char *from, *to, *names;
-    } bad[] = {
+    static const struct config_refusal bad[] = {
         {"\"sliding_window_pattern\": 6", "\"layer_types\": [\"full_attention\"]", "layer_types"},
         {"\"sliding_window_pattern\": 6",
          "\"layer_types\": [\"chunked_attention\", \"full_attention\", \"full_attention\", "
@@ -291,17 +289,7 @@ static void test_config(void **state)
         {"\"sliding_window_pattern\": 6",
          "\"sliding_window_pattern\": 6, \"hidden_act\": \"silu\"", "disagree"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        config_edit(md, bad[i].from, bad[i].to);
-        struct model *b = NULL;
-        struct ll_err err = {0};
-        assert_int_not_equal(model_open(&b, md, NULL, &err), LL_OK);
-        assert_null(b);
-        if (!strstr(err.msg, bad[i].names))
-            fail_msg("case %zu: message '%s' does not name '%s'", i, err.msg, bad[i].names);
-        config_edit(md, bad[i].to, bad[i].from);
-    }
-    model_close(model_tmp_open(dir3, NULL)); /* and back as it was, it loads */
+    config_expect_refusals(md, bad, sizeof bad / sizeof bad[0]);
 }
 
 /* A Gemma 3 checkpoint with images (4B and up): config.json's text_config, which leaves out what

@@ -181,9 +181,7 @@ static void test_config(void **state)
     /* what is refused, by name */
     char md[96];
     snprintf(md, sizeof md, "%s/m", dirp);
-    static const struct {
-        const char *from, *to, *names;
-    } bad[] = {
+    static const struct config_refusal bad[] = {
         {"\"partial_rotary_factor\": 0.75", "\"partial_rotary_factor\": 0.5",
          "short_factor must be a list of 8"},
         {"\"type\": \"longrope\"", "\"type\": \"dynamic\"", "\"dynamic\""},
@@ -192,17 +190,7 @@ static void test_config(void **state)
         {"\"intermediate_size\": 160", "\"intermediate_size\": 150", "gate_up_proj"},
         {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 1", "qkv_proj"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        config_edit(md, bad[i].from, bad[i].to);
-        struct model *b = NULL;
-        struct ll_err err = {0};
-        assert_int_not_equal(model_open(&b, md, NULL, &err), LL_OK);
-        assert_null(b);
-        if (!strstr(err.msg, bad[i].names))
-            fail_msg("case %zu: message '%s' does not name '%s'", i, err.msg, bad[i].names);
-        config_edit(md, bad[i].to, bad[i].from);
-    }
-    model_close(model_tmp_open(dirp, NULL)); /* and back as it was, it loads */
+    config_expect_refusals(md, bad, sizeof bad / sizeof bad[0]);
 }
 
 /* The reference: the short factors (the engine's 256 positions fit the original 512) and the
