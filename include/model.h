@@ -107,6 +107,8 @@ struct model_config {
     int rope_dim;          /* the rotated dims of a head: head_dim · partial_rotary_factor (even;
                               the rest pass unturned) */
     struct model_swa swa;  /* window 0 where no layer has a window shorter than the context */
+    uint64_t nope[16];     /* bit l: layer l (< 1024) takes no RoPE (SmolLM3's no_rope_layers
+                              entries of 0, or every no_rope_layer_interval-th layer) */
     enum model_act act;    /* hidden_act / hidden_activation */
     double attn_scale;     /* > 0: q·k is scaled by it (query_pre_attn_scalar^-1/2); 0:
                               1/sqrt(head_dim) */

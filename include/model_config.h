@@ -62,6 +62,9 @@ enum ll_status model_config_merge_eos(struct model_config *cfg, const struct gen
 /* Whether layer `layer` of a model of config c has experts (c->moe) rather than a dense MLP. */
 bool model_layer_sparse(const struct model_config *c, int layer);
 
+/* Whether layer `layer` of a model of config c turns q and k by RoPE (not a c->nope layer). */
+bool model_layer_rope(const struct model_config *c, int layer);
+
 /* Whether layer `layer` of a model of config c attends through its sliding window (c->swa). */
 bool model_layer_windowed(const struct model_config *c, int layer);
 

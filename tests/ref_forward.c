@@ -244,12 +244,14 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
             for (int h = 0; h < nh; h++) {
                 if (qn)
                     ref_rms_k(qt + h * hd, qt + h * hd, qn, hd, c->rms_eps, g1);
-                ref_rope(qt + h * hd, t, c->rope_dim, theta, ext, mscale);
+                if (model_layer_rope(c, l))
+                    ref_rope(qt + h * hd, t, c->rope_dim, theta, ext, mscale);
             }
             for (int h = 0; h < nkv; h++) {
                 if (kn)
                     ref_rms_k(kt + h * hd, kt + h * hd, kn, hd, c->rms_eps, g1);
-                ref_rope(kt + h * hd, t, c->rope_dim, theta, ext, mscale);
+                if (model_layer_rope(c, l))
+                    ref_rope(kt + h * hd, t, c->rope_dim, theta, ext, mscale);
             }
         }
         for (int t = 0; t < n; t++) {

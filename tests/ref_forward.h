@@ -9,8 +9,8 @@
  * probabilities, renormalised when norm_topk_prob, plus the shared expert times the sigmoid of
  * its gate), residual, final RMSNorm, lm_head (the embedding when tied). Gemma 2 and 3 as their
  * transformers definitions (ref_kind.gemma), Phi-3 as its (ref_kind.fused). RoPE turns the
- * config's rope_dim of a head (partial_rotary_factor); rope_scaling is not applied but for
- * longrope.
+ * config's rope_dim of a head (partial_rotary_factor), in the layers that have it
+ * (model_layer_rope: SmolLM3's no_rope_layers); rope_scaling is not applied but for longrope.
  */
 #ifndef LLAISYS_TEST_REF_FORWARD_H
 #define LLAISYS_TEST_REF_FORWARD_H

@@ -20,7 +20,7 @@ static void mkmodel_usage(FILE *f)
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
             "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2,\n"
-            "Gemma 3 (text) or Phi-3 model in the\n"
+            "Gemma 3 (text), Phi-3 or SmolLM3 model in the\n"
             "Hugging Face layout: config.json, generation_config.json, model.safetensors\n"
             "(bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
@@ -31,14 +31,15 @@ static void mkmodel_usage(FILE *f)
             "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts),\n"
             "                       mistral-nemo-12b, mistral-small-24b, mistral-7b\n"
             "                       (v0.1), gemma2-2b, gemma3-1b, phi3-mini (Phi-3-mini-4k),\n"
-            "                       phi3.5-mini, phi4-mini\n"
+            "                       phi3.5-mini, phi4-mini, smollm3-3b\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
             "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
             "                       attention, experts in the MLPs), mistral (Llama's\n"
             "                       decoder, Mistral's config), gemma2, gemma3_text (Gemma's\n"
             "                       norms, GeGLU and windowed layers; tied), phi3 (Llama's\n"
-            "                       decoder from fused q/k/v and gate/up weights); default:\n"
-            "                       the preset's\n"
+            "                       decoder from fused q/k/v and gate/up weights), smollm3\n"
+            "                       (Llama's, every fourth layer without RoPE); default: the\n"
+            "                       preset's\n"
             "  --window N           gemma2, gemma3_text: the windowed layers' sliding_window\n"
             "                       (default: the preset's, else 4096 / 512); mistral,\n"
             "                       phi3: config.json's sliding_window, every layer's\n"
@@ -150,7 +151,7 @@ int cmd_mkmodel(int argc, char **argv)
     }
     if (family && !mkmodel_family_parse(family, &s.family))
         return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe, "
-                                   "mistral, gemma2, gemma3_text or phi3");
+                                   "mistral, gemma2, gemma3_text, phi3 or smollm3");
     bool gemma = mkmodel_family_gemma(s.family), phi3 = s.family == MKMODEL_PHI3;
     if (!gemma && s.family != MKMODEL_MISTRAL && !phi3)
         s.sliding_window = 0; /* a gemma, mistral or phi3 preset's, for another family */

@@ -532,6 +532,41 @@ static enum ll_status get_layer_windows(struct model_config *c, const struct mod
     return LL_OK;
 }
 
+/* Layers without RoPE (SmolLM3): no_rope_layers, one 0 or 1 a layer (0: no RoPE), else
+ * no_rope_layer_interval k (every k-th layer, counting from 1, has none); neither: all turn. */
+static enum ll_status get_nope_layers(struct model_config *c, const cJSON *o, const char *name,
+                                      struct ll_err *err)
+{
+    const cJSON *list = ll_json_member(o, "no_rope_layers");
+    if (!list || cJSON_IsNull(list)) {
+        int k;
+        enum ll_status s = get_int(o, "no_rope_layer_interval", false, 1, 1024, 0, &k, name, err);
+        for (int l = 0; !s && k && l < c->n_layers; l++)
+            if ((l + 1) % k == 0)
+                c->nope[l / 64] |= (uint64_t)1 << (l % 64);
+        return s;
+    }
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != c->n_layers)
+        return ll_err_set(err, LL_EMODEL,
+                          "%s: no_rope_layers must be a list of num_hidden_layers (%d) entries, "
+                          "each 0 or 1",
+                          name, c->n_layers);
+    int l = 0;
+    for (const cJSON *e = list->child; e; e = e->next, l++) {
+        long long v;
+        if (!ll_json_is_int(e, 0, 1, &v))
+            return ll_err_set(err, LL_EMODEL, "%s: no_rope_layers[%d] must be 0 or 1", name, l);
+        if (!v)
+            c->nope[l / 64] |= (uint64_t)1 << (l % 64);
+    }
+    return LL_OK;
+}
+
+bool model_layer_rope(const struct model_config *c, int layer)
+{
+    return !(c->nope[layer / 64] >> (layer % 64) & 1);
+}
+
 bool model_layer_windowed(const struct model_config *c, int layer)
 {
     return c->swa.window > 0 && (c->swa.layers[layer / 64] >> (layer % 64) & 1);
@@ -694,7 +729,7 @@ static enum ll_status config_fields(struct model_config *c, const struct model_f
 
     /* Features that would change the math: refuse rather than compute something else. */
     if ((s = get_act(c, o, name, err)) || (s = get_gemma_fields(c, o, name, err)) ||
-        (s = get_rotary_dims(c, o, name, err)) ||
+        (s = get_rotary_dims(c, o, name, err)) || (s = get_nope_layers(c, o, name, err)) ||
         (s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), o, name, err)) ||
         (s = get_moe(&c->moe, o, c->n_layers, name, err)))
         return s;

@@ -135,13 +135,18 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->intermediate_size = 8192, s->vocab_size = 200064, s->tied = true, s->rms_eps = 1e-5;
         s->max_position = 131072, s->sliding_window = 262144, s->rope_original_max = 4096;
         s->partial_rotary = 0.75;
+    } else if (!strcmp(name, "smollm3-3b")) { /* HuggingFaceTB/SmolLM3-3B */
+        s->family = MKMODEL_SMOLLM3;
+        s->hidden_size = 2048, s->n_layers = 36, s->n_heads = 16, s->n_kv_heads = 4;
+        s->intermediate_size = 11008, s->vocab_size = 128256, s->tied = true;
+        s->max_position = 65536, s->rope_theta = 5000000.0;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
                           "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
                           "mistral-small-24b, mistral-7b, gemma2-2b, gemma3-1b, phi3-mini, "
-                          "phi3.5-mini, phi4-mini)",
+                          "phi3.5-mini, phi4-mini, smollm3-3b)",
                           name);
     }
     return LL_OK;
@@ -157,6 +162,7 @@ static const char *const family_names[] = {
     [MKMODEL_GEMMA2] = "gemma2",
     [MKMODEL_GEMMA3] = "gemma3_text",
     [MKMODEL_PHI3] = "phi3",
+    [MKMODEL_SMOLLM3] = "smollm3",
 };
 
 const char *mkmodel_family_name(enum mkmodel_family f)
@@ -289,6 +295,9 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
     if (s->family == MKMODEL_PHI3 && s->rope_factor > 0)
         return ll_err_set(err, LL_EINVAL, "a phi3 model's rope scaling is longrope: give only "
                           "the original max positions");
+    if (s->family == MKMODEL_SMOLLM3 && s->n_layers > 256)
+        return ll_err_set(err, LL_EINVAL, "a smollm3 model's no_rope_layers list is written for "
+                          "at most 256 layers (%d)", s->n_layers);
     if (s->family != MKMODEL_PHI3 && s->partial_rotary)
         return ll_err_set(err, LL_EINVAL, "a partial rotary factor is for phi3 models only");
     if (s->partial_rotary < 0 || s->partial_rotary > 1 ||
@@ -755,7 +764,7 @@ static const char *const family_archs[] = {
     [MKMODEL_LLAMA] = "LlamaForCausalLM",     [MKMODEL_QWEN2_MOE] = "Qwen2MoeForCausalLM",
     [MKMODEL_QWEN3_MOE] = "Qwen3MoeForCausalLM", [MKMODEL_MISTRAL] = "MistralForCausalLM",
     [MKMODEL_GEMMA2] = "Gemma2ForCausalLM",     [MKMODEL_GEMMA3] = "Gemma3ForCausalLM",
-    [MKMODEL_PHI3] = "Phi3ForCausalLM",
+    [MKMODEL_PHI3] = "Phi3ForCausalLM",     [MKMODEL_SMOLLM3] = "SmolLM3ForCausalLM",
 };
 
 /* the transformers version of the published config each family's fields follow */
@@ -763,6 +772,7 @@ static const char *const family_versions[] = {
     [MKMODEL_QWEN2] = "4.44.0",     [MKMODEL_QWEN3] = "4.51.0",     [MKMODEL_LLAMA] = "4.45.0",
     [MKMODEL_QWEN2_MOE] = "4.40.0", [MKMODEL_QWEN3_MOE] = "4.51.0", [MKMODEL_MISTRAL] = "4.43.0",
     [MKMODEL_GEMMA2] = "4.42.4",    [MKMODEL_GEMMA3] = "4.50.0.dev0", [MKMODEL_PHI3] = "4.43.3",
+    [MKMODEL_SMOLLM3] = "4.54.0.dev0",
 };
 
 /* longrope's factor lists for n pairs, one number a line as transformers writes them: short
@@ -848,6 +858,21 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
         } else {
             put(&d, "rope_scaling", "null");
         }
+    }
+    if (f == MKMODEL_SMOLLM3) { /* every fourth layer without RoPE, as the list says */
+        char list[4 * 1024 + 16];
+        size_t k = 0;
+        for (int i = 0; i < s->n_layers; i++)
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s\n    %d", i ? "," : "[",
+                                  (i + 1) % 4 != 0);
+        snprintf(list + k, sizeof list - k, "\n  ]");
+        put(&d, "attention_bias", "false");
+        put(&d, "mlp_bias", "false");
+        put(&d, "no_rope_layer_interval", "4");
+        put(&d, "no_rope_layers", "%s", list);
+        put(&d, "rope_scaling", "null");
+        put(&d, "sliding_window", "null");
+        put(&d, "use_sliding_window", "false");
     }
     if (f == MKMODEL_PHI3) {
         put(&d, "attention_bias", "false");

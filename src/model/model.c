@@ -144,8 +144,14 @@ void model_shape_str(const struct model *m, char *buf, size_t size)
     else if (windowed)
         snprintf(window, sizeof window, ", sliding window %d in %d of the layers",
                  c->swa.window, windowed);
-    snprintf(buf, size, "%s, %d layers, hidden %d%s, vocab %d%s", c->model_type, c->n_layers,
-             c->hidden_size, moe, c->vocab_size, window);
+    int nope = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        nope += !model_layer_rope(c, l);
+    char rope[48] = "";
+    if (nope)
+        snprintf(rope, sizeof rope, ", no RoPE in %d of the layers", nope);
+    snprintf(buf, size, "%s, %d layers, hidden %d%s, vocab %d%s%s", c->model_type, c->n_layers,
+             c->hidden_size, moe, c->vocab_size, window, rope);
 }
 
 const char *model_matmul_variant(const struct model *m)

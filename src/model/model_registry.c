@@ -19,6 +19,7 @@ static const char *const gemma2_archs[] = {"Gemma2ForCausalLM", NULL};
 static const char *const gemma3_archs[] = {"Gemma3ForCausalLM", NULL};
 static const char *const gemma3_mm_archs[] = {"Gemma3ForConditionalGeneration", NULL};
 static const char *const phi3_archs[] = {"Phi3ForCausalLM", NULL};
+static const char *const smollm3_archs[] = {"SmolLM3ForCausalLM", NULL};
 
 /* transformers' Gemma3TextConfig defaults for the fields a Gemma 3 config.json leaves out (the
  * text_config of the 4B, 12B and 27B checkpoints gives only what differs from them) */
@@ -39,6 +40,9 @@ static const char gemma3_defaults[] =
 static const char phi3_defaults[] =
     "{\"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 4096, "
     "\"rms_norm_eps\": 1e-5}";
+
+/* transformers' SmolLM3Config: without no_rope_layers, every fourth layer has no RoPE */
+static const char smollm3_defaults[] = "{\"no_rope_layer_interval\": 4}";
 
 /* What every family over the Qwen2 decoder (qwen2.h) shares: its unbind and forward pass. */
 #define QWEN2_DECODER                                                                        \
@@ -128,6 +132,14 @@ static const struct model_family families[] = {
         .window_unswitched = true,
         .config_defaults = phi3_defaults,
         .bind = phi3_bind,
+        QWEN2_DECODER,
+    },
+    {
+        /* Llama's forward pass without RoPE in the layers no_rope_layers names (every fourth) */
+        .model_type = "smollm3",
+        .architectures = smollm3_archs,
+        .config_defaults = smollm3_defaults,
+        .bind = llama_bind,
         QWEN2_DECODER,
     },
     {

@@ -85,7 +85,8 @@ struct qwen2_runtime {
 
 enum step_op {
     STEP_NORM,     /* [Gemma: x *= embed_scale]; xn = rms_norm(x, w) */
-    STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k),
+    STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k) (not in a
+                      SmolLM3 layer without RoPE),
                       cache ← k, v */
     STEP_ADD_NORM, /* x += tmp; xn = rms_norm(x, w) */
     STEP_NORM_ADD_NORM, /* Gemma: tmp = rms_norm(tmp, w[0]); x += tmp; xn = rms_norm(x, w[1]) */
@@ -106,7 +107,7 @@ struct step {
     const int32_t *pos;        /* (n) for STEP_ROPE_KV */
     int dim;                   /* STEP_GLU, STEP_SOFTCAP: the row width */
     int first;                 /* STEP_MOE_*: the expert's first pair in the routing */
-    const struct ll_rope *rope; /* STEP_ROPE_KV: the layer's table */
+    const struct ll_rope *rope; /* STEP_ROPE_KV: the layer's table (NULL: none) */
     float *out;                /* STEP_SOFTCAP: the rows */
     float cap;                 /* STEP_SOFTCAP */
 };
@@ -164,8 +165,10 @@ static void step_worker(void *ctx, int ith, int nth)
             ll_rms_norm(r->k + (size_t)lo * r->kvdim, r->k + (size_t)lo * r->kvdim, s->w[1].data,
                         s->w[1].dtype, (hi - lo) * r->n_kv, r->head_dim, eps);
         }
-        ll_rope_apply(r->q + (size_t)lo * r->qdim, s->rope, s->pos + lo, hi - lo, r->n_heads);
-        ll_rope_apply(r->k + (size_t)lo * r->kvdim, s->rope, s->pos + lo, hi - lo, r->n_kv);
+        if (s->rope) { /* NULL: a layer without RoPE (SmolLM3's) */
+            ll_rope_apply(r->q + (size_t)lo * r->qdim, s->rope, s->pos + lo, hi - lo, r->n_heads);
+            ll_rope_apply(r->k + (size_t)lo * r->kvdim, s->rope, s->pos + lo, hi - lo, r->n_kv);
+        }
         ll_kv_cache_write(&r->base.kv, s->layer, r->slot + lo, r->k + (size_t)lo * r->kvdim,
                           r->v + (size_t)lo * r->kvdim, hi - lo);
         break;
@@ -198,11 +201,11 @@ static void run_step(struct qwen2_runtime *r, enum step_op op, int n, int layer,
                      const struct ll_tensor *w, const int32_t *pos)
 {
     struct step s = {.r = r, .op = op, .n = n, .layer = layer, .w = w, .pos = pos};
+    const struct model_config *c = &r->base.model->config;
     if (op == STEP_ROPE_KV)
-        s.rope = model_layer_windowed(&r->base.model->config, layer) &&
-                         r->base.model->config.swa.rope_theta > 0
-                     ? &r->rope_local
-                     : &r->rope;
+        s.rope = !model_layer_rope(c, layer)                              ? NULL
+                 : model_layer_windowed(c, layer) && c->swa.rope_theta > 0 ? &r->rope_local
+                                                                           : &r->rope;
     ll_pool_run(r->base.pool, step_worker, &s);
 }
 

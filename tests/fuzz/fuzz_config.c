@@ -48,6 +48,9 @@ static void fuzz_model_config(const char *text, size_t len)
          cfg.rope_dim > cfg.head_dim ||
          memchr(cfg.weights_prefix, 0, sizeof cfg.weights_prefix) == NULL))
         fuzz_fail("model_config_parse accepted a shape it documents as invalid");
+    for (int l = cfg.n_layers; st == LL_OK && l < 1024; l++)
+        if (!model_layer_rope(&cfg, l))
+            fuzz_fail("layer %d past the %d layers is marked without RoPE", l, cfg.n_layers);
     const struct model_rope_scaling *rs = &cfg.rope_scaling;
     if (st == LL_OK && rs->kind == MODEL_ROPE_LONGROPE) {
         if (rs->n_factors != cfg.rope_dim / 2 || rs->n_factors > LL_ROPE_MAX_PAIRS ||
