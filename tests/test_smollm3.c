@@ -80,7 +80,8 @@ static void test_config(void **state)
     for (int l = 0; l < 8; l++)
         assert_int_equal(model_layer_rope(&m->config, l), (l + 1) % 4 != 0);
     model_close(m);
-    config_edit(md, "\"no_rope_layers_\": [", "\"no_rope_layer_interval\": 4,\n  \"no_rope_layers\": [");
+    config_edit(md, "\"no_rope_layers_\": [",
+                "\"no_rope_layer_interval\": 4,\n  \"no_rope_layers\": [");
 
     static const struct config_refusal bad[] = {
         {"\"no_rope_layers\": [\n    1,", "\"no_rope_layers\": [\n", "no_rope_layers must be"},
