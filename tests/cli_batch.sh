@@ -206,7 +206,7 @@ check "batch --max-batch-tokens=N above 65536 is refused with the range" $?
 check "batch --kv-memory with a bad unit is refused" $?
 "$cli" batch --help >"$tmp/help"
 grep -q -- '--max-seqs N .*sequences decoded at once (1 to 4096; default 16)' "$tmp/help" &&
-    grep -q -- '--ctx N .*default min(4096, max_position_embeddings, sliding_window)' "$tmp/help"
+    grep -q -- '--ctx N .*default min(4096, max_position_embeddings))' "$tmp/help"
 check "batch --help prints the engine-option table with ranges and defaults" $?
 grep -q '^engine: threads: 2, ctx: 4096, max-seqs: 16, max-batch-tokens: 512, ' "$tmp/err"
 check "batch prints the resolved engine options by their flag names" $?
