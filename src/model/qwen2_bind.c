@@ -72,8 +72,7 @@ struct layer_kind {
                      quantized copy stores the parts under the separate names */
 };
 
-/* Bind the parts of fused tensor `name` (rows: the sum of the parts' n), in row order, as the
- * linear weights of `parts` named by `suffixes` after `prefix`. */
+/* One part of a fused tensor: n rows, bound as linear weight l named PREFIX.suffix. */
 struct part {
     struct model_linear *l;
     const char *suffix;
@@ -81,6 +80,8 @@ struct part {
     int64_t n;
 };
 
+/* Bind the parts of fused tensor `name` (k inputs; rows: the sum of the parts' n), in row
+ * order. */
 static enum ll_status bind_fused(struct model *m, const char *name, const char *prefix, int layer,
                                  int64_t k, const struct part *parts, int n_parts,
                                  struct ll_err *err)
