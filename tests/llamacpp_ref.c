@@ -218,3 +218,20 @@ void llamacpp_check_weights(const cJSON *fixture, const char *model_dir, int n_s
     assert_int_equal(n, n_samples);
     st_close(st);
 }
+
+void llamacpp_compare_prompts(struct model *m, const cJSON *fixture, double exact_tol,
+                              double fast_tol, const char *fast_only)
+{
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))
+    {
+        const char *name = cJSON_GetObjectItem(p, "name")->valuestring;
+        char what[64];
+        snprintf(what, sizeof what, "%s exact", name);
+        llamacpp_compare(m, LL_MATH_EXACT, p, exact_tol, what);
+        if (fast_only && strcmp(name, fast_only))
+            continue;
+        snprintf(what, sizeof what, "%s fast", name);
+        llamacpp_compare(m, LL_MATH_FAST, p, fast_tol, what);
+    }
+}

@@ -39,6 +39,13 @@ void llamacpp_check_weights(const cJSON *fixture, const char *model_dir, int n_s
 double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, double rel_tol,
                         const char *what);
 
+/* Every prompt of the fixture through llamacpp_compare on m: the exact path within exact_tol,
+ * and the fast path within fast_tol for the prompt named fast_only (NULL: every prompt; a
+ * long prompt of a model whose fast path moves many margins may have too few clear positions
+ * for the top-1 check). */
+void llamacpp_compare_prompts(struct model *m, const cJSON *fixture, double exact_tol,
+                              double fast_tol, const char *fast_only);
+
 /* One position of a prompt: the largest difference over its stored logits and llama.cpp's margin
  * between its best two, both over the fixture's largest |logit|; whether the engine's best token
  * is llama.cpp's. */

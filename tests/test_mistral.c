@@ -83,15 +83,7 @@ static void test_llama_cpp_parity(void **state)
     assert_string_equal(m->config.model_type, "mistral");
     assert_int_equal(m->config.head_dim, 32);
     assert_int_equal(m->config.swa.window, 0); /* null: full attention */
-    const cJSON *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))
-    {
-        char what[64];
-        snprintf(what, sizeof what, "%s exact", cJSON_GetObjectItem(p, "name")->valuestring);
-        llamacpp_compare(m, LL_MATH_EXACT, p, 2e-5, what);
-        snprintf(what, sizeof what, "%s fast", cJSON_GetObjectItem(p, "name")->valuestring);
-        llamacpp_compare(m, LL_MATH_FAST, p, 0.01, what);
-    }
+    llamacpp_compare_prompts(m, fixture, 2e-5, 0.01, NULL);
     model_close(m);
 }
 

@@ -209,16 +209,7 @@ static void test_llama_cpp_parity(void **state)
     llamacpp_check_weights(fixture, dirl, 45); /* three of each of the 15 tensors */
     struct model *m = model_tmp_open(dirl, NULL);
     assert_string_equal(m->config.model_type, "phi3");
-    const cJSON *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItem(fixture, "prompts"))
-    {
-        char what[64];
-        snprintf(what, sizeof what, "%s exact", cJSON_GetObjectItem(p, "name")->valuestring);
-        llamacpp_compare(m, LL_MATH_EXACT, p, 2e-5, what);
-        if (strcmp(cJSON_GetObjectItem(p, "name")->valuestring, "chat"))
-            continue;
-        llamacpp_compare(m, LL_MATH_FAST, p, 0.014, "chat fast");
-    }
+    llamacpp_compare_prompts(m, fixture, 2e-5, 0.014, "chat");
     model_close(m);
 
     char md[96];

@@ -352,13 +352,12 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
         return ll_err_set(err, LL_ENOMEM, "out of memory");
     }
     double scale = model_rope_inv_freq(c, o.n_ctx, inv_freq);
-    if (c->rope_scaling.kind == MODEL_ROPE_LONGROPE) /* the choice changes every answer */
-        log_msg(LOG_INFO,
-                "%s: longrope's %s factors: a context of %d positions %s the original %d",
-                m->dir, o.n_ctx > c->rope_scaling.original_max_position ? "long" : "short",
-                o.n_ctx,
-                o.n_ctx > c->rope_scaling.original_max_position ? "is longer than" : "fits",
+    if (c->rope_scaling.kind == MODEL_ROPE_LONGROPE) { /* the choice changes every answer */
+        const bool longer = o.n_ctx > c->rope_scaling.original_max_position;
+        log_msg(LOG_INFO, "%s: longrope's %s factors: a context of %d positions %s the original %d",
+                m->dir, longer ? "long" : "short", o.n_ctx, longer ? "is longer than" : "fits",
                 c->rope_scaling.original_max_position);
+    }
     enum ll_status s =
         ll_rope_init(&r->rope, c->head_dim, c->rope_dim, o.n_ctx, inv_freq, scale, err);
     if (!s && c->swa.window && c->swa.rope_theta > 0) {

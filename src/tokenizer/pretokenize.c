@@ -316,11 +316,11 @@ static size_t match_gpt2(const struct text *t, size_t i)
             from = i1, k = k1;
     }
     if (k & TOK_CP_L)
-        return scan_run(t, from == i ? i1 : from, TOK_CP_L);
+        return scan_run(t, from, TOK_CP_L);
     if (k & TOK_CP_N)
-        return scan_run(t, from == i ? i1 : from, TOK_CP_N);
+        return scan_run(t, from, TOK_CP_N);
     if (!(k & TOK_CP_WS)) { /* a symbol run: not white space, letter or number */
-        size_t j = from == i ? i1 : from;
+        size_t j = from;
         while (j < t->n) {
             uint32_t cp;
             uint16_t kj;
