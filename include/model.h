@@ -114,6 +114,11 @@ struct model_config {
                               1/sqrt(head_dim) */
     double attn_softcap;   /* > 0: attn_logit_softcapping (Gemma 2): scores c·tanh(s/c) */
     double final_softcap;  /* > 0: final_logit_softcapping (Gemma 2): logits c·tanh(l/c) */
+    double embed_mult;     /* > 0: the embedding rows times it (Granite's embedding_multiplier);
+                              0: none (Gemma's √hidden is the bind's) */
+    double residual_mult;  /* > 0: each sub-layer's output times it before the residual add
+                              (Granite's residual_multiplier); 0: none */
+    double logits_div;     /* > 0: the logits divided by it (Granite's logits_scaling); 0: none */
     struct model_moe moe;  /* n_experts 0 for the dense families */
     float rms_eps;         /* rms_norm_eps, default 1e-6 */
     bool tie_word_embeddings;

@@ -37,6 +37,11 @@ struct model_family {
                                          "sliding_attention", or, without layer_types, to every
                                          layer l with (l + 1) % sliding_window_pattern != 0, the
                                          pattern defaulting to this */
+    bool multipliers;                 /* config.json's embedding_multiplier,
+                                         attention_multiplier (q·k's scale, replacing
+                                         1/√head_dim), residual_multiplier and logits_scaling
+                                         are read (Granite's); other families ignore them, as
+                                         transformers does */
     const char *config_defaults;      /* JSON object: the values of the family's transformers
                                          config class for the fields a config.json may leave out
                                          (Gemma 3's); NULL: config.c's own defaults */

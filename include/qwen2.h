@@ -1,22 +1,25 @@
 /*
  * qwen2.h: the Qwen2 family (model_type "qwen2"), Qwen3, its dense successor (model_type
  * "qwen3"), Llama (model_type "llama": Llama 3.x and the models built on it, such as
- * DeepSeek-R1-Distill-Llama), Gemma 2 and 3 ("gemma2", "gemma3_text"), and the mixtures of
- * experts, Qwen2-MoE ("qwen2_moe") and Qwen3-MoE ("qwen3_moe"): one weights struct, bound by qwen2_bind.c, and one forward pass
+ * DeepSeek-R1-Distill-Llama), Mistral, Gemma 2 and 3 ("gemma2", "gemma3_text"), Phi-3,
+ * SmolLM3, Granite ("granite"), and the mixtures of experts, Qwen2-MoE ("qwen2_moe") and
+ * Qwen3-MoE ("qwen3_moe"): one weights struct, bound by qwen2_bind.c, and one forward pass
  * (qwen2.c), the implementation behind runtime.h. Registered in the family table of
  * model_registry.c; nothing outside the qwen2 files (and their tests) looks inside.
  *
- * Per step: embedding (Gemma: times sqrt(hidden)) → per layer (RMSNorm → q/k/v (+ bias: Qwen2;
- * Qwen3 when attention_bias) → Qwen3, Gemma 3: RMSNorm of each head of q and k → RoPE on q, k →
- * K/V into the cache → attention (Gemma: its scale, softcap and, in windowed layers, the sliding
- * window) → o (Gemma: RMSNorm) → residual → RMSNorm → gate, up → SwiGLU (Gemma: GeGLU) → down
- * (Gemma: RMSNorm; a sparse layer: the router's k experts, each such MLP, weighted; Qwen2-MoE:
- * plus the gated shared expert) → residual) → final RMSNorm and lm_head (Gemma 2: softcapped)
- * for the rows that want logits only. The families differ in those steps and nothing else
- * (transformers' Qwen3 is Qwen2 with per-head q/k norms and biases off by default; its Llama is
- * Qwen2 without biases; its Gemma norms by 1 + w and adds the two output norms). RoPE's
- * frequencies follow config.json's rope_scaling (model_rope_inv_freq()), Llama 3.1's "llama3"
- * stretching included; Gemma 3's windowed layers have a base of their own.
+ * Per step: embedding (Gemma: times sqrt(hidden); Granite: times its embedding_multiplier) →
+ * per layer (RMSNorm → q/k/v (+ bias: Qwen2; Qwen3 when attention_bias) → Qwen3, Gemma 3:
+ * RMSNorm of each head of q and k → RoPE on q, k → K/V into the cache → attention (Gemma: its
+ * scale, softcap and, in windowed layers, the sliding window; Granite: its attention_multiplier
+ * as the scale) → o (Gemma: RMSNorm) → residual (Granite: the output times residual_multiplier)
+ * → RMSNorm → gate, up → SwiGLU (Gemma: GeGLU) → down (Gemma: RMSNorm; a sparse layer: the
+ * router's k experts, each such MLP, weighted; Qwen2-MoE: plus the gated shared expert) →
+ * residual (Granite: as before)) → final RMSNorm and lm_head (Gemma 2: softcapped; Granite:
+ * divided by logits_scaling) for the rows that want logits only. The families differ in those
+ * steps and nothing else (transformers' Qwen3 is Qwen2 with per-head q/k norms and biases off by
+ * default; its Llama is Qwen2 without biases; its Gemma norms by 1 + w and adds the two output
+ * norms). RoPE's frequencies follow config.json's rope_scaling (model_rope_inv_freq()), Llama
+ * 3.1's "llama3" stretching included; Gemma 3's windowed layers have a base of their own.
  */
 #ifndef LLAISYS_QWEN2_H
 #define LLAISYS_QWEN2_H
@@ -70,7 +73,8 @@ struct qwen2_weights {
     struct ll_tensor final_norm; /* (hidden) model.norm.weight */
     struct model_linear lm_head; /* (vocab, hidden); dense, it is the embedding when tied */
     struct qwen2_layer *layers;  /* n_layers entries */
-    float embed_scale;           /* Gemma: the embedding rows times sqrt(hidden_size); 0: none */
+    float embed_scale;           /* the embedding rows times it: Gemma's sqrt(hidden_size),
+                                    Granite's embedding_multiplier; 0: none */
     bool norm_plus_one;          /* Gemma: every RMSNorm multiplies by (1 + weight) */
 };
 

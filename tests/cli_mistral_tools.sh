@@ -94,7 +94,7 @@ one=$(chat "{$ask,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":
 check "mistral_args tools: a named tool_choice gives exactly one call of it" $?
 stop ma
 "$srv" --model tests/fixtures/tiny-qwen2 --tool-parser mistral_v2 2>"$tmp/bad.err"
-[ $? -ne 0 ] && grep -q 'mistral, mistral_args or none' "$tmp/bad.err"
+[ $? -ne 0 ] && grep -q 'mistral_args, granite or none' "$tmp/bad.err"
 check "mistral_args tools: an unknown --tool-parser is refused, naming mistral_args" $?
 
 # the random Mistral with [ARGS] as a special token (id 32, a spare control token renamed) and a

@@ -212,7 +212,8 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
            *o = malloc(sizeof(double) * H), *p = malloc(sizeof(double) * n);
     const struct st_tensor *emb = tensor(r, "model.embed_tokens.weight", 0);
     const bool g1 = r->kind.gemma; /* norms of 1 + w, output norms, embedding scaled */
-    const double escale = g1 ? sqrt((double)H) : 1.0;
+    const double escale = g1 ? sqrt((double)H) : c->embed_mult > 0 ? c->embed_mult : 1.0;
+    const double rmul = c->residual_mult > 0 ? c->residual_mult : 1.0; /* Granite's */
     const double qscale = c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)hd);
     double *mo = malloc(sizeof(double) * H);
     for (int t = 0; t < n; t++)
@@ -298,13 +299,13 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
                 continue;
             }
             for (int i = 0; i < H; i++)
-                xt[i] += o[i];
+                xt[i] += o[i] * rmul;
             ref_rms(xn, xt, tensor(r, "model.layers.%d.post_attention_layernorm.weight", l), H,
                     c->rms_eps);
             if (model_layer_sparse(c, l))
                 ref_experts(r, l, xn, xt);
             else
-                ref_mlp(r, "model.layers.%d.mlp", l, F, xn, 1.0, xt);
+                ref_mlp(r, "model.layers.%d.mlp", l, F, xn, rmul, xt);
         }
     }
     const struct st_tensor *head =
@@ -313,6 +314,8 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
         ref_rms_k(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps, g1);
         double *lt = logits + (size_t)t * V;
         ref_linear(lt, head, NULL, xn, V, H);
+        for (int i = 0; c->logits_div > 0 && i < V; i++)
+            lt[i] /= c->logits_div;
         for (int i = 0; c->final_softcap > 0 && i < V; i++)
             lt[i] = c->final_softcap * tanh(lt[i] / c->final_softcap);
     }

@@ -581,7 +581,7 @@ static const struct bad_dir bad_dirs[] = {
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"phimoe\"", {0},
      LL_EUNSUPPORTED, "config.json",
      "unknown model_type \"phimoe\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
-     "gemma2, gemma3_text, gemma3, phi3, smollm3, mock)"},
+     "gemma2, gemma3_text, gemma3, phi3, smollm3, granite, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"dynamic\"}", {0},
@@ -753,7 +753,7 @@ static void test_registry_routes(void **state)
     char names[128], cut[3];
     model_registry_names(names, sizeof names);
     assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, gemma2, "
-                               "gemma3_text, gemma3, phi3, smollm3, mock");
+                               "gemma3_text, gemma3, phi3, smollm3, granite, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

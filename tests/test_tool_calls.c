@@ -1049,6 +1049,72 @@ static void test_mistral_args_history(void **state)
     chat_template_free(t);
 }
 
+#define GTC "<|tool_call|>"
+
+/* granite: text, then <|tool_call|> and a JSON array of calls (the keys in either order, as
+ * Granite writes "arguments" first), read as mistral's array; its own marker in the grammar
+ * (which takes either order),
+ * the detection, the markers, the fallback prompt; call ids "call_" + hex. */
+static void test_granite(void **state)
+{
+    (void)state;
+    const enum tool_format G = TOOL_FORMAT_GRANITE;
+    check_splits(G,
+                 "Checking." GTC "[{\"arguments\": {\"city\": \"Paris\"}, \"name\": "
+                 "\"get_weather\"}, {\"name\": \"get_time\", \"arguments\": {}}]",
+                 "Checking.", 2, (const char *const[]){"get_weather", "get_time"},
+                 (const char *const[]){"{\"city\":\"Paris\"}", "{}"});
+    check_splits(G, GTC " [{\"name\":\"f\",\"arguments\":{\"a\":\"x]\"}}]\n done", "done", 1,
+                 (const char *const[]){"f"}, (const char *const[]){"{\"a\":\"x]\"}"});
+    /* no call: Mistral's marker is text here; a partial marker; malformed, never the marker */
+    check_splits(G, "[TOOL_CALLS][{\"name\":\"f\",\"arguments\":{}}] and <|tool_ca",
+                 "[TOOL_CALLS][{\"name\":\"f\",\"arguments\":{}}] and <|tool_ca", 0, NULL,
+                 NULL);
+    check_splits(G, "Hi " GTC "not an array", "Hi not an array", 0, NULL, NULL);
+    check_splits(G, GTC "[{\"name\":\"f\",\"argu", "[{\"name\":\"f\",\"argu", 0, NULL, NULL);
+
+    struct oai_request r = parse_chat(TOOLS);
+    struct tool_setup gs = {.format = G};
+    struct grammar *g = NULL;
+    struct oai_error e;
+    assert_int_equal(tools_grammar(&gs, &r, &g, &e), LL_OK);
+    assert_true(acc(g, "text, or nothing"));
+    assert_true(acc(g, "Let me look." GTC "[{\"name\":\"ping\",\"arguments\":{\"n\":1}}]"));
+    assert_true(acc(g, GTC "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}, "
+                       "{\"name\": \"ping\", \"arguments\": {}}]"));
+    assert_true(acc(g, GTC "[{\"arguments\": {\"city\": \"P\"}, \"name\": \"get_weather\"}]"));
+    assert_false(acc(g, GTC "[{\"arguments\": {\"city\": \"P\"}, \"name\": \"nope\"}]"));
+    assert_false(acc(g, GTC "[{\"name\": \"get_weather\", \"arguments\": {\"town\": \"x\"}}]"));
+    assert_false(acc(g, "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}]x" GTC "[]"));
+    assert_false(acc(g, GTC "[]"));
+    grammar_unref(g);
+    oai_request_free(&r);
+
+    assert_true(tools_parser_valid("granite"));
+    const char *marks[TOOLS_MAX_MARKERS];
+    assert_int_equal(tools_markers(G, marks), 1);
+    assert_string_equal(marks[0], GTC);
+    struct chat_template *t;
+    struct ll_err err = {0};
+    assert_int_equal(chat_template_compile(&t, "{%- if m.tool_calls %}<|tool_call|>"
+                                               "{{ m.tool_calls|tojson }}{%- endif %}", &err),
+                     LL_OK);
+    struct tool_setup s;
+    tools_choose(&s, NULL, t, "<s>", "</s>");
+    assert_int_equal(s.format, G);
+    assert_string_equal(s.why, "auto: granite (the chat template writes <|tool_call|>); tools "
+                               "in a fallback system prompt");
+    chat_template_free(t);
+
+    struct tool_setup fb = {.format = G, .in_template = false};
+    r = parse_chat(TOOLS);
+    assert_int_equal(tools_context(&fb, r.tools, r.tool_choice, r.chat_context, &e), LL_OK);
+    cJSON *msgs = cJSON_GetObjectItem(r.chat_context, "messages");
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "content")->valuestring,
+                           GTC "[{\"name\": \"FUNCTION_NAME\", \"arguments\": {ARGUMENTS"));
+    oai_request_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1057,6 +1123,7 @@ int main(void)
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_mistral_args),
+        cmocka_unit_test(test_granite),
         cmocka_unit_test(test_call_ids),
         cmocka_unit_test(test_streamed_pieces),
         cmocka_unit_test(test_grammars),

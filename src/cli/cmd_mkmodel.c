@@ -20,7 +20,7 @@ static void mkmodel_usage(FILE *f)
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
             "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2,\n"
-            "Gemma 3 (text), Phi-3 or SmolLM3 model in the\n"
+            "Gemma 3 (text), Phi-3, SmolLM3 or Granite model in the\n"
             "Hugging Face layout: config.json, generation_config.json, model.safetensors\n"
             "(bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
@@ -31,15 +31,16 @@ static void mkmodel_usage(FILE *f)
             "                       qwen1.5-moe-a2.7b, qwen3-30b-a3b (mixtures of experts),\n"
             "                       mistral-nemo-12b, mistral-small-24b, mistral-7b\n"
             "                       (v0.1), gemma2-2b, gemma3-1b, phi3-mini (Phi-3-mini-4k),\n"
-            "                       phi3.5-mini, phi4-mini, smollm3-3b\n"
+            "                       phi3.5-mini, phi4-mini, smollm3-3b, granite3-2b,\n"
+            "                       granite3-8b (granite-3.1-2b/8b)\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
             "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
             "                       attention, experts in the MLPs), mistral (Llama's\n"
             "                       decoder, Mistral's config), gemma2, gemma3_text (Gemma's\n"
             "                       norms, GeGLU and windowed layers; tied), phi3 (Llama's\n"
             "                       decoder from fused q/k/v and gate/up weights), smollm3\n"
-            "                       (Llama's, every fourth layer without RoPE); default: the\n"
-            "                       preset's\n"
+            "                       (Llama's, every fourth layer without RoPE), granite\n"
+            "                       (Llama's with four multipliers); default: the preset's\n"
             "  --window N           gemma2, gemma3_text: the windowed layers' sliding_window\n"
             "                       (default: the preset's, else 4096 / 512); mistral,\n"
             "                       phi3: config.json's sliding_window, every layer's\n"
@@ -64,6 +65,10 @@ static void mkmodel_usage(FILE *f)
             "                       factors)\n"
             "  --partial-rotary X   phi3: partial_rotary_factor (the share of a head's dims\n"
             "                       that turn; default: the preset's, else all)\n"
+            "  --multipliers E,A,R,L\n"
+            "                       granite: embedding_multiplier, attention_multiplier,\n"
+            "                       residual_multiplier, logits_scaling (default: the\n"
+            "                       preset's, else 12, 1/head_dim, 0.22, 8)\n"
             "  --tied | --untied    share lm_head with the embedding or not\n"
             "  --copy N             a copy model (needs --untied): same shapes and cost, but\n"
             "                       greedy decoding steps through t+1, t+2, ... within t's\n"
@@ -99,15 +104,16 @@ static const struct {
 int cmd_mkmodel(int argc, char **argv)
 {
     const char *preset = "tiny", *tokenizer = NULL, *out = NULL, *family = NULL,
-               *mlp_only = NULL;
+               *mlp_only = NULL, *mults = NULL;
     long long iv[N_INTS] = {0}, seed = 0, threads = 2;
     bool ig[N_INTS] = {0}, seed_g = false, theta_g = false, eps_g = false, tied_g = false;
     bool tied = false, force = false;
     double theta = 0, eps = 0, rope_factor = 0, partial = 0;
     long long rope_orig = 0;
     bool ig_rope[2] = {false, false}, partial_g = false;
-    struct cli_arg args[N_INTS + 15] = {
+    struct cli_arg args[N_INTS + 16] = {
         CLI_STR("--preset", &preset),
+        CLI_STR("--multipliers", &mults),
         CLI_STR("--mlp-only-layers", &mlp_only),
         CLI_STR("--family", &family),
         CLI_STR("--tokenizer", &tokenizer),
@@ -129,9 +135,9 @@ int cmd_mkmodel(int argc, char **argv)
          .min_open = true, .given = &partial_g},
     };
     for (int k = 0; k < N_INTS; k++)
-        args[14 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
+        args[15 + k] = (struct cli_arg){.flag = ints[k].flag, .kind = CLI_ARG_INT, .out = &iv[k],
                                        .imin = 1, .imax = ints[k].max, .given = &ig[k]};
-    args[N_INTS + 14] = (struct cli_arg)CLI_END;
+    args[N_INTS + 15] = (struct cli_arg)CLI_END;
     const char *pos[1] = {NULL};
     const struct cli_cmd cmd = {.name = "mkmodel", .usage = mkmodel_usage, .args = args,
                                 .pos = pos, .max_pos = 1};
@@ -151,7 +157,7 @@ int cmd_mkmodel(int argc, char **argv)
     }
     if (family && !mkmodel_family_parse(family, &s.family))
         return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe, "
-                                   "mistral, gemma2, gemma3_text, phi3 or smollm3");
+                                   "mistral, gemma2, gemma3_text, phi3, smollm3 or granite");
     bool gemma = mkmodel_family_gemma(s.family), phi3 = s.family == MKMODEL_PHI3;
     if (!gemma && s.family != MKMODEL_MISTRAL && !phi3)
         s.sliding_window = 0; /* a gemma, mistral or phi3 preset's, for another family */
@@ -179,6 +185,20 @@ int cmd_mkmodel(int argc, char **argv)
         s.rope_original_max = 0; /* a llama or phi3 preset's, for another family */
     if (!phi3)
         s.partial_rotary = 0;
+    if (s.family != MKMODEL_GRANITE)
+        memset(s.multipliers, 0, sizeof s.multipliers); /* a granite preset's */
+    if (mults) {
+        const char *p = mults;
+        for (int i = 0; i < 4; i++) {
+            char *end;
+            double v = strtod(p, &end);
+            if (end == p || !(v > 0 && v <= 1e6) || *end != (i < 3 ? ',' : '\0'))
+                return cli_args_fail(&cmd, "--multipliers takes four numbers in (0, 1e6], "
+                                           "comma-separated: E,A,R,L");
+            s.multipliers[i] = v;
+            p = end + (i < 3);
+        }
+    }
     if (partial_g)
         s.partial_rotary = partial;
     if (ig_rope[0])

@@ -491,6 +491,27 @@ static enum ll_status get_gemma_fields(struct model_config *c, const cJSON *o, c
     return LL_OK;
 }
 
+/* Granite's multipliers (the family's `multipliers`): the embedding rows times
+ * embedding_multiplier, q·k times attention_multiplier (instead of 1/√head_dim), each sub-layer's
+ * output times residual_multiplier before the residual add, the logits divided by
+ * logits_scaling. Absent: 1, as in transformers' GraniteConfig (the family's defaults). */
+static enum ll_status get_multipliers(struct model_config *c, const struct model_family *fam,
+                                      const cJSON *o, const char *name, struct ll_err *err)
+{
+    if (!fam || !fam->multipliers)
+        return LL_OK;
+    enum ll_status s;
+    if ((s = get_num(o, "embedding_multiplier", 0, false, 1e6, 1.0, &c->embed_mult, NULL, name,
+                     err)) ||
+        (s = get_num(o, "attention_multiplier", 0, false, 1e6, 1.0, &c->attn_scale, NULL, name,
+                     err)) ||
+        (s = get_num(o, "residual_multiplier", 0, false, 1e6, 1.0, &c->residual_mult, NULL,
+                     name, err)) ||
+        (s = get_num(o, "logits_scaling", 0, false, 1e6, 1.0, &c->logits_div, NULL, name, err)))
+        return s;
+    return LL_OK;
+}
+
 /* Gemma's per-layer sliding window (the family's window_period): sliding_window (required),
  * the layers it applies to (layer_types, else sliding_window_pattern), and
  * rope_local_base_freq, the RoPE base of those layers. */
@@ -729,6 +750,7 @@ static enum ll_status config_fields(struct model_config *c, const struct model_f
 
     /* Features that would change the math: refuse rather than compute something else. */
     if ((s = get_act(c, o, name, err)) || (s = get_gemma_fields(c, o, name, err)) ||
+        (s = get_multipliers(c, fam, o, name, err)) ||
         (s = get_rotary_dims(c, o, name, err)) || (s = get_nope_layers(c, o, name, err)) ||
         (s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), o, name, err)) ||
         (s = get_moe(&c->moe, o, c->n_layers, name, err)))

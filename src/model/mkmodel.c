@@ -140,13 +140,22 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->hidden_size = 2048, s->n_layers = 36, s->n_heads = 16, s->n_kv_heads = 4;
         s->intermediate_size = 11008, s->vocab_size = 128256, s->tied = true;
         s->max_position = 65536, s->rope_theta = 5000000.0;
+    } else if (!strcmp(name, "granite3-2b") || !strcmp(name, "granite3-8b")) {
+        /* ibm-granite/granite-3.1-{2b,8b}-instruct (granite-3.3's have 4 more tokens) */
+        bool small = !strcmp(name, "granite3-2b");
+        s->family = MKMODEL_GRANITE;
+        s->hidden_size = small ? 2048 : 4096, s->n_layers = 40, s->n_heads = 32;
+        s->n_kv_heads = 8, s->intermediate_size = small ? 8192 : 12800, s->vocab_size = 49155;
+        s->tied = true, s->max_position = 131072, s->rope_theta = 10000000.0, s->rms_eps = 1e-5;
+        s->multipliers[0] = 12.0, s->multipliers[1] = small ? 0.015625 : 0.0078125;
+        s->multipliers[2] = 0.22, s->multipliers[3] = small ? 8.0 : 16.0;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
                           "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
                           "mistral-small-24b, mistral-7b, gemma2-2b, gemma3-1b, phi3-mini, "
-                          "phi3.5-mini, phi4-mini, smollm3-3b)",
+                          "phi3.5-mini, phi4-mini, smollm3-3b, granite3-2b, granite3-8b)",
                           name);
     }
     return LL_OK;
@@ -163,6 +172,7 @@ static const char *const family_names[] = {
     [MKMODEL_GEMMA3] = "gemma3_text",
     [MKMODEL_PHI3] = "phi3",
     [MKMODEL_SMOLLM3] = "smollm3",
+    [MKMODEL_GRANITE] = "granite",
 };
 
 const char *mkmodel_family_name(enum mkmodel_family f)
@@ -298,6 +308,11 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
     if (s->family == MKMODEL_SMOLLM3 && s->n_layers > 256)
         return ll_err_set(err, LL_EINVAL, "a smollm3 model's no_rope_layers list is written for "
                           "at most 256 layers (%d)", s->n_layers);
+    for (int i = 0; i < 4; i++)
+        if (s->multipliers[i] < 0 || s->multipliers[i] > 1e6 ||
+            (s->multipliers[i] && s->family != MKMODEL_GRANITE))
+            return ll_err_set(err, LL_EINVAL, "multiplier %g: granite models only, in (0, 1e6]",
+                              s->multipliers[i]);
     if (s->family != MKMODEL_PHI3 && s->partial_rotary)
         return ll_err_set(err, LL_EINVAL, "a partial rotary factor is for phi3 models only");
     if (s->partial_rotary < 0 || s->partial_rotary > 1 ||
@@ -765,6 +780,7 @@ static const char *const family_archs[] = {
     [MKMODEL_QWEN3_MOE] = "Qwen3MoeForCausalLM", [MKMODEL_MISTRAL] = "MistralForCausalLM",
     [MKMODEL_GEMMA2] = "Gemma2ForCausalLM",     [MKMODEL_GEMMA3] = "Gemma3ForCausalLM",
     [MKMODEL_PHI3] = "Phi3ForCausalLM",     [MKMODEL_SMOLLM3] = "SmolLM3ForCausalLM",
+    [MKMODEL_GRANITE] = "GraniteForCausalLM",
 };
 
 /* the transformers version of the published config each family's fields follow */
@@ -772,7 +788,7 @@ static const char *const family_versions[] = {
     [MKMODEL_QWEN2] = "4.44.0",     [MKMODEL_QWEN3] = "4.51.0",     [MKMODEL_LLAMA] = "4.45.0",
     [MKMODEL_QWEN2_MOE] = "4.40.0", [MKMODEL_QWEN3_MOE] = "4.51.0", [MKMODEL_MISTRAL] = "4.43.0",
     [MKMODEL_GEMMA2] = "4.42.4",    [MKMODEL_GEMMA3] = "4.50.0.dev0", [MKMODEL_PHI3] = "4.43.3",
-    [MKMODEL_SMOLLM3] = "4.54.0.dev0",
+    [MKMODEL_SMOLLM3] = "4.54.0.dev0", [MKMODEL_GRANITE] = "4.47.0",
 };
 
 /* longrope's factor lists for n pairs, one number a line as transformers writes them: short
@@ -894,6 +910,16 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
         else
             put(&d, "sliding_window", "null");
     }
+    if (f == MKMODEL_GRANITE) {
+        const double dflt[4] = {12.0, 1.0 / head_dim_of(s), 0.22, 8.0};
+        static const char *const key[4] = {"embedding_multiplier", "attention_multiplier",
+                                           "residual_multiplier", "logits_scaling"};
+        put(&d, "attention_bias", "false");
+        for (int i = 0; i < 4; i++)
+            put_float(&d, key[i], s->multipliers[i] > 0 ? s->multipliers[i] : dflt[i]);
+        put(&d, "mlp_bias", "false");
+        put(&d, "rope_scaling", "null");
+    }
     if (f == MKMODEL_MISTRAL && s->sliding_window) /* Mistral-7B v0.1's */
         put(&d, "sliding_window", "%d", s->sliding_window);
     else if (f == MKMODEL_MISTRAL)
@@ -937,7 +963,8 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
 }
 
 /* generation_config.json: the published sampling defaults of R1-Distill-Qwen, of Qwen3 (which
- * adds top_k) and of Llama 3.x Instruct (top_p 0.9); Mistral-Nemo's and Phi-3's have none. */
+ * adds top_k) and of Llama 3.x Instruct (top_p 0.9); Mistral-Nemo's, Phi-3's and Granite's have
+ * none. */
 static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, const int *eos,
                                        int n_eos, const char *path, struct ll_err *err)
 {
@@ -946,7 +973,8 @@ static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, co
     if (bos >= 0)
         put(&d, "bos_token_id", "%d", bos);
     put_eos(&d, eos, n_eos);
-    if (s->family != MKMODEL_MISTRAL && s->family != MKMODEL_PHI3) {
+    if (s->family != MKMODEL_MISTRAL && s->family != MKMODEL_PHI3 &&
+        s->family != MKMODEL_GRANITE) {
         put(&d, "do_sample", "true");
         if (!gemma(s))
             put(&d, "temperature", "0.6");

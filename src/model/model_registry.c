@@ -20,6 +20,7 @@ static const char *const gemma3_archs[] = {"Gemma3ForCausalLM", NULL};
 static const char *const gemma3_mm_archs[] = {"Gemma3ForConditionalGeneration", NULL};
 static const char *const phi3_archs[] = {"Phi3ForCausalLM", NULL};
 static const char *const smollm3_archs[] = {"SmolLM3ForCausalLM", NULL};
+static const char *const granite_archs[] = {"GraniteForCausalLM", NULL};
 
 /* transformers' Gemma3TextConfig defaults for the fields a Gemma 3 config.json leaves out (the
  * text_config of the 4B, 12B and 27B checkpoints gives only what differs from them) */
@@ -43,6 +44,11 @@ static const char phi3_defaults[] =
 
 /* transformers' SmolLM3Config: without no_rope_layers, every fourth layer has no RoPE */
 static const char smollm3_defaults[] = "{\"no_rope_layer_interval\": 4}";
+
+/* transformers' GraniteConfig: a context of 2048, and no multiplier is 1/√head_dim */
+static const char granite_defaults[] =
+    "{\"max_position_embeddings\": 2048, \"embedding_multiplier\": 1.0, "
+    "\"attention_multiplier\": 1.0, \"residual_multiplier\": 1.0, \"logits_scaling\": 1.0}";
 
 /* What every family over the Qwen2 decoder (qwen2.h) shares: its unbind and forward pass. */
 #define QWEN2_DECODER                                                                        \
@@ -139,6 +145,16 @@ static const struct model_family families[] = {
         .model_type = "smollm3",
         .architectures = smollm3_archs,
         .config_defaults = smollm3_defaults,
+        .bind = llama_bind,
+        QWEN2_DECODER,
+    },
+    {
+        /* Llama's forward pass with Granite's four multipliers (embedding, attention scale,
+         * residual, logits) */
+        .model_type = "granite",
+        .architectures = granite_archs,
+        .multipliers = true,
+        .config_defaults = granite_defaults,
         .bind = llama_bind,
         QWEN2_DECODER,
     },

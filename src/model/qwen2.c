@@ -49,6 +49,7 @@ struct qwen2_runtime {
     struct layer_norms *norms; /* (n_layers + 1): the last entry's attn is the final norm */
     float *norm_f32; /* the 1 + w copies that norms point into (Gemma); NULL otherwise */
     float embed_scale; /* the weights' (0: none) */
+    float res_mult;    /* config residual_mult (0: none) */
     enum model_act act;
     int hidden, n_heads, n_kv, head_dim, inter, vocab, qdim, kvdim;
     int ff_max;     /* the widest MLP: intermediate_size, or an expert's or the shared one's */
@@ -84,14 +85,14 @@ struct qwen2_runtime {
 /* ---- row-wise steps on the pool ---- */
 
 enum step_op {
-    STEP_NORM,     /* [Gemma: x *= embed_scale]; xn = rms_norm(x, w) */
+    STEP_NORM,     /* [Gemma, Granite: x *= embed_scale]; xn = rms_norm(x, w) */
     STEP_ROPE_KV,  /* [Qwen3: per-head rms_norm(q), rms_norm(k)], rope(q), rope(k) (not in a
                       SmolLM3 layer without RoPE),
                       cache ← k, v */
-    STEP_ADD_NORM, /* x += tmp; xn = rms_norm(x, w) */
+    STEP_ADD_NORM, /* [Granite: tmp *= res_mult]; x += tmp; xn = rms_norm(x, w) */
     STEP_NORM_ADD_NORM, /* Gemma: tmp = rms_norm(tmp, w[0]); x += tmp; xn = rms_norm(x, w[1]) */
     STEP_GLU,      /* gate = act(gate) · up, rows of dim (SwiGLU, or Gemma's GeGLU) */
-    STEP_SOFTCAP,  /* out = c · tanh(out / c), rows of dim (Gemma 2's final logits) */
+    STEP_LOGITS,   /* rows of dim: [Granite: out /= div]; [Gemma 2: out = cap · tanh(out / cap)] */
     STEP_MOE_GATHER, /* xe[j] = xn[rtok[first + j]]: one expert's input rows */
     STEP_MOE_ADD,  /* tmp[rtok[first + j]] += rw[first + j] · ye[j]: its weighted outputs */
     STEP_SHARED_ADD, /* tmp += sigmoid(sgate) · ye: the shared expert's */
@@ -105,11 +106,11 @@ struct step {
     const struct ll_tensor *w; /* norm weight; for STEP_ROPE_KV the layer's q_norm, k_norm
                                   (w[0], w[1]; data NULL: none) */
     const int32_t *pos;        /* (n) for STEP_ROPE_KV */
-    int dim;                   /* STEP_GLU, STEP_SOFTCAP: the row width */
+    int dim;                   /* STEP_GLU, STEP_LOGITS: the row width */
     int first;                 /* STEP_MOE_*: the expert's first pair in the routing */
     const struct ll_rope *rope; /* STEP_ROPE_KV: the layer's table (NULL: none) */
-    float *out;                /* STEP_SOFTCAP: the rows */
-    float cap;                 /* STEP_SOFTCAP */
+    float *out;                /* STEP_LOGITS: the rows */
+    float div, cap;            /* STEP_LOGITS: 0: none */
 };
 
 static void step_worker(void *ctx, int ith, int nth)
@@ -149,11 +150,15 @@ static void step_worker(void *ctx, int ith, int nth)
         ll_rms_norm(r->xn + lo * h, r->x + lo * h, s->w[1].data, s->w[1].dtype, hi - lo,
                     r->hidden, eps);
         break;
-    case STEP_SOFTCAP:
-        for (size_t i = (size_t)lo * s->dim; i < (size_t)hi * s->dim; i++)
+    case STEP_LOGITS:
+        for (size_t i = (size_t)lo * s->dim; s->div && i < (size_t)hi * s->dim; i++)
+            s->out[i] /= s->div;
+        for (size_t i = (size_t)lo * s->dim; s->cap && i < (size_t)hi * s->dim; i++)
             s->out[i] = s->cap * tanhf(s->out[i] / s->cap);
         break;
     case STEP_ADD_NORM:
+        for (size_t i = lo * h; r->res_mult && i < hi * h; i++)
+            r->tmp[i] *= r->res_mult;
         ll_add(r->x + lo * h, r->x + lo * h, r->tmp + lo * h, (hi - lo) * r->hidden);
         ll_rms_norm(r->xn + lo * h, r->x + lo * h, s->w->data, s->w->dtype, hi - lo, r->hidden,
                     eps);
@@ -366,6 +371,7 @@ enum ll_status qwen2_runtime_create(struct model_runtime **out, const struct mod
     }
     free(inv_freq);
     r->embed_scale = ((const struct qwen2_weights *)m->weights)->embed_scale;
+    r->res_mult = (float)c->residual_mult;
     r->act = c->act;
     if (s || (s = norms_init(r, m, err)) || (s = ll_pool_create(&r->base.pool, o.n_threads, err)) ||
         (s = ll_kv_cache_init(&r->base.kv, o.math == LL_MATH_EXACT ? LL_F32 : LL_BF16,
@@ -573,9 +579,9 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
     }
     /* n == n_want here (the last layer gathered them, or every row wants logits). */
     linear(r, logits, r->xn, &W->lm_head, NULL, n);
-    if (c->final_softcap > 0) {
-        struct step sc = {.r = r, .op = STEP_SOFTCAP, .n = n, .dim = r->vocab, .out = logits,
-                          .cap = (float)c->final_softcap};
+    if (c->logits_div > 0 || c->final_softcap > 0) {
+        struct step sc = {.r = r, .op = STEP_LOGITS, .n = n, .dim = r->vocab, .out = logits,
+                          .div = (float)c->logits_div, .cap = (float)c->final_softcap};
         ll_pool_run(r->base.pool, step_worker, &sc);
     }
     return LL_OK;

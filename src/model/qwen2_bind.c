@@ -290,6 +290,8 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
     if (kind.gemma) {
         w->embed_scale = sqrtf((float)c->hidden_size);
         w->norm_plus_one = true;
+    } else {
+        w->embed_scale = (float)c->embed_mult; /* Granite's embedding_multiplier, or 0 */
     }
     return LL_OK;
 }

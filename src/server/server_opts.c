@@ -84,7 +84,8 @@ static const struct opt_def defs[] = {
      "hermes: <tool_call>{json}</tool_call>; deepseek_v3: <｜tool▁calls▁begin｜>...; "
      "llama3_json: the answer is {\"name\", \"parameters\"} calls (Llama 3.x); mistral: "
      "[TOOL_CALLS][{\"name\", \"arguments\"}, ...] (Mistral-Nemo); mistral_args: "
-     "[TOOL_CALLS]NAME[ARGS]{...} per call (Mistral-Small 3.2, Devstral, Magistral); none: "
+     "[TOOL_CALLS]NAME[ARGS]{...} per call (Mistral-Small 3.2, Devstral, Magistral); granite: "
+     "<|tool_call|>[{\"name\", \"arguments\"}, ...] (Granite 3.x); none: "
      "refuse tools (default: from the chat template, else hermes)"},
     {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 1, 1LL << 50, "SIZE",
      "largest request body, else 413 (default 8M)"},
@@ -371,7 +372,8 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
                    o->reasoning_parser);
     if (o->tool_parser && !tools_parser_valid(o->tool_parser))
         return bad("--tool-parser",
-                   "must be hermes, deepseek_v3, llama3_json, mistral, mistral_args or none",
+                   "must be hermes, deepseek_v3, llama3_json, mistral, mistral_args, granite "
+                   "or none",
                    o->tool_parser);
     /* The server profile's batch shape now, the context and the KV pool when the model loads;
      * options at odds with each other are refused here, not after the model was loaded. */

@@ -7,7 +7,8 @@
  * parses the call (JSON through ll_json_parse) and hands it out whole. Whitespace next to
  * calls is dropped; a block that never closes, or whose JSON does not parse, comes out as text.
  * The two Mistral spellings (mistral, mistral_args) share their call ids and the history's ids
- * (mistral_family); each has its own reader of the text after [TOOL_CALLS].
+ * (mistral_family); each has its own reader of the text after [TOOL_CALLS]. mistral and granite
+ * are one reader of a marker and a JSON array of calls (array_mark: the marker differs).
  * Any thread; pure functions and per-choice state.
  */
 #include "tool_calls.h"
@@ -37,18 +38,26 @@
 #define MI_ID_LEN 9      /* Mistral's templates refuse any other length of call id */
 #define MA_ARGS "[ARGS]" /* mistral_args: between a call's name and its arguments */
 #define MA_MAX_NAME 128  /* bytes of a mistral_args call's name */
+#define GR_MARK "<|tool_call|>" /* granite: before its JSON array of calls */
 
 bool tools_parser_valid(const char *parser)
 {
     return !strcmp(parser, "hermes") || !strcmp(parser, "deepseek_v3") ||
            !strcmp(parser, "llama3_json") || !strcmp(parser, "mistral") ||
-           !strcmp(parser, "mistral_args") || !strcmp(parser, "none");
+           !strcmp(parser, "mistral_args") || !strcmp(parser, "granite") ||
+           !strcmp(parser, "none");
 }
 
 /* Mistral's two spellings: the same call ids and history ids (MI_ID_LEN characters). */
 static bool mistral_family(enum tool_format f)
 {
     return f == TOOL_FORMAT_MISTRAL || f == TOOL_FORMAT_MISTRAL_ARGS;
+}
+
+/* The marker before the JSON array of calls of mistral and granite (NULL for the others). */
+static const char *array_mark(enum tool_format f)
+{
+    return f == TOOL_FORMAT_MISTRAL ? MI_MARK : f == TOOL_FORMAT_GRANITE ? GR_MARK : NULL;
 }
 
 static const char *format_name(enum tool_format f)
@@ -66,6 +75,8 @@ static const char *format_name(enum tool_format f)
         return "mistral";
     case TOOL_FORMAT_MISTRAL_ARGS:
         return "mistral_args";
+    case TOOL_FORMAT_GRANITE:
+        return "granite";
     }
     return "?";
 }
@@ -89,8 +100,8 @@ int tools_markers(enum tool_format f, const char **out)
         out[n++] = DS_CALL_OPEN;
         out[n++] = DS_CALL_CLOSE;
         out[n++] = DS_SEP;
-    } else if (f == TOOL_FORMAT_MISTRAL) {
-        out[n++] = MI_MARK;
+    } else if (array_mark(f)) {
+        out[n++] = array_mark(f);
     } else if (f == TOOL_FORMAT_MISTRAL_ARGS) {
         out[n++] = MI_MARK;
         out[n++] = MA_ARGS;
@@ -128,8 +139,12 @@ void tools_choose(struct tool_setup *t, const char *parser, const struct chat_te
                     : !strcmp(parser, "llama3_json")  ? TOOL_FORMAT_LLAMA3
                     : !strcmp(parser, "mistral")      ? TOOL_FORMAT_MISTRAL
                     : !strcmp(parser, "mistral_args") ? TOOL_FORMAT_MISTRAL_ARGS
+                    : !strcmp(parser, "granite")      ? TOOL_FORMAT_GRANITE
                                                       : TOOL_FORMAT_DEEPSEEK;
         why = "--tool-parser";
+    } else if (strstr(src, GR_MARK)) {
+        t->format = TOOL_FORMAT_GRANITE;
+        why = "the chat template writes " GR_MARK;
     } else if (strstr(src, H_OPEN)) {
         t->format = TOOL_FORMAT_HERMES;
         why = "the chat template writes <tool_call>";
@@ -185,11 +200,14 @@ static char *fallback_prompt(enum tool_format f, const cJSON *tools)
                         "a newline):\n" DS_BLOCK_OPEN DS_CALL_OPEN "function" DS_SEP
                         "FUNCTION_NAME\n```json\n{ARGUMENTS AS A JSON OBJECT}\n```" DS_CALL_CLOSE
                         DS_BLOCK_CLOSE "\nThe results come back in the next message.");
-    else if (f == TOOL_FORMAT_MISTRAL)
-        ll_buf_puts(&b, "\nTo call functions, answer with " MI_MARK " and then a JSON array "
-                        "of the calls:\n" MI_MARK "[{\"name\": \"FUNCTION_NAME\", \"arguments\": "
-                        "{ARGUMENTS AS A JSON OBJECT}}]\nThe results come back in the next "
-                        "message.");
+    else if (array_mark(f)) {
+        ll_buf_puts(&b, "\nTo call functions, answer with ");
+        ll_buf_puts(&b, array_mark(f));
+        ll_buf_puts(&b, " and then a JSON array of the calls:\n");
+        ll_buf_puts(&b, array_mark(f));
+        ll_buf_puts(&b, "[{\"name\": \"FUNCTION_NAME\", \"arguments\": {ARGUMENTS AS A JSON "
+                        "OBJECT}}]\nThe results come back in the next message.");
+    }
     else if (f == TOOL_FORMAT_MISTRAL_ARGS)
         ll_buf_puts(&b, "\nTo call a function, answer with " MI_MARK ", its name, " MA_ARGS
                         " and its arguments as a JSON object; for several calls, one after "
@@ -364,8 +382,9 @@ static enum ll_status args_rule(struct gbuild *b, const cJSON *fn, int index, in
     return LL_OK;
 }
 
-/* One call of function fn (its name quoted as JSON for hermes, llama3_json and mistral; for
- * mistral_args NAME [ARGS] {arguments}, the marker before it being the caller's). */
+/* One call of function fn (its name quoted as JSON for hermes, llama3_json, mistral and
+ * granite, granite's also with the arguments first; for mistral_args NAME [ARGS] {arguments},
+ * the marker before it being the caller's). */
 static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSON *fn,
                                 int index, int *rule, struct oai_error *e)
 {
@@ -409,6 +428,27 @@ static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSO
         gseq_lit(b, &q, "\n```" DS_CALL_CLOSE, strlen("\n```" DS_CALL_CLOSE));
     }
     gb_alt(b, *rule, &q);
+    if (f == TOOL_FORMAT_GRANITE) { /* or the arguments first, as Granite writes them */
+        gseq_clear(&q);
+        gseq_byte(b, &q, '{');
+        gseq_rule(&q, ws);
+        gseq_lit(b, &q, "\"arguments\"", 11);
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, ':');
+        gseq_rule(&q, ws);
+        gseq_rule(&q, args);
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, ',');
+        gseq_rule(&q, ws);
+        gseq_lit(b, &q, "\"name\"", 6);
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, ':');
+        gseq_rule(&q, ws);
+        gseq_lit(b, &q, lit, strlen(lit));
+        gseq_rule(&q, ws);
+        gseq_byte(b, &q, '}');
+        gb_alt(b, *rule, &q);
+    }
     gseq_free(&q);
     return gbuild_failed(b) ? nomem(e) : LL_OK;
 }
@@ -454,9 +494,9 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
         int more = gb_concat(b, (int[]){ws, gb_literal(b, ";"), ws, call}, 4);
         rest = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
         start = gb_literal(b, "");
-    } else if (t->format == TOOL_FORMAT_MISTRAL) {
+    } else if (array_mark(t->format)) {
         /* rest ::= ws "[" ws call (ws "," ws call)* ws "]" */
-        start = gb_literal(b, MI_MARK);
+        start = gb_literal(b, array_mark(t->format));
         int more = gb_concat(b, (int[]){ws, gb_literal(b, ","), ws, call}, 4);
         int calls = many ? gb_concat(b, (int[]){call, gb_repeat(b, more, 0, -1)}, 2) : call;
         rest = gb_concat(b, (int[]){ws, gb_literal(b, "["), ws, calls, ws, gb_literal(b, "]")}, 6);
@@ -496,6 +536,7 @@ enum ll_status tools_grammar(const struct tool_setup *t, const struct oai_reques
                          2);
     } else if (r->tool_choice == OAI_TOOL_AUTO)
         root = gb_until(b, t->format == TOOL_FORMAT_HERMES ? H_OPEN
+                           : array_mark(t->format)       ? array_mark(t->format)
                            : mistral_family(t->format)   ? MI_MARK
                                                          : DS_BLOCK_OPEN,
                         rest, true);
@@ -1073,25 +1114,27 @@ static void llama3_feed(struct tool_parser *p, bool final, struct ll_buf *conten
     }
 }
 
-/* mistral: text, then "[TOOL_CALLS]" and a JSON array of calls. The marker never goes to the
- * content (it is a special token, in the text only for this parser); an array that does not
+/* mistral, granite: text, then the marker ("[TOOL_CALLS]", "<|tool_call|>") and a JSON array of
+ * calls. The marker never goes to the content (it is a special token, in the text only for this
+ * parser); an array that does not
  * open, or an element that is not a call, is text from there on (searched for another marker),
  * its '[' or ',' included; the array ending without its ']' ends the calls. */
-static void mistral_feed(struct tool_parser *p, bool final, struct ll_buf *content)
+static void array_feed(struct tool_parser *p, bool final, struct ll_buf *content)
 {
     struct ll_buf *h = &p->hold;
+    const char *mark = array_mark(p->format);
     for (;;) {
         const char *s = h->data ? h->data : "";
         size_t n = h->len, a = skip_ws(s, n, 0);
         if (p->state == P_OUT) {
-            const char *m = find(s, n, MI_MARK);
+            const char *m = find(s, n, mark);
             if (m) {
                 release(p, s, (size_t)(m - s), content);
-                consume(h, (size_t)(m - s) + strlen(MI_MARK));
+                consume(h, (size_t)(m - s) + strlen(mark));
                 p->state = P_IN;
                 continue;
             }
-            size_t keep = final ? 0 : partial_suffix(s, n, MI_MARK);
+            size_t keep = final ? 0 : partial_suffix(s, n, mark);
             release(p, s, n - keep, content);
             consume(h, n - keep);
             return;
@@ -1232,8 +1275,8 @@ void tool_parser_feed(struct tool_parser *p, const char *text, size_t len, bool 
     bool blocks = hermes || p->format == TOOL_FORMAT_DEEPSEEK;
     if (p->format == TOOL_FORMAT_LLAMA3)
         llama3_feed(p, final, content);
-    else if (p->format == TOOL_FORMAT_MISTRAL)
-        mistral_feed(p, final, content);
+    else if (array_mark(p->format))
+        array_feed(p, final, content);
     else if (p->format == TOOL_FORMAT_MISTRAL_ARGS)
         mistral_args_feed(p, final, content);
     for (; blocks;) {

@@ -24,8 +24,12 @@
  *                A sibling of mistral rather than a flag on it: the parser, the grammar, the
  *                markers and the fallback prompt differ with the spelling, and what the two
  *                share (call ids, the history's ids) is decided in one place for both.
+ *   granite      IBM Granite 3.x: text, then <|tool_call|>[{"name": NAME, "arguments": {...}},
+ *                ...] (a JSON array, as mistral's after its marker; the keys in either order);
+ *                the model ends with its EOS. <|tool_call|> is a special token, kept in the
+ *                text for the parser like [TOOL_CALLS].
  * The server picks one at start-up (tools_choose): --tool-parser, else the template's text
- * (<tool_call> → hermes, tool▁call▁begin → deepseek_v3, [TOOL_CALLS] and [ARGS] →
+ * (<|tool_call|> → granite, <tool_call> → hermes, tool▁call▁begin → deepseek_v3, [TOOL_CALLS] and [ARGS] →
  * mistral_args, [TOOL_CALLS] alone → mistral, <|python_tag|> or a literal "parameters": key →
  * llama3_json), else hermes.
  *
@@ -72,6 +76,7 @@ enum tool_format {
     TOOL_FORMAT_LLAMA3,
     TOOL_FORMAT_MISTRAL,
     TOOL_FORMAT_MISTRAL_ARGS,
+    TOOL_FORMAT_GRANITE,
 };
 
 /* The server's choice. */
@@ -82,7 +87,7 @@ struct tool_setup {
 };
 
 /* Choose the format (parser: "hermes", "deepseek_v3", "llama3_json", "mistral",
- * "mistral_args", "none", or NULL for detection) and find whether the template renders tools
+ * "mistral_args", "granite", "none", or NULL for detection) and find whether the template renders tools
  * (tmpl may be NULL). */
 void tools_choose(struct tool_setup *t, const char *parser, const struct chat_template *tmpl,
                   const char *bos, const char *eos);

@@ -1,10 +1,10 @@
 /*
  * fuzz_tool_calls.c: the streaming tool-call parsers (src/server/tool_calls.c, hermes,
- * deepseek_v3, llama3_json, mistral and mistral_args) on model output.
+ * deepseek_v3, llama3_json, mistral, mistral_args and granite) on model output.
  *
  * Input: one byte (bits 0..1: the format, 0 hermes, 1 deepseek_v3, 2 llama3_json, 3 mistral,
- * or mistral_args when bit 6 is set too; bits 2..5: a piece size 1..16), then the model's
- * text.
+ * or mistral_args when bit 6 is set too, or granite when bit 7 is; bits 2..5: a piece size
+ * 1..16), then the model's text.
  * The text is fed once whole, once in pieces of that size and once in pieces as a stream (the
  * calls' pieces taken after each feed). Checked: every complete call has a name and arguments
  * that are JSON; whole and in pieces give the same content and the same calls (a marker or a
@@ -82,8 +82,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     enum tool_format f = (data[0] & 3) == 1   ? TOOL_FORMAT_DEEPSEEK
                          : (data[0] & 3) == 2 ? TOOL_FORMAT_LLAMA3
-                         : (data[0] & 3) == 3 ? (data[0] & 64 ? TOOL_FORMAT_MISTRAL_ARGS
-                                                               : TOOL_FORMAT_MISTRAL)
+                         : (data[0] & 3) == 3 ? (data[0] & 128  ? TOOL_FORMAT_GRANITE
+                                                 : data[0] & 64 ? TOOL_FORMAT_MISTRAL_ARGS
+                                                                : TOOL_FORMAT_MISTRAL)
                                               : TOOL_FORMAT_HERMES;
     size_t piece = 1 + ((data[0] >> 2) & 15);
     const char *text = (const char *)data + 1;
