@@ -1,7 +1,7 @@
 /*
  * mkmodel.h: the random-model generator. Writes a complete Hugging Face directory for a Qwen2,
- * Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2, Gemma 3, Phi-3, SmolLM3 or Granite
- * model of any shape:
+ * Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2, Gemma 3, Phi-3, SmolLM3, Granite or
+ * GraniteMoE model of any shape:
  * config.json, generation_config.json, model.safetensors (bf16), and the tokenizer files copied
  * from a tokenizer directory.
  *
@@ -47,6 +47,9 @@ enum mkmodel_family {
                           sliding window in every layer, longrope, partial rotary (Phi-4-mini) */
     MKMODEL_SMOLLM3,   /* SmolLM3: Llama's decoder, every fourth layer without RoPE (tied) */
     MKMODEL_GRANITE,   /* Granite 3.x: Llama's decoder with four multipliers */
+    MKMODEL_GRANITE_MOE, /* GraniteMoE: Granite's with experts in every layer, each layer's
+                            stacked in two 3-D tensors (their width: moe_intermediate_size,
+                            config.json's intermediate_size) */
 };
 
 /* Whether f has experts (the n_experts fields of the spec apply). */
@@ -55,7 +58,7 @@ bool mkmodel_family_moe(enum mkmodel_family f);
 bool mkmodel_family_gemma(enum mkmodel_family f);
 
 /* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe", "mistral",
- * "gemma2", "gemma3_text", "phi3", "smollm3", "granite"). */
+ * "gemma2", "gemma3_text", "phi3", "smollm3", "granite", "granitemoe"). */
 const char *mkmodel_family_name(enum mkmodel_family f);
 /* The family called `name`; false when there is none. */
 bool mkmodel_family_parse(const char *name, enum mkmodel_family *f);
@@ -90,7 +93,7 @@ struct mkmodel_spec {
     int n_experts, n_experts_used, moe_intermediate_size;
     int shared_intermediate_size; /* qwen2_moe: the shared expert's width */
     uint64_t mlp_only;
-    double multipliers[4]; /* granite: embedding_multiplier, attention_multiplier,
+    double multipliers[4]; /* granite, granitemoe: embedding_multiplier, attention_multiplier,
                               residual_multiplier, logits_scaling; 0: mkmodel's default (12,
                               1/head_dim, 0.22, 8: granite-3.x-2b's, whose 1/64 is 1/head_dim) */
     int sliding_window; /* the Gemma families: the windowed layers' window (required there);
@@ -101,7 +104,8 @@ struct mkmodel_spec {
  * "llama3.2-1b", "llama3.2-3b" or "llama3.1-8b" (the shapes of DeepSeek-R1-Distill-Llama-8B
  * too), "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "mistral-nemo-12b", "mistral-small-24b",
  * "mistral-7b", "gemma2-2b", "gemma3-1b", "phi3-mini" (Phi-3-mini-4k), "phi3.5-mini" or
- * "phi4-mini", "smollm3-3b", "granite3-2b", "granite3-8b" (seed 0, bos/eos from tokenizer). Returns LL_OK or
+ * "phi4-mini", "smollm3-3b", "granite3-2b", "granite3-8b", "granite3-1b-a400m" (seed 0, bos/eos
+ * from tokenizer). Returns LL_OK or
  * LL_EINVAL (message lists the presets). */
 enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct ll_err *err);
 

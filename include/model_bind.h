@@ -41,6 +41,12 @@ void model_qplane(enum ll_qtype t, int n, int k, int plane, enum st_dtype *dtype
 enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, const char *name,
                                  int64_t d0, int64_t d1, struct ll_err *err);
 
+/* Bind the 3-D tensor `name` of m->st, shape (e, d0, d1) (a stack of e matrices: GraniteMoE's
+ * experts), as the 2-D view (e·d0, d1), whose rows [x·d0, x·d0 + d0) are matrix x. As
+ * model_bind_tensor otherwise. */
+enum ll_status model_bind_stacked(const struct model *m, struct ll_tensor *out, const char *name,
+                                  int64_t e, int64_t d0, int64_t d1, struct ll_err *err);
+
 /* Bind linear weight `name` of shape (n, k), with its role and layer (-1 outside the layers;
  * model_qscheme.h), into l and append l to m->linears. In a quantized model
  * (m->config.quantized) its planes name.qs and name.d (above), of the type the scheme gives it;
@@ -53,7 +59,7 @@ enum ll_status model_bind_linear(struct model *m, struct model_linear *l, const 
                                  const struct ll_tensor *tied, struct ll_err *err);
 
 /* Bind rows [row0, row0 + n) of the dense (rows, k) tensor `whole`, bound from tensor `source`
- * (Phi-3's fused qkv_proj and gate_up_proj), as linear weight `name` (the part's own name, under
+ * (Phi-3's fused qkv_proj and gate_up_proj, GraniteMoE's stacked experts), as linear weight `name` (the part's own name, under
  * which a quantized copy stores its planes), and append l to m->linears. Dense models only.
  * Returns LL_OK or LL_ENOMEM. */
 enum ll_status model_bind_linear_part(struct model *m, struct model_linear *l, const char *name,

@@ -42,6 +42,10 @@ struct model_family {
                                          1/√head_dim), residual_multiplier and logits_scaling
                                          are read (Granite's); other families ignore them, as
                                          transformers does */
+    bool local_experts;               /* config.json's experts are num_local_experts, each
+                                         intermediate_size wide, in every layer, the top k's
+                                         weights renormalised (GraniteMoE's; Mixtral names them
+                                         so too); else Qwen's num_experts fields */
     const char *config_defaults;      /* JSON object: the values of the family's transformers
                                          config class for the fields a config.json may leave out
                                          (Gemma 3's); NULL: config.c's own defaults */

@@ -94,6 +94,11 @@ enum ll_status llama_bind(struct model *m, struct ll_err *err);
  * no biases; the four norms of a layer (input, post-attention, pre- and post-feedforward), each
  * of weight 1 + w; Gemma 3's per-head q/k norms; the embedding scaled by sqrt(hidden_size); the
  * lm_head tied. */
+/* As qwen2_bind, for GraniteMoE (model_type "granitemoe"): Llama's layer, experts in every
+ * layer stacked in block_sparse_moe's input_linear and output_linear, routed by
+ * block_sparse_moe.router.layer (qwen2_bind.c). */
+enum ll_status granitemoe_bind(struct model *m, struct ll_err *err);
+
 enum ll_status gemma2_bind(struct model *m, struct ll_err *err);
 enum ll_status gemma3_bind(struct model *m, struct ll_err *err);
 enum ll_status phi3_bind(struct model *m, struct ll_err *err);

@@ -96,3 +96,26 @@ hist=$(chat "{\"messages\":$(printf '%s' "$msgs" | jq -c '.[1].tool_calls[0].fun
 [ "$(printf '%s' "$hist" | jq -r '.choices[0].finish_reason')" = length ]
 check "granite: a tool round (a call, its result) renders and runs" $?
 stop gs
+
+# GraniteMoE (granite-3.1-1b-a400m's shapes, small): experts stacked in two 3-D tensors
+mm="$tmp/gm"
+"$cli" mkmodel --preset granite3-1b-a400m --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
+    --experts 8 --experts-used 2 --moe-intermediate 32 --vocab 50261 --seed 4 --untied \
+    --tokenizer "$tok" "$mm" 2>"$tmp/mkm.err" &&
+    jq -e '.architectures == ["GraniteMoeForCausalLM"] and .model_type == "granitemoe" and
+        .num_local_experts == 8 and .num_experts_per_tok == 2 and .intermediate_size == 32 and
+        .logits_scaling == 6' "$mm/config.json" >/dev/null &&
+    grep -q '"model.layers.1.block_sparse_moe.input_linear.weight":{"dtype":"BF16","shape":\[8,64,64\]' \
+        "$mm/model.safetensors"
+check "mkmodel --preset granite3-1b-a400m (small): num_local_experts, the stacks as 3-D tensors" $?
+m1=$("$cli" generate --model "$mm" --chat "Hello there" -n 12 --temp 0 2>/dev/null)
+m2=$("$cli" generate --model "$mm" --chat "Hello there" -n 12 --temp 0 2>/dev/null)
+"$cli" quantize --model "$mm" --type q4_0 "$tmp/gmq" 2>/dev/null &&
+    ! grep -q 'input_linear\|output_linear' "$tmp/gmq/model.safetensors" &&
+    grep -q '"model.layers.1.block_sparse_moe.experts.7.down_proj.weight.qs"' \
+        "$tmp/gmq/model.safetensors" &&
+    mq=$("$cli" generate --model "$tmp/gmq" --chat "Hello there" -n 12 --temp 0 2>/dev/null) &&
+    ml=$("$cli" generate --model "$mm" --quant q4_0 --chat "Hello there" -n 12 --temp 0 \
+        2>/dev/null) &&
+    [ -n "$m1" ] && [ "$m1" = "$m2" ] && [ -n "$mq" ] && [ "$mq" = "$ml" ]
+check "granitemoe: greedy the same twice; a quantized directory (the experts by name) as --quant" $?

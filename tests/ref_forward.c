@@ -162,13 +162,46 @@ static void ref_mlp(const struct ref *r, const char *prefix_fmt, int layer, int 
 }
 
 /* acc (hidden) += sparse layer l's experts over xn. */
-static void ref_experts(const struct ref *r, int l, const double *xn, double *acc)
+/* acc += scale · expert x of layer l's stacks (GraniteMoE: block_sparse_moe.input_linear
+ * (E, 2I, H), its gate rows then its up rows; output_linear (E, H, I)) over xn */
+static void ref_stacked_mlp(const struct ref *r, int l, int x, const double *xn, double scale,
+                            double *acc)
+{
+    const int H = r->c->hidden_size, I = r->c->moe.intermediate;
+    const struct st_tensor *in = tensor(r, "model.layers.%d.block_sparse_moe.input_linear.weight",
+                                        l),
+                           *out = tensor(r, "model.layers.%d.block_sparse_moe.output_linear."
+                                            "weight", l);
+    assert_true(in->ndim == 3 && in->shape[1] == 2 * I && in->shape[2] == H);
+    assert_true(out->ndim == 3 && out->shape[1] == H && out->shape[2] == I);
+    double *z = malloc(sizeof(double) * I);
+    for (int j = 0; j < I; j++) {
+        double g = 0, u = 0;
+        size_t rg = ((size_t)x * 2 * I + j) * H, ru = ((size_t)x * 2 * I + I + j) * H;
+        for (int i = 0; i < H; i++) {
+            g += at(in, rg + i) * xn[i];
+            u += at(in, ru + i) * xn[i];
+        }
+        z[j] = ref_act(r, g) * u;
+    }
+    for (int h = 0; h < H; h++) {
+        double o = 0;
+        for (int j = 0; j < I; j++)
+            o += at(out, ((size_t)x * H + h) * I + j) * z[j];
+        acc[h] += scale * o;
+    }
+    free(z);
+}
+
+static void ref_experts(const struct ref *r, int l, const double *xn, double scale, double *acc)
 {
     const struct model_moe *mc = &r->c->moe;
     const int H = r->c->hidden_size, E = mc->n_experts, K = mc->n_experts_used;
     double *lg = malloc(sizeof(double) * E), mx = -INFINITY, sum = 0, picked = 0;
     bool *used = calloc((size_t)E, sizeof *used);
-    ref_linear(lg, tensor(r, "model.layers.%d.mlp.gate.weight", l), NULL, xn, E, H);
+    ref_linear(lg, tensor(r, r->kind.stacked ? "model.layers.%d.block_sparse_moe.router.layer.weight"
+                                             : "model.layers.%d.mlp.gate.weight", l),
+               NULL, xn, E, H);
     for (int e = 0; e < E; e++)
         mx = fmax(mx, lg[e]);
     for (int e = 0; e < E; e++)
@@ -187,14 +220,18 @@ static void ref_experts(const struct ref *r, int l, const double *xn, double *ac
         char fmt[96];
         snprintf(fmt, sizeof fmt, "model.layers.%%d.mlp.experts.%d", sel[j]);
         double w = lg[sel[j]] / sum;
-        ref_mlp(r, fmt, l, mc->intermediate, xn, mc->norm_topk_prob ? w / picked : w, acc);
+        w = scale * (mc->norm_topk_prob ? w / picked : w);
+        if (r->kind.stacked)
+            ref_stacked_mlp(r, l, sel[j], xn, w, acc);
+        else
+            ref_mlp(r, fmt, l, mc->intermediate, xn, w, acc);
     }
     if (r->kind.shared) {
         double gl;
         ref_linear(&gl, tensor(r, "model.layers.%d.mlp.shared_expert_gate.weight", l), NULL, xn,
                    1, H);
         ref_mlp(r, "model.layers.%d.mlp.shared_expert", l, mc->shared_intermediate, xn,
-                1 / (1 + exp(-gl)), acc);
+                scale / (1 + exp(-gl)), acc);
     }
     free(lg), free(used);
 }
@@ -303,7 +340,7 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
             ref_rms(xn, xt, tensor(r, "model.layers.%d.post_attention_layernorm.weight", l), H,
                     c->rms_eps);
             if (model_layer_sparse(c, l))
-                ref_experts(r, l, xn, xt);
+                ref_experts(r, l, xn, rmul, xt);
             else
                 ref_mlp(r, "model.layers.%d.mlp", l, F, xn, rmul, xt);
         }

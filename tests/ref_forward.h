@@ -33,6 +33,8 @@ struct ref_kind {
                      softcaps, windowed layers and their RoPE base */
     bool fused;   /* Phi-3: self_attn.qkv_proj and mlp.gate_up_proj; longrope (its factors for
                      a context of 256, ref_engine_logits') and partial rotary from the config */
+    bool stacked; /* GraniteMoE: the router block_sparse_moe.router.layer, the experts stacked in
+                     block_sparse_moe.input_linear and output_linear */
 };
 
 struct ref {

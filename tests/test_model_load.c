@@ -581,7 +581,7 @@ static const struct bad_dir bad_dirs[] = {
     {"unknown model_type", M_CONFIG, "config.json", "model_type", "\"phimoe\"", {0},
      LL_EUNSUPPORTED, "config.json",
      "unknown model_type \"phimoe\" (known: qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, "
-     "gemma2, gemma3_text, gemma3, phi3, smollm3, granite, mock)"},
+     "gemma2, gemma3_text, gemma3, phi3, smollm3, granite, granitemoe, mock)"},
     {"model_type not a string", M_CONFIG, "config.json", "model_type", "2", {0}, LL_EMODEL,
      "config.json", "'model_type' must be a string, not a number"},
     {"rope_scaling", M_CONFIG, "config.json", "rope_scaling", "{\"type\": \"dynamic\"}", {0},
@@ -750,10 +750,10 @@ static void test_registry_routes(void **state)
     const struct model_family *mock = model_registry_find("mock");
     assert_non_null(mock);
     assert_true(mock->no_weights && !f->no_weights);
-    char names[128], cut[3];
+    char names[192], cut[3];
     model_registry_names(names, sizeof names);
     assert_string_equal(names, "qwen2, qwen3, llama, qwen2_moe, qwen3_moe, mistral, gemma2, "
-                               "gemma3_text, gemma3, phi3, smollm3, granite, mock");
+                               "gemma3_text, gemma3, phi3, smollm3, granite, granitemoe, mock");
     model_registry_names(cut, sizeof cut);
     assert_string_equal(cut, "qw");
 

@@ -20,7 +20,7 @@ static void mkmodel_usage(FILE *f)
     fprintf(f,
             "usage: llaisys-cli mkmodel [options] --tokenizer DIR OUT_DIR\n"
             "Writes a random Qwen2, Qwen3, Llama, Qwen2-MoE, Qwen3-MoE, Mistral, Gemma 2,\n"
-            "Gemma 3 (text), Phi-3, SmolLM3 or Granite model in the\n"
+            "Gemma 3 (text), Phi-3, SmolLM3, Granite or GraniteMoE model in the\n"
             "Hugging Face layout: config.json, generation_config.json, model.safetensors\n"
             "(bf16) and the tokenizer files of DIR.\n"
             "The output is byte-identical for the same options and seed.\n\n"
@@ -32,7 +32,7 @@ static void mkmodel_usage(FILE *f)
             "                       mistral-nemo-12b, mistral-small-24b, mistral-7b\n"
             "                       (v0.1), gemma2-2b, gemma3-1b, phi3-mini (Phi-3-mini-4k),\n"
             "                       phi3.5-mini, phi4-mini, smollm3-3b, granite3-2b,\n"
-            "                       granite3-8b (granite-3.1-2b/8b)\n"
+            "                       granite3-8b (granite-3.1-2b/8b), granite3-1b-a400m\n"
             "  --family F           qwen2 (biases on q/k/v), qwen3 (per-head q/k norms, no\n"
             "                       biases), llama (neither), qwen2_moe or qwen3_moe (their\n"
             "                       attention, experts in the MLPs), mistral (Llama's\n"
@@ -40,7 +40,8 @@ static void mkmodel_usage(FILE *f)
             "                       norms, GeGLU and windowed layers; tied), phi3 (Llama's\n"
             "                       decoder from fused q/k/v and gate/up weights), smollm3\n"
             "                       (Llama's, every fourth layer without RoPE), granite\n"
-            "                       (Llama's with four multipliers); default: the preset's\n"
+            "                       (Llama's with four multipliers), granitemoe (Granite's,\n"
+            "                       experts in every layer, stacked); default: the preset's\n"
             "  --window N           gemma2, gemma3_text: the windowed layers' sliding_window\n"
             "                       (default: the preset's, else 4096 / 512); mistral,\n"
             "                       phi3: config.json's sliding_window, every layer's\n"
@@ -66,7 +67,8 @@ static void mkmodel_usage(FILE *f)
             "  --partial-rotary X   phi3: partial_rotary_factor (the share of a head's dims\n"
             "                       that turn; default: the preset's, else all)\n"
             "  --multipliers E,A,R,L\n"
-            "                       granite: embedding_multiplier, attention_multiplier,\n"
+            "                       granite, granitemoe: embedding_multiplier,\n"
+            "                       attention_multiplier,\n"
             "                       residual_multiplier, logits_scaling (default: the\n"
             "                       preset's, else 12, 1/head_dim, 0.22, 8)\n"
             "  --tied | --untied    share lm_head with the embedding or not\n"
@@ -157,7 +159,8 @@ int cmd_mkmodel(int argc, char **argv)
     }
     if (family && !mkmodel_family_parse(family, &s.family))
         return cli_args_fail(&cmd, "--family must be qwen2, qwen3, llama, qwen2_moe, qwen3_moe, "
-                                   "mistral, gemma2, gemma3_text, phi3, smollm3 or granite");
+                                   "mistral, gemma2, gemma3_text, phi3, smollm3, granite or "
+                                   "granitemoe");
     bool gemma = mkmodel_family_gemma(s.family), phi3 = s.family == MKMODEL_PHI3;
     if (!gemma && s.family != MKMODEL_MISTRAL && !phi3)
         s.sliding_window = 0; /* a gemma, mistral or phi3 preset's, for another family */
@@ -185,7 +188,7 @@ int cmd_mkmodel(int argc, char **argv)
         s.rope_original_max = 0; /* a llama or phi3 preset's, for another family */
     if (!phi3)
         s.partial_rotary = 0;
-    if (s.family != MKMODEL_GRANITE)
+    if (s.family != MKMODEL_GRANITE && s.family != MKMODEL_GRANITE_MOE)
         memset(s.multipliers, 0, sizeof s.multipliers); /* a granite preset's */
     if (mults) {
         const char *p = mults;
@@ -235,15 +238,17 @@ int cmd_mkmodel(int argc, char **argv)
         return 1;
     }
     double mb = (double)mkmodel_file_size(&s) / 1e6;
-    char moe[96] = "";
+    char mlp[96] = "";
+    if (s.family != MKMODEL_GRANITE_MOE) /* whose every layer has experts */
+        snprintf(mlp, sizeof mlp, ", MLP %d", s.intermediate_size);
     if (s.n_experts)
-        snprintf(moe, sizeof moe, ", %d experts (%d a token) of MLP %d", s.n_experts,
-                 s.n_experts_used, s.moe_intermediate_size);
+        snprintf(mlp + strlen(mlp), sizeof mlp - strlen(mlp), ", %d experts (%d a token) of MLP %d",
+                 s.n_experts, s.n_experts_used, s.moe_intermediate_size);
     fprintf(stderr,
-            "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads, MLP %d%s, vocab %d, %s%s; "
+            "mkmodel: wrote %s (%s, hidden %d, %d layers, %d/%d heads%s, vocab %d, %s%s; "
             "model.safetensors %.1f MB) in %.2f s\n",
             out, mkmodel_family_name(s.family), s.hidden_size, s.n_layers,
-            s.n_heads, s.n_kv_heads, s.intermediate_size, moe, s.vocab_size,
+            s.n_heads, s.n_kv_heads, mlp, s.vocab_size,
             s.tied ? "tied" : "untied", s.copy_period ? ", copy model" : "", mb, ll_now() - t0);
     return 0;
 }

@@ -327,12 +327,27 @@ static enum ll_status quant_fill(struct model_config *c, const cJSON *o, const c
 }
 
 /* The mixture-of-experts fields (model.h's struct model_moe), read when num_experts is present
- * and not null; *m stays zeroed (no experts) otherwise. */
-static enum ll_status get_moe(struct model_moe *m, const cJSON *o, int n_layers, const char *name,
+ * and not null (Qwen's); for a family with local_experts (GraniteMoE), num_local_experts
+ * experts as wide as intermediate_size in every layer, the top k's weights renormalised (the
+ * softmax of their logits). *m stays zeroed (no experts) otherwise. */
+static enum ll_status get_moe(struct model_moe *m, const struct model_config *c,
+                              const struct model_family *fam, const cJSON *o, const char *name,
                               struct ll_err *err)
 {
     enum ll_status s;
+    const int n_layers = c->n_layers;
     memset(m, 0, sizeof *m);
+    if (fam && fam->local_experts) {
+        if ((s = get_int(o, "num_local_experts", true, 1, MOE_MAX_EXPERTS, 0, &m->n_experts,
+                         name, err)) ||
+            (s = get_int(o, "num_experts_per_tok", true, 1, m->n_experts, 0,
+                         &m->n_experts_used, name, err)))
+            return s;
+        m->intermediate = c->intermediate_size;
+        m->sparse_step = 1;
+        m->norm_topk_prob = true;
+        return LL_OK;
+    }
     const cJSON *ne = ll_json_member(o, "num_experts");
     if (!ne || cJSON_IsNull(ne))
         return LL_OK;
@@ -753,7 +768,7 @@ static enum ll_status config_fields(struct model_config *c, const struct model_f
         (s = get_multipliers(c, fam, o, name, err)) ||
         (s = get_rotary_dims(c, o, name, err)) || (s = get_nope_layers(c, o, name, err)) ||
         (s = get_rope_scaling(c, ll_json_member(o, "rope_scaling"), o, name, err)) ||
-        (s = get_moe(&c->moe, o, c->n_layers, name, err)))
+        (s = get_moe(&c->moe, c, fam, o, name, err)))
         return s;
     bool mlp_bias;
     if ((s = get_bool(o, "mlp_bias", false, &mlp_bias, NULL, name, err)))

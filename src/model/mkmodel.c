@@ -149,13 +149,22 @@ enum ll_status mkmodel_preset(struct mkmodel_spec *s, const char *name, struct l
         s->tied = true, s->max_position = 131072, s->rope_theta = 10000000.0, s->rms_eps = 1e-5;
         s->multipliers[0] = 12.0, s->multipliers[1] = small ? 0.015625 : 0.0078125;
         s->multipliers[2] = 0.22, s->multipliers[3] = small ? 8.0 : 16.0;
+    } else if (!strcmp(name, "granite3-1b-a400m")) { /* ibm-granite/granite-3.1-1b-a400m */
+        s->family = MKMODEL_GRANITE_MOE;
+        s->hidden_size = 1024, s->n_layers = 24, s->n_heads = 16, s->n_kv_heads = 8;
+        s->intermediate_size = 512, s->vocab_size = 49155, s->tied = true;
+        s->max_position = 131072, s->rope_theta = 10000000.0, s->rms_eps = 1e-6;
+        s->n_experts = 32, s->n_experts_used = 8, s->moe_intermediate_size = 512;
+        s->multipliers[0] = 12.0, s->multipliers[1] = 0.015625, s->multipliers[2] = 0.22;
+        s->multipliers[3] = 6.0;
     } else {
         return ll_err_set(err, LL_EINVAL,
                           "unknown preset '%s' (known: tiny, small, r1-1.5b, qwen3-0.6b, "
                           "qwen3-1.7b, llama3.2-1b, llama3.2-3b, llama3.1-8b, "
                           "qwen1.5-moe-a2.7b, qwen3-30b-a3b, mistral-nemo-12b, "
                           "mistral-small-24b, mistral-7b, gemma2-2b, gemma3-1b, phi3-mini, "
-                          "phi3.5-mini, phi4-mini, smollm3-3b, granite3-2b, granite3-8b)",
+                          "phi3.5-mini, phi4-mini, smollm3-3b, granite3-2b, granite3-8b, "
+                          "granite3-1b-a400m)",
                           name);
     }
     return LL_OK;
@@ -173,6 +182,7 @@ static const char *const family_names[] = {
     [MKMODEL_PHI3] = "phi3",
     [MKMODEL_SMOLLM3] = "smollm3",
     [MKMODEL_GRANITE] = "granite",
+    [MKMODEL_GRANITE_MOE] = "granitemoe",
 };
 
 const char *mkmodel_family_name(enum mkmodel_family f)
@@ -192,7 +202,7 @@ bool mkmodel_family_parse(const char *name, enum mkmodel_family *f)
 
 bool mkmodel_family_moe(enum mkmodel_family f)
 {
-    return f == MKMODEL_QWEN2_MOE || f == MKMODEL_QWEN3_MOE;
+    return f == MKMODEL_QWEN2_MOE || f == MKMODEL_QWEN3_MOE || f == MKMODEL_GRANITE_MOE;
 }
 
 bool mkmodel_family_gemma(enum mkmodel_family f)
@@ -264,8 +274,11 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
         if (s->n_layers < 64 && s->mlp_only >> s->n_layers)
             return ll_err_set(err, LL_EINVAL, "a dense-MLP layer is past the %d layers",
                               s->n_layers);
+        if (s->family == MKMODEL_GRANITE_MOE && s->mlp_only)
+            return ll_err_set(err, LL_EINVAL, "every layer of a granitemoe model has experts");
     } else if (s->n_experts || s->mlp_only) {
-        return ll_err_set(err, LL_EINVAL, "experts are for the qwen2_moe and qwen3_moe families");
+        return ll_err_set(err, LL_EINVAL, "experts are for the qwen2_moe, qwen3_moe and "
+                          "granitemoe families");
     }
     if (gemma(s) && (s->sliding_window < 1 || s->sliding_window > 1 << 30 || !s->tied))
         return ll_err_set(err, LL_EINVAL, "a %s model needs a sliding window in [1, 2^30] (%d) "
@@ -310,7 +323,8 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
                           "at most 256 layers (%d)", s->n_layers);
     for (int i = 0; i < 4; i++)
         if (s->multipliers[i] < 0 || s->multipliers[i] > 1e6 ||
-            (s->multipliers[i] && s->family != MKMODEL_GRANITE))
+            (s->multipliers[i] && s->family != MKMODEL_GRANITE &&
+             s->family != MKMODEL_GRANITE_MOE))
             return ll_err_set(err, LL_EINVAL, "multiplier %g: granite models only, in (0, 1e6]",
                               s->multipliers[i]);
     if (s->family != MKMODEL_PHI3 && s->partial_rotary)
@@ -341,7 +355,7 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
 struct gen_tensor {
     char name[80];
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     uint64_t begin, end; /* data_offsets */
     uint64_t key;
     float scale;  /* std / std of the raw sum */
@@ -378,9 +392,9 @@ static void init_of(struct gen_tensor *t, const struct mkmodel_spec *s)
     if (ends_with(t->name, "layernorm.weight") || ends_with(t->name, "_norm.weight") ||
         !strcmp(t->name, "model.norm.weight"))
         t->offset = gemma(s) ? 0.0f : 1.0f; /* Gemma's norms multiply by 1 + w */
-    else if (t->ndim == 2 && strcmp(t->name, "model.embed_tokens.weight") &&
+    else if (t->ndim >= 2 && strcmp(t->name, "model.embed_tokens.weight") &&
              strcmp(t->name, "lm_head.weight"))
-        std = 1.0 / sqrt((double)t->shape[1]);
+        std = 1.0 / sqrt((double)t->shape[t->ndim - 1]); /* fan-in (a stack's too) */
     t->scale = (float)(std / 37837.23);
     if (s->copy_period && (ends_with(t->name, "o_proj.weight") ||
                            ends_with(t->name, "down_proj.weight")))
@@ -440,6 +454,15 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
         t[k].shape[1] = (d1);                                                                \
         k++;                                                                                 \
     } while (0)
+#define ADD3(d0, d1, d2, ...) /* a stack of d0 (d1, d2) matrices */                          \
+    do {                                                                                     \
+        snprintf(t[k].name, sizeof t[k].name, __VA_ARGS__);                                  \
+        t[k].ndim = 3;                                                                       \
+        t[k].shape[0] = (d0);                                                                \
+        t[k].shape[1] = (d1);                                                                \
+        t[k].shape[2] = (d2);                                                                \
+        k++;                                                                                 \
+    } while (0)
     ADD(v, h, "model.embed_tokens.weight");
     ADD(h, 0, "model.norm.weight");
     if (!s->tied)
@@ -452,6 +475,18 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
             ADD(h, 0, "model.layers.%d.post_attention_layernorm.weight", i);
             ADD(2 * ff, h, "model.layers.%d.mlp.gate_up_proj.weight", i);
             ADD(h, ff, "model.layers.%d.mlp.down_proj.weight", i);
+            continue;
+        }
+        if (s->family == MKMODEL_GRANITE_MOE) { /* Llama's attention; experts stacked */
+            ADD(q, h, "model.layers.%d.self_attn.q_proj.weight", i);
+            ADD(kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
+            ADD(kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
+            ADD(h, q, "model.layers.%d.self_attn.o_proj.weight", i);
+            ADD(h, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+            ADD(s->n_experts, h, "model.layers.%d.block_sparse_moe.router.layer.weight", i);
+            ADD3(s->n_experts, 2 * fe, h, "model.layers.%d.block_sparse_moe.input_linear.weight",
+                 i);
+            ADD3(s->n_experts, h, fe, "model.layers.%d.block_sparse_moe.output_linear.weight", i);
             continue;
         }
         ADD(q, h, "model.layers.%d.self_attn.q_proj.weight", i);
@@ -491,11 +526,14 @@ static size_t tensors_build(const struct mkmodel_spec *s, struct gen_tensor **ou
             ADD(h, fs, "model.layers.%d.mlp.shared_expert.down_proj.weight", i);
         }
     }
+#undef ADD3
 #undef ADD
     qsort(t, k, sizeof *t, gen_cmp);
     uint64_t off = 0;
     for (size_t i = 0; i < k; i++) {
-        uint64_t elems = (uint64_t)t[i].shape[0] * (uint64_t)(t[i].ndim == 2 ? t[i].shape[1] : 1);
+        uint64_t elems = 1;
+        for (int d = 0; d < t[i].ndim; d++)
+            elems *= (uint64_t)t[i].shape[d];
         t[i].begin = off;
         t[i].end = off += elems * 2;
         t[i].key = name_key(s->seed, t[i].name);
@@ -527,8 +565,8 @@ static char *header_build(const struct gen_tensor *t, size_t n, size_t *len)
     for (size_t i = 0; i < n; i++) {
         k += (size_t)snprintf(h + k, cap - k, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%lld", t[i].name,
                               (long long)t[i].shape[0]);
-        if (t[i].ndim == 2)
-            k += (size_t)snprintf(h + k, cap - k, ",%lld", (long long)t[i].shape[1]);
+        for (int d = 1; d < t[i].ndim; d++)
+            k += (size_t)snprintf(h + k, cap - k, ",%lld", (long long)t[i].shape[d]);
         k += (size_t)snprintf(h + k, cap - k, "],\"data_offsets\":[%llu,%llu]}",
                               (unsigned long long)t[i].begin, (unsigned long long)t[i].end);
     }
@@ -780,7 +818,7 @@ static const char *const family_archs[] = {
     [MKMODEL_QWEN3_MOE] = "Qwen3MoeForCausalLM", [MKMODEL_MISTRAL] = "MistralForCausalLM",
     [MKMODEL_GEMMA2] = "Gemma2ForCausalLM",     [MKMODEL_GEMMA3] = "Gemma3ForCausalLM",
     [MKMODEL_PHI3] = "Phi3ForCausalLM",     [MKMODEL_SMOLLM3] = "SmolLM3ForCausalLM",
-    [MKMODEL_GRANITE] = "GraniteForCausalLM",
+    [MKMODEL_GRANITE] = "GraniteForCausalLM", [MKMODEL_GRANITE_MOE] = "GraniteMoeForCausalLM",
 };
 
 /* the transformers version of the published config each family's fields follow */
@@ -789,6 +827,7 @@ static const char *const family_versions[] = {
     [MKMODEL_QWEN2_MOE] = "4.40.0", [MKMODEL_QWEN3_MOE] = "4.51.0", [MKMODEL_MISTRAL] = "4.43.0",
     [MKMODEL_GEMMA2] = "4.42.4",    [MKMODEL_GEMMA3] = "4.50.0.dev0", [MKMODEL_PHI3] = "4.43.3",
     [MKMODEL_SMOLLM3] = "4.54.0.dev0", [MKMODEL_GRANITE] = "4.47.0",
+    [MKMODEL_GRANITE_MOE] = "4.47.0",
 };
 
 /* longrope's factor lists for n pairs, one number a line as transformers writes them: short
@@ -816,7 +855,8 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
     const enum mkmodel_family f = s->family;
     const bool qwen3 = f == MKMODEL_QWEN3 || f == MKMODEL_QWEN3_MOE;
     const bool qwen = qwen3 || f == MKMODEL_QWEN2 || f == MKMODEL_QWEN2_MOE;
-    const bool moe = mkmodel_family_moe(f);
+    const bool moe = mkmodel_family_moe(f) && f != MKMODEL_GRANITE_MOE; /* Qwen's fields */
+    const bool granite = f == MKMODEL_GRANITE || f == MKMODEL_GRANITE_MOE;
     struct config_doc d = {.n = 0};
 
     put(&d, "architectures", "[\n    \"%s\"\n  ]", family_archs[f]);
@@ -830,7 +870,9 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
         put(&d, "hidden_act", "\"%s\"", gemma(s) ? "gelu_pytorch_tanh" : "silu");
     put(&d, "hidden_size", "%d", s->hidden_size);
     put(&d, "initializer_range", "0.02");
-    put(&d, "intermediate_size", "%d", s->intermediate_size);
+    /* granitemoe's intermediate_size is its experts' width */
+    put(&d, "intermediate_size", "%d",
+        f == MKMODEL_GRANITE_MOE ? s->moe_intermediate_size : s->intermediate_size);
     put(&d, "max_position_embeddings", "%d", s->max_position);
     put(&d, "model_type", "\"%s\"", mkmodel_family_name(f));
     put(&d, "num_attention_heads", "%d", s->n_heads);
@@ -910,15 +952,22 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
         else
             put(&d, "sliding_window", "null");
     }
-    if (f == MKMODEL_GRANITE) {
+    if (granite) {
         const double dflt[4] = {12.0, 1.0 / head_dim_of(s), 0.22, 8.0};
         static const char *const key[4] = {"embedding_multiplier", "attention_multiplier",
                                            "residual_multiplier", "logits_scaling"};
         put(&d, "attention_bias", "false");
         for (int i = 0; i < 4; i++)
             put_float(&d, key[i], s->multipliers[i] > 0 ? s->multipliers[i] : dflt[i]);
-        put(&d, "mlp_bias", "false");
+        if (f == MKMODEL_GRANITE)
+            put(&d, "mlp_bias", "false");
         put(&d, "rope_scaling", "null");
+    }
+    if (f == MKMODEL_GRANITE_MOE) {
+        put(&d, "num_experts_per_tok", "%d", s->n_experts_used);
+        put(&d, "num_local_experts", "%d", s->n_experts);
+        put(&d, "output_router_logits", "false");
+        put(&d, "router_aux_loss_coef", "0.0");
     }
     if (f == MKMODEL_MISTRAL && s->sliding_window) /* Mistral-7B v0.1's */
         put(&d, "sliding_window", "%d", s->sliding_window);
@@ -974,7 +1023,7 @@ static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, co
         put(&d, "bos_token_id", "%d", bos);
     put_eos(&d, eos, n_eos);
     if (s->family != MKMODEL_MISTRAL && s->family != MKMODEL_PHI3 &&
-        s->family != MKMODEL_GRANITE) {
+        s->family != MKMODEL_GRANITE && s->family != MKMODEL_GRANITE_MOE) {
         put(&d, "do_sample", "true");
         if (!gemma(s))
             put(&d, "temperature", "0.6");

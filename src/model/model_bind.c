@@ -56,6 +56,29 @@ enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, c
     return LL_OK;
 }
 
+enum ll_status model_bind_stacked(const struct model *m, struct ll_tensor *out, const char *name,
+                                  int64_t e, int64_t d0, int64_t d1, struct ll_err *err)
+{
+    const struct st_tensor *t = st_find(m->st, name);
+    if (!t)
+        return ll_err_set(err, LL_EMODEL, "%s: missing tensor '%s'", st_path(m->st), name);
+    enum ll_dtype dt;
+    if (!st_dtype_to_ll(t->dtype, &dt))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: tensor '%s' has dtype %s; weights must be BF16, F16 or F32", t->file,
+                          name, st_dtype_name(t->dtype));
+    const int64_t want[3] = {e, d0, d1};
+    if (t->ndim != 3 || t->shape[0] != e || t->shape[1] != d0 || t->shape[2] != d1) {
+        char got[160], exp[64];
+        shape_str(got, sizeof got, t->ndim, t->shape);
+        shape_str(exp, sizeof exp, 3, want);
+        return ll_err_set(err, LL_EMODEL, "%s: tensor '%s' has shape %s, but config.json implies "
+                          "%s", t->file, name, got, exp);
+    }
+    *out = (struct ll_tensor){.dtype = dt, .ndim = 2, .shape = {e * d0, d1}, .data = t->data};
+    return LL_OK;
+}
+
 void model_qplane(enum ll_qtype t, int n, int k, int plane, enum st_dtype *dtype, int64_t shape[2])
 {
     const int rows = (n + LL_QGROUP - 1) / LL_QGROUP * LL_QGROUP;

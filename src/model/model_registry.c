@@ -21,6 +21,7 @@ static const char *const gemma3_mm_archs[] = {"Gemma3ForConditionalGeneration", 
 static const char *const phi3_archs[] = {"Phi3ForCausalLM", NULL};
 static const char *const smollm3_archs[] = {"SmolLM3ForCausalLM", NULL};
 static const char *const granite_archs[] = {"GraniteForCausalLM", NULL};
+static const char *const granitemoe_archs[] = {"GraniteMoeForCausalLM", NULL};
 
 /* transformers' Gemma3TextConfig defaults for the fields a Gemma 3 config.json leaves out (the
  * text_config of the 4B, 12B and 27B checkpoints gives only what differs from them) */
@@ -45,7 +46,8 @@ static const char phi3_defaults[] =
 /* transformers' SmolLM3Config: without no_rope_layers, every fourth layer has no RoPE */
 static const char smollm3_defaults[] = "{\"no_rope_layer_interval\": 4}";
 
-/* transformers' GraniteConfig: a context of 2048, and no multiplier is 1/√head_dim */
+/* transformers' GraniteConfig and GraniteMoeConfig: a context of 2048, and no multiplier is
+ * 1/√head_dim */
 static const char granite_defaults[] =
     "{\"max_position_embeddings\": 2048, \"embedding_multiplier\": 1.0, "
     "\"attention_multiplier\": 1.0, \"residual_multiplier\": 1.0, \"logits_scaling\": 1.0}";
@@ -156,6 +158,17 @@ static const struct model_family families[] = {
         .multipliers = true,
         .config_defaults = granite_defaults,
         .bind = llama_bind,
+        QWEN2_DECODER,
+    },
+    {
+        /* Granite's pass with experts in every layer, stacked in block_sparse_moe's 3-D
+         * input_linear and output_linear */
+        .model_type = "granitemoe",
+        .architectures = granitemoe_archs,
+        .multipliers = true,
+        .local_experts = true,
+        .config_defaults = granite_defaults,
+        .bind = granitemoe_bind,
         QWEN2_DECODER,
     },
     {

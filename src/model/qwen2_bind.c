@@ -70,6 +70,10 @@ struct layer_kind {
     bool fused;   /* Phi-3: self_attn.qkv_proj (q, k, v rows) and mlp.gate_up_proj (gate, up
                      rows) in place of the separate projections, bound as their parts; a
                      quantized copy stores the parts under the separate names */
+    bool stacked; /* GraniteMoE: block_sparse_moe.router.layer is the router, the experts are
+                     stacked in block_sparse_moe.input_linear (E, 2·I, H: each expert's gate
+                     rows, then its up rows) and output_linear (E, H, I), bound as their parts;
+                     a quantized copy stores them as block_sparse_moe.experts.X.*_proj */
 };
 
 /* One part of a fused tensor: n rows, bound as linear weight l named PREFIX.suffix. */
@@ -128,6 +132,44 @@ static enum ll_status bind_mlp(struct model *m, struct qwen2_mlp *mlp, const cha
     return model_bind_linear(m, &mlp->down, name, MODEL_ROLE_MLP_DOWN, layer, h, ff, NULL, err);
 }
 
+/* GraniteMoE's router and experts of layer i (kind.stacked): the parts of the two stacks, or in
+ * a quantized directory the experts' own names. */
+static enum ll_status bind_stacked_experts(struct model *m, struct qwen2_moe *e, int i,
+                                           struct ll_err *err)
+{
+    const struct model_config *c = &m->config;
+    const int64_t h = c->hidden_size, ff = c->moe.intermediate, E = c->moe.n_experts;
+    char prefix[96], name[LL_TENSOR_NAME_MAX], in[LL_TENSOR_NAME_MAX], out[LL_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, "%smodel.layers.%d.block_sparse_moe.router.layer.weight", P(m),
+             i);
+    enum ll_status s = model_bind_tensor(m, &e->router, name, E, h, err);
+    struct ll_tensor up_all, down_all;
+    snprintf(in, sizeof in, "%smodel.layers.%d.block_sparse_moe.input_linear.weight", P(m), i);
+    snprintf(out, sizeof out, "%smodel.layers.%d.block_sparse_moe.output_linear.weight", P(m), i);
+    if (!s && !c->quantized &&
+        !(s = model_bind_stacked(m, &up_all, in, E, 2 * ff, h, err)))
+        s = model_bind_stacked(m, &down_all, out, E, h, ff, err);
+    for (int x = 0; !s && x < E; x++) {
+        snprintf(prefix, sizeof prefix, "%smodel.layers.%d.block_sparse_moe.experts.%d", P(m), i,
+                 x);
+        struct qwen2_mlp *p = &e->experts[x];
+        if (c->quantized) {
+            s = bind_mlp(m, p, prefix, i, ff, false, err);
+            continue;
+        }
+        const struct part parts[] = {{&p->gate, "gate_proj.weight", MODEL_ROLE_OTHER, ff},
+                                     {&p->up, "up_proj.weight", MODEL_ROLE_OTHER, ff},
+                                     {&p->down, "down_proj.weight", MODEL_ROLE_MLP_DOWN, h}};
+        for (int k = 0; !s && k < 3; k++) {
+            snprintf(name, sizeof name, "%s.%s", prefix, parts[k].suffix);
+            s = model_bind_linear_part(m, parts[k].l, name, parts[k].role, i,
+                                       k < 2 ? &up_all : &down_all, k < 2 ? in : out,
+                                       k < 2 ? x * 2 * ff + k * ff : x * h, parts[k].n, err);
+        }
+    }
+    return s;
+}
+
 /* Layer i's MLP: dense (mlp.*_proj), or, in a sparse layer, the router and the experts. */
 static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int i,
                                      struct layer_kind kind, struct ll_err *err)
@@ -153,6 +195,8 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
     L->moe = e;
     if (!e || !e->experts)
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
+    if (kind.stacked)
+        return bind_stacked_experts(m, e, i, err);
     snprintf(name, sizeof name, "%smodel.layers.%d.mlp.gate.weight", P(m), i);
     if ((s = model_bind_tensor(m, &e->router, name, mc->n_experts, c->hidden_size, err)))
         return s;
@@ -328,6 +372,16 @@ enum ll_status phi3_bind(struct model *m, struct ll_err *err)
                           "%s/config.json: attention_bias true is not supported for a phi3 model",
                           m->dir);
     return bind_decoder(m, (struct layer_kind){.fused = true}, err);
+}
+
+/* GraniteMoE: Granite's layer (Llama's; the multipliers are config's) with stacked experts */
+enum ll_status granitemoe_bind(struct model *m, struct ll_err *err)
+{
+    if (m->config.attention_bias == 1)
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s/config.json: attention_bias true is not supported for a granitemoe "
+                          "model", m->dir);
+    return bind_decoder(m, (struct layer_kind){.moe = true, .stacked = true}, err);
 }
 
 enum ll_status qwen2_moe_bind(struct model *m, struct ll_err *err)

@@ -53,6 +53,10 @@ static void fuzz_model_config(const char *text, size_t len)
          cfg.head_dim <= 0 || cfg.vocab_size <= 0 || cfg.n_heads % cfg.n_kv_heads != 0 ||
          cfg.attention_bias < -1 || cfg.attention_bias > 1 || cfg.swa.window < 0 ||
          !(cfg.attn_scale >= 0) || !(cfg.attn_softcap >= 0) || !(cfg.final_softcap >= 0) ||
+         !(cfg.embed_mult >= 0) || !(cfg.residual_mult >= 0) || !(cfg.logits_div >= 0) ||
+         (cfg.moe.n_experts && (cfg.moe.n_experts_used < 1 ||
+                                cfg.moe.n_experts_used > cfg.moe.n_experts ||
+                                cfg.moe.intermediate < 1)) ||
          !(cfg.swa.rope_theta >= 0) || cfg.rope_dim < 2 || cfg.rope_dim % 2 ||
          cfg.rope_dim > cfg.head_dim ||
          memchr(cfg.weights_prefix, 0, sizeof cfg.weights_prefix) == NULL))
