@@ -191,6 +191,27 @@ void assert_deterministic(struct engine_opts o, const struct engine_params *x,
     assert_deterministic_on(FIXTURE, o, x, others, alone);
 }
 
+void assert_family_deterministic(const char *model, uint64_t prompt_seed, uint64_t seed,
+                                 int quant, const char *quant_name)
+{
+    static int32_t x_prompt[36];
+    make_prompt(x_prompt, 36, prompt_seed);
+    struct engine_params x = {
+        .prompt = x_prompt, .n_prompt = 36, .max_tokens = 12, .ignore_eos = true,
+        .sampling = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f, .seed = seed},
+    };
+    struct engine_params others[16];
+    other_params(others, 16);
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
+    struct result dense, quantized;
+    assert_deterministic_on(model, o, &x, others, &dense);
+    assert_int_equal(dense.n, 12);
+    o.quant = quant;
+    assert_string_equal(engine_quant_names[quant], quant_name);
+    assert_deterministic_on(model, o, &x, others, &quantized);
+    assert_int_equal(quantized.n, 12);
+}
+
 void assert_deterministic_on(const char *model, struct engine_opts o,
                              const struct engine_params *x, const struct engine_params *others,
                              struct result *alone)

@@ -88,6 +88,14 @@ void assert_deterministic_on(const char *model, struct engine_opts o,
                              const struct engine_params *x, const struct engine_params *others,
                              struct result *alone);
 
+/* A family's check through the engine: a request of 36 prompt ids (make_prompt(prompt_seed))
+ * sampling 12 tokens (temperature 0.9, top-k 50, top-p 0.95, seed) on `model` keeps
+ * assert_deterministic_on's guarantees beside 16 others (other_params; a context of 128, 48
+ * batch tokens), dense and with its weights quantized at load to engine_quant_names[quant],
+ * which must be `quant_name`. */
+void assert_family_deterministic(const char *model, uint64_t prompt_seed, uint64_t seed,
+                                 int quant, const char *quant_name);
+
 /* Asserts that a and b are the same: ids, logprobs (bit for bit), finish, stop string, text,
  * reasoning text and reasoning tokens. */
 void assert_same(const struct result *a, const struct result *b);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_edit.h"
 #include "llamacpp_ref.h"
 #include "model_tmp.h"
 #include "ops.h"
@@ -233,5 +234,23 @@ void llamacpp_compare_prompts(struct model *m, const cJSON *fixture, double exac
             continue;
         snprintf(what, sizeof what, "%s fast", name);
         llamacpp_compare(m, LL_MATH_FAST, p, fast_tol, what);
+    }
+}
+
+void llamacpp_expect_off(const char *model_dir, const cJSON *p, const struct llamacpp_edit *edits,
+                         size_t n, double min_off)
+{
+    char md[160];
+    snprintf(md, sizeof md, "%s/m", model_dir);
+    for (size_t i = 0; i < n; i++) {
+        config_edit(md, edits[i].from, edits[i].to);
+        struct model *m = model_tmp_open(model_dir, NULL);
+        double off = llamacpp_compare(m, LL_MATH_EXACT, p, 0, edits[i].what);
+        printf("  with %s: %.2e of the scale\n", edits[i].what, off);
+        if (!(off > min_off))
+            fail_msg("with %s the logits are only %.2e of the scale off (want > %.1e)",
+                     edits[i].what, off, min_off);
+        model_close(m);
+        config_edit(md, edits[i].to, edits[i].from);
     }
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "mkmodel.h"
 #include "model.h"
@@ -45,6 +46,17 @@ double llamacpp_compare(struct model *m, enum ll_math math, const cJSON *p, doub
  * for the top-1 check). */
 void llamacpp_compare_prompts(struct model *m, const cJSON *fixture, double exact_tol,
                               double fast_tol, const char *fast_only);
+
+/* An edit of a fixture model's config.json that moves llama.cpp's logits far away. */
+struct llamacpp_edit {
+    const char *from, *to, *what;
+};
+
+/* The parity check is sharp: each edit of model_dir/m/config.json in turn made (config_edit),
+ * the model reopened and prompt p run on the exact path, its worst difference (printed as "with
+ * WHAT") more than min_off of the scale, the edit undone. */
+void llamacpp_expect_off(const char *model_dir, const cJSON *p, const struct llamacpp_edit *edits,
+                         size_t n, double min_off);
 
 /* One position of a prompt: the largest difference over its stored logits and llama.cpp's margin
  * between its best two, both over the fixture's largest |logit|; whether the engine's best token

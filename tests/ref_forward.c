@@ -359,6 +359,17 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
     free(x), free(xn), free(q), free(k), free(v), free(att), free(o), free(p), free(mo);
 }
 
+double *ref_logits(const struct model *m, struct ref_kind kind, const int32_t *ids, int n)
+{
+    struct ref r;
+    ref_open(&r, m->dir, &m->config, kind);
+    double *ref = malloc(sizeof(double) * (size_t)n * (size_t)m->config.vocab_size);
+    assert_non_null(ref);
+    ref_forward(&r, ids, n, ref);
+    ref_close(&r);
+    return ref;
+}
+
 void ref_open(struct ref *r, const char *dir, const struct model_config *c, struct ref_kind kind)
 {
     char *path = ll_path_join(dir, "model.safetensors");

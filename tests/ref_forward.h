@@ -50,6 +50,10 @@ void ref_close(struct ref *r);
 /* logits (n, vocab) of the sequence ids[0..n) from position 0. */
 void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits);
 
+/* The reference's logits (n, vocab) of ids[0..n) for m, read from m->dir's model.safetensors
+ * with the tensors of kind (malloc'd: the caller frees them). */
+double *ref_logits(const struct model *m, struct ref_kind kind, const int32_t *ids, int n);
+
 /* The engine's logits (n, vocab) of ids[0..n) from position 0 (n <= 256), in forward calls of
  * `chunk` tokens (<= 64) with every row's logits, on a runtime of `threads` threads in `math`. */
 void ref_engine_logits(const struct model *m, const int32_t *ids, int n, enum ll_math math,

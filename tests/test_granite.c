@@ -153,13 +153,9 @@ static void test_reference(void **state)
     (void)state;
     struct model *m = model_tmp_open(dir, NULL);
     const int V = m->config.vocab_size;
-    struct ref r;
     char md[96];
     snprintf(md, sizeof md, "%s/m", dir);
-    ref_open(&r, md, &m->config, (struct ref_kind){0});
-    double *ref = malloc(sizeof(double) * NP * V);
-    ref_forward(&r, prompt, NP, ref);
-    ref_close(&r);
+    double *ref = ref_logits(m, (struct ref_kind){0}, prompt, NP);
     ref_check_paths(m, prompt, NP, ref, 1e-3, 0.02, NP / 2, "granite");
     model_close(m);
 
@@ -201,24 +197,12 @@ static void test_llama_cpp_parity(void **state)
 
     /* the check is sharp: Llama's 1/√head_dim instead of the attention multiplier, or a
      * residual multiplier a little off, is far outside it */
-    char md[96];
-    snprintf(md, sizeof md, "%s/m", dirl);
     const cJSON *longp = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 1);
-    static const struct {
-        const char *from, *to, *what;
-    } edits[] = {
+    static const struct llamacpp_edit edits[] = {
         {"\"attention_multiplier\": 0.0625", "\"attention_multiplier\": 0.25", "1/sqrt(16)"},
         {"\"residual_multiplier\": 0.22", "\"residual_multiplier\": 0.23", "a residual of 0.23"},
     };
-    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
-        config_edit(md, edits[i].from, edits[i].to);
-        m = model_tmp_open(dirl, NULL);
-        double off = llamacpp_compare(m, LL_MATH_EXACT, longp, 0, edits[i].what);
-        printf("  with %s: %.2e of the scale\n", edits[i].what, off);
-        assert_true(off > 1e-4);
-        model_close(m);
-        config_edit(md, edits[i].to, edits[i].from);
-    }
+    llamacpp_expect_off(dirl, longp, edits, sizeof edits / sizeof edits[0], 1e-4);
 }
 
 /* Through the engine: a request's tokens are the same alone, in a batch of 16 others,
@@ -227,22 +211,7 @@ static void test_llama_cpp_parity(void **state)
 static void test_engine_determinism(void **state)
 {
     (void)state;
-    static int32_t x_prompt[36];
-    make_prompt(x_prompt, 36, 4242);
-    struct engine_params x = {
-        .prompt = x_prompt, .n_prompt = 36, .max_tokens = 12, .ignore_eos = true,
-        .sampling = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f, .seed = 7},
-    };
-    struct engine_params others[16];
-    other_params(others, 16);
-    struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
-    struct result dense, quant;
-    assert_deterministic_on(eng_model, o, &x, others, &dense);
-    assert_int_equal(dense.n, 12);
-    o.quant = 2;
-    assert_string_equal(engine_quant_names[2], "q4_0");
-    assert_deterministic_on(eng_model, o, &x, others, &quant);
-    assert_int_equal(quant.n, 12);
+    assert_family_deterministic(eng_model, 4242, 7, 2, "q4_0");
 }
 
 static void test_presets(void **state)

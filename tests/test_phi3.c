@@ -126,13 +126,7 @@ static void run(struct model *m, enum ll_math math, float *out)
 static void parity(const char *d, const char *what)
 {
     struct model *m = model_tmp_open(d, NULL);
-    struct ref r;
-    char path[96];
-    snprintf(path, sizeof path, "%s/m", d);
-    ref_open(&r, path, &m->config, (struct ref_kind){.fused = true});
-    double *ref = malloc(sizeof(double) * NP * m->config.vocab_size);
-    ref_forward(&r, prompt, NP, ref);
-    ref_close(&r);
+    double *ref = ref_logits(m, (struct ref_kind){.fused = true}, prompt, NP);
     ref_check_paths(m, prompt, NP, ref, 1e-3, 0.02, NP / 2, what);
     model_close(m);
     free(ref);
@@ -212,26 +206,14 @@ static void test_llama_cpp_parity(void **state)
     llamacpp_compare_prompts(m, fixture, 2e-5, 0.014, "chat");
     model_close(m);
 
-    char md[96];
-    snprintf(md, sizeof md, "%s/m", dirl);
     const cJSON *longp = cJSON_GetArrayItem(cJSON_GetObjectItem(fixture, "prompts"), 1);
-    static const struct {
-        const char *from, *to, *what;
-    } edits[] = {
+    static const struct llamacpp_edit edits[] = {
         {"\"sliding_window\": 16", "\"sliding_window\": 17", "a window of 17"},
         /* an original context of 512: the runtime's 512 positions fit it, the short factors */
         {"\"original_max_position_embeddings\": 256", "\"original_max_position_embeddings\": 512",
          "the short factors"},
     };
-    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
-        config_edit(md, edits[i].from, edits[i].to);
-        m = model_tmp_open(dirl, NULL);
-        double off = llamacpp_compare(m, LL_MATH_EXACT, longp, 0, edits[i].what);
-        printf("  with %s: %.2e of the scale\n", edits[i].what, off);
-        assert_true(off > 1e-3);
-        model_close(m);
-        config_edit(md, edits[i].to, edits[i].from);
-    }
+    llamacpp_expect_off(dirl, longp, edits, sizeof edits / sizeof edits[0], 1e-3);
 }
 
 /* Quantized at load, and quantized, written and reloaded: the same bits; the written directory
@@ -269,22 +251,7 @@ static void test_quantized_directory(void **state)
 static void test_engine_determinism(void **state)
 {
     (void)state;
-    static int32_t x_prompt[36];
-    make_prompt(x_prompt, 36, 31337);
-    struct engine_params x = {
-        .prompt = x_prompt, .n_prompt = 36, .max_tokens = 12, .ignore_eos = true,
-        .sampling = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f, .seed = 99},
-    };
-    struct engine_params others[16];
-    other_params(others, 16);
-    struct engine_opts o = {.n_ctx = 128, .max_seqs = 17, .max_batch_tokens = 48};
-    struct result dense, quant;
-    assert_deterministic_on(eng_model, o, &x, others, &dense);
-    assert_int_equal(dense.n, 12);
-    o.quant = 4;
-    assert_string_equal(engine_quant_names[4], "q4_k_m");
-    assert_deterministic_on(eng_model, o, &x, others, &quant);
-    assert_int_equal(quant.n, 12);
+    assert_family_deterministic(eng_model, 31337, 99, 4, "q4_k_m");
 }
 
 static void test_presets(void **state)

@@ -144,13 +144,7 @@ static void test_qwen3_parity(void **state)
     struct model *m = model_tmp_open(dir, NULL);
     assert_string_equal(m->config.model_type, "qwen3");
     const int V = m->config.vocab_size;
-    struct ref r;
-    char path[96];
-    snprintf(path, sizeof path, "%s/m", dir);
-    ref_open(&r, path, &m->config, (struct ref_kind){.qk_norm = true});
-    double *ref = malloc(sizeof(double) * NP * V);
-    ref_forward(&r, prompt, NP, ref);
-    ref_close(&r);
+    double *ref = ref_logits(m, (struct ref_kind){.qk_norm = true}, prompt, NP);
 
     ref_check_paths(m, prompt, NP, ref, 1e-3, 0.02, NP / 2, "qwen3");
     model_close(m);
