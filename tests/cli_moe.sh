@@ -85,7 +85,7 @@ check "mkmodel --family qwen2_moe: shared expert and its gate, q/k/v biases" $?
         "$tmp/dflt/config.json" >/dev/null &&
     ! "$cli" mkmodel --preset tiny --family qwen2 --experts 4 \
         --tokenizer models/deepseek-r1-distill-qwen-tokenizer "$tmp/dx" 2>"$tmp/dx.err" &&
-    grep -q 'experts are for the qwen2_moe and qwen3_moe families' "$tmp/dx.err"
+    grep -q 'experts are for the qwen2_moe, qwen3_moe and granitemoe families' "$tmp/dx.err"
 check "mkmodel: a dense preset's expert defaults follow --intermediate; --experts on qwen2 refused" $?
 rm -rf "$tmp/dflt"
 a=$("$cli" generate --model "$m2" --chat "Hi" -n 10 --temp 0 --print-ids 2>/dev/null) &&

@@ -32,7 +32,7 @@ grep -q '"Qwen3ForCausalLM"' "$m/config.json" &&
 check "qwen3 config.json (no bos, eos <|im_end|>), generation defaults, q/k norms and no biases" $?
 
 "$cli" mkmodel --preset tiny --family phimoe --tokenizer "$tok" "$tmp/bad" 2>"$tmp/bad.err"
-[ $? -eq 2 ] && grep -q -- '--family must be qwen2, qwen3, llama, .*, smollm3 or granite' \
+[ $? -eq 2 ] && grep -q -- '--family must be qwen2, qwen3, llama, .*, granite or granitemoe' \
     "$tmp/bad.err" && [ ! -e "$tmp/bad" ]
 check "mkmodel --family phimoe is refused, naming the choices" $?
 "$cli" mkmodel --preset qwen3-0.6b --layers 1 --tokenizer "$tok" "$tmp/p06" 2>/dev/null &&
