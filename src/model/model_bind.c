@@ -20,37 +20,68 @@ static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
         snprintf(buf + n, size - n, "]");
 }
 
-/* The error for tensor t of shape other than (d0, d1) (1-D when d1 == 0). */
-static enum ll_status shape_error(const struct st_tensor *t, int64_t d0, int64_t d1,
-                                  const char *why, struct ll_err *err)
+/* The error for tensor t of a shape other than want[0..ndim). */
+static enum ll_status shape_error_n(const struct st_tensor *t, int ndim, const int64_t *want,
+                                    const char *why, struct ll_err *err)
 {
     char got[160], exp[64];
-    int64_t want[2] = {d0, d1};
     shape_str(got, sizeof got, t->ndim, t->shape);
-    shape_str(exp, sizeof exp, d1 ? 2 : 1, want);
+    shape_str(exp, sizeof exp, ndim, want);
     return ll_err_set(err, LL_EMODEL, "%s: tensor '%s' has shape %s, but %s %s", t->file, t->name,
                       got, why, exp);
 }
 
+static bool shape_is_n(const struct st_tensor *t, int ndim, const int64_t *want)
+{
+    if (t->ndim != ndim)
+        return false;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != want[i])
+            return false;
+    return true;
+}
+
+/* (d0, d1), 1-D when d1 == 0 */
+static enum ll_status shape_error(const struct st_tensor *t, int64_t d0, int64_t d1,
+                                  const char *why, struct ll_err *err)
+{
+    const int64_t want[2] = {d0, d1};
+    return shape_error_n(t, d1 ? 2 : 1, want, why, err);
+}
+
 static bool shape_is(const struct st_tensor *t, int64_t d0, int64_t d1)
 {
-    int ndim = d1 ? 2 : 1;
-    return t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1);
+    const int64_t want[2] = {d0, d1};
+    return shape_is_n(t, d1 ? 2 : 1, want);
+}
+
+/* Tensor `name` of m->st, its dtype BF16, F16 or F32 (*dt) and its shape want[0..ndim). */
+static enum ll_status find_weight(const struct model *m, const char *name, int ndim,
+                                  const int64_t *want, const struct st_tensor **out,
+                                  enum ll_dtype *dt, struct ll_err *err)
+{
+    const struct st_tensor *t = st_find(m->st, name);
+    if (!t)
+        return ll_err_set(err, LL_EMODEL, "%s: missing tensor '%s'", st_path(m->st), name);
+    if (!st_dtype_to_ll(t->dtype, dt))
+        return ll_err_set(err, LL_EUNSUPPORTED,
+                          "%s: tensor '%s' has dtype %s; weights must be BF16, F16 or F32", t->file,
+                          name, st_dtype_name(t->dtype));
+    if (!shape_is_n(t, ndim, want))
+        return shape_error_n(t, ndim, want, "config.json implies", err);
+    *out = t;
+    return LL_OK;
 }
 
 enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, const char *name,
                                  int64_t d0, int64_t d1, struct ll_err *err)
 {
-    const struct st_tensor *t = st_find(m->st, name);
-    if (!t)
-        return ll_err_set(err, LL_EMODEL, "%s: missing tensor '%s'", st_path(m->st), name);
+    const int64_t want[2] = {d0, d1};
+    const struct st_tensor *t;
     enum ll_dtype dt;
-    if (!st_dtype_to_ll(t->dtype, &dt))
-        return ll_err_set(err, LL_EUNSUPPORTED,
-                          "%s: tensor '%s' has dtype %s; weights must be BF16, F16 or F32", t->file,
-                          name, st_dtype_name(t->dtype));
-    if (!shape_is(t, d0, d1))
-        return shape_error(t, d0, d1, "config.json implies", err);
+    enum ll_status s = find_weight(m, name, d1 ? 2 : 1, want, &t, &dt, err);
+    if (s)
+        return s;
     *out = (struct ll_tensor){
         .dtype = dt, .ndim = d1 ? 2 : 1, .shape = {d0, d1 ? d1 : 1}, .data = t->data};
     return LL_OK;
@@ -59,22 +90,12 @@ enum ll_status model_bind_tensor(const struct model *m, struct ll_tensor *out, c
 enum ll_status model_bind_stacked(const struct model *m, struct ll_tensor *out, const char *name,
                                   int64_t e, int64_t d0, int64_t d1, struct ll_err *err)
 {
-    const struct st_tensor *t = st_find(m->st, name);
-    if (!t)
-        return ll_err_set(err, LL_EMODEL, "%s: missing tensor '%s'", st_path(m->st), name);
-    enum ll_dtype dt;
-    if (!st_dtype_to_ll(t->dtype, &dt))
-        return ll_err_set(err, LL_EUNSUPPORTED,
-                          "%s: tensor '%s' has dtype %s; weights must be BF16, F16 or F32", t->file,
-                          name, st_dtype_name(t->dtype));
     const int64_t want[3] = {e, d0, d1};
-    if (t->ndim != 3 || t->shape[0] != e || t->shape[1] != d0 || t->shape[2] != d1) {
-        char got[160], exp[64];
-        shape_str(got, sizeof got, t->ndim, t->shape);
-        shape_str(exp, sizeof exp, 3, want);
-        return ll_err_set(err, LL_EMODEL, "%s: tensor '%s' has shape %s, but config.json implies "
-                          "%s", t->file, name, got, exp);
-    }
+    const struct st_tensor *t;
+    enum ll_dtype dt;
+    enum ll_status s = find_weight(m, name, 3, want, &t, &dt, err);
+    if (s)
+        return s;
     *out = (struct ll_tensor){.dtype = dt, .ndim = 2, .shape = {e * d0, d1}, .data = t->data};
     return LL_OK;
 }
