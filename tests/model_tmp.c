@@ -17,6 +17,12 @@
 
 int model_tmp_make(char *dir, size_t size, const char *tag, const struct mkmodel_spec *s)
 {
+    return model_tmp_make_tok(dir, size, tag, s, NULL);
+}
+
+int model_tmp_make_tok(char *dir, size_t size, const char *tag, const struct mkmodel_spec *s,
+                       const char *tokenizer_dir)
+{
     if (snprintf(dir, size, "/tmp/llaisys-test-%s-XXXXXX", tag) >= (int)size || !mkdtemp(dir)) {
         fprintf(stderr, "model_tmp: cannot make a directory for %s\n", tag);
         return -1;
@@ -26,7 +32,7 @@ int model_tmp_make(char *dir, size_t size, const char *tag, const struct mkmodel
     if (!s)
         return mkdir(out, 0700);
     struct ll_err err = {0};
-    if (mkmodel_write(s, NULL, out, 2, false, &err) != LL_OK) {
+    if (mkmodel_write(s, tokenizer_dir, out, 2, false, &err) != LL_OK) {
         fprintf(stderr, "mkmodel: %s\n", err.msg);
         return -1;
     }

@@ -15,6 +15,10 @@
  * empty directory when s is NULL. Returns 0, or -1 with a message on stderr (for a group
  * setup). */
 int model_tmp_make(char *dir, size_t size, const char *tag, const struct mkmodel_spec *s);
+/* The same with the tokenizer files of tokenizer_dir copied into dir/m (NULL: none), for a
+ * model the engine runs (the engine harness's prompts need the R1 tokenizer's vocabulary). */
+int model_tmp_make_tok(char *dir, size_t size, const char *tag, const struct mkmodel_spec *s,
+                       const char *tokenizer_dir);
 
 /* model_open of dir/m with o (NULL: the weights as stored); fails the test, printing the
  * message, when it cannot. */

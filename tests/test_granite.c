@@ -61,18 +61,13 @@ static int group_setup(void **state)
     s.multipliers[0] = 10.0, s.multipliers[1] = 0.05, s.multipliers[2] = 0.3;
     s.multipliers[3] = 4.0;
     se.n_layers = 3;
-    struct ll_err err = {0};
+    /* for the engine: the R1 tokenizer (the harness's prompts use ids up to 150000) */
     if (model_tmp_make(dir, sizeof dir, "granite", &s) ||
-        model_tmp_make(dire, sizeof dire, "granitee", NULL) ||
+        model_tmp_make_tok(dire, sizeof dire, "granitee", &se,
+                           "models/deepseek-r1-distill-qwen-tokenizer") ||
         llamacpp_group_setup(&fixture, LLAMACPP_FIXTURE, dirl, sizeof dirl, "granitecpp", &sl))
         return -1;
-    /* for the engine: the R1 tokenizer (the harness's prompts use ids up to 150000) */
-    snprintf(eng_model, sizeof eng_model, "%s/e", dire);
-    if (mkmodel_write(&se, "models/deepseek-r1-distill-qwen-tokenizer", eng_model, 2, false,
-                      &err) != LL_OK) {
-        fprintf(stderr, "mkmodel_write: %s\n", err.msg);
-        return -1;
-    }
+    snprintf(eng_model, sizeof eng_model, "%s/m", dire);
     return 0;
 }
 

@@ -91,25 +91,21 @@ static int group_setup(void **state)
     se.sliding_window = 8;
     se.rope_original_max = 64;
     se.n_layers = 3;
-    struct ll_err err = {0};
     if (model_tmp_make(dirs, sizeof dirs, "phi3s", &ss) ||
         model_tmp_make(dirp, sizeof dirp, "phi3p", &sp) ||
-        model_tmp_make(dire, sizeof dire, "phi3e", NULL) ||
+        model_tmp_make_tok(dire, sizeof dire, "phi3e", &se,
+                           "models/deepseek-r1-distill-qwen-tokenizer") ||
         llamacpp_group_setup(&fixture, LLAMACPP_FIXTURE, dirl, sizeof dirl, "phi3cpp", &sl))
         return -1;
-    snprintf(eng_model, sizeof eng_model, "%s/e", dire);
-    if (mkmodel_write(&se, "models/deepseek-r1-distill-qwen-tokenizer", eng_model, 2, false,
-                      &err) != LL_OK) {
-        fprintf(stderr, "mkmodel_write: %s\n", err.msg);
-        return -1;
-    }
+    snprintf(eng_model, sizeof eng_model, "%s/m", dire);
     return 0;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    return model_tmp_remove(dirs) | model_tmp_remove(dirp) | llamacpp_group_teardown(fixture, dirl);
+    return model_tmp_remove(dirs) | model_tmp_remove(dirp) | model_tmp_remove(dire) |
+           llamacpp_group_teardown(fixture, dirl);
 }
 
 static const int32_t prompt[] = {1,   900, 17, 256, 3,   3,  3,  1000, 64, 511, 12, 77,
