@@ -200,14 +200,11 @@ static char *fallback_prompt(enum tool_format f, const cJSON *tools)
                         "a newline):\n" DS_BLOCK_OPEN DS_CALL_OPEN "function" DS_SEP
                         "FUNCTION_NAME\n```json\n{ARGUMENTS AS A JSON OBJECT}\n```" DS_CALL_CLOSE
                         DS_BLOCK_CLOSE "\nThe results come back in the next message.");
-    else if (array_mark(f)) {
-        ll_buf_puts(&b, "\nTo call functions, answer with ");
-        ll_buf_puts(&b, array_mark(f));
-        ll_buf_puts(&b, " and then a JSON array of the calls:\n");
-        ll_buf_puts(&b, array_mark(f));
-        ll_buf_puts(&b, "[{\"name\": \"FUNCTION_NAME\", \"arguments\": {ARGUMENTS AS A JSON "
-                        "OBJECT}}]\nThe results come back in the next message.");
-    }
+    else if (array_mark(f))
+        ll_buf_printf(&b, "\nTo call functions, answer with %s and then a JSON array of the "
+                          "calls:\n%s[{\"name\": \"FUNCTION_NAME\", \"arguments\": {ARGUMENTS AS A "
+                          "JSON OBJECT}}]\nThe results come back in the next message.",
+                      array_mark(f), array_mark(f));
     else if (f == TOOL_FORMAT_MISTRAL_ARGS)
         ll_buf_puts(&b, "\nTo call a function, answer with " MI_MARK ", its name, " MA_ARGS
                         " and its arguments as a JSON object; for several calls, one after "
@@ -401,52 +398,34 @@ static enum ll_status call_rule(struct gbuild *b, enum tool_format f, const cJSO
         snprintf(lit, sizeof lit, "%s" MA_ARGS, name);
         gseq_lit(b, &q, lit, strlen(lit));
         gseq_rule(&q, args);
+        gb_alt(b, *rule, &q);
     } else if (f != TOOL_FORMAT_DEEPSEEK) {
+        /* {"name": NAME, KEY: {...}}; granite's also with the arguments first, as Granite
+         * writes them */
         const char *key = args_key(f);
-        gseq_byte(b, &q, '{');
-        gseq_rule(&q, ws);
-        gseq_lit(b, &q, "\"name\"", 6);
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, ':');
-        gseq_rule(&q, ws);
         snprintf(lit, sizeof lit, "\"%s\"", name); /* names are [A-Za-z0-9_-] */
-        gseq_lit(b, &q, lit, strlen(lit));
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, ',');
-        gseq_rule(&q, ws);
-        gseq_lit(b, &q, key, strlen(key));
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, ':');
-        gseq_rule(&q, ws);
-        gseq_rule(&q, args);
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, '}');
+        int colon = gb_literal(b, ":"), comma = gb_literal(b, ",");
+        int named = gb_concat(b, (int[]){gb_literal(b, "\"name\""), ws, colon, ws,
+                                         gb_literal(b, lit)}, 5);
+        int argd = gb_concat(b, (int[]){gb_literal(b, key), ws, colon, ws, args}, 5);
+        for (int order = 0; order < (f == TOOL_FORMAT_GRANITE ? 2 : 1); order++) {
+            gseq_clear(&q);
+            gseq_byte(b, &q, '{');
+            gseq_rule(&q, ws);
+            gseq_rule(&q, order ? argd : named);
+            gseq_rule(&q, ws);
+            gseq_rule(&q, comma);
+            gseq_rule(&q, ws);
+            gseq_rule(&q, order ? named : argd);
+            gseq_rule(&q, ws);
+            gseq_byte(b, &q, '}');
+            gb_alt(b, *rule, &q);
+        }
     } else {
         snprintf(lit, sizeof lit, DS_CALL_OPEN "function" DS_SEP "%s\n```json\n", name);
         gseq_lit(b, &q, lit, strlen(lit));
         gseq_rule(&q, args);
         gseq_lit(b, &q, "\n```" DS_CALL_CLOSE, strlen("\n```" DS_CALL_CLOSE));
-    }
-    gb_alt(b, *rule, &q);
-    if (f == TOOL_FORMAT_GRANITE) { /* or the arguments first, as Granite writes them */
-        gseq_clear(&q);
-        gseq_byte(b, &q, '{');
-        gseq_rule(&q, ws);
-        gseq_lit(b, &q, "\"arguments\"", 11);
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, ':');
-        gseq_rule(&q, ws);
-        gseq_rule(&q, args);
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, ',');
-        gseq_rule(&q, ws);
-        gseq_lit(b, &q, "\"name\"", 6);
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, ':');
-        gseq_rule(&q, ws);
-        gseq_lit(b, &q, lit, strlen(lit));
-        gseq_rule(&q, ws);
-        gseq_byte(b, &q, '}');
         gb_alt(b, *rule, &q);
     }
     gseq_free(&q);
