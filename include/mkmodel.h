@@ -56,6 +56,8 @@ enum mkmodel_family {
 bool mkmodel_family_moe(enum mkmodel_family f);
 /* Whether f is a Gemma family (windowed layers: the sliding_window field applies; tied). */
 bool mkmodel_family_gemma(enum mkmodel_family f);
+/* Whether f is a Granite family (granite, granitemoe: the multipliers apply). */
+bool mkmodel_family_granite(enum mkmodel_family f);
 
 /* The family's model_type ("qwen2", "qwen3", "llama", "qwen2_moe", "qwen3_moe", "mistral",
  * "gemma2", "gemma3_text", "phi3", "smollm3", "granite", "granitemoe"). */

@@ -188,7 +188,7 @@ int cmd_mkmodel(int argc, char **argv)
         s.rope_original_max = 0; /* a llama or phi3 preset's, for another family */
     if (!phi3)
         s.partial_rotary = 0;
-    if (s.family != MKMODEL_GRANITE && s.family != MKMODEL_GRANITE_MOE)
+    if (!mkmodel_family_granite(s.family))
         memset(s.multipliers, 0, sizeof s.multipliers); /* a granite preset's */
     if (mults) {
         const char *p = mults;

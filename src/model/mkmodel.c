@@ -210,6 +210,11 @@ bool mkmodel_family_gemma(enum mkmodel_family f)
     return f == MKMODEL_GEMMA2 || f == MKMODEL_GEMMA3;
 }
 
+bool mkmodel_family_granite(enum mkmodel_family f)
+{
+    return f == MKMODEL_GRANITE || f == MKMODEL_GRANITE_MOE;
+}
+
 /* Whether s is of a Gemma family (its norms, windowed layers, tied lm_head). */
 static bool gemma(const struct mkmodel_spec *s)
 {
@@ -323,8 +328,7 @@ enum ll_status mkmodel_check(const struct mkmodel_spec *s, struct ll_err *err)
                           "at most 256 layers (%d)", s->n_layers);
     for (int i = 0; i < 4; i++)
         if (s->multipliers[i] < 0 || s->multipliers[i] > 1e6 ||
-            (s->multipliers[i] && s->family != MKMODEL_GRANITE &&
-             s->family != MKMODEL_GRANITE_MOE))
+            (s->multipliers[i] && !mkmodel_family_granite(s->family)))
             return ll_err_set(err, LL_EINVAL, "multiplier %g: granite models only, in (0, 1e6]",
                               s->multipliers[i]);
     if (s->family != MKMODEL_PHI3 && s->partial_rotary)
@@ -856,7 +860,7 @@ static enum ll_status config_write(const struct mkmodel_spec *s, int bos, const 
     const bool qwen3 = f == MKMODEL_QWEN3 || f == MKMODEL_QWEN3_MOE;
     const bool qwen = qwen3 || f == MKMODEL_QWEN2 || f == MKMODEL_QWEN2_MOE;
     const bool moe = mkmodel_family_moe(f) && f != MKMODEL_GRANITE_MOE; /* Qwen's fields */
-    const bool granite = f == MKMODEL_GRANITE || f == MKMODEL_GRANITE_MOE;
+    const bool granite = mkmodel_family_granite(f);
     struct config_doc d = {.n = 0};
 
     put(&d, "architectures", "[\n    \"%s\"\n  ]", family_archs[f]);
@@ -1023,7 +1027,7 @@ static enum ll_status generation_write(const struct mkmodel_spec *s, int bos, co
         put(&d, "bos_token_id", "%d", bos);
     put_eos(&d, eos, n_eos);
     if (s->family != MKMODEL_MISTRAL && s->family != MKMODEL_PHI3 &&
-        s->family != MKMODEL_GRANITE && s->family != MKMODEL_GRANITE_MOE) {
+        !mkmodel_family_granite(s->family)) {
         put(&d, "do_sample", "true");
         if (!gemma(s))
             put(&d, "temperature", "0.6");
