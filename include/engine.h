@@ -66,6 +66,16 @@
  * decoding; a step merely yields up to 1 + spec_max_draft tokens of a sequence.
  * usage.spec_drafted / spec_accepted count the drafts verified and accepted.
  *
+ * Embeddings (params.embed, pooling.h): a request that generates nothing. Its prompt runs
+ * through the model like any other (chunked, batched beside generating sequences, preempted,
+ * taking cached prefix blocks with last-position pooling) and its rows ask the forward pass for
+ * their final hidden states instead of logits (runtime.h LL_WANT_HIDDEN): the last position's
+ * (LL_POOL_LAST), or every position's, summed in position order in double and divided
+ * (LL_POOL_MEAN), or the first's (LL_POOL_FIRST). Once the prompt is computed the request
+ * finishes with "stop" and the pooled vector (hidden_size floats, not normalized) in
+ * engine_output.embedding. Pooling that needs every position neither takes from nor publishes
+ * to the prefix cache. A row's state does not depend on the batch, so neither does the vector.
+ *
  * n > 1: submit one request per choice (choice = 0..n-1, same prompt and seed); each draws with
  * its own seed mixed from (seed, choice). The prompt is computed once: a request whose prompt
  * shares full KV blocks with the prompt of a running request that is still computing them
@@ -95,6 +105,7 @@
 #include "engine_opts.h"
 #include "buf.h"
 #include "errors.h"
+#include "pooling.h"
 #include "sampler.h"
 
 struct engine;
@@ -145,6 +156,11 @@ struct engine_params {
                                        the key's previous pin (sessions; see engine_unpin) */
     struct grammar *grammar;        /* constrain the output to this grammar (grammar.h), or
                                        NULL; engine_submit takes its own reference */
+    enum ll_pooling embed;          /* LL_POOL_NONE: generate; else an embedding (see
+                                       Embeddings above): the prompt may fill the context
+                                       (1 <= n_prompt <= n_ctx), and max_tokens, the sampling,
+                                       stopping and output controls, grammar and pin_key are
+                                       ignored */
 };
 
 enum engine_finish {
@@ -194,6 +210,10 @@ struct engine_output {
     struct engine_usage usage;
     struct engine_timings timings;
     char error[256];    /* message when finish is ENGINE_FINISH_ERROR */
+    float *embedding;   /* (n_embedding) params.embed: the pooled vector, set by the poll
+                           that brings the finish ("stop"; an embedding that was cancelled or
+                           failed brings none). The caller's: engine_output_free frees it */
+    int n_embedding;
 };
 
 /* Engine-wide counters, a snapshot taken at the end of the last step. */
@@ -212,6 +232,7 @@ struct engine_stats {
     uint64_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     uint64_t decode_tokens;     /* decode rows run through the model */
     uint64_t generated_tokens;  /* tokens sampled */
+    uint64_t embeddings;        /* embedding requests finished with their vector */
     uint64_t forward_failures;  /* requests finished with an error because their own forward
                                    pass failed (the rest of their step went on) */
     uint64_t spec_drafted;      /* draft tokens verified (--spec) */
@@ -253,7 +274,7 @@ const struct tokenizer *engine_tokenizer(const struct engine *e);
 const struct engine_opts *engine_get_opts(const struct engine *e);
 
 /* Queue a request (any thread). On LL_OK *out is the caller's handle (engine_req_release).
- * Returns LL_OK; LL_EINVAL (empty prompt, token id outside the vocabulary, negative or too many
+ * Returns LL_OK; LL_EINVAL (empty prompt, token id outside the vocabulary, an unknown pooling, negative or too many
  * stop ids or stop strings, a bad stop string, a logit_bias id outside the vocabulary, bad
  * sampling values or penalties, top_logprobs out of range: the message names it); LL_ETOOLONG (the prompt plus max_tokens
  * exceeds the context, or needs more KV blocks than the whole pool: it could never run);

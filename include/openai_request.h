@@ -30,6 +30,7 @@ struct grammar;
  * ranges of gen_params.h. */
 #define OAI_MAX_N 64        /* choices per request (`n` times the prompts) */
 #define OAI_MAX_PROMPTS 64  /* prompts in one /v1/completions request */
+#define OAI_MAX_INPUTS 2048 /* inputs in one /v1/embeddings request (OpenAI's limit) */
 #define OAI_MAX_BIAS 100.0  /* a logit_bias value lies in [-100, 100] */
 #define OAI_MAX_COMPLETION_LOGPROBS 5 /* the legacy completions "logprobs" number */
 
@@ -59,6 +60,7 @@ enum oai_kind {
     OAI_CHAT,       /* /v1/chat/completions */
     OAI_COMPLETION, /* /v1/completions */
     OAI_RESPONSES,  /* /v1/responses: a chat request in the Responses API's shape */
+    OAI_EMBEDDING,  /* /v1/embeddings: its inputs in prompts, nothing generated */
 };
 
 /* One prompt of /v1/completions: text (to be encoded with BOS) or token ids. */
@@ -138,6 +140,11 @@ struct oai_request {
     char *resp_instructions;
     char *prev_response_id;
     bool store, has_store;
+
+    /* embeddings: encoding_format "base64" (little-endian f32, base64) rather than "float";
+     * dimensions (0: the model's): the first this many, normalized again */
+    bool embed_base64;
+    int dimensions;
 };
 
 #define OAI_RESPONSE_ID_MAX 47 /* bytes of a response id ("resp_" and 32 hex digits here) */
@@ -186,6 +193,14 @@ void oai_request_free(struct oai_request *r);
  * into r (valid while r is; engine_submit copies them or takes references). */
 void oai_request_params(const struct oai_request *r, const struct generation_defaults *g,
                         struct engine_params *out);
+
+/* POST /v1/embeddings: {model, input (a non-empty string, strings, token ids or arrays of
+ * ids: at most OAI_MAX_INPUTS), encoding_format ("float" or "base64"), dimensions (>= 1),
+ * user, and llama.cpp's cache_prompt / vLLM's reuse_prefix} into r (kind OAI_EMBEDDING, the
+ * inputs in prompts). Any other field is refused naming it. Same returns as
+ * oai_request_parse. */
+enum ll_status oai_embeddings_parse(struct oai_request *r, const char *body, size_t len,
+                                    struct oai_error *e);
 
 /* One line of `llaisys-cli batch` (len bytes): a /v1/chat/completions body when it has
  * "messages", else a /v1/completions body, parsed and checked as oai_request_parse does, plus

@@ -91,4 +91,12 @@ char *oai_stream_chunk(const struct oai_meta *m, const struct oai_choice *c, boo
 /* The last chunk of an include_usage stream: no choices, the usage. */
 char *oai_stream_usage(const struct oai_meta *m, const struct oai_usage *u);
 
+/* A /v1/embeddings answer: {"object": "list", "data": [{"object": "embedding", "index": i,
+ * "embedding": vecs[i]}], "model", "usage": {"prompt_tokens", "total_tokens"}}; each vector
+ * dim floats, written as numbers of 9 significant digits (which read back as the same f32), or
+ * (base64) as the base64 of its little-endian f32 bytes, as OpenAI's encoding_format asks.
+ * malloc'd (caller frees); NULL on no memory. */
+char *oai_embeddings_body(const char *model, const float *const *vecs, int n, int dim,
+                          bool base64, int prompt_tokens);
+
 #endif

@@ -8,7 +8,9 @@
  * Batch layout (ARCHITECTURE.md): token-major arrays of n_tokens entries, any mix of prefill
  * chunks and decode tokens of several sequences. Token i sits at position pos[i] of sequence
  * seq[i], its K/V go to slot[i], and its attention reads the slots of that sequence for positions
- * 0..pos[i] (written by this or earlier steps). Rows with want_logits get a logits row.
+ * 0..pos[i] (written by this or earlier steps). Rows with want_logits get a logits row, or
+ * (LL_WANT_HIDDEN) their final hidden state: the last layer's output after the final norm, the
+ * vector lm_head would read (embeddings).
  *
  * Determinism: a token's logits depend only on the token, its position and its sequence's KV
  * contents, in the runtime's math mode: bit-identical whether it is computed in a prefill batch,
@@ -53,6 +55,10 @@ struct model_runtime {
     struct ll_kv_cache kv;       /* owned: (n_layers, n_slots, n_kv_heads, head_dim), bf16 or f32 */
 };
 
+/* want_logits values: a row's output. */
+#define LL_WANT_LOGITS 1 /* (any nonzero value but LL_WANT_HIDDEN) its logits */
+#define LL_WANT_HIDDEN 2 /* its final hidden state, into ll_batch.hidden instead */
+
 /* One forward step. */
 struct ll_batch {
     int n_tokens;
@@ -60,7 +66,10 @@ struct ll_batch {
     const int32_t *pos;           /* (n_tokens) positions < n_ctx */
     const int32_t *seq;           /* (n_tokens) index into seqs; NULL: all 0 */
     const int32_t *slot;          /* (n_tokens) KV slot; NULL: found through the block table */
-    const uint8_t *want_logits;   /* (n_tokens) nonzero: produce this row's logits; NULL: last row */
+    const uint8_t *want_logits;   /* (n_tokens) nonzero: produce this row's output (logits, or
+                                     LL_WANT_HIDDEN); NULL: the last row's logits */
+    float *hidden;                /* (rows with LL_WANT_HIDDEN, hidden_size) their final hidden
+                                     states, in row order; caller-owned (NULL when none) */
     const struct ll_kv_seq *seqs; /* block tables; NULL: one sequence in slots 0..n_slots-1 */
     int n_seqs;
     /* Optional: asked between layers (the caller's thread); true stops the step with
@@ -73,7 +82,8 @@ struct ll_batch {
 struct runtime_rows {
     const struct ll_kv_seq *seqs; /* the batch's block tables (or the default sequence's) */
     int n_seqs;
-    int n_want;                   /* rows that want logits */
+    int n_want;                   /* rows that want an output (logits or hidden) */
+    int n_hidden;                 /* of those, rows that want their hidden state */
 };
 
 /* Create the runtime of m (m->family's implementation). Returns LL_OK, LL_EINVAL (an option out
@@ -84,10 +94,11 @@ enum ll_status runtime_create(struct model_runtime **out, const struct model *m,
 /* Free the runtime (NULL is a no-op). */
 void runtime_free(struct model_runtime *rt);
 
-/* Run one step: writes the batch's K/V into the cache and, for each row with want_logits, in row
- * order, one row of vocab_size f32 logits into logits (n_want, vocab), caller-owned.
+/* Run one step: writes the batch's K/V into the cache and, for each row that wants logits, in
+ * row order, one row of vocab_size f32 logits into logits (rows wanting logits, vocab),
+ * caller-owned; each row with LL_WANT_HIDDEN gets hidden_size f32 in b->hidden instead.
  * Returns LL_OK, LL_EINVAL (n_tokens outside 1..max_batch, token id out of range, bad seq or
- * slot: names the row) or LL_ETOOLONG (position >= n_ctx or past the sequence's blocks): then
+ * slot, hidden rows without b->hidden: names the row) or LL_ETOOLONG (position >= n_ctx or past the sequence's blocks): then
  * nothing was computed; or LL_EABORTED (b->abort_cb said stop between two layers: the batch's
  * slots may hold partly written K/V, which the next write of those positions replaces; no
  * logits). */
@@ -99,7 +110,7 @@ void runtime_opts_resolve(struct runtime_opts *opts);
 
 /* For the families' forward passes: check b against rt (sizes, token ids, positions, sequences,
  * block tables, slots) and resolve every row: slot[i] its KV slot, seqi[i] its sequence, rows[]
- * the rows that want logits in ascending order (each array has b->n_tokens entries, the
+ * the rows that want an output (logits or hidden) in ascending order (each array has b->n_tokens entries, the
  * caller's). seq0 is the family's default sequence (used when b->seqs is NULL). Returns LL_OK
  * or runtime_forward's LL_EINVAL / LL_ETOOLONG, naming the row. */
 enum ll_status runtime_batch_resolve(const struct model_runtime *rt, const struct ll_batch *b,

@@ -239,6 +239,12 @@ static void ref_experts(const struct ref *r, int l, const double *xn, double sca
 /* logits (n, vocab) of the sequence ids[0..n) from position 0 */
 void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
 {
+    ref_forward_states(r, ids, n, logits, NULL);
+}
+
+void ref_forward_states(const struct ref *r, const int32_t *ids, int n, double *logits,
+                        double *hidden)
+{
     const struct model_config *c = r->c;
     const int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim,
               F = c->intermediate_size, V = c->vocab_size, q_dim = nh * hd, kv_dim = nkv * hd;
@@ -349,6 +355,10 @@ void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits)
         c->tie_word_embeddings || g1 ? emb : tensor(r, "lm_head.weight", 0);
     for (int t = 0; t < n; t++) {
         ref_rms_k(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps, g1);
+        if (hidden)
+            memcpy(hidden + (size_t)t * H, xn, sizeof(double) * H);
+        if (!logits)
+            continue;
         double *lt = logits + (size_t)t * V;
         ref_linear(lt, head, NULL, xn, V, H);
         for (int i = 0; c->logits_div > 0 && i < V; i++)

@@ -49,6 +49,10 @@ void ref_close(struct ref *r);
 
 /* logits (n, vocab) of the sequence ids[0..n) from position 0. */
 void ref_forward(const struct ref *r, const int32_t *ids, int n, double *logits);
+/* The same, and (hidden not NULL) each position's final hidden state (n, hidden_size): the
+ * last layer's output after the final norm, what lm_head reads; logits may be NULL. */
+void ref_forward_states(const struct ref *r, const int32_t *ids, int n, double *logits,
+                        double *hidden);
 
 /* The reference's logits (n, vocab) of ids[0..n) for m, read from m->dir's model.safetensors
  * with the tensors of kind (malloc'd: the caller frees them). */

@@ -101,8 +101,9 @@ enum ll_status engine_create(struct engine **out, const char *model_dir,
     e->b_seqs = malloc(sizeof(struct ll_kv_seq) * S);
     e->b_reqs = malloc(sizeof(struct engine_req *) * S);
     e->logits = malloc(sizeof(float) * (size_t)e->max_logit_rows * (size_t)e->vocab);
+    e->hidden = malloc(sizeof(float) * B * (size_t)e->model->config.hidden_size);
     if (!e->mbox || !e->b_token || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
-        !e->b_reqs || !e->logits) {
+        !e->b_reqs || !e->logits || !e->hidden) {
         s = ll_err_set(err, LL_ENOMEM, "engine: out of memory for batch buffers (%zu tokens, "
                        "%zu sequences)", B, S);
         goto fail;
@@ -254,6 +255,7 @@ void engine_destroy(struct engine *e)
     free(e->b_seqs);
     free(e->b_reqs);
     free(e->logits);
+    free(e->hidden);
     constraint_free_all(e);
     kv_pool_free(&e->pool);
     sampler_free(&e->smp);
@@ -391,6 +393,32 @@ static void verify_drafts(struct engine *e, struct engine_req *r, float *rows, i
     sched_trim_blocks(e, r);
 }
 
+/* An embedding's rows of this step: its nh hidden states (hid, in position order) go into
+ * the pooling; when the prompt is computed the request finishes with its vector. */
+static void take_states(struct engine *e, struct engine_req *r, const float *hid, int nh)
+{
+    int H = r->n_embd;
+    if (r->params.embed == LL_POOL_MEAN) {
+        if (r->n_computed == 0) /* from the start (again, after a preemption) */
+            memset(r->esum, 0, sizeof(double) * (size_t)H);
+        for (int j = 0; j < nh; j++)
+            for (int i = 0; i < H; i++)
+                r->esum[i] += hid[(size_t)j * H + i];
+    } else if (nh) { /* the last position's, or the first's: this step's one state */
+        memcpy(r->embd, hid, sizeof(float) * (size_t)H);
+    }
+    r->n_computed += r->batch_rows;
+    sched_publish_blocks(e, r);
+    if (r->n_computed < r->n_tokens)
+        return;
+    if (r->params.embed == LL_POOL_MEAN)
+        for (int i = 0; i < H; i++)
+            r->embd[i] = (float)(r->esum[i] / r->n_tokens);
+    r->embd_ready = true;
+    e->counters.embeddings++;
+    finish(e, r, ENGINE_FINISH_STOP, -1, -1, NULL);
+}
+
 static void snapshot_stats(struct engine *e)
 {
     struct kv_pool_stats ps;
@@ -423,13 +451,17 @@ static void snapshot_stats(struct engine *e)
 }
 
 /* Rows of batch sequence k, which start at row off (a sequence's rows are contiguous and in
- * the order of b_reqs); *n_want: how many of them want logits (also contiguous in the logits). */
-static int seq_rows(const struct engine *e, int k, int off, int *n_want)
+ * the order of b_reqs); *n_want: how many of them want logits, *n_hid their hidden state (each
+ * kind contiguous in its buffer). */
+static int seq_rows(const struct engine *e, int k, int off, int *n_want, int *n_hid)
 {
     int n = 0;
-    *n_want = 0;
-    for (; off + n < e->n_rows && e->b_seq[off + n] == k; n++)
-        *n_want += e->b_want[off + n];
+    *n_want = *n_hid = 0;
+    for (; off + n < e->n_rows && e->b_seq[off + n] == k; n++) {
+        uint8_t w = e->b_want[off + n];
+        *n_want += w && w != LL_WANT_HIDDEN;
+        *n_hid += w == LL_WANT_HIDDEN;
+    }
     return n;
 }
 
@@ -439,12 +471,13 @@ static int seq_rows(const struct engine *e, int k, int off, int *n_want)
  * (b_reqs[k] = NULL) and the others continue as if nothing happened. Returns how many failed. */
 static int forward_each(struct engine *e)
 {
-    int off = 0, row = 0, failed = 0;
+    int off = 0, row = 0, hrow = 0, failed = 0, H = e->model->config.hidden_size;
     for (int k = 0; k < e->n_seqs; k++) {
-        int nw, n = seq_rows(e, k, off, &nw);
+        int nw, nh, n = seq_rows(e, k, off, &nw, &nh);
         struct ll_batch b = {
             .n_tokens = n, .token = e->b_token + off, .pos = e->b_pos + off,
             .want_logits = e->b_want + off, .seqs = &e->b_seqs[k], .n_seqs = 1,
+            .hidden = e->hidden + (size_t)hrow * H,
         };
         struct ll_err ferr = {0};
         if (runtime_forward(e->rt, &b, e->logits + (size_t)row * e->vocab, &ferr) != LL_OK) {
@@ -457,6 +490,7 @@ static int forward_each(struct engine *e)
         }
         off += n;
         row += nw;
+        hrow += nh;
     }
     return failed;
 }
@@ -474,6 +508,7 @@ static bool step(struct engine *e)
         struct ll_batch b = {
             .n_tokens = e->n_rows, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
             .want_logits = e->b_want, .seqs = e->b_seqs, .n_seqs = e->n_seqs,
+            .hidden = e->hidden,
         };
         struct ll_err ferr = {0};
         if (runtime_forward(e->rt, &b, e->logits, &ferr) != LL_OK) {
@@ -482,15 +517,21 @@ static bool step(struct engine *e)
             e->counters.forward_failures += (uint64_t)forward_each(e);
             timed = false;
         }
-        int off = 0, row = 0;
+        int off = 0, row = 0, hrow = 0, H = e->model->config.hidden_size;
         for (int k = 0; k < e->n_seqs; k++) {
-            int nw;
-            off += seq_rows(e, k, off, &nw);
+            int nw, nh;
+            off += seq_rows(e, k, off, &nw, &nh);
             float *rows = e->logits + (size_t)row * e->vocab;
+            const float *hid = e->hidden + (size_t)hrow * H;
             row += nw;
+            hrow += nh;
             struct engine_req *r = e->b_reqs[k];
             if (!r) /* failed alone in forward_each */
                 continue;
+            if (r->params.embed) {
+                take_states(e, r, hid, nh);
+                continue;
+            }
             int nd = r->batch_draft;
             r->n_computed += r->batch_rows - nd;
             sched_publish_blocks(e, r);

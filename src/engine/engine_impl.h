@@ -130,6 +130,11 @@ struct engine_req {
     int gstate;                 /* the grammar state after the tokens so far */
     int cached_tokens, preemptions;
     double t_first_sched, t_first_token;
+    double *esum;               /* (hidden_size) params.embed mean: the states summed so far */
+    float *embd;                /* (hidden_size) params.embed: the pooled vector; handed to the
+                                   poller with the finish (swapped into engine_output) */
+    bool embd_ready;            /* embd holds the vector (set before the finish is pushed) */
+    int n_embd;                 /* [const] hidden_size for params.embed, else 0 */
 
     /* [mbox] the outbox and the shared fields */
     int32_t *out_ids;
@@ -189,6 +194,8 @@ struct engine {
     struct ll_kv_seq *b_seqs;   /* (max_seqs) */
     struct engine_req **b_reqs; /* (max_seqs) request of each batch sequence */
     float *logits;              /* (max_logit_rows, vocab) */
+    float *hidden;              /* (max_batch_tokens, hidden_size) the step's hidden-state rows
+                                   (embeddings) */
     int max_logit_rows;         /* max_seqs, plus the draft rows a step may verify (--spec) */
     int budget;                 /* tokens left in this step */
     bool preempted_now;         /* a preemption happened in this step: admit nothing new */

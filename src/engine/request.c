@@ -77,6 +77,8 @@ void req_free(struct engine_req *r)
     free(r->blocks);
     free(r->hashes);
     free(r->draft);
+    free(r->embd);
+    free(r->esum);
     free(r->out_ids);
     ll_buf_free(&r->out_text);
     free(r);
@@ -340,13 +342,28 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
         return reject(e, err, LL_EINVAL, "min_tokens %d", p->min_tokens);
     if (p->choice < 0)
         return reject(e, err, LL_EINVAL, "choice index %d", p->choice);
+    if (p->embed < LL_POOL_NONE || p->embed > LL_POOL_FIRST)
+        return reject(e, err, LL_EINVAL, "pooling %d is not one of last, mean, first",
+                      (int)p->embed);
+    const int H = e->model->config.hidden_size;
+    long long max_len;
+    if (p->embed) { /* every prompt token is computed, none is generated */
+        if (p->n_prompt > n_ctx)
+            return reject(e, err, LL_ETOOLONG, "the input has %d tokens; the context holds %d",
+                          p->n_prompt, n_ctx);
+        if (p->n_prompt > pool_tokens)
+            return reject(e, err, LL_ETOOLONG, "the input (%d tokens) needs %d KV blocks; the "
+                          "whole pool has %d", p->n_prompt, (p->n_prompt + bs - 1) / bs,
+                          o->kv_blocks);
+        max_len = p->n_prompt;
+        goto sized;
+    }
     if (p->n_prompt >= n_ctx)
         return reject(e, err, LL_ETOOLONG,
                       "the prompt has %d tokens; the context holds %d, with room for at least "
                       "one new token", p->n_prompt, n_ctx);
     /* The last token of a request is never fed back, so max_len tokens need max_len - 1 slots. */
     long long cap = n_ctx < pool_tokens + 1 ? n_ctx : pool_tokens + 1;
-    long long max_len;
     if (p->max_tokens > 0) {
         max_len = (long long)p->n_prompt + p->max_tokens;
         if (max_len > n_ctx)
@@ -366,10 +383,12 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
                           p->n_prompt, (p->n_prompt + bs - 1) / bs, o->kv_blocks);
     }
 
+sized:;
     struct engine_req *r = calloc(1, sizeof *r);
     if (!r)
         return reject(e, err, LL_ENOMEM, "out of memory for a request");
-    int max_blocks = (int)((max_len - 1 + bs - 1) / bs);
+    /* slots for max_len - 1 tokens (the last is never fed back), or all of an embedding's */
+    int max_blocks = (int)((max_len - (p->embed ? 0 : 1) + bs - 1) / bs);
     r->max_len = (int)max_len;
     r->max_blocks = max_blocks;
     r->tokens = malloc(sizeof(int32_t) * (size_t)max_len);
@@ -377,13 +396,21 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     r->hashes = malloc(sizeof(uint64_t) * (size_t)(max_len / bs + 1));
     if (o->spec != ENGINE_SPEC_OFF)
         r->draft = malloc(sizeof(int32_t) * (size_t)o->spec_max_draft);
+    if (p->embed) {
+        r->embd = malloc(sizeof(float) * (size_t)H);
+        if (p->embed == LL_POOL_MEAN)
+            r->esum = malloc(sizeof(double) * (size_t)H);
+    }
     enum ll_status s = LL_OK;
     if (!r->tokens || !r->blocks || !r->hashes || (o->spec != ENGINE_SPEC_OFF && !r->draft) ||
+        (p->embed && !r->embd) || (p->embed == LL_POOL_MEAN && !r->esum) ||
         pthread_cond_init(&r->cond, NULL)) {
         free(r->tokens);
         free(r->blocks);
         free(r->hashes);
         free(r->draft);
+        free(r->embd);
+        free(r->esum);
         free(r);
         return reject(e, err, LL_ENOMEM, "out of memory for a request of %lld tokens", max_len);
     }
@@ -395,6 +422,14 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     for (int i = 0; i < p->n_keep_ids; i++)
         tokenizer_stream_keep(r->stream, p->keep_ids[i]);
     memcpy(r->tokens, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+    struct engine_params pc = *p; /* an embedding has no controls */
+    if (p->embed) {
+        pc = (struct engine_params){.prompt = p->prompt, .n_prompt = p->n_prompt,
+                                    .embed = p->embed, .no_cache = p->no_cache ||
+                                                                   p->embed != LL_POOL_LAST};
+        p = &pc;
+        stop_bytes = 0;
+    }
     if ((s = submit_controls(e, r, p, (int)max_len, stop_bytes, err)) != LL_OK) {
         req_free(r);
         return reject(e, err, s, "%s", err ? err->msg : "out of memory");
@@ -414,6 +449,7 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     r->seed = mix_seed(sp->seed, p->choice);
     r->n_prompt = p->n_prompt;
     r->n_tokens = p->n_prompt;
+    r->n_embd = p->embed ? H : 0;
     r->stop_id = -1;
     r->stop_str = -1;
     r->usage.prompt_tokens = p->n_prompt;
@@ -526,6 +562,10 @@ static bool take_locked(struct engine_req *r, struct engine_output *out)
     ll_buf_clear(&r->out_text); /* also forgets a failed append's flag */
     SWAP(out->reasoning, r->out_reason);
     ll_buf_clear(&r->out_reason);
+    if (r->finish && !r->finish_reported && r->embd_ready) { /* the vector changes hands */
+        SWAP(out->embedding, r->embd);
+        out->n_embedding = r->n_embd;
+    }
 #undef SWAP
     out->finish = r->finish;
     if (r->finish)
@@ -593,6 +633,9 @@ void engine_output_free(struct engine_output *out)
     free(out->logprobs);
     ll_buf_free(&out->text);
     ll_buf_free(&out->reasoning);
+    free(out->embedding);
+    out->embedding = NULL;
+    out->n_embedding = 0;
     out->ids = NULL;
     out->logprobs = NULL;
     out->n_ids = out->cap_ids = out->cap_logprobs = 0;

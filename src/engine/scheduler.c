@@ -203,8 +203,22 @@ static void emit_rows(struct engine *e)
             e->b_token[row] = j < fed ? r->tokens[p] : r->draft[j - fed];
             e->b_pos[row] = p;
             e->b_seq[row] = k;
-            /* logits only where a token gets sampled: the last known token and each draft */
-            e->b_want[row] = p >= r->n_tokens - 1;
+            /* logits only where a token gets sampled: the last known token and each draft;
+             * an embedding's states where its pooling reads them */
+            switch (r->params.embed) {
+            case LL_POOL_NONE:
+                e->b_want[row] = p >= r->n_tokens - 1;
+                break;
+            case LL_POOL_LAST:
+                e->b_want[row] = p == r->n_tokens - 1 ? LL_WANT_HIDDEN : 0;
+                break;
+            case LL_POOL_MEAN:
+                e->b_want[row] = LL_WANT_HIDDEN;
+                break;
+            case LL_POOL_FIRST:
+                e->b_want[row] = p == 0 ? LL_WANT_HIDDEN : 0;
+                break;
+            }
         }
     }
     LL_ASSERT(row == e->n_rows);

@@ -10,6 +10,8 @@
  *   h_j  = ll_mix64(h_(j-1) ^ ((t_j + 1) * LL_GOLDEN64 + j))        (64-bit wrap-around)
  *   logit[v] = (ll_mix64(h_p ^ ((v + 1) * MOCK_VOCAB_MIX)) >> 40) * 2^-21 - 4,   in [-4, 4)
  *
+ * A row that wants its hidden state (LL_WANT_HIDDEN, hidden_size 2) gets (logit[0], logit[1]).
+ *
  * (hash.h's splitmix64 mixer; every value is exact in f32, so another implementation of the
  * formula, e.g. tests/python's, finds the same argmax). As a real model's attention does, the
  * forward pass reads the history from the KV cache: the K slot of each position holds its token
@@ -198,7 +200,7 @@ enum ll_status mock_forward(struct model_runtime *rt, const struct ll_batch *b, 
         k[2 * (size_t)r->slot[i]] = b->token[i];
         k[2 * (size_t)r->slot[i] + 1] = b->pos[i];
     }
-    int bs = rt->opts.block_size;
+    int bs = rt->opts.block_size, nlog = 0, nh = 0, vocab = rt->model->config.vocab_size;
     for (int j = 0; j < rr.n_want; j++) {
         int i = r->rows[j], p = b->pos[i];
         const struct ll_kv_seq *sq = &rr.seqs[r->seqi[i]];
@@ -208,10 +210,18 @@ enum ll_status mock_forward(struct model_runtime *rt, const struct ll_batch *b, 
             uint64_t t = (uint64_t)(uint32_t)k[2 * sl];
             h = ll_mix64(h ^ ((t + 1) * LL_GOLDEN64 + (uint64_t)q));
         }
-        r->hist[j] = h;
+        if (b->want_logits && b->want_logits[i] == LL_WANT_HIDDEN) {
+            for (int v = 0; v < 2; v++) /* logit[v] */
+                b->hidden[2 * (size_t)nh + v] =
+                    (float)(ll_mix64(h ^ ((uint64_t)(v + 1) * MOCK_VOCAB_MIX)) >> 40) * 0x1p-21f -
+                    4.0f;
+            nh++;
+        } else {
+            r->hist[nlog++] = h;
+        }
     }
-    struct mock_logits w = {r->hist, logits, rr.n_want, rt->model->config.vocab_size};
-    if (rr.n_want)
+    struct mock_logits w = {r->hist, logits, nlog, vocab};
+    if (nlog)
         ll_pool_run(rt->pool, logits_worker, &w);
     return LL_OK;
 }

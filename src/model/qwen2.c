@@ -20,8 +20,10 @@
  * expert in increasing order: the matmul contract and that order keep a row's bits independent
  * of the other rows.
  *
- * The last layer only needs the rows that want logits after its attention (the K/V it writes
- * come from its input), so those rows are gathered there and o/MLP/norm/lm_head run on them alone.
+ * The last layer only needs the rows that want an output after its attention (the K/V it writes
+ * come from its input), so those rows are gathered there and o/MLP/norm/lm_head run on them alone;
+ * a row that wants its hidden state (LL_WANT_HIDDEN) takes it after the final norm and skips
+ * lm_head.
  */
 #include "qwen2.h"
 
@@ -577,7 +579,21 @@ enum ll_status qwen2_forward(struct model_runtime *rt, const struct ll_batch *b,
             mlp(r, r->tmp, r->xn, &L->mlp, n, r->inter);
         run_add_norm(r, n, &N->post_mlp, &r->norms[l + 1].attn); /* the last: the final norm */
     }
-    /* n == n_want here (the last layer gathered them, or every row wants logits). */
+    /* n == n_want here (the last layer gathered them, or every row wants an output). */
+    if (rr.n_hidden) {
+        /* rows that want their hidden state take it from xn; the others close up for lm_head */
+        int nlog = 0, nh = 0;
+        for (int j = 0; j < n; j++) {
+            const float *src = r->xn + (size_t)j * H;
+            if (b->want_logits[r->rows[j]] == LL_WANT_HIDDEN)
+                memcpy(b->hidden + (size_t)nh++ * H, src, sizeof(float) * H);
+            else if (nlog++ != j)
+                memmove(r->xn + (size_t)(nlog - 1) * H, src, sizeof(float) * H);
+        }
+        n = nlog;
+        if (n == 0)
+            return LL_OK;
+    }
     linear(r, logits, r->xn, &W->lm_head, NULL, n);
     if (c->logits_div > 0 || c->final_softcap > 0) {
         struct step sc = {.r = r, .op = STEP_LOGITS, .n = n, .dim = r->vocab, .out = logits,

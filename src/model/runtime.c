@@ -56,7 +56,7 @@ enum ll_status runtime_batch_resolve(const struct model_runtime *rt, const struc
                           o->max_batch);
     const struct ll_kv_seq *seqs = b->seqs ? b->seqs : seq0;
     int n_seqs = b->seqs ? b->n_seqs : 1;
-    int bs = o->block_size, nblk_phys = o->n_slots / bs, n_want = 0;
+    int bs = o->block_size, nblk_phys = o->n_slots / bs, n_want = 0, n_hidden = 0;
     for (int i = 0; i < b->n_tokens; i++) {
         int t = b->token[i], p = b->pos[i], sq = b->seq ? b->seq[i] : 0;
         if (t < 0 || t >= vocab)
@@ -89,7 +89,13 @@ enum ll_status runtime_batch_resolve(const struct model_runtime *rt, const struc
         bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
         if (want)
             rows[n_want++] = i;
+        if (want && b->want_logits && b->want_logits[i] == LL_WANT_HIDDEN) {
+            if (!b->hidden)
+                return ll_err_set(err, LL_EINVAL, "batch row %d wants its hidden state, but the "
+                                  "batch has no hidden buffer", i);
+            n_hidden++;
+        }
     }
-    *out = (struct runtime_rows){seqs, n_seqs, n_want};
+    *out = (struct runtime_rows){seqs, n_seqs, n_want, n_hidden};
     return LL_OK;
 }

@@ -60,6 +60,9 @@ struct gen_choice {
     struct resp_track *items;    /* responses: the output items so far, in order */
     int n_items, cap_items;
     int open_reasoning, open_message, open_call; /* responses: the open items, -1 none */
+    bool unsent;                 /* embeddings: not submitted (yet) */
+    float *vec;                  /* embeddings: the vector that came with the finish (dim) */
+    int dim;
 };
 
 /* One output item of a /v1/responses answer: its text is [start, end) of the choice's
@@ -104,6 +107,20 @@ struct gen_job {
     uint64_t session_key;        /* the turn's session (sessions.h), 0: none */
     int32_t *sess_ids;           /* (n_sess, cap_sess) the prompt, then choice 0's tokens */
     int n_sess, cap_sess;
+    /* choices whose engine requests the watcher may see (describe, cancel): all of them from
+     * the start, but an embedding's, which are submitted as the engine has room (embed_refill:
+     * at most max_seqs at once); published after each submit */
+    atomic_int n_sent;
+    atomic_bool stop_submit;     /* cancelled: submit no more */
+    int32_t *const *eprompts;    /* embeddings: the inputs' ids (the route's: alive until
+                                    gen_job_respond returns, and an embedding never streams) */
+    const int *en_ids;
+    struct engine_params ebase;
+    int n_submitted;
+    bool sub_failed;             /* a submit failed: the answer is sub_err */
+    struct oai_error sub_err;
+    bool embed_base64;
+    int dimensions;
 };
 
 static void job_free(struct gen_job *j)
@@ -118,6 +135,7 @@ static void job_free(struct gen_job *j)
         tool_parser_free(&j->ch[i].tp);
         ll_buf_free(&j->ch[i].content);
         free(j->ch[i].items);
+        free(j->ch[i].vec);
     }
     cJSON_Delete(j->resp_echo);
     cJSON_Delete(j->resp_input);
@@ -216,9 +234,10 @@ static void gen_job_describe(void *owner, struct ll_buf *b)
         return;
     }
     bool any[ENGINE_REQ_FINISHED + 1] = {false};
-    int prompt = 0, completion = 0, last_prompt = -1;
+    int prompt = 0, completion = 0, last_prompt = -1, sent = atomic_load(&j->n_sent);
     for (int i = 0; i < j->n_choices; i++) {
-        engine_req_info(j->ch[i].req, &info[i]);
+        if (i < sent) /* else not submitted yet: waiting */
+            engine_req_info(j->ch[i].req, &info[i]);
         any[info[i].state] = true;
         completion += info[i].usage.completion_tokens;
         if (j->ch[i].prompt != last_prompt)
@@ -285,7 +304,9 @@ static char *job_final_status(const struct gen_job *j, const char *finish, doubl
 static void gen_job_cancel(void *owner)
 {
     struct gen_job *j = owner;
-    for (int i = 0; i < j->n_choices; i++)
+    atomic_store(&j->stop_submit, true); /* before reading n_sent: see embed_refill */
+    int sent = atomic_load(&j->n_sent);
+    for (int i = 0; i < sent; i++)
         if (j->ch[i].req)
             engine_cancel(j->ch[i].req);
 }
@@ -305,6 +326,57 @@ static enum ll_status submit_error(enum ll_status s, const struct ll_err *err, i
         return oai_error_set(e, s, NULL, "invalid_value", "%s", err->msg);
     default:
         return oai_error_set(e, s, NULL, NULL, "cannot start the request: %s", err->msg);
+    }
+}
+
+/* The embedding's choices not submitted are done: cancelled (a cancel, or a failed submit). */
+static void embed_give_up(struct gen_job *j)
+{
+    for (int i = j->n_submitted; i < j->n_choices; i++) {
+        j->ch[i].done = true;
+        j->ch[i].finish = ENGINE_FINISH_CANCELLED;
+    }
+    for (int i = 0; j->sub_failed && i < j->n_submitted; i++)
+        if (!j->ch[i].done)
+            engine_cancel(j->ch[i].req);
+}
+
+/* Submit the embedding's next inputs while fewer than max_seqs of its choices run (the job's
+ * thread). A full queue while some of them still run waits for the next pump (their finish
+ * makes room); any other refusal fails the job (sub_failed, sub_err). */
+static void embed_refill(struct gen_job *j)
+{
+    struct server *srv = j->srv;
+    int limit = engine_get_opts(srv->engine)->max_seqs, running = 0;
+    for (int i = 0; i < j->n_submitted; i++)
+        running += !j->ch[i].done;
+    while (j->n_submitted < j->n_choices && running < limit && !j->sub_failed) {
+        if (atomic_load(&j->stop_submit)) {
+            embed_give_up(j);
+            return;
+        }
+        int i = j->n_submitted;
+        struct engine_params ep = j->ebase;
+        ep.prompt = j->eprompts[i];
+        ep.n_prompt = j->en_ids[i];
+        struct ll_err err = {0};
+        struct engine_req *req;
+        enum ll_status s = engine_submit(srv->engine, &ep, &req, &err);
+        if (s == LL_EOVERLOADED && running > 0)
+            return;
+        if (s != LL_OK) {
+            submit_error(s, &err, ep.n_prompt, srv->n_ctx, &j->sub_err);
+            j->sub_failed = true;
+            embed_give_up(j);
+            return;
+        }
+        j->ch[i].req = req;
+        j->ch[i].unsent = false;
+        atomic_store(&j->n_sent, ++j->n_submitted);
+        /* a cancel that read n_sent before this store set stop_submit first */
+        if (atomic_load(&j->stop_submit))
+            engine_cancel(req);
+        running++;
     }
 }
 
@@ -368,10 +440,11 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     *out = NULL;
     /* a prompt that cannot fit is the client's error, named with both numbers */
     for (int p = 0; p < n_prompts; p++) {
-        const char *param = r->kind == OAI_CHAT        ? "messages"
-                            : r->kind == OAI_RESPONSES ? "input"
-                                                       : "prompt";
-        if (n_ids[p] >= srv->n_ctx)
+        const char *param = r->kind == OAI_CHAT         ? "messages"
+                            : r->kind == OAI_RESPONSES  ? "input"
+                            : r->kind == OAI_EMBEDDING ? "input"
+                                                        : "prompt";
+        if (r->kind == OAI_EMBEDDING ? n_ids[p] > srv->n_ctx : n_ids[p] >= srv->n_ctx)
             return oai_error_set(e, LL_ETOOLONG, param, "context_length_exceeded",
                                  "This model's maximum context length is %d tokens, but the "
                                  "prompt%s has %d tokens", srv->n_ctx, n_prompts > 1 ? "s" : "",
@@ -424,6 +497,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     request_id_random(hex);
     if (r->kind == OAI_RESPONSES)
         snprintf(j->id, sizeof j->id, "resp_%s", hex);
+    else if (r->kind == OAI_EMBEDDING)
+        snprintf(j->id, sizeof j->id, "embd-%s", hex);
     else
         snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
     if ((r->resp_echo && !(j->resp_echo = cJSON_Duplicate(r->resp_echo, true))) ||
@@ -449,6 +524,27 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
     for (int i = 0; i < n; i++) {
         tool_parser_init(&j->ch[i].tp, srv->tools.format);
         j->ch[i].open_reasoning = j->ch[i].open_message = j->ch[i].open_call = -1;
+    }
+    if (r->kind == OAI_EMBEDDING) {
+        for (int p = 0; p < n_prompts; p++) {
+            j->prompt_tokens += n_ids[p];
+            j->ch[p].index = j->ch[p].prompt = p;
+            j->ch[p].unsent = true;
+        }
+        j->eprompts = prompts;
+        j->en_ids = n_ids;
+        j->ebase = (struct engine_params){.embed = srv->pooling.mode, .no_cache = r->no_cache};
+        j->embed_base64 = r->embed_base64;
+        j->dimensions = r->dimensions;
+        embed_refill(j);
+        if (j->sub_failed) {
+            for (int q = 0; q < j->n_submitted; q++)
+                engine_req_release(j->ch[q].req);
+            *e = j->sub_err;
+            job_refuse(j);
+            return e->status;
+        }
+        goto registered;
     }
     struct engine_params base;
     oai_request_params(r, &engine_model(srv->engine)->gen, &base);
@@ -500,7 +596,9 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         job_refuse(j);
         return s;
     }
+    atomic_store(&j->n_sent, n);
 
+registered:;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->live.fd = ci ? ci->connect_fd : -1;
@@ -934,6 +1032,13 @@ static void handle(struct gen_job *j, struct gen_choice *c)
     if (o->finish != ENGINE_RUNNING) {
         c->done = true;
         c->finish = o->finish;
+        if (c->out.embedding) { /* the vector is the choice's now */
+            free(c->vec);
+            c->vec = c->out.embedding;
+            c->dim = c->out.n_embedding;
+            c->out.embedding = NULL;
+            c->out.n_embedding = 0;
+        }
         c->usage = o->usage;
         c->queue_s = o->timings.queue_s;
         if (o->finish == ENGINE_FINISH_ERROR)
@@ -959,7 +1064,7 @@ static bool poll_all(struct gen_job *j)
     bool any = false;
     for (int i = 0; i < j->n_choices; i++) {
         struct gen_choice *c = &j->ch[i];
-        if (!c->done && engine_poll(c->req, &c->out)) {
+        if (!c->done && c->req && engine_poll(c->req, &c->out)) {
             handle(j, c);
             any = true;
         }
@@ -1004,7 +1109,7 @@ static bool gen_job_pump(struct gen_job *j, double timeout_s)
             timeout_s = 0.02;
         for (int i = 0; i < j->n_choices; i++) {
             struct gen_choice *c = &j->ch[i];
-            if (c->done)
+            if (c->done || !c->req)
                 continue;
             if (engine_wait(c->req, &c->out, timeout_s)) {
                 handle(j, c);
@@ -1014,6 +1119,8 @@ static bool gen_job_pump(struct gen_job *j, double timeout_s)
             break;
         }
     }
+    if (j->meta.kind == OAI_EMBEDDING && !gen_job_done(j))
+        embed_refill(j);
     if (j->stream && !j->sent_done && gen_job_done(j)) {
         if (j->include_usage && j->meta.kind != OAI_RESPONSES) {
             struct oai_usage u;
@@ -1058,6 +1165,29 @@ static enum MHD_Result serve_stream(struct gen_job *j, struct http_ctx *c)
     return sse_respond(c, &src);
 }
 
+/* The embeddings' answer: each vector cut to `dimensions` and normalized when the pooling
+ * says so (after the cut, as OpenAI's shortened embeddings are). NULL on no memory. */
+static char *embeddings_body(struct gen_job *j)
+{
+    const float **vecs = calloc((size_t)j->n_choices, sizeof *vecs);
+    if (!vecs)
+        return NULL;
+    int dim = j->ch[0].dim;
+    if (j->dimensions > 0 && j->dimensions < dim)
+        dim = j->dimensions;
+    for (int i = 0; i < j->n_choices; i++) {
+        struct gen_choice *c = &j->ch[i];
+        LL_ASSERT(c->vec && c->dim >= dim);
+        if (j->srv->pooling.normalize)
+            pooling_normalize(c->vec, dim);
+        vecs[i] = c->vec;
+    }
+    char *body = oai_embeddings_body(j->srv->served_name, vecs, j->n_choices, dim,
+                                     j->embed_base64, j->prompt_tokens);
+    free(vecs);
+    return body;
+}
+
 enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
 {
     if (j->stream)
@@ -1081,12 +1211,16 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     for (int i = 0; i < j->n_choices; i++)
         if (j->ch[i].finish == ENGINE_FINISH_ERROR)
             failed = &j->ch[i];
-    if (j->broken) {
+    if (j->sub_failed) {
+        res = respond_error(c, &j->sub_err);
+    } else if (j->broken) {
         oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
         res = respond_error(c, &e);
     } else if (failed) {
         oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", failed->out.error);
         res = respond_error(c, &e);
+    } else if (j->meta.kind == OAI_EMBEDDING) {
+        res = respond_json(c, 200, embeddings_body(j));
     } else if (j->meta.kind == OAI_RESPONSES) {
         cJSON *o = r_object(j, &j->ch[0], true);
         char *body = o ? cJSON_PrintUnformatted(o) : NULL;
@@ -1219,6 +1353,8 @@ static void job_settle(struct gen_job *j)
         struct gen_choice *c = &j->ch[i];
         engine_req_release(c->req);
         c->req = NULL;
+        if (c->unsent) /* never reached the engine */
+            continue;
         enum engine_finish seen = c->finish;
         enum cancel_reason r = CANCEL_NONE;
         if (seen == ENGINE_FINISH_CANCELLED) {

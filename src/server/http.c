@@ -230,6 +230,7 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         {"/chat/completions", true, true, route_chat},
         {"/completions", true, true, route_completions},
         {"/responses", true, true, route_responses},
+        {"/embeddings", true, true, route_embeddings},
         {"/tokenize", true, false, route_tokenize},
         {"/detokenize", true, false, route_detokenize},
         {"/models", false, true, route_models},

@@ -484,6 +484,8 @@ char *metrics_render(struct metrics *m, const struct engine_stats *st, const cha
               queries ? (double)st->cached_tokens / (double)queries : 0);
         one_u(&t, "llaisys_num_preemptions_total", "counter",
               "Sequences preempted for lack of KV blocks", st->preemptions);
+        one_u(&t, "llaisys_embeddings_total", "counter",
+              "Embedding inputs computed (/v1/embeddings: one per input)", st->embeddings);
         one_u(&t, "llaisys_queue_rejections_total", "counter",
               "Submissions refused (queue full or invalid)", st->rejected);
         one_u(&t, "llaisys_spec_decode_num_draft_tokens_total", "counter",

@@ -470,15 +470,22 @@ static enum ll_status ids_from_array(const cJSON *a, const char *param, int32_t 
     return LL_OK;
 }
 
-static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, struct oai_error *e)
+/* The prompts of r from root's member `key` ("prompt", or "input" of /v1/embeddings): a
+ * string, strings, token ids or arrays of ids, at most `max` of them; no_empty: an empty
+ * string is refused (an embedding of nothing). */
+static enum ll_status parse_prompts(const cJSON *root, const char *key, int max, bool no_empty,
+                                    struct oai_request *r, struct oai_error *e)
 {
-    const cJSON *p = ll_json_member(root, "prompt");
+    const cJSON *p = ll_json_member(root, key);
     if (!p)
-        return oai_error_set(e, LL_EINVAL, "prompt", "missing_required_parameter",
-                             "'prompt' is required");
+        return oai_error_set(e, LL_EINVAL, key, "missing_required_parameter",
+                             "'%s' is required", key);
     const char *want = "a string, an array of strings, an array of token ids or an array of "
                        "arrays of token ids";
     if (cJSON_IsString(p)) {
+        if (no_empty && !*p->valuestring)
+            return oai_error_set(e, LL_EINVAL, key, "invalid_value",
+                                 "'%s' must not be an empty string", key);
         if (!(r->prompts = calloc(1, sizeof *r->prompts)) ||
             !(r->prompts[0].text = strdup(p->valuestring)))
             return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
@@ -487,30 +494,34 @@ static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, st
         return LL_OK;
     }
     if (!cJSON_IsArray(p))
-        return wrong_type(e, "prompt", want, p);
+        return wrong_type(e, key, want, p);
     int cnt = cJSON_GetArraySize(p);
     if (cnt == 0)
-        return oai_error_set(e, LL_EINVAL, "prompt", "invalid_value", "'prompt' must not be empty");
+        return oai_error_set(e, LL_EINVAL, key, "invalid_value", "'%s' must not be empty", key);
     const cJSON *first = p->child;
     if (cJSON_IsNumber(first)) { /* one prompt of ids */
         if (!(r->prompts = calloc(1, sizeof *r->prompts)))
             return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
         r->n_prompts = 1;
-        return ids_from_array(p, "prompt", &r->prompts[0].ids, &r->prompts[0].n_ids, e);
+        return ids_from_array(p, key, &r->prompts[0].ids, &r->prompts[0].n_ids, e);
     }
-    if (cnt > OAI_MAX_PROMPTS)
-        return oai_error_set(e, LL_EINVAL, "prompt", "invalid_value",
-                             "'prompt' may hold at most %d prompts, got %d", OAI_MAX_PROMPTS, cnt);
+    if (cnt > max)
+        return oai_error_set(e, LL_EINVAL, key, "invalid_value",
+                             "'%s' may hold at most %d %s, got %d", key, max,
+                             no_empty ? "inputs" : "prompts", cnt);
     if (!(r->prompts = calloc((size_t)cnt, sizeof *r->prompts)))
         return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
     int i = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, p) {
         char param[32];
-        snprintf(param, sizeof param, "prompt[%d]", i);
+        snprintf(param, sizeof param, "%s[%d]", key, i);
         struct oai_prompt *q = &r->prompts[i];
         r->n_prompts = ++i;
         if (cJSON_IsString(first) && cJSON_IsString(x)) {
+            if (no_empty && !*x->valuestring)
+                return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                     "'%s' must not be an empty string", param);
             if (!(q->text = strdup(x->valuestring)))
                 return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
             q->text_len = strlen(x->valuestring);
@@ -520,13 +531,12 @@ static enum ll_status parse_prompts(const cJSON *root, struct oai_request *r, st
                 return s;
         } else {
             return oai_error_set(e, LL_ETYPE, param, "invalid_type",
-                                 "'prompt' must be %s; '%s' is %s", want, param,
+                                 "'%s' must be %s; '%s' is %s", key, want, param,
                                  ll_json_type_name(x));
         }
     }
     return LL_OK;
 }
-
 
 /* ---- structured output ---- */
 
@@ -1280,7 +1290,8 @@ static enum ll_status parse_request(struct oai_request *r, const cJSON *root,
     if (s == LL_OK)
         s = parse_fields(root, r, e);
     if (s == LL_OK)
-        s = kind == OAI_CHAT ? chat_context(root, &r->chat_context, e) : parse_prompts(root, r, e);
+        s = kind == OAI_CHAT ? chat_context(root, &r->chat_context, e)
+                             : parse_prompts(root, "prompt", OAI_MAX_PROMPTS, false, r, e);
     if (s == LL_OK && (long long)r->n * (r->n_prompts ? r->n_prompts : 1) > OAI_MAX_N)
         s = oai_error_set(e, LL_EINVAL, "n", "invalid_value",
                           "'n' times the number of prompts may be at most %d", OAI_MAX_N);
@@ -1300,6 +1311,51 @@ enum ll_status oai_request_parse(struct oai_request *r, enum oai_kind kind, cons
     if (s != LL_OK)
         return s;
     s = parse_request(r, root, NULL, e);
+    cJSON_Delete(root);
+    return s;
+}
+
+enum ll_status oai_embeddings_parse(struct oai_request *r, const char *body, size_t len,
+                                    struct oai_error *e)
+{
+    request_init(r, OAI_EMBEDDING);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, "request body", e);
+    if (s != LL_OK)
+        return s;
+    static const char *const known[] = {"model", "input", "encoding_format", "dimensions",
+                                        "user", "cache_prompt", "reuse_prefix", NULL};
+    const cJSON *k;
+    cJSON_ArrayForEach(k, root) {
+        if (!cJSON_IsNull(k) && !listed(k->string, known)) {
+            s = oai_error_set(e, LL_EUNSUPPORTED, k->string, "unsupported_parameter",
+                              "'%.60s' is not supported by /v1/embeddings", k->string);
+            goto out;
+        }
+    }
+    char *format = NULL;
+    long long dims = 0;
+    if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
+        (s = opt_string(root, "user", &r->user, e)) != LL_OK ||
+        (s = opt_string(root, "encoding_format", &format, e)) != LL_OK ||
+        (s = opt_int(root, "dimensions", 1, 1 << 20, &dims, NULL, e)) != LL_OK ||
+        (s = parse_session(root, r, e)) != LL_OK)
+        goto out;
+    r->dimensions = (int)dims;
+    if (format && !strcmp(format, "base64"))
+        r->embed_base64 = true;
+    else if (format && strcmp(format, "float"))
+        s = oai_error_set(e, LL_EINVAL, "encoding_format", "invalid_value",
+                          "'encoding_format' must be \"float\" or \"base64\", got \"%.40s\"",
+                          format);
+    free(format);
+    if (s == LL_OK)
+        s = parse_prompts(root, "input", OAI_MAX_INPUTS, true, r, e);
+out:
+    if (s != LL_OK) {
+        oai_request_free(r);
+        request_init(r, OAI_EMBEDDING);
+    }
     cJSON_Delete(root);
     return s;
 }

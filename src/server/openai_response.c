@@ -330,3 +330,70 @@ char *oai_stream_usage(const struct oai_meta *m, const struct oai_usage *u)
     ll_buf_puts(&b, "}");
     return ll_buf_take(&b);
 }
+
+/* ---- embeddings ---- */
+
+static void put_base64(struct ll_buf *b, const unsigned char *p, size_t n)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char q[4];
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        q[0] = abc[v >> 18 & 63];
+        q[1] = abc[v >> 12 & 63];
+        q[2] = i + 1 < n ? abc[v >> 6 & 63] : '=';
+        q[3] = i + 2 < n ? abc[v & 63] : '=';
+        ll_buf_append(b, q, 4);
+    }
+}
+
+char *oai_embeddings_body(const char *model, const float *const *vecs, int n, int dim,
+                          bool base64, int prompt_tokens)
+{
+    struct ll_buf b = {0};
+    ll_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    for (int i = 0; i < n; i++) {
+        ll_buf_puts(&b, i ? ",{\"object\":\"embedding\",\"index\":"
+                          : "{\"object\":\"embedding\",\"index\":");
+        ll_json_put_int(&b, i);
+        ll_buf_puts(&b, ",\"embedding\":");
+        if (base64) {
+            unsigned char le[4];
+            ll_buf_puts(&b, "\"");
+            /* little-endian bytes whatever the host's order */
+            struct ll_buf raw = {0};
+            for (int k = 0; k < dim; k++) {
+                uint32_t u;
+                memcpy(&u, &vecs[i][k], 4);
+                le[0] = (unsigned char)u, le[1] = (unsigned char)(u >> 8);
+                le[2] = (unsigned char)(u >> 16), le[3] = (unsigned char)(u >> 24);
+                ll_buf_append(&raw, (const char *)le, 4);
+            }
+            if (raw.failed)
+                b.failed = true;
+            else
+                put_base64(&b, (const unsigned char *)raw.data, raw.len);
+            ll_buf_free(&raw);
+            ll_buf_puts(&b, "\"}");
+            continue;
+        }
+        ll_buf_puts(&b, "[");
+        for (int k = 0; k < dim; k++) {
+            char num[32];
+            float v = vecs[i][k];
+            int len = isfinite(v) ? snprintf(num, sizeof num, "%s%.9g", k ? "," : "", (double)v)
+                                  : snprintf(num, sizeof num, "%snull", k ? "," : "");
+            ll_buf_append(&b, num, (size_t)len);
+        }
+        ll_buf_puts(&b, "]}");
+    }
+    ll_buf_puts(&b, "],\"model\":");
+    ll_json_put_cstr(&b, model);
+    ll_buf_puts(&b, ",\"usage\":{\"prompt_tokens\":");
+    ll_json_put_int(&b, prompt_tokens);
+    ll_buf_puts(&b, ",\"total_tokens\":");
+    ll_json_put_int(&b, prompt_tokens);
+    ll_buf_puts(&b, "}}");
+    return ll_buf_take(&b);
+}

@@ -78,6 +78,24 @@ static void choose_reasoning(struct server *srv)
                                       srv->tok, srv->reasoning_why, sizeof srv->reasoning_why);
 }
 
+/* /v1/embeddings' pooling: --pooling, else the model directory's (pooling.h); a directory
+ * whose pooling is not implemented leaves embeddings refused, with the reason, and the rest
+ * of the server serving. */
+static void choose_pooling(struct server *srv, const char *model_dir)
+{
+    struct ll_err err = {0};
+    if (pooling_load(&srv->pooling, model_dir, &err) != LL_OK) {
+        srv->pooling = (struct pooling_config){.normalize = true};
+        memcpy(srv->embed_why, err.msg, sizeof srv->embed_why);
+        if (!srv->opts->pooling)
+            log_msg(LOG_WARN, "/v1/embeddings will answer 400: %s", err.msg);
+    }
+    if (srv->opts->pooling) {
+        pooling_parse(srv->opts->pooling, &srv->pooling.mode);
+        snprintf(srv->pooling.source, sizeof srv->pooling.source, "--pooling");
+    }
+}
+
 /* The tool format's markers that the tokenizer has as special tokens (Mistral's [TOOL_CALLS]):
  * skipping special tokens would take them out of the text the call parser reads. */
 static void find_tool_tokens(struct server *sv)
@@ -143,6 +161,7 @@ int server_run(const struct server_opts *o)
         choose_reasoning(&srv);
         tools_choose(&srv.tools, o->tool_parser, srv.tmpl, srv.bos, srv.eos);
         find_tool_tokens(&srv);
+        choose_pooling(&srv, o->model_dir);
     }
     if (s == LL_OK)
         s = engine_start(srv.engine, &err);
@@ -158,6 +177,11 @@ int server_run(const struct server_opts *o)
     server_opts_print(o, engine_get_opts(srv.engine), stderr);
     fprintf(stderr, "  reasoning-parser: %s\n", srv.reasoning_why);
     fprintf(stderr, "  tool-parser: %s\n", srv.tools.why);
+    if (srv.pooling.mode)
+        fprintf(stderr, "  pooling: %s%s (%s)\n", pooling_name(srv.pooling.mode),
+                srv.pooling.normalize ? ", L2-normalized" : "", srv.pooling.source);
+    else
+        fprintf(stderr, "  pooling: none: %s\n", srv.embed_why);
     const struct model *m = engine_model(srv.engine);
     fprintf(stderr, "  kernels: matmul %s, ops %s, attention %s\n",
             model_matmul_variant(m), ll_ops_variant(),

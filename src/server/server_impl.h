@@ -26,6 +26,7 @@
 #include <stdbool.h>
 
 #include "metrics.h"
+#include "pooling.h"
 #include "ratelimit.h"
 #include "req_history.h"
 #include "resp_store.h"
@@ -59,6 +60,9 @@ struct server {
                                              the tokenizer: kept in the text of answers to
                                              requests with tools (tools_markers) */
     int n_tool_keep;
+    struct pooling_config pooling; /* /v1/embeddings (pooling.h); mode LL_POOL_NONE: refused,
+                                      embed_why says why */
+    char embed_why[512];
     int n_ctx;
     const char *served_name;
     long long started;           /* Unix seconds */

@@ -15,6 +15,7 @@
 
 #include "auth.h"
 #include "parse.h"
+#include "pooling.h"
 #include "reasoning.h"
 #include "server.h"
 #include "tool_calls.h"
@@ -87,6 +88,9 @@ static const struct opt_def defs[] = {
      "[TOOL_CALLS]NAME[ARGS]{...} per call (Mistral-Small 3.2, Devstral, Magistral); granite: "
      "<|tool_call|>[{\"name\", \"arguments\"}, ...] (Granite 3.x); none: "
      "refuse tools (default: from the chat template, else hermes)"},
+    {"--pooling", "LLAISYS_POOLING", T_STR, OFF(pooling), 0, 0, "MODE",
+     "how /v1/embeddings pools a text's hidden states: last, mean or first (default: the "
+     "model directory's sentence-transformers files, else last, L2-normalized)"},
     {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 1, 1LL << 50, "SIZE",
      "largest request body, else 413 (default 8M)"},
     {"--request-timeout", "LLAISYS_REQUEST_TIMEOUT", T_SECS, OFF(request_timeout), 0, 0, "SECS",
@@ -375,6 +379,9 @@ int server_opts_parse(struct server_opts *o, int argc, char **argv)
                    "must be hermes, deepseek_v3, llama3_json, mistral, mistral_args, granite "
                    "or none",
                    o->tool_parser);
+    enum ll_pooling pm;
+    if (o->pooling && (!pooling_parse(o->pooling, &pm) || pm == LL_POOL_NONE))
+        return bad("--pooling", "must be last, mean or first", o->pooling);
     /* The server profile's batch shape now, the context and the KV pool when the model loads;
      * options at odds with each other are refused here, not after the model was loaded. */
     engine_opts_resolve(&o->engine, NULL);
@@ -455,6 +462,7 @@ void server_opts_free(struct server_opts *o)
     free(o->chat_template);
     free(o->reasoning_parser);
     free(o->tool_parser);
+    free(o->pooling);
     free(o->webui_dir);
     free_list(&o->api_keys, &o->n_api_keys);
     free(o->key_budgets);

@@ -1,0 +1,435 @@
+/*
+ * test_embed.c: embeddings (engine.h "Embeddings", runtime.h LL_WANT_HIDDEN, pooling.h) on the
+ * tiny-qwen2 fixture. The forward pass's hidden-state rows match the float64 reference's final
+ * hidden states (exact path within 1e-5 of their scale, the bf16 path within 2e-2) and do not
+ * disturb the logits rows beside them; each pooling (last, mean, first) gives exactly the
+ * runtime's rows pooled, alone, batched with generating requests and other embeddings, in
+ * chunks, preempted and (last) from the prefix cache, and the generating requests beside them
+ * keep their tokens; the engine's limits for an embedding (the whole context, not more; an
+ * unknown pooling); a model directory's sentence-transformers files (modules.json and the
+ * Pooling module's config.json) give the pooling and normalization, and what is not
+ * implemented is refused naming it.
+ */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "engine_harness.h"
+#include "model.h"
+#include "pooling.h"
+#include "ref_forward.h"
+#include "runtime.h"
+#include "util.h"
+
+enum { NP = 40 };
+
+/* The runtime's final hidden states of ids[0..n) (n <= 64), every row, in one call. */
+static void runtime_states(const struct model *m, const int32_t *ids, int n, enum ll_math math,
+                           float *out)
+{
+    struct ll_err err = {0};
+    struct runtime_opts ro = {.n_ctx = 128, .n_threads = 1, .math = math};
+    struct model_runtime *rt;
+    assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
+    int32_t pos[64];
+    uint8_t want[64];
+    for (int i = 0; i < n; i++)
+        pos[i] = i, want[i] = LL_WANT_HIDDEN;
+    struct ll_batch b = {.n_tokens = n, .token = ids, .pos = pos, .want_logits = want,
+                         .hidden = out};
+    assert_int_equal(runtime_forward(rt, &b, NULL, &err), LL_OK);
+    runtime_free(rt);
+}
+
+/* ---- the forward pass's hidden states ---- */
+
+static void test_hidden_matches_reference(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct model *m;
+    assert_int_equal(model_open(&m, FIXTURE, NULL, &err), LL_OK);
+    const int H = m->config.hidden_size, V = m->config.vocab_size, n = 24;
+    int32_t ids[24];
+    make_prompt(ids, n, 91);
+    double *ref = malloc(sizeof(double) * (size_t)n * H);
+    float *got = malloc(sizeof(float) * (size_t)n * H);
+    struct ref r;
+    ref_open(&r, FIXTURE, &m->config, (struct ref_kind){.bias = true});
+    ref_forward_states(&r, ids, n, NULL, ref);
+    ref_close(&r);
+    double scale = 0;
+    for (size_t i = 0; i < (size_t)n * H; i++)
+        scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+    assert_true(scale > 0.1);
+    const enum ll_math maths[2] = {LL_MATH_EXACT, LL_MATH_FAST};
+    const double tol[2] = {1e-5, 2e-2};
+    for (int k = 0; k < 2; k++) {
+        runtime_states(m, ids, n, maths[k], got);
+        double worst = 0;
+        for (size_t i = 0; i < (size_t)n * H; i++) {
+            double d = fabs(got[i] - ref[i]) / scale;
+            worst = d > worst ? d : worst;
+        }
+        printf("hidden states, %s path: worst %.2e of the scale %.3f\n", k ? "bf16" : "exact",
+               worst, scale);
+        assert_true(worst < tol[k]);
+    }
+
+    /* Rows of both kinds in one batch: each as in a batch of its kind alone. */
+    struct runtime_opts ro = {.n_ctx = 128, .n_threads = 1, .math = LL_MATH_FAST};
+    struct model_runtime *rt;
+    assert_int_equal(runtime_create(&rt, m, &ro, &err), LL_OK);
+    int32_t pos[24];
+    uint8_t want[24], want_l[24];
+    for (int i = 0; i < n; i++) {
+        pos[i] = i;
+        want[i] = i % 3 == 0 ? LL_WANT_HIDDEN : i % 3 == 1 ? LL_WANT_LOGITS : 0;
+        want_l[i] = want[i] == LL_WANT_LOGITS;
+    }
+    float *lg = malloc(sizeof(float) * (size_t)n * V), *lg2 = malloc(sizeof(float) * (size_t)n * V);
+    float *hid = malloc(sizeof(float) * (size_t)n * H);
+    struct ll_batch mixed = {.n_tokens = n, .token = ids, .pos = pos, .want_logits = want,
+                             .hidden = hid};
+    assert_int_equal(runtime_forward(rt, &mixed, lg, &err), LL_OK);
+    struct ll_batch logits_only = {.n_tokens = n, .token = ids, .pos = pos, .want_logits = want_l};
+    assert_int_equal(runtime_forward(rt, &logits_only, lg2, &err), LL_OK);
+    assert_memory_equal(lg, lg2, sizeof(float) * (size_t)(n / 3) * V);
+    runtime_states(m, ids, n, LL_MATH_FAST, got);
+    for (int j = 0; j < n / 3; j++)
+        assert_memory_equal(hid + (size_t)j * H, got + (size_t)(3 * j) * H, sizeof(float) * H);
+    /* a hidden row without a buffer is refused, naming the row */
+    mixed.hidden = NULL;
+    assert_int_equal(runtime_forward(rt, &mixed, lg, &err), LL_EINVAL);
+    assert_non_null(strstr(err.msg, "batch row 0 wants its hidden state"));
+    runtime_free(rt);
+    free(lg), free(lg2), free(hid), free(ref), free(got);
+    model_close(m);
+}
+
+/* ---- pooling through the engine ---- */
+
+/* Submit an embedding of ids[0..n) with pooling m. */
+static struct engine_req *submit_embed(struct engine *e, const int32_t *ids, int n,
+                                       enum ll_pooling m)
+{
+    struct engine_params p = {.prompt = ids, .n_prompt = n, .embed = m};
+    return submit(e, &p);
+}
+
+/* Poll r (finished) for its vector into v (H floats); returns its usage. */
+static struct engine_usage take_vector(struct engine_req *r, float *v, int H)
+{
+    struct engine_output o = {0};
+    assert_true(engine_poll(r, &o));
+    assert_int_equal(o.finish, ENGINE_FINISH_STOP);
+    assert_int_equal(o.n_ids, 0);
+    assert_int_equal(o.n_embedding, H);
+    assert_non_null(o.embedding);
+    memcpy(v, o.embedding, sizeof(float) * H);
+    struct engine_usage u = o.usage;
+    engine_output_free(&o);
+    assert_int_equal(u.completion_tokens, 0);
+    engine_req_release(r);
+    return u;
+}
+
+/* What pooling m makes of the runtime's rows st (n, H). */
+static void expected_pool(const float *st, int n, int H, enum ll_pooling m, float *out)
+{
+    for (int i = 0; i < H; i++) {
+        if (m == LL_POOL_LAST) {
+            out[i] = st[(size_t)(n - 1) * H + i];
+        } else if (m == LL_POOL_FIRST) {
+            out[i] = st[i];
+        } else {
+            double s = 0;
+            for (int t = 0; t < n; t++)
+                s += st[(size_t)t * H + i];
+            out[i] = (float)(s / n);
+        }
+    }
+}
+
+static int32_t e_ids[3][NP];
+static const int e_len[3] = {NP, 23, 17};
+
+/* Every pooling of three prompts in one engine with options o, beside four generating
+ * requests; the vectors equal expected (3 poolings x 3 prompts, H each) and the generating
+ * requests give gen_alone. Returns the engine's preemption count. */
+static uint64_t run_mixed(struct engine_opts o, const float *expected, const struct result *gen_alone,
+                          const struct engine_params *gen, int H)
+{
+    struct engine *e = make_engine(o);
+    struct engine_req *er[9], *gr[4];
+    for (int g = 0; g < 4; g++)
+        gr[g] = submit(e, &gen[g]);
+    for (int k = 0; k < 9; k++)
+        er[k] = submit_embed(e, e_ids[k % 3], e_len[k % 3], (enum ll_pooling)(1 + k / 3));
+    run_idle(e);
+    float *v = malloc(sizeof(float) * H);
+    for (int k = 0; k < 9; k++) {
+        struct engine_usage u = take_vector(er[k], v, H);
+        assert_int_equal(u.prompt_tokens, e_len[k % 3]);
+        assert_memory_equal(v, expected + (size_t)k * H, sizeof(float) * H);
+    }
+    for (int g = 0; g < 4; g++) {
+        struct result res = {0};
+        drain(gr[g], &res);
+        engine_req_release(gr[g]);
+        assert_same(&gen_alone[g], &res);
+    }
+    free(v);
+    struct engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.embeddings, 9);
+    assert_pool_empty(e);
+    engine_destroy(e);
+    return st.preemptions;
+}
+
+static void test_pooling_through_engine(void **state)
+{
+    (void)state;
+    struct ll_err err = {0};
+    struct model *m;
+    assert_int_equal(model_open(&m, FIXTURE, NULL, &err), LL_OK);
+    const int H = m->config.hidden_size;
+    float *st = malloc(sizeof(float) * NP * H), *expected = malloc(sizeof(float) * 9 * H);
+    for (int j = 0; j < 3; j++)
+        make_prompt(e_ids[j], e_len[j], 300 + (uint64_t)j);
+    for (int j = 0; j < 3; j++) {
+        runtime_states(m, e_ids[j], e_len[j], LL_MATH_FAST, st);
+        for (int k = 0; k < 3; k++)
+            expected_pool(st, e_len[j], H, (enum ll_pooling)(1 + k),
+                          expected + (size_t)(3 * k + j) * H);
+    }
+    model_close(m);
+
+    struct engine_params gen[4];
+    static int32_t gp[4][30];
+    for (int g = 0; g < 4; g++) {
+        make_prompt(gp[g], 12 + 5 * g, 400 + (uint64_t)g);
+        gen[g] = (struct engine_params){.prompt = gp[g], .n_prompt = 12 + 5 * g,
+                                        .max_tokens = 6, .ignore_eos = true,
+                                        .sampling = {.temperature = 0.8f, .seed = 9 + g}};
+    }
+    struct engine_opts o = {.n_ctx = 128, .max_seqs = 16, .max_batch_tokens = 64};
+    struct result alone[4];
+    run_each_alone(o, gen, 4, alone);
+
+    /* alone: each embedding in an engine of its own */
+    float *v = malloc(sizeof(float) * H);
+    for (int k = 0; k < 9; k++) {
+        struct engine_opts oa = o;
+        oa.no_prefix_cache = true;
+        struct engine *e = make_engine(oa);
+        struct engine_req *r = submit_embed(e, e_ids[k % 3], e_len[k % 3],
+                                            (enum ll_pooling)(1 + k / 3));
+        run_idle(e);
+        take_vector(r, v, H);
+        assert_memory_equal(v, expected + (size_t)k * H, sizeof(float) * H);
+        engine_destroy(e);
+    }
+    /* together, in chunks of a small token budget, and preempted in a tiny pool */
+    assert_int_equal(run_mixed(o, expected, alone, gen, H), 0);
+    o.max_batch_tokens = 16;
+    run_mixed(o, expected, alone, gen, H);
+    o.kv_blocks = 5;
+    o.block_size = 16;
+    assert_true(run_mixed(o, expected, alone, gen, H) > 0);
+
+    /* last position: the second of two equal prompts takes the first's blocks from the prefix
+     * cache and gets the same vector; mean needs every position and takes none */
+    o = (struct engine_opts){.n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 64};
+    struct engine *e = make_engine(o);
+    for (int k = 0; k < 2; k++) {
+        enum ll_pooling pm = k ? LL_POOL_MEAN : LL_POOL_LAST;
+        for (int rep = 0; rep < 2; rep++) {
+            struct engine_req *r = submit_embed(e, e_ids[0], e_len[0], pm);
+            run_idle(e);
+            struct engine_usage u = take_vector(r, v, H);
+            assert_memory_equal(v, expected + (size_t)(k ? 3 : 0) * H, sizeof(float) * H);
+            assert_int_equal(u.cached_tokens, k == 0 && rep == 1 ? 32 : 0);
+        }
+    }
+    assert_pool_empty(e);
+    engine_destroy(e);
+    free(v), free(st), free(expected);
+}
+
+static void test_embed_limits(void **state)
+{
+    (void)state;
+    struct engine_opts o = {.n_ctx = 64, .max_seqs = 4, .max_batch_tokens = 32};
+    struct engine *e = make_engine(o);
+    const int H = engine_model(e)->config.hidden_size;
+    int32_t ids[65];
+    make_prompt(ids, 65, 5);
+    struct ll_err err = {0};
+    struct engine_req *r = NULL;
+    struct engine_params p = {.prompt = ids, .n_prompt = 65, .embed = LL_POOL_LAST};
+    assert_int_equal(engine_submit(e, &p, &r, &err), LL_ETOOLONG);
+    assert_non_null(strstr(err.msg, "the input has 65 tokens; the context holds 64"));
+    p.embed = (enum ll_pooling)7;
+    assert_int_equal(engine_submit(e, &p, &r, &err), LL_EINVAL);
+    assert_non_null(strstr(err.msg, "pooling 7"));
+    /* the whole context: no room for a new token is needed */
+    float *v = malloc(sizeof(float) * H);
+    r = submit_embed(e, ids, 64, LL_POOL_MEAN);
+    run_idle(e);
+    assert_int_equal(take_vector(r, v, H).prompt_tokens, 64);
+    /* cancelled before it ran: no vector */
+    r = submit_embed(e, ids, 10, LL_POOL_LAST);
+    engine_cancel(r);
+    run_idle(e);
+    struct engine_output out = {0};
+    assert_true(engine_poll(r, &out));
+    assert_int_equal(out.finish, ENGINE_FINISH_CANCELLED);
+    assert_null(out.embedding);
+    engine_output_free(&out);
+    engine_req_release(r);
+    assert_pool_empty(e);
+    engine_destroy(e);
+    free(v);
+}
+
+/* ---- the directory's pooling ---- */
+
+static void put(const char *dir, const char *name, const char *text)
+{
+    char *path = ll_path_join(dir, name);
+    struct ll_err err = {0};
+    assert_int_equal(ll_write_file(path, text, strlen(text), &err), LL_OK);
+    free(path);
+}
+
+static enum ll_status load(const char *dir, struct pooling_config *pc, char *msg)
+{
+    struct ll_err err = {0};
+    enum ll_status s = pooling_load(pc, dir, &err);
+    memcpy(msg, err.msg, sizeof err.msg);
+    return s;
+}
+
+static void test_pooling_load(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/llaisys-pooling-XXXXXX", sub[64], msg[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    struct pooling_config pc;
+
+    /* no modules.json: a causal LM's last position, normalized */
+    assert_int_equal(load(dir, &pc, msg), LL_OK);
+    assert_int_equal(pc.mode, LL_POOL_LAST);
+    assert_true(pc.normalize);
+
+    const char *mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":"
+                       "\"sentence_transformers.models.Transformer\"},"
+                       "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":"
+                       "\"sentence_transformers.models.Pooling\"}%s]";
+    const char *norm = ",{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":"
+                       "\"sentence_transformers.models.Normalize\"}";
+    char text[1024];
+    snprintf(text, sizeof text, mods, norm);
+    put(dir, "modules.json", text);
+    put(dir, "1_Pooling/config.json", "{\"word_embedding_dimension\": 64, "
+        "\"pooling_mode_cls_token\": false, \"pooling_mode_mean_tokens\": false, "
+        "\"pooling_mode_max_tokens\": false, \"pooling_mode_mean_sqrt_len_tokens\": false, "
+        "\"pooling_mode_weightedmean_tokens\": false, \"pooling_mode_lasttoken\": true, "
+        "\"include_prompt\": true}");
+    assert_int_equal(load(dir, &pc, msg), LL_OK);
+    assert_int_equal(pc.mode, LL_POOL_LAST);
+    assert_true(pc.normalize);
+    assert_non_null(strstr(pc.source, "1_Pooling/config.json"));
+
+    snprintf(text, sizeof text, mods, "");
+    put(dir, "modules.json", text);
+    put(dir, "1_Pooling/config.json", "{\"pooling_mode_mean_tokens\": true}");
+    assert_int_equal(load(dir, &pc, msg), LL_OK);
+    assert_int_equal(pc.mode, LL_POOL_MEAN);
+    assert_false(pc.normalize);
+    put(dir, "1_Pooling/config.json", "{\"pooling_mode_cls_token\": true}");
+    assert_int_equal(load(dir, &pc, msg), LL_OK);
+    assert_int_equal(pc.mode, LL_POOL_FIRST);
+
+    /* what is not implemented is refused, naming it */
+    put(dir, "1_Pooling/config.json", "{\"pooling_mode_max_tokens\": true}");
+    assert_int_equal(load(dir, &pc, msg), LL_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "pooling_mode_max_tokens is not implemented"));
+    put(dir, "1_Pooling/config.json",
+        "{\"pooling_mode_mean_tokens\": true, \"pooling_mode_lasttoken\": true}");
+    assert_int_equal(load(dir, &pc, msg), LL_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "2 pooling modes are on"));
+    put(dir, "1_Pooling/config.json", "{}");
+    assert_int_equal(load(dir, &pc, msg), LL_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "0 pooling modes are on"));
+    put(dir, "1_Pooling/config.json",
+        "{\"pooling_mode_lasttoken\": true, \"include_prompt\": false}");
+    assert_int_equal(load(dir, &pc, msg), LL_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "include_prompt false"));
+    put(dir, "1_Pooling/config.json", "{\"pooling_mode_lasttoken\": 1}");
+    assert_int_equal(load(dir, &pc, msg), LL_ETYPE);
+    assert_non_null(strstr(msg, "1_Pooling/config.json: 'pooling_mode_lasttoken'"));
+    put(dir, "1_Pooling/config.json", "{\"pooling_mode_lasttoken\": true,");
+    assert_int_equal(load(dir, &pc, msg), LL_EJSON);
+    put(dir, "1_Pooling/config.json", "{\"pooling_mode_lasttoken\": true}");
+    snprintf(text, sizeof text, mods, ",{\"path\":\"2_Dense\",\"type\":"
+             "\"sentence_transformers.models.Dense\"}");
+    put(dir, "modules.json", text);
+    assert_int_equal(load(dir, &pc, msg), LL_EUNSUPPORTED);
+    assert_non_null(strstr(msg, "modules.json[2]: module type "
+                                "'sentence_transformers.models.Dense' is not implemented"));
+    put(dir, "modules.json", "{\"type\": \"Pooling\"}");
+    assert_int_equal(load(dir, &pc, msg), LL_EFORMAT);
+    assert_non_null(strstr(msg, "modules.json: expected an array"));
+    snprintf(text, sizeof text, mods, "");
+    put(dir, "modules.json", text);
+    char *cfg = ll_path_join(dir, "1_Pooling/config.json");
+    unlink(cfg);
+    free(cfg);
+    assert_int_equal(load(dir, &pc, msg), LL_EFORMAT);
+    assert_non_null(strstr(msg, "1_Pooling/config.json: missing"));
+
+    char *p = ll_path_join(dir, "modules.json");
+    unlink(p);
+    free(p);
+    rmdir(sub);
+    rmdir(dir);
+
+    /* the words and the normalization */
+    enum ll_pooling pm;
+    assert_true(pooling_parse("mean", &pm));
+    assert_int_equal(pm, LL_POOL_MEAN);
+    assert_false(pooling_parse("max", &pm));
+    assert_string_equal(pooling_name(LL_POOL_FIRST), "first");
+    float v[3] = {3, 0, -4}, z[2] = {0, 0};
+    pooling_normalize(v, 3);
+    assert_true(fabsf(v[0] - 0.6f) < 1e-7f && v[1] == 0 && fabsf(v[2] + 0.8f) < 1e-7f);
+    pooling_normalize(z, 2);
+    assert_true(z[0] == 0 && z[1] == 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hidden_matches_reference),
+        cmocka_unit_test(test_pooling_through_engine),
+        cmocka_unit_test(test_embed_limits),
+        cmocka_unit_test(test_pooling_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
