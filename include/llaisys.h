@@ -304,7 +304,8 @@ typedef struct llaisys_request llaisys_request;
  * max-batch-tokens, max-queue, kv-blocks, kv-memory (e.g. 512M), block-size, no-prefix-cache,
  * exact, quant (q8_0, q4_0, q4_k, q4_k_m: quantize the weights while loading; bf16p), mmap,
  * itl-target-ms, itl-max-ratio, spec, spec-max-draft, fixed-threads (every compute thread even
- * while other processes keep the cores busy). Example: "threads=2 ctx=2048 max-seqs=8".
+ * while other processes keep the cores busy), pooling (llaisys_engine_embed's: last, mean,
+ * first). Example: "threads=2 ctx=2048 max-seqs=8".
  * The engine is stepped by the caller (llaisys_engine_step) until llaisys_engine_start gives it
  * its own thread. Returns
  * LLAISYS_OK, LLAISYS_ERR_INVALID_ARG (an unknown option or a bad value: the message names it),
@@ -368,6 +369,22 @@ LLAISYS_API int32_t llaisys_engine_reset_prefix_cache(llaisys_engine *e);
  * LLAISYS_ERR_NO_MEMORY. */
 LLAISYS_API int32_t llaisys_engine_generate(llaisys_engine *e, const char *requests_json,
                                             char **results_json);
+
+/* Embeddings: request_json is a /v1/embeddings body (input: a string, strings, token ids or
+ * arrays of ids; encoding_format "float" or "base64"; dimensions), as llaisys-server takes it;
+ * model and user have no effect. Each input's final hidden states are pooled (the engine
+ * option pooling=last|mean|first, else the model directory's sentence-transformers files,
+ * else the last position, L2-normalized: as the server decides) by the engine, batched with
+ * whatever else it runs, at most max-seqs inputs at once; the call steps the engine on the
+ * calling thread (or waits on its own thread when started). *result_json (for llaisys_free) is
+ * the /v1/embeddings answer: {"object": "list", "data": [{"object": "embedding", "index",
+ * "embedding"}], "model" (the directory's name), "usage": {"prompt_tokens", "total_tokens"}}.
+ * Returns LLAISYS_OK, LLAISYS_ERR_INVALID_ARG (malformed JSON, a field out of range, an id
+ * outside the vocabulary: named), LLAISYS_ERR_UNSUPPORTED (a field that is not implemented,
+ * or a model whose pooling is not), LLAISYS_ERR_TOO_LONG (an input past the context),
+ * LLAISYS_ERR_OVERLOADED, LLAISYS_ERR_NO_MEMORY, LLAISYS_ERR_INTERNAL. */
+LLAISYS_API int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json,
+                                         char **result_json);
 
 /* Engine counters, a snapshot taken at the end of the last step. */
 struct llaisys_engine_stats {

@@ -7,6 +7,8 @@ SamplingParams' fields are the bodies' fields. So the library parses and checks 
 the server does, and the same settings give the same tokens as `llaisys-cli generate`.
 """
 
+import array
+import base64
 import ctypes
 import dataclasses
 import json
@@ -224,7 +226,7 @@ class LLM(_lib.Handle):
 
     LLM(model_dir, **engine_options): the options are llaisys-server's engine flags without
     "--", with "_" for "-" (threads=2, ctx=4096, max_seqs=16, max_batch_tokens, max_queue,
-    kv_blocks, kv_memory="512M", block_size, no_prefix_cache=True, exact=True).
+    kv_blocks, kv_memory="512M", block_size, no_prefix_cache=True, exact=True, pooling="mean").
     The LLM steps its engine on the calling thread (generate, stream, step); thread=True gives
     the engine its own thread instead. Use it as a context manager, or call close().
     """
@@ -276,6 +278,24 @@ class LLM(_lib.Handle):
         extra = {"chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs else None
         outs = self._generate([(list(c), extra) for c in convs], sampling_params)
         return outs if many else outs[0]
+
+    def embed(self, inputs, dimensions=None):
+        """Embeddings of inputs (a string, token ids, or a list of either): one list of floats
+        per input, in order, pooled from the model's final hidden states as the engine option
+        pooling, else the model directory's sentence-transformers files, say (else the last
+        position, L2-normalized); dimensions keeps the first values, normalized again. The
+        library batches the inputs with whatever else its engine runs."""
+        if isinstance(inputs, str) or (isinstance(inputs, (list, tuple)) and inputs and
+                                       all(isinstance(x, int) for x in inputs)):
+            inputs = [inputs]
+        body = {"input": list(inputs), "encoding_format": "base64"}
+        if dimensions is not None:
+            body["dimensions"] = dimensions
+        out = ctypes.c_void_p()
+        check(LIB.llaisys_engine_embed(self._handle(), json.dumps(body).encode(),
+                                       ctypes.byref(out)))
+        data = json.loads(_lib.take_string(out))["data"]
+        return [list(array.array("f", base64.b64decode(d["embedding"]))) for d in data]
 
     def _generate(self, items, sampling_params):
         if isinstance(sampling_params, (list, tuple)):

@@ -28,6 +28,8 @@
 #include "json.h"
 #include "model.h"
 #include "openai_request.h"
+#include "openai_response.h"
+#include "pooling.h"
 #include "reasoning.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -42,6 +44,9 @@ struct llaisys_engine {
     char *bos, *eos;
     struct ll_err tmpl_err;
     bool reasoning;              /* chat requests split <think> reasoning off */
+    struct pooling_config pooling; /* llaisys_engine_embed's (mode LL_POOL_NONE: pool_err) */
+    struct ll_err pool_err;
+    char name[128];              /* the model directory's last component (embeddings' "model") */
 };
 
 struct llaisys_request {
@@ -72,8 +77,9 @@ static void opt_names(char *buf, size_t n)
     }
 }
 
-/* "name=value name2 ..." (spaces or commas between items) into o through the option table. */
-static int32_t parse_options(const char *s, struct engine_opts *o)
+/* "name=value name2 ..." (spaces or commas between items) into o through the option table;
+ * "pooling=MODE" (embeddings: last, mean, first) into *pool. */
+static int32_t parse_options(const char *s, struct engine_opts *o, enum ll_pooling *pool)
 {
     while (s && *s) {
         while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
@@ -93,6 +99,18 @@ static int32_t parse_options(const char *s, struct engine_opts *o)
         for (size_t i = 0; i < nlen; i++)
             flag[2 + i] = s[i] == '_' ? '-' : s[i];
         flag[2 + nlen] = '\0';
+        if (!strcmp(flag, "--pooling")) {
+            size_t vlen = eq ? (size_t)(end - eq - 1) : 0;
+            if (vlen >= sizeof val)
+                vlen = sizeof val - 1;
+            memcpy(val, eq ? eq + 1 : "", vlen);
+            val[vlen] = '\0';
+            if (!pooling_parse(val, pool) || *pool == LL_POOL_NONE)
+                return api_fail(LLAISYS_ERR_INVALID_ARG, "engine option 'pooling': '%s' is not "
+                                "last, mean or first", val);
+            s = end;
+            continue;
+        }
         const struct engine_opt_def *d = engine_opts_find(flag, nlen + 2);
         if (!d) {
             char known[256];
@@ -140,7 +158,8 @@ int32_t llaisys_engine_create(const char *model_dir, const char *options, llaisy
     if (!model_dir)
         return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_create: model_dir is NULL");
     struct engine_opts o = {0};
-    int32_t rc = parse_options(options, &o);
+    enum ll_pooling pool = LL_POOL_NONE;
+    int32_t rc = parse_options(options, &o, &pool);
     if (rc)
         return rc;
     llaisys_engine *e = calloc(1, sizeof *e);
@@ -163,6 +182,18 @@ int32_t llaisys_engine_create(const char *model_dir, const char *options, llaisy
         return api_status(s, &e->tmpl_err);
     }
     e->reasoning = reasoning_choose(NULL, e->tmpl, e->bos, e->eos, e->tok, NULL, 0);
+    /* as the server: a pooling that is not implemented only turns embeddings away */
+    if (pooling_load(&e->pooling, model_dir, &e->pool_err) != LL_OK)
+        e->pooling = (struct pooling_config){.normalize = true};
+    if (pool)
+        e->pooling.mode = pool;
+    size_t len = strlen(model_dir);
+    while (len > 1 && model_dir[len - 1] == '/')
+        len--;
+    size_t start = len;
+    while (start > 0 && model_dir[start - 1] != '/')
+        start--;
+    snprintf(e->name, sizeof e->name, "%.*s", (int)(len - start), model_dir + start);
     *out = e;
     return LLAISYS_OK;
 }
@@ -848,4 +879,120 @@ int32_t llaisys_engine_generate(llaisys_engine *e, const char *requests_json,
         return api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_generate: out of memory for "
                         "the results");
     return LLAISYS_OK;
+}
+
+/* ---- embeddings ---- */
+
+int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char **result_json)
+{
+    if (!result_json)
+        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_embed: result_json is NULL");
+    *result_json = NULL;
+    if (!e || !request_json)
+        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_embed: NULL %s",
+                        e ? "request" : "engine");
+    if (e->pooling.mode == LL_POOL_NONE)
+        return api_fail(LLAISYS_ERR_UNSUPPORTED, "llaisys_engine_embed: this model's embeddings "
+                        "are not available: %s (the engine option pooling chooses one)",
+                        e->pool_err.msg);
+    struct oai_request q;
+    struct oai_error oe;
+    if (oai_embeddings_parse(&q, request_json, strlen(request_json), &oe) != LL_OK)
+        return oai_fail(&oe);
+    const int H = e->model->config.hidden_size, n = q.n_prompts;
+    const int n_ctx = engine_get_opts(e->e)->n_ctx, limit = engine_get_opts(e->e)->max_seqs;
+    int32_t rc = LLAISYS_OK;
+    if (q.dimensions > H)
+        rc = api_fail(LLAISYS_ERR_INVALID_ARG, "'dimensions' is %d; this model's embeddings have "
+                      "%d (param: dimensions)", q.dimensions, H);
+    int32_t **ids = calloc((size_t)n, sizeof *ids);
+    int *len = calloc((size_t)n, sizeof *len), tokens = 0;
+    float **vecs = calloc((size_t)n, sizeof *vecs);
+    struct engine_req **reqs = calloc((size_t)n, sizeof *reqs);
+    if (!rc && (!ids || !len || !vecs || !reqs))
+        rc = api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_embed: out of memory");
+    for (int i = 0; !rc && i < n; i++) {
+        struct oai_request one = q;
+        one.prompts = &q.prompts[i];
+        if ((rc = prompt_ids(e, &one, &ids[i], &len[i])) != LLAISYS_OK)
+            break;
+        tokens += len[i];
+        if (len[i] == 0 || len[i] > n_ctx)
+            rc = api_fail(len[i] ? LLAISYS_ERR_TOO_LONG : LLAISYS_ERR_INVALID_ARG,
+                          "input %d has %d tokens (1..%d) (param: input)", i, len[i], n_ctx);
+    }
+
+    /* at most max_seqs inputs in the engine at once, each submitted as another one ends */
+    pthread_mutex_lock(&e->lock);
+    int next = 0, running = 0, done = 0;
+    while (!rc && done < n) {
+        while (next < n && running < limit) {
+            struct engine_params p = {.prompt = ids[next], .n_prompt = len[next],
+                                      .embed = e->pooling.mode, .no_cache = q.no_cache};
+            struct ll_err err = {0};
+            enum ll_status s = engine_submit(e->e, &p, &reqs[next], &err);
+            if (s == LL_EOVERLOADED && running > 0)
+                break;
+            if (s != LL_OK) {
+                rc = api_status(s, &err);
+                break;
+            }
+            next++;
+            running++;
+        }
+        if (rc)
+            break;
+        struct ll_err err = {0};
+        bool did = false;
+        if (!e->started)
+            engine_step(e->e, &did, &err);
+        for (int i = 0; i < next; i++) {
+            struct engine_output out = {0};
+            bool got = !vecs[i] && reqs[i] &&
+                       (e->started ? engine_wait(reqs[i], &out, 0.02) : engine_poll(reqs[i], &out));
+            if (got && out.finish == ENGINE_FINISH_STOP && out.embedding) {
+                vecs[i] = out.embedding;
+                out.embedding = NULL;
+            } else if (got && out.finish != ENGINE_RUNNING) {
+                rc = api_fail(LLAISYS_ERR_INTERNAL, "llaisys_engine_embed: input %d %s: %s", i,
+                              engine_finish_str(out.finish), out.error);
+            }
+            if (got && out.finish != ENGINE_RUNNING) {
+                engine_req_release(reqs[i]);
+                reqs[i] = NULL;
+                running--;
+                done++;
+            }
+            engine_output_free(&out);
+            if (rc)
+                break;
+        }
+        if (!rc && !e->started && !did && running > 0)
+            rc = api_fail(LLAISYS_ERR_INTERNAL, "llaisys_engine_embed: the engine stalled with "
+                          "%d inputs left", running);
+    }
+    pthread_mutex_unlock(&e->lock);
+
+    if (!rc) {
+        int dim = q.dimensions > 0 ? q.dimensions : H;
+        for (int i = 0; i < n; i++)
+            if (e->pooling.normalize)
+                pooling_normalize(vecs[i], dim);
+        *result_json = oai_embeddings_body(e->name, (const float *const *)vecs, n, dim,
+                                           q.embed_base64, tokens);
+        if (!*result_json)
+            rc = api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_embed: out of memory for the "
+                          "result");
+    }
+    for (int i = 0; i < n; i++) {
+        if (reqs)
+            engine_req_release(reqs[i]); /* cancels what is left after a failure */
+        if (ids)
+            free(ids[i]);
+        if (vecs)
+            free(vecs[i]);
+    }
+    free(ids), free(len), free(vecs), free(reqs);
+    oai_request_free(&q);
+    return rc;
 }

@@ -255,3 +255,36 @@ def test_closed_llm_refuses_use():
     llm.close()
     with pytest.raises(ValueError, match="the LLM is closed"):
         llm.generate("hi", SamplingParams(max_tokens=2))
+
+
+def test_embed():
+    from llaisys import Model
+    texts = ["first text", "a second, longer text for the batch", "3", "four four four",
+             "five", "six six", "seven"]
+    with LLM(TINY, threads=1, ctx=256, max_seqs=2) as llm:  # 7 inputs, 2 at a time
+        vecs = llm.embed(texts)
+        assert len(vecs) == 7 and all(len(v) == 64 for v in vecs)
+        for v in vecs:
+            assert abs(sum(x * x for x in v) - 1) < 1e-5
+        assert llm.embed(texts[1]) == [vecs[1]]
+        with Model(TINY) as m:
+            ids = m.tokenize(texts[3])
+        assert llm.embed([ids]) == [vecs[3]]
+        short = llm.embed(texts[0], dimensions=8)[0]
+        n = sum(x * x for x in vecs[0][:8]) ** 0.5
+        assert all(abs(a - b / n) < 1e-6 for a, b in zip(short, vecs[0][:8]))
+        with pytest.raises(LlaisysError, match="empty string") as e:
+            llm.embed(["a", ""])
+        assert e.value.status_name == "invalid argument"
+        with pytest.raises(LlaisysError, match="'dimensions' is 65"):
+            llm.embed("a", dimensions=65)
+        with pytest.raises(LlaisysError, match="input 0 has 300 tokens"):
+            llm.embed([[5] * 300])
+        # generation still works beside it, and the same engine embeds again identically
+        assert llm.generate("hi", SamplingParams(max_tokens=3, temperature=0))[0].token_ids
+        assert llm.embed(texts) == vecs
+    with LLM(TINY, threads=1, ctx=256, pooling="mean", thread=True) as llm:
+        mean = llm.embed(texts[:2])
+        assert mean[0] != vecs[0] and abs(sum(x * x for x in mean[0]) - 1) < 1e-5
+    with pytest.raises(LlaisysError, match="'max' is not last, mean or first"):
+        LLM(TINY, pooling="max")
