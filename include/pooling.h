@@ -37,6 +37,14 @@ struct pooling_config {
  * shape, named); LL_EIO; LL_ENOMEM. */
 enum ll_status pooling_load(struct pooling_config *p, const char *dir, struct ll_err *err);
 
+/* The pooling embeddings use (the server's, the library's and the CLI's one policy): the
+ * directory's (pooling_load), its mode replaced by force unless force is LL_POOL_NONE (the
+ * --pooling option). A directory whose pooling files are not implemented still embeds with
+ * force (L2-normalized); without force its error is returned and p->mode is LL_POOL_NONE.
+ * p->source says where the choice came from. */
+enum ll_status pooling_choose(struct pooling_config *p, const char *dir, enum ll_pooling force,
+                              struct ll_err *err);
+
 /* "last", "mean", "first" (and "none"); pooling_parse reads those words (false: unknown). */
 const char *pooling_name(enum ll_pooling m);
 bool pooling_parse(const char *word, enum ll_pooling *out);

@@ -7,8 +7,8 @@
  * chunks, preempted and (last) from the prefix cache, and the generating requests beside them
  * keep their tokens; the engine's limits for an embedding (the whole context, not more; an
  * unknown pooling); a model directory's sentence-transformers files (modules.json and the
- * Pooling module's config.json) give the pooling and normalization, and what is not
- * implemented is refused naming it.
+ * Pooling module's config.json) give the pooling and normalization, what is not implemented
+ * is refused naming it, and a forced mode (--pooling) overrides both.
  */
 #include <limits.h>
 #include <setjmp.h>
@@ -370,6 +370,14 @@ static void test_pooling_load(void **state)
     put(dir, "1_Pooling/config.json", "{\"pooling_mode_max_tokens\": true}");
     assert_int_equal(load(dir, &pc, msg), LL_EUNSUPPORTED);
     assert_non_null(strstr(msg, "pooling_mode_max_tokens is not implemented"));
+    /* the one policy: without a forced mode the error stands; with one it embeds, normalized */
+    struct ll_err err = {0};
+    assert_int_equal(pooling_choose(&pc, dir, LL_POOL_NONE, &err), LL_EUNSUPPORTED);
+    assert_int_equal(pc.mode, LL_POOL_NONE);
+    assert_int_equal(pooling_choose(&pc, dir, LL_POOL_MEAN, &err), LL_OK);
+    assert_int_equal(pc.mode, LL_POOL_MEAN);
+    assert_true(pc.normalize);
+    assert_string_equal(pc.source, "--pooling");
     put(dir, "1_Pooling/config.json",
         "{\"pooling_mode_mean_tokens\": true, \"pooling_mode_lasttoken\": true}");
     assert_int_equal(load(dir, &pc, msg), LL_EUNSUPPORTED);

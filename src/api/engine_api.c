@@ -183,10 +183,7 @@ int32_t llaisys_engine_create(const char *model_dir, const char *options, llaisy
     }
     e->reasoning = reasoning_choose(NULL, e->tmpl, e->bos, e->eos, e->tok, NULL, 0);
     /* as the server: a pooling that is not implemented only turns embeddings away */
-    if (pooling_load(&e->pooling, model_dir, &e->pool_err) != LL_OK)
-        e->pooling = (struct pooling_config){.normalize = true};
-    if (pool)
-        e->pooling.mode = pool;
+    pooling_choose(&e->pooling, model_dir, pool, &e->pool_err);
     size_t len = strlen(model_dir);
     while (len > 1 && model_dir[len - 1] == '/')
         len--;

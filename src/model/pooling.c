@@ -167,3 +167,16 @@ enum ll_status pooling_load(struct pooling_config *p, const char *dir, struct ll
     cJSON_Delete(mods);
     return s;
 }
+
+enum ll_status pooling_choose(struct pooling_config *p, const char *dir, enum ll_pooling force,
+                              struct ll_err *err)
+{
+    enum ll_status s = pooling_load(p, dir, err);
+    if (s != LL_OK)
+        *p = (struct pooling_config){.normalize = true};
+    if (force == LL_POOL_NONE)
+        return s;
+    p->mode = force;
+    snprintf(p->source, sizeof p->source, "--pooling");
+    return LL_OK;
+}

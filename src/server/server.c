@@ -84,15 +84,12 @@ static void choose_reasoning(struct server *srv)
 static void choose_pooling(struct server *srv, const char *model_dir)
 {
     struct ll_err err = {0};
-    if (pooling_load(&srv->pooling, model_dir, &err) != LL_OK) {
-        srv->pooling = (struct pooling_config){.normalize = true};
+    enum ll_pooling force = LL_POOL_NONE;
+    if (srv->opts->pooling)
+        pooling_parse(srv->opts->pooling, &force);
+    if (pooling_choose(&srv->pooling, model_dir, force, &err) != LL_OK) {
         memcpy(srv->embed_why, err.msg, sizeof srv->embed_why);
-        if (!srv->opts->pooling)
-            log_msg(LOG_WARN, "/v1/embeddings will answer 400: %s", err.msg);
-    }
-    if (srv->opts->pooling) {
-        pooling_parse(srv->opts->pooling, &srv->pooling.mode);
-        snprintf(srv->pooling.source, sizeof srv->pooling.source, "--pooling");
+        log_msg(LOG_WARN, "/v1/embeddings will answer 400: %s", err.msg);
     }
 }
 
