@@ -202,6 +202,12 @@ struct model {
                                     opaque to everything outside the family */
     enum ll_dtype weight_dtype;  /* dtype of the projection weights as stored (set by bind; for
                                     reports) */
+    bool no_lm_head;             /* a headless checkpoint without lm_head, untied (set by
+                                    bind): an embedding model; rows may want their hidden
+                                    states, never logits */
+    char body_prefix[40];        /* the decoder's tensor names start so (set by bind):
+                                    config.weights_prefix, then "model." unless the checkpoint
+                                    was saved from the headless model class */
     struct model_linear **linears; /* (n_linears) every linear weight of the family's struct, in
                                       bind order; the structs belong to m->weights */
     int n_linears, cap_linears;

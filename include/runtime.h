@@ -98,7 +98,8 @@ void runtime_free(struct model_runtime *rt);
  * row order, one row of vocab_size f32 logits into logits (rows wanting logits, vocab),
  * caller-owned; each row with LL_WANT_HIDDEN gets hidden_size f32 in b->hidden instead.
  * Returns LL_OK, LL_EINVAL (n_tokens outside 1..max_batch, token id out of range, bad seq or
- * slot, hidden rows without b->hidden: names the row) or LL_ETOOLONG (position >= n_ctx or past the sequence's blocks): then
+ * slot, hidden rows without b->hidden: names the row), LL_EUNSUPPORTED (a row wants logits of
+ * a model without lm_head) or LL_ETOOLONG (position >= n_ctx or past the sequence's blocks): then
  * nothing was computed; or LL_EABORTED (b->abort_cb said stop between two layers: the batch's
  * slots may hold partly written K/V, which the next write of those positions replaces; no
  * logits). */

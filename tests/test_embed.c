@@ -6,7 +6,9 @@
  * runtime's rows pooled, alone, batched with generating requests and other embeddings, in
  * chunks, preempted and (last) from the prefix cache, and the generating requests beside them
  * keep their tokens; the engine's limits for an embedding (the whole context, not more; an
- * unknown pooling); a model directory's sentence-transformers files (modules.json and the
+ * unknown pooling); llama.cpp's pooled states of a tiny Granite model (last and mean, a 381-token
+ * prompt in chunks); a checkpoint whose tensor names lack "model." (the headless model class's,
+ * as Qwen3-Embedding's) loads as the same model; a model directory's sentence-transformers files (modules.json and the
  * Pooling module's config.json) give the pooling and normalization, what is not implemented
  * is refused naming it, and a forced mode (--pooling) overrides both.
  */
@@ -26,7 +28,11 @@
 
 #include "engine.h"
 #include "engine_harness.h"
+#include "json.h"
+#include "llamacpp_ref.h"
+#include "mkmodel.h"
 #include "model.h"
+#include "model_tmp.h"
 #include "pooling.h"
 #include "ref_forward.h"
 #include "runtime.h"
@@ -305,6 +311,195 @@ static void test_embed_limits(void **state)
     free(v);
 }
 
+/* ---- against llama.cpp ---- */
+
+#define LLAMACPP_EMBED "tests/fixtures/tiny-granite.llamacpp-embed.json"
+
+/* llama.cpp's pooled states (embeddings=true, pooling last / mean, not normalized) of a tiny
+ * Granite model (the fixture's "mkmodel": Granite's multipliers included) for a 22- and a
+ * 381-token prompt: the engine's, in chunks of 48 tokens, within 1e-5 of their scale on the
+ * exact path and 2e-2 on the bf16 path. */
+static void test_embed_against_llamacpp(void **state)
+{
+    (void)state;
+    cJSON *fx = llamacpp_fixture_load(LLAMACPP_EMBED);
+    assert_non_null(fx);
+    assert_non_null(strstr(cJSON_GetObjectItem(fx, "mkmodel")->valuestring,
+                           "--preset tiny --family granite --vocab 151936 --seed 7"));
+    struct mkmodel_spec sp;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&sp, "tiny", &err), LL_OK);
+    sp.family = MKMODEL_GRANITE;
+    sp.vocab_size = 151936;
+    sp.seed = 7;
+    sp.bos_token_id = 151646, sp.eos_token_id = 151643;
+    char dir[64], model[96];
+    assert_int_equal(model_tmp_make_tok(dir, sizeof dir, "embedcpp", &sp,
+                                        "models/deepseek-r1-distill-qwen-tokenizer"), 0);
+    snprintf(model, sizeof model, "%s/m", dir);
+    const int H = cJSON_GetObjectItem(fx, "n_embd")->valueint;
+    float *v = malloc(sizeof(float) * H);
+    static const char *const pools[2] = {"last", "mean"};
+    for (int exact = 1; exact >= 0; exact--) {
+        struct engine_opts o = {.n_ctx = 512, .max_seqs = 4, .max_batch_tokens = 48,
+                                .exact = exact};
+        struct engine *e = make_engine_on(model, o);
+        assert_int_equal(engine_model(e)->config.hidden_size, H);
+        const cJSON *p;
+        cJSON_ArrayForEach(p, cJSON_GetObjectItem(fx, "prompts")) {
+            const cJSON *ids = cJSON_GetObjectItem(p, "ids");
+            int n = cJSON_GetArraySize(ids);
+            int32_t *t = malloc(sizeof(int32_t) * n);
+            for (int i = 0; i < n; i++)
+                t[i] = cJSON_GetArrayItem(ids, i)->valueint;
+            for (int k = 0; k < 2; k++) {
+                const cJSON *want = cJSON_GetObjectItem(p, pools[k]);
+                assert_int_equal(cJSON_GetArraySize(want), H);
+                struct engine_req *r = submit_embed(e, t, n, k ? LL_POOL_MEAN : LL_POOL_LAST);
+                run_idle(e);
+                take_vector(r, v, H);
+                double scale = 0, worst = 0;
+                for (int i = 0; i < H; i++) {
+                    double w = cJSON_GetArrayItem(want, i)->valuedouble;
+                    scale = fabs(w) > scale ? fabs(w) : scale;
+                }
+                for (int i = 0; i < H; i++) {
+                    double d = fabs(v[i] - cJSON_GetArrayItem(want, i)->valuedouble) / scale;
+                    worst = d > worst ? d : worst;
+                }
+                printf("llama.cpp %s pooling, prompt %s (%d tokens), %s path: worst %.2e of the "
+                       "scale %.3f\n", pools[k], cJSON_GetObjectItem(p, "name")->valuestring, n,
+                       exact ? "exact" : "bf16", worst, scale);
+                assert_true(worst < (exact ? 1e-5 : 2e-2));
+            }
+            free(t);
+        }
+        assert_pool_empty(e);
+        engine_destroy(e);
+    }
+    free(v);
+    cJSON_Delete(fx);
+    assert_int_equal(model_tmp_remove(dir), 0);
+}
+
+/* ---- a checkpoint saved from the headless model class ---- */
+
+/* dst/model.safetensors: src's with "model." taken off every tensor name (as Qwen3-Embedding's
+ * and gte-Qwen2's files name them: "embed_tokens.weight", "layers.0. ..."). */
+static void write_headless(const char *src, const char *dst)
+{
+    struct ll_err err = {0};
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(ll_read_file(src, &data, &len, &err), LL_OK);
+    uint64_t hl = 0;
+    memcpy(&hl, data, 8); /* little-endian, as this machine */
+    cJSON *h = NULL, *out = cJSON_CreateObject();
+    assert_int_equal(ll_json_parse(&h, data + 8, (size_t)hl, "header", &err), LL_OK);
+    for (cJSON *t = h->child; t; t = t->next) {
+        const char *name = strncmp(t->string, "model.", 6) ? t->string : t->string + 6;
+        cJSON_AddItemToObject(out, name, cJSON_Duplicate(t, true));
+    }
+    char *text = cJSON_PrintUnformatted(out);
+    uint64_t nl = strlen(text);
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_true(fwrite(&nl, 8, 1, f) == 1 && fwrite(text, 1, nl, f) == nl &&
+                fwrite(data + 8 + hl, 1, len - 8 - hl, f) == len - 8 - hl);
+    assert_int_equal(fclose(f), 0);
+    free(text);
+    cJSON_Delete(h);
+    cJSON_Delete(out);
+    free(data);
+}
+
+/* Such a checkpoint loads as the same model: the same hidden states and logits, bit for bit;
+ * untied and without lm_head it is an embedding model: the same hidden states, generation
+ * refused naming why. */
+static void test_headless_checkpoint(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/llaisys-headless-XXXXXX", path[128], src[128];
+    assert_non_null(mkdtemp(dir));
+    static const char *const files[] = {"config.json", "generation_config.json",
+                                        "tokenizer.json", "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        char *abs = realpath(FIXTURE, NULL);
+        snprintf(src, sizeof src, "%s/%s", abs, files[i]);
+        free(abs);
+        assert_int_equal(symlink(src, path), 0);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_headless(FIXTURE "/model.safetensors", path);
+    struct ll_err err = {0};
+    struct model *a, *b;
+    assert_int_equal(model_open(&a, FIXTURE, NULL, &err), LL_OK);
+    assert_int_equal(model_open(&b, dir, NULL, &err), LL_OK);
+    assert_string_equal(a->body_prefix, "model.");
+    assert_string_equal(b->body_prefix, "");
+    const int H = a->config.hidden_size, n = 17;
+    int32_t ids[17];
+    make_prompt(ids, n, 12);
+    float *sa = malloc(sizeof(float) * n * H), *sb = malloc(sizeof(float) * n * H);
+    runtime_states(a, ids, n, LL_MATH_FAST, sa);
+    runtime_states(b, ids, n, LL_MATH_FAST, sb);
+    assert_memory_equal(sa, sb, sizeof(float) * n * H);
+    model_close(a);
+    model_close(b);
+    free(sa), free(sb);
+    /* and through the engine: a generation and an embedding, as from the fixture */
+    struct engine_params gp = {.prompt = ids, .n_prompt = n, .max_tokens = 5, .ignore_eos = true};
+    struct result ra, rb;
+    struct engine_opts o = {.n_ctx = 64, .max_seqs = 2};
+    run_each_alone(o, &gp, 1, &ra);
+    run_each_alone_on(dir, o, &gp, 1, &rb);
+    assert_same(&ra, &rb);
+
+    /* untied and without lm_head (Qwen3-Embedding-8B's kind): embeddings only */
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *cfg = NULL;
+    size_t cl = 0;
+    assert_int_equal(ll_read_file(FIXTURE "/config.json", &cfg, &cl, &err), LL_OK);
+    char *tie = strstr(cfg, "\"tie_word_embeddings\": true");
+    assert_non_null(tie);
+    unlink(path);
+    struct ll_buf nb = {0};
+    ll_buf_append(&nb, cfg, (size_t)(tie + 23 - cfg));
+    ll_buf_puts(&nb, "false");
+    ll_buf_puts(&nb, tie + 27);
+    assert_int_equal(ll_write_file(path, nb.data, nb.len, &err), LL_OK);
+    ll_buf_free(&nb);
+    free(cfg);
+    assert_int_equal(model_open(&b, dir, NULL, &err), LL_OK);
+    assert_true(b->no_lm_head && !b->config.tie_word_embeddings);
+    runtime_states(b, ids, n, LL_MATH_FAST, sb = malloc(sizeof(float) * n * H));
+    sa = malloc(sizeof(float) * n * H);
+    assert_int_equal(model_open(&a, FIXTURE, NULL, &err), LL_OK);
+    runtime_states(a, ids, n, LL_MATH_FAST, sa);
+    assert_memory_equal(sa, sb, sizeof(float) * n * H);
+    model_close(a);
+    model_close(b);
+    free(sa), free(sb);
+    struct engine *e = make_engine_on(dir, o);
+    struct engine_req *r = NULL;
+    assert_int_equal(engine_submit(e, &gp, &r, &err), LL_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "no lm_head (an embedding model)"));
+    float *v = malloc(sizeof(float) * H);
+    r = submit_embed(e, ids, n, LL_POOL_LAST);
+    run_idle(e);
+    take_vector(r, v, H);
+    free(v);
+    engine_destroy(e);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ---- the directory's pooling ---- */
 
 static void put(const char *dir, const char *name, const char *text)
@@ -437,6 +632,8 @@ int main(void)
         cmocka_unit_test(test_hidden_matches_reference),
         cmocka_unit_test(test_pooling_through_engine),
         cmocka_unit_test(test_embed_limits),
+        cmocka_unit_test(test_embed_against_llamacpp),
+        cmocka_unit_test(test_headless_checkpoint),
         cmocka_unit_test(test_pooling_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

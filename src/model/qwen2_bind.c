@@ -16,7 +16,8 @@
  * quantized; a router stays a plain tensor.
  * lm_head.weight is optional when tie_word_embeddings is true; then, as in transformers, lm_head
  * is the embedding (a stored lm_head.weight is ignored), except in a quantized model, which
- * stores lm_head's planes (the embedding itself stays as stored: it is gathered, not
+ * stores lm_head's planes; a headless checkpoint (no "model." in its names) without lm_head and
+ * untied is an embedding model (m->no_lm_head: hidden states only) (the embedding itself stays as stored: it is gathered, not
  * multiplied). A layer tensor numbered past num_hidden_layers means config and weights disagree
  * and is an error. Runs once in model_open(); the tensors point into the safetensors mmaps.
  */
@@ -31,18 +32,21 @@
 #include "qwen2.h"
 #include "safetensors.h"
 
-/* The prefix of every tensor name (config.json's family: a multimodal checkpoint's text model
- * is under "language_model."; usually none). */
+/* The prefix of the decoder's tensor names (layers, embedding, final norm): the family's
+ * (a multimodal checkpoint's text model is under "language_model."; usually none), then
+ * "model.", which a checkpoint saved from the headless model class (Qwen3-Embedding, gte-Qwen2:
+ * "embed_tokens.weight", "layers.0. ...") lacks; set by bind_decoder. lm_head.weight is under
+ * the family's prefix alone. */
 static const char *P(const struct model *m)
 {
-    return m->config.weights_prefix;
+    return m->body_prefix;
 }
 
 /* Reject "[P]model.layers.N.*" with N >= n_layers: the config and the weights disagree. */
 static enum ll_status check_layer_count(const struct model *m, struct ll_err *err)
 {
     char prefix[64];
-    size_t np = (size_t)snprintf(prefix, sizeof prefix, "%smodel.layers.", P(m));
+    size_t np = (size_t)snprintf(prefix, sizeof prefix, "%slayers.", P(m));
     for (size_t i = 0; i < st_count(m->st); i++) {
         const struct st_tensor *t = st_at(m->st, i);
         if (strncmp(t->name, prefix, np))
@@ -140,17 +144,17 @@ static enum ll_status bind_stacked_experts(struct model *m, struct qwen2_moe *e,
     const struct model_config *c = &m->config;
     const int64_t h = c->hidden_size, ff = c->moe.intermediate, E = c->moe.n_experts;
     char prefix[96], name[LL_TENSOR_NAME_MAX], in[LL_TENSOR_NAME_MAX], out[LL_TENSOR_NAME_MAX];
-    snprintf(name, sizeof name, "%smodel.layers.%d.block_sparse_moe.router.layer.weight", P(m),
+    snprintf(name, sizeof name, "%slayers.%d.block_sparse_moe.router.layer.weight", P(m),
              i);
     enum ll_status s = model_bind_tensor(m, &e->router, name, E, h, err);
     struct ll_tensor up_all, down_all;
-    snprintf(in, sizeof in, "%smodel.layers.%d.block_sparse_moe.input_linear.weight", P(m), i);
-    snprintf(out, sizeof out, "%smodel.layers.%d.block_sparse_moe.output_linear.weight", P(m), i);
+    snprintf(in, sizeof in, "%slayers.%d.block_sparse_moe.input_linear.weight", P(m), i);
+    snprintf(out, sizeof out, "%slayers.%d.block_sparse_moe.output_linear.weight", P(m), i);
     if (!s && !c->quantized &&
         !(s = model_bind_stacked(m, &up_all, in, E, 2 * ff, h, err)))
         s = model_bind_stacked(m, &down_all, out, E, h, ff, err);
     for (int x = 0; !s && x < E; x++) {
-        snprintf(prefix, sizeof prefix, "%smodel.layers.%d.block_sparse_moe.experts.%d", P(m), i,
+        snprintf(prefix, sizeof prefix, "%slayers.%d.block_sparse_moe.experts.%d", P(m), i,
                  x);
         struct qwen2_mlp *p = &e->experts[x];
         if (c->quantized) {
@@ -178,13 +182,13 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
     char prefix[96], name[LL_TENSOR_NAME_MAX];
     enum ll_status s;
     if (!model_layer_sparse(c, i)) {
-        snprintf(name, sizeof name, "%smodel.layers.%d.mlp.gate.weight", P(m), i);
+        snprintf(name, sizeof name, "%slayers.%d.mlp.gate.weight", P(m), i);
         if (st_find(m->st, name))
             return ll_err_set(err, LL_EMODEL,
                               "%s: tensor '%s' is a router, but config.json makes layer %d a "
                               "dense one (mlp_only_layers, decoder_sparse_step)",
                               st_path(m->st), name, i);
-        snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp", P(m), i);
+        snprintf(prefix, sizeof prefix, "%slayers.%d.mlp", P(m), i);
         return bind_mlp(m, &L->mlp, prefix, i, c->intermediate_size,
                         kind.fused && !c->quantized, err);
     }
@@ -197,15 +201,15 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
     if (kind.stacked)
         return bind_stacked_experts(m, e, i, err);
-    snprintf(name, sizeof name, "%smodel.layers.%d.mlp.gate.weight", P(m), i);
+    snprintf(name, sizeof name, "%slayers.%d.mlp.gate.weight", P(m), i);
     if ((s = model_bind_tensor(m, &e->router, name, mc->n_experts, c->hidden_size, err)))
         return s;
     for (int x = 0; x < mc->n_experts; x++) {
-        snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp.experts.%d", P(m), i, x);
+        snprintf(prefix, sizeof prefix, "%slayers.%d.mlp.experts.%d", P(m), i, x);
         if ((s = bind_mlp(m, &e->experts[x], prefix, i, mc->intermediate, false, err)))
             return s;
     }
-    snprintf(name, sizeof name, "%smodel.layers.%d.mlp.shared_expert_gate.weight", P(m), i);
+    snprintf(name, sizeof name, "%slayers.%d.mlp.shared_expert_gate.weight", P(m), i);
     if (!kind.shared) {
         if (st_find(m->st, name))
             return ll_err_set(err, LL_EMODEL, "%s: tensor '%s' is not part of a %s model",
@@ -214,7 +218,7 @@ static enum ll_status bind_layer_mlp(struct model *m, struct qwen2_layer *L, int
     }
     if ((s = model_bind_tensor(m, &e->shared_gate, name, 1, c->hidden_size, err)))
         return s;
-    snprintf(prefix, sizeof prefix, "%smodel.layers.%d.mlp.shared_expert", P(m), i);
+    snprintf(prefix, sizeof prefix, "%slayers.%d.mlp.shared_expert", P(m), i);
     return bind_mlp(m, &e->shared, prefix, i, mc->shared_intermediate, false, err);
 }
 
@@ -252,29 +256,40 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
     w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers)
         return ll_err_set(err, LL_ENOMEM, "%s: out of memory", m->dir);
+    snprintf(m->body_prefix, sizeof m->body_prefix, "%smodel.", c->weights_prefix);
+    snprintf(emb, sizeof emb, "%sembed_tokens.weight", c->weights_prefix);
+    if (!st_find(m->st, named(fin, sizeof fin, m, "embed_tokens.weight")) && st_find(m->st, emb))
+        snprintf(m->body_prefix, sizeof m->body_prefix, "%s", c->weights_prefix); /* headless */
     if ((s = check_layer_count(m, err)) ||
-        (s = model_bind_tensor(m, &w->embed,
-                               named(emb, sizeof emb, m, "model.embed_tokens.weight"), v, h,
-                               err)) ||
-        (s = model_bind_tensor(m, &w->final_norm, named(fin, sizeof fin, m, "model.norm.weight"),
-                               h, 0, err)))
+        (s = model_bind_tensor(m, &w->embed, named(emb, sizeof emb, m, "embed_tokens.weight"),
+                               v, h, err)) ||
+        (s = model_bind_tensor(m, &w->final_norm, named(fin, sizeof fin, m, "norm.weight"), h,
+                               0, err)))
         return s;
-    named(head, sizeof head, m, "lm_head.weight");
-    if (!c->tie_word_embeddings && !c->quantized && !st_find(m->st, head))
-        return ll_err_set(err, LL_EMODEL,
-                          "%s: missing tensor '%s' (config.json has tie_word_embeddings "
-                          "false)",
-                          st_path(m->st), head);
-    if ((s = model_bind_linear(m, &w->lm_head, head, MODEL_ROLE_LM_HEAD, -1, v, h,
-                               c->tie_word_embeddings ? &w->embed : NULL, err)))
+    snprintf(head, sizeof head, "%slm_head.weight", c->weights_prefix);
+    char planes[LL_TENSOR_NAME_MAX + 4];
+    snprintf(planes, sizeof planes, "%s.qs", head);
+    if (!c->tie_word_embeddings && !st_find(m->st, head) && !st_find(m->st, planes)) {
+        /* untied and no lm_head: the headless model class's checkpoint of an embedding model
+         * (Qwen3-Embedding-8B): its hidden states only */
+        bool headless = !strcmp(m->body_prefix, c->weights_prefix);
+        if (!headless)
+            return ll_err_set(err, LL_EMODEL,
+                              "%s: missing tensor '%s' (config.json has tie_word_embeddings "
+                              "false)",
+                              st_path(m->st), head);
+        m->no_lm_head = true;
+    } else if ((s = model_bind_linear(m, &w->lm_head, head, MODEL_ROLE_LM_HEAD, -1, v, h,
+                                      c->tie_word_embeddings ? &w->embed : NULL, err))) {
         return s;
+    }
 
     const bool fused = kind.fused && !c->quantized;
     for (int i = 0; i < c->n_layers; i++) {
         struct qwen2_layer *L = &w->layers[i];
         if (fused) {
             char prefix[96], name[LL_TENSOR_NAME_MAX];
-            snprintf(prefix, sizeof prefix, "%smodel.layers.%d.self_attn", P(m), i);
+            snprintf(prefix, sizeof prefix, "%slayers.%d.self_attn", P(m), i);
             snprintf(name, sizeof name, "%s.qkv_proj.weight", prefix);
             const struct part parts[] = {{&L->wq, "q_proj.weight", MODEL_ROLE_OTHER, q},
                                          {&L->wk, "k_proj.weight", MODEL_ROLE_OTHER, kv},
@@ -310,7 +325,7 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
             if (!spec[k].present) {
                 /* a tensor this kind of model does not have must not be in the file either:
                  * it would mean the config describes another model than the weights */
-                snprintf(name, sizeof name, "%smodel.layers.%d.%s", P(m), i, spec[k].suffix);
+                snprintf(name, sizeof name, "%slayers.%d.%s", P(m), i, spec[k].suffix);
                 if (st_find(m->st, name))
                     return ll_err_set(err, LL_EMODEL,
                                       "%s: tensor '%s' is not part of a %s model%s",
@@ -320,7 +335,7 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
                                           : "");
                 continue;
             }
-            snprintf(name, sizeof name, "%smodel.layers.%d.%s", P(m), i, spec[k].suffix);
+            snprintf(name, sizeof name, "%slayers.%d.%s", P(m), i, spec[k].suffix);
             s = spec[k].t ? model_bind_tensor(m, spec[k].t, name, spec[k].d0, spec[k].d1, err)
                           : model_bind_linear(m, spec[k].lin, name, spec[k].role, i, spec[k].d0,
                                               spec[k].d1, NULL, err);

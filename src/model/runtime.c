@@ -94,6 +94,9 @@ enum ll_status runtime_batch_resolve(const struct model_runtime *rt, const struc
                 return ll_err_set(err, LL_EINVAL, "batch row %d wants its hidden state, but the "
                                   "batch has no hidden buffer", i);
             n_hidden++;
+        } else if (want && rt->model->no_lm_head) {
+            return ll_err_set(err, LL_EUNSUPPORTED, "batch row %d wants logits, but the model "
+                              "has no lm_head (an embedding model: hidden states only)", i);
         }
     }
     *out = (struct runtime_rows){seqs, n_seqs, n_want, n_hidden};
