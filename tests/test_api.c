@@ -1204,6 +1204,110 @@ static void test_engine_generate(void **state)
     llaisys_engine_destroy(e);
 }
 
+/* The mock model's embedding of hist (n ids): its hidden state at each position is the first
+ * two logits there (mock.c); pooled (mean: over every position; else the last) and
+ * L2-normalized, as a directory without sentence-transformers files asks. */
+static void mock_embedding(const int32_t *hist, int n, bool mean, double out[2])
+{
+    float *l = malloc(sizeof(float) * V);
+    out[0] = out[1] = 0;
+    for (int p = mean ? 1 : n; p <= n; p++) {
+        mock_reference(hist, p, l);
+        out[0] += l[0], out[1] += l[1];
+    }
+    double norm = sqrt(out[0] * out[0] + out[1] * out[1]);
+    out[0] /= norm, out[1] /= norm;
+    free(l);
+}
+
+/* The embedding array of answer item i ("float" form) against want. */
+static void check_embedding(const cJSON *j, int i, const double want[2])
+{
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), i);
+    assert_int_equal(cJSON_GetObjectItem(d, "index")->valueint, i);
+    const cJSON *v = cJSON_GetObjectItem(d, "embedding");
+    assert_int_equal(cJSON_GetArraySize(v), 2);
+    for (int k = 0; k < 2; k++)
+        assert_true(fabs(cJSON_GetArrayItem(v, k)->valuedouble - want[k]) < 1e-6);
+}
+
+static void test_engine_embed(void **state)
+{
+    (void)state;
+    static const int32_t a[3] = {1, 2, 3}, b[5] = {5, 6, 7, 8, 9};
+    double wa[2], wb[2];
+    for (int mean = 0; mean < 2; mean++) {
+        /* max-seqs 1: the second input is submitted when the first ends */
+        llaisys_engine *e = open_engine(MOCK, mean ? "threads=1 pooling=mean max-seqs=1"
+                                                   : "threads=1 max-seqs=1");
+        mock_embedding(a, 3, mean, wa);
+        mock_embedding(b, 5, mean, wb);
+        char *out = NULL;
+        assert_int_equal(llaisys_engine_embed(e, "{\"input\": [[1, 2, 3], [5, 6, 7, 8, 9]], "
+                                                 "\"encoding_format\": \"float\"}", &out),
+                         LLAISYS_OK);
+        cJSON *j = cJSON_Parse(out);
+        assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "list");
+        assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "mock");
+        assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"),
+                                             "prompt_tokens")->valueint, 8);
+        check_embedding(j, 0, wa);
+        check_embedding(j, 1, wb);
+        cJSON_Delete(j);
+        llaisys_free(out);
+        if (!mean) { /* the base64 form: the same f32 bytes */
+            assert_int_equal(llaisys_engine_embed(e, "{\"input\": [1, 2, 3], "
+                                                     "\"encoding_format\": \"base64\"}", &out),
+                             LLAISYS_OK);
+            float f[2] = {(float)wa[0], (float)wa[1]};
+            static const char abc[] =
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            const unsigned char *by = (const unsigned char *)f;
+            char b64[16] = {0};
+            for (int i = 0, k = 0; i < 8; i += 3) {
+                unsigned x = (unsigned)by[i] << 16 | (i + 1 < 8 ? (unsigned)by[i + 1] << 8 : 0) |
+                             (i + 2 < 8 ? by[i + 2] : 0);
+                b64[k++] = abc[x >> 18 & 63];
+                b64[k++] = abc[x >> 12 & 63];
+                b64[k++] = i + 1 < 8 ? abc[x >> 6 & 63] : '=';
+                b64[k++] = i + 2 < 8 ? abc[x & 63] : '=';
+            }
+            char want_s[48];
+            snprintf(want_s, sizeof want_s, "\"embedding\":\"%s\"", b64);
+            assert_non_null(strstr(out, want_s));
+            llaisys_free(out);
+        }
+        llaisys_engine_destroy(e);
+    }
+    /* on the engine's own thread too; errors name the field */
+    llaisys_engine *e = open_engine(MOCK, "threads=1");
+    assert_int_equal(llaisys_engine_start(e), LLAISYS_OK);
+    char *out = NULL;
+    assert_int_equal(llaisys_engine_embed(e, "{\"input\": [1, 2, 3]}", &out), LLAISYS_OK);
+    mock_embedding(a, 3, false, wa);
+    cJSON *j = cJSON_Parse(out);
+    check_embedding(j, 0, wa);
+    cJSON_Delete(j);
+    llaisys_free(out);
+    assert_int_equal(llaisys_engine_embed(e, "{\"input\": \"\"}", &out), LLAISYS_ERR_INVALID_ARG);
+    assert_non_null(strstr(llaisys_last_error(), "'input' must not be an empty string"));
+    assert_null(out);
+    assert_int_equal(llaisys_engine_embed(e, "{\"input\": \"a\", \"n\": 2}", &out),
+                     LLAISYS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(llaisys_last_error(), "'n'"));
+    assert_int_equal(llaisys_engine_embed(e, "{\"input\": [1], \"dimensions\": 3}", &out),
+                     LLAISYS_ERR_INVALID_ARG);
+    assert_non_null(strstr(llaisys_last_error(), "'dimensions' is 3"));
+    assert_int_equal(llaisys_engine_embed(e, "{\"input\": [[1], [999999]]}", &out),
+                     LLAISYS_ERR_INVALID_ARG);
+    assert_int_equal(llaisys_engine_embed(e, NULL, &out), LLAISYS_ERR_INVALID_ARG);
+    assert_int_equal(llaisys_engine_embed(e, "{}", NULL), LLAISYS_ERR_INVALID_ARG);
+    assert_int_equal(llaisys_engine_stop(e), LLAISYS_OK);
+    llaisys_engine_destroy(e);
+    assert_int_equal(llaisys_engine_create(MOCK, "pooling=max", &e), LLAISYS_ERR_INVALID_ARG);
+    assert_non_null(strstr(llaisys_last_error(), "'max' is not last, mean or first"));
+}
+
 static void test_engine_threaded(void **state)
 {
     (void)state;
@@ -1339,6 +1443,7 @@ int main(void)
         cmocka_unit_test(test_engine_logprobs_stop_echo),
         cmocka_unit_test(test_engine_cancel_preempt),
         cmocka_unit_test(test_engine_generate),
+        cmocka_unit_test(test_engine_embed),
         cmocka_unit_test(test_engine_threaded),
         cmocka_unit_test(test_engine_many_threads),
     };

@@ -1220,7 +1220,20 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
         oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", failed->out.error);
         res = respond_error(c, &e);
     } else if (j->meta.kind == OAI_EMBEDDING) {
-        res = respond_json(c, 200, embeddings_body(j));
+        int missing = 0;
+        for (int i = 0; i < j->n_choices; i++)
+            missing += !j->ch[i].vec;
+        if (missing) { /* cancelled: the request's time limit, or shutdown */
+            oai_error_set(&e, LL_EUNAVAILABLE, NULL, atomic_load(&j->live.timed_out)
+                                                         ? "timeout" : NULL,
+                          "%d of the %d inputs were not embedded: the request %s", missing,
+                          j->n_choices, atomic_load(&j->live.timed_out)
+                                            ? "ran past --request-timeout"
+                                            : "was cancelled (server shutting down)");
+            res = respond_error(c, &e);
+        } else {
+            res = respond_json(c, 200, embeddings_body(j));
+        }
     } else if (j->meta.kind == OAI_RESPONSES) {
         cJSON *o = r_object(j, &j->ch[0], true);
         char *body = o ? cJSON_PrintUnformatted(o) : NULL;

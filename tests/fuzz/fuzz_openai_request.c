@@ -5,12 +5,13 @@
  * variables (tools_context), the tool-call grammar (tools_grammar, compiling every function's
  * parameter schema), the chat template render and the tokenizer.
  *
- * Input: one mode byte, then the body. Mode % 6: chat, completions, responses, a
+ * Input: one mode byte, then the body. Mode % 6: chat, completions (with mode bit 4:
+ * /v1/embeddings, its inputs encoded and an answer written for them), responses, a
  * `llaisys-cli batch` line, /tokenize, /detokenize. Mode bit 3: the DeepSeek-R1 template from
  * models/deepseek-r1-distill-qwen-tokenizer with its deepseek_v3 tool format; else Qwen2.5's
  * (tests/fixtures/chat-templates/qwen25.jinja) with hermes. Checked: an error has a message
  * and its OpenAI error body is valid UTF-8 JSON; a parsed request lies inside the documented
- * bounds (n, stop strings, logit_bias, prompts).
+ * bounds (n, stop strings, logit_bias, prompts, inputs); an embeddings answer is JSON.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include "fuzz.h"
 #include "json.h"
 #include "openai_request.h"
+#include "openai_response.h"
 #include "tokenizer.h"
 #include "tool_calls.h"
 #include "utf8.h"
@@ -156,6 +158,49 @@ static enum ll_status continued(struct oai_request *r, struct oai_error *e)
     return st;
 }
 
+/* /v1/embeddings: the parse, the inputs' bounds, their encoding, and an answer for them. */
+static void embeddings_route(const char *body, size_t len)
+{
+    struct oai_request r;
+    struct oai_error e = {0};
+    enum ll_status st = oai_embeddings_parse(&r, body, len, &e);
+    if (st != LL_OK) {
+        check_error(st, &e);
+        oai_request_free(&r);
+        return;
+    }
+    if (r.kind != OAI_EMBEDDING || r.n_prompts < 1 || r.n_prompts > OAI_MAX_INPUTS ||
+        r.dimensions < 0)
+        fuzz_fail("%d inputs, dimensions %d", r.n_prompts, r.dimensions);
+    static const float vec[4] = {0.5f, -1e-30f, 3e38f, 0.0f};
+    const float **vs = malloc(sizeof *vs * (size_t)r.n_prompts);
+    int tokens = 0;
+    for (int i = 0; i < r.n_prompts; i++) {
+        const struct oai_prompt *q = &r.prompts[i];
+        if (q->text && !q->text_len)
+            fuzz_fail("input %d is an empty string", i);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        struct ll_err err = {0};
+        if (q->text && tokenizer_encode(tok, q->text, q->text_len, true, &ids, &n, &err) != LL_OK)
+            fuzz_fail("encode: %s", err.msg);
+        free(ids);
+        tokens += q->text ? (int)n : q->n_ids;
+        vs[i] = vec;
+    }
+    int dim = r.dimensions > 0 && r.dimensions < 4 ? r.dimensions : 4;
+    char *ans = oai_embeddings_body("m", vs, r.n_prompts, dim, r.embed_base64, tokens);
+    cJSON *j = NULL;
+    struct ll_err err = {0};
+    if (!ans || ll_json_parse(&j, ans, strlen(ans), "answer", &err) != LL_OK ||
+        cJSON_GetArraySize(cJSON_GetObjectItem(j, "data")) != r.n_prompts)
+        fuzz_fail("embeddings answer: %s", ans ? err.msg : "NULL");
+    cJSON_Delete(j);
+    free(ans);
+    free(vs);
+    oai_request_free(&r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -167,7 +212,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct oai_error e = {0};
     enum ll_status st;
     int kind = mode % 6;
-    if (kind <= 3) {
+    if (kind == 1 && (mode & 16)) {
+        embeddings_route(body, len);
+    } else if (kind <= 3) {
         struct oai_request r;
         memset(&r, 0, sizeof r);
         cJSON *id = NULL;

@@ -153,6 +153,20 @@ test('a client that leaves mid-request: its requests end, the KV pool empties', 
   await slow.stop();
 });
 
+test('past --request-timeout: a 503 naming it, and the server serves on', async () => {
+  const t = await startServer(['--max-seqs', '2', '--threads', '1', '--request-timeout', '0.3']);
+  const r = await embedRaw(t, {
+    input: Array.from({ length: 400 }, (_, i) => `text ${i} ${'x y z '.repeat(300)}`),
+  });
+  assert.equal(r.status, 503);
+  assert.equal(r.json.error.code, 'timeout');
+  assert.match(r.json.error.message, /inputs were not embedded: the request ran past --request-timeout/);
+  await waitMetric(t, 'llaisys_kv_cache_blocks', 'state="in_use"', (v) => v === 0);
+  const ok = await t.client.embeddings.create({ input: 'after' });
+  assert.equal(ok.data[0].embedding.length, H);
+  await t.stop();
+});
+
 let dir;
 after(() => { if (dir) fs.rmSync(dir, { recursive: true, force: true }); });
 
