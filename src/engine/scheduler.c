@@ -53,10 +53,14 @@
  * for extra rows (small theta, long drafts); a large batch is compute-bound (theta near or
  * above 1: drafts only as back-off probes, which keep going while they are accepted).
  *
+ * Embeddings (engine_params.embed) are prompts like any other here; only their rows ask for
+ * hidden states instead of logits (emit_rows: the last position's, every position's for a mean,
+ * or the first's), and they get no drafts (nothing is sampled).
+ *
  * Invariants: a running sequence's table covers positions 0..n_computed-1 (plus this step's
  * rows); a sequence never writes into a block it shares (only full blocks are shared, and a
  * prefix hit always leaves the prompt's last token to compute); n_computed < n_tokens while
- * running; draft tokens are never in r->tokens, and only blocks of verified tokens are
+ * running (an embedding reaches n_tokens in the step that finishes it); draft tokens are never in r->tokens, and only blocks of verified tokens are
  * published (sched_publish_blocks runs on n_computed, which counts accepted tokens only).
  */
 #include "engine_impl.h"

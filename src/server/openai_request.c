@@ -1002,6 +1002,19 @@ static bool listed(const char *k, const char *const *list)
     return false;
 }
 
+/* The bodies of the routes that are not generation requests (/v1/embeddings, /tokenize): any
+ * non-null field but `known` is refused, naming it and the route. */
+static enum ll_status route_fields(const cJSON *root, const char *const *known,
+                                   const char *route, struct oai_error *e)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, root)
+        if (!cJSON_IsNull(k) && !listed(k->string, known))
+            return oai_error_set(e, LL_EUNSUPPORTED, k->string, "unsupported_parameter",
+                                 "'%.60s' is not supported by %s", k->string, route);
+    return LL_OK;
+}
+
 /* Refuse every non-null field of root this server does not implement; check the hints' types.
  * `extra` (may be NULL) lists more allowed names (batch's "id"). */
 static const char *const responses_fields[] = {
@@ -1325,15 +1338,9 @@ enum ll_status oai_embeddings_parse(struct oai_request *r, const char *body, siz
         return s;
     static const char *const known[] = {"model", "input", "encoding_format", "dimensions",
                                         "user", "cache_prompt", "reuse_prefix", NULL};
-    const cJSON *k;
-    cJSON_ArrayForEach(k, root) {
-        if (!cJSON_IsNull(k) && !listed(k->string, known)) {
-            s = oai_error_set(e, LL_EUNSUPPORTED, k->string, "unsupported_parameter",
-                              "'%.60s' is not supported by /v1/embeddings", k->string);
-            goto out;
-        }
-    }
     char *format = NULL;
+    if ((s = route_fields(root, known, "/v1/embeddings", e)) != LL_OK)
+        goto out;
     long long dims = 0;
     if ((s = opt_string(root, "model", &r->model, e)) != LL_OK ||
         (s = opt_string(root, "user", &r->user, e)) != LL_OK ||
@@ -1917,17 +1924,11 @@ enum ll_status oai_tokenize_parse(struct oai_tokenize_request *r, const char *bo
         return s;
     bool chat = ll_json_member(root, "messages") != NULL;
     r->add_special_tokens = !chat;
-    const cJSON *k;
     static const char *const known[] = {"model", "prompt", "messages", "add_special_tokens",
                                         "add_generation_prompt", "return_token_strs",
                                         "chat_template_kwargs", "tools", NULL};
-    cJSON_ArrayForEach(k, root) {
-        if (!cJSON_IsNull(k) && !listed(k->string, known)) {
-            s = oai_error_set(e, LL_EUNSUPPORTED, k->string, "unsupported_parameter",
-                              "'%.60s' is not supported by this route", k->string);
-            goto out;
-        }
-    }
+    if ((s = route_fields(root, known, "/tokenize", e)) != LL_OK)
+        goto out;
     if (chat) {
         struct oai_request tmp;
         request_init(&tmp, OAI_CHAT);
