@@ -274,11 +274,12 @@ const struct tokenizer *engine_tokenizer(const struct engine *e);
 const struct engine_opts *engine_get_opts(const struct engine *e);
 
 /* Queue a request (any thread). On LL_OK *out is the caller's handle (engine_req_release).
- * Returns LL_OK; LL_EINVAL (empty prompt, token id outside the vocabulary, an unknown pooling, negative or too many
- * stop ids or stop strings, a bad stop string, a logit_bias id outside the vocabulary, bad
- * sampling values or penalties, top_logprobs out of range: the message names it); LL_ETOOLONG (the prompt plus max_tokens
- * exceeds the context, or needs more KV blocks than the whole pool: it could never run);
- * LL_EOVERLOADED (max_seqs + max_queue requests are already held: submitted and neither
+ * Returns LL_OK; LL_EINVAL (empty prompt, token id outside the vocabulary, an unknown pooling,
+ * negative or too many stop ids or stop strings, a bad stop string, a logit_bias id outside the
+ * vocabulary, bad sampling values or penalties, top_logprobs out of range: the message names
+ * it); LL_EUNSUPPORTED (a generation request to a model without lm_head); LL_ETOOLONG (the
+ * prompt plus max_tokens, or an embedding's input, exceeds the context, or needs more KV
+ * blocks than the whole pool: it could never run); LL_EOVERLOADED (max_seqs + max_queue requests are already held: submitted and neither
  * finished nor cancelled; a cancel frees its slot at once); LL_ENOMEM. On error *out is NULL. */
 enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
                              struct engine_req **out, struct ll_err *err);
