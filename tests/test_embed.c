@@ -8,7 +8,9 @@
  * keep their tokens; the engine's limits for an embedding (the whole context, not more; an
  * unknown pooling); llama.cpp's pooled states of a tiny Granite model (last and mean, a 381-token
  * prompt in chunks); a checkpoint whose tensor names lack "model." (the headless model class's,
- * as Qwen3-Embedding's) loads as the same model; a model directory's sentence-transformers files (modules.json and the
+ * as Qwen3-Embedding's) loads as the same model, and a whole directory laid out as
+ * Qwen3-Embedding's (those names, its sentence-transformers files, a post-processor appending
+ * the end token) embeds as the prefixed model does; a model directory's sentence-transformers files (modules.json and the
  * Pooling module's config.json) give the pooling and normalization, what is not implemented
  * is refused naming it, and a forced mode (--pooling) overrides both.
  */
@@ -36,6 +38,7 @@
 #include "pooling.h"
 #include "ref_forward.h"
 #include "runtime.h"
+#include "tokenizer.h"
 #include "util.h"
 
 enum { NP = 40 };
@@ -500,6 +503,121 @@ static void test_headless_checkpoint(void **state)
     rmdir(dir);
 }
 
+static void put(const char *dir, const char *name, const char *text);
+
+/* dir/name (a copy of src/name with its first `from` replaced by `to`; from NULL: as is). */
+static void copy_edit(const char *src, const char *dir, const char *name, const char *from,
+                      const char *to)
+{
+    char path[256];
+    struct ll_err err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/%s", src, name);
+    assert_int_equal(ll_read_file(path, &text, &len, &err), LL_OK);
+    struct ll_buf b = {0};
+    const char *at = from ? strstr(text, from) : NULL;
+    assert_true(!from || at);
+    ll_buf_append(&b, text, at ? (size_t)(at - text) : len);
+    if (at) {
+        ll_buf_puts(&b, to);
+        ll_buf_puts(&b, at + strlen(from));
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(ll_write_file(path, b.data, b.len, &err), LL_OK);
+    ll_buf_free(&b);
+    free(text);
+}
+
+/* A directory laid out as Qwen3-Embedding's is (a Qwen3 model saved from the headless class:
+ * no "model." in its tensor names; sentence-transformers files asking for the last token,
+ * normalized; a tokenizer whose post-processor appends <|endoftext|>), made here from a random
+ * tiny Qwen3 with the real Qwen3 tokenizer, loads unchanged: the text's ids end with the end
+ * token, the pooling comes from its files, and its embedding is the prefixed model's on those
+ * ids, bit for bit. */
+static void test_qwen3_embedding_layout(void **state)
+{
+    (void)state;
+    struct mkmodel_spec sp;
+    struct ll_err err = {0};
+    assert_int_equal(mkmodel_preset(&sp, "tiny", &err), LL_OK);
+    sp.family = MKMODEL_QWEN3;
+    sp.seed = 11;
+    sp.bos_token_id = -1, sp.eos_token_id = 151643;
+    char base[64], src[96];
+    assert_int_equal(model_tmp_make_tok(base, sizeof base, "q3emb", &sp, "models/qwen3-tokenizer"),
+                     0);
+    snprintf(src, sizeof src, "%s/m", base);
+    char dir[] = "/tmp/llaisys-q3emb-XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    copy_edit(src, dir, "config.json", NULL, NULL);
+    copy_edit(src, dir, "tokenizer_config.json", NULL, NULL);
+    copy_edit(src, dir, "tokenizer.json",
+              "\"post_processor\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+              "\"trim_offsets\":false,\"use_regex\":false}",
+              "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
+              "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":"
+              "\"<|endoftext|>\",\"type_id\":0}}],\"pair\":[{\"Sequence\":{\"id\":\"A\","
+              "\"type_id\":0}},{\"SpecialToken\":{\"id\":\"<|endoftext|>\",\"type_id\":0}},"
+              "{\"Sequence\":{\"id\":\"B\",\"type_id\":1}},{\"SpecialToken\":{\"id\":"
+              "\"<|endoftext|>\",\"type_id\":1}}],\"special_tokens\":{\"<|endoftext|>\":"
+              "{\"id\":\"<|endoftext|>\",\"ids\":[151643],\"tokens\":[\"<|endoftext|>\"]}}}");
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    char out[256];
+    snprintf(out, sizeof out, "%s/model.safetensors", dir);
+    write_headless(path, out);
+    snprintf(path, sizeof path, "%s/1_Pooling", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    put(dir, "modules.json",
+        "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":"
+        "\"sentence_transformers.models.Transformer\"},{\"idx\":1,\"name\":\"1\",\"path\":"
+        "\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"},{\"idx\":2,"
+        "\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":"
+        "\"sentence_transformers.models.Normalize\"}]");
+    put(dir, "1_Pooling/config.json", "{\"word_embedding_dimension\": 64, "
+        "\"pooling_mode_cls_token\": false, \"pooling_mode_mean_tokens\": false, "
+        "\"pooling_mode_lasttoken\": true, \"include_prompt\": true}");
+
+    struct pooling_config pc;
+    assert_int_equal(pooling_choose(&pc, dir, LL_POOL_NONE, &err), LL_OK);
+    assert_true(pc.mode == LL_POOL_LAST && pc.normalize);
+    struct engine_opts o = {.n_ctx = 64, .max_seqs = 2};
+    struct engine *e = make_engine_on(dir, o), *ref = make_engine_on(src, o);
+    assert_string_equal(engine_model(e)->body_prefix, "");
+    assert_string_equal(engine_model(e)->config.model_type, "qwen3");
+    int32_t *ids = NULL, *plain = NULL;
+    size_t n = 0, np = 0;
+    const char *text = "Instruct: find the answer\nQuery: what is embedding?";
+    assert_int_equal(tokenizer_encode(engine_tokenizer(e), text, strlen(text), true, &ids, &n,
+                                      &err), LL_OK);
+    assert_int_equal(tokenizer_encode(engine_tokenizer(ref), text, strlen(text), true, &plain,
+                                      &np, &err), LL_OK);
+    assert_int_equal(n, np + 1);
+    assert_int_equal(ids[n - 1], 151643);
+    assert_memory_equal(ids, plain, sizeof(int32_t) * np);
+    const int H = engine_model(e)->config.hidden_size;
+    float *a = malloc(sizeof(float) * H), *b = malloc(sizeof(float) * H);
+    struct engine_req *r = submit_embed(e, ids, (int)n, pc.mode);
+    run_idle(e);
+    take_vector(r, a, H);
+    r = submit_embed(ref, ids, (int)n, LL_POOL_LAST);
+    run_idle(ref);
+    take_vector(r, b, H);
+    assert_memory_equal(a, b, sizeof(float) * H);
+    free(a), free(b), free(ids), free(plain);
+    engine_destroy(e);
+    engine_destroy(ref);
+    static const char *const files[] = {"config.json", "tokenizer_config.json", "tokenizer.json",
+                                        "model.safetensors", "modules.json",
+                                        "1_Pooling/config.json", "1_Pooling", ""};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (unlink(path))
+            rmdir(path);
+    }
+    assert_int_equal(model_tmp_remove(base), 0);
+}
+
 /* ---- the directory's pooling ---- */
 
 static void put(const char *dir, const char *name, const char *text)
@@ -634,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_embed_limits),
         cmocka_unit_test(test_embed_against_llamacpp),
         cmocka_unit_test(test_headless_checkpoint),
+        cmocka_unit_test(test_qwen3_embedding_layout),
         cmocka_unit_test(test_pooling_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
