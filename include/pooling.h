@@ -52,4 +52,9 @@ bool pooling_parse(const char *word, enum ll_pooling *out);
 /* v[0..n) /= its L2 norm (summed in double); a zero vector stays zero. */
 void pooling_normalize(float *v, int n);
 
+/* A pooled vector v (n floats) as it is answered: its first `dimensions` values (0, or not
+ * fewer than n: all), then L2-normalized when p says so (after the cut, as OpenAI's shortened
+ * embeddings are). Returns the length kept. */
+int pooling_output(const struct pooling_config *p, float *v, int n, int dimensions);
+
 #endif

@@ -742,6 +742,15 @@ static void test_pooling_load(void **state)
     assert_true(fabsf(v[0] - 0.6f) < 1e-7f && v[1] == 0 && fabsf(v[2] + 0.8f) < 1e-7f);
     pooling_normalize(z, 2);
     assert_true(z[0] == 0 && z[1] == 0);
+    /* as answered: cut first, then normalized (or not, as the pooling says) */
+    float w[4] = {3, 4, 12, 5}, u[3] = {3, 4, 12};
+    struct pooling_config on = {.mode = LL_POOL_LAST, .normalize = true}, off = on;
+    off.normalize = false;
+    assert_int_equal(pooling_output(&on, w, 4, 2), 2);
+    assert_true(fabsf(w[0] - 0.6f) < 1e-7f && fabsf(w[1] - 0.8f) < 1e-7f && w[2] == 12);
+    assert_int_equal(pooling_output(&off, u, 3, 0), 3);
+    assert_true(u[0] == 3 && u[1] == 4 && u[2] == 12);
+    assert_int_equal(pooling_output(&off, u, 3, 7), 3);
 }
 
 int main(void)

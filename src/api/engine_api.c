@@ -971,10 +971,9 @@ int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char *
     pthread_mutex_unlock(&e->lock);
 
     if (!rc) {
-        int dim = q.dimensions > 0 ? q.dimensions : H;
+        int dim = H;
         for (int i = 0; i < n; i++)
-            if (e->pooling.normalize)
-                pooling_normalize(vecs[i], dim);
+            dim = pooling_output(&e->pooling, vecs[i], H, q.dimensions);
         *result_json = oai_embeddings_body(e->name, (const float *const *)vecs, n, dim,
                                            q.embed_base64, tokens);
         if (!*result_json)

@@ -126,8 +126,7 @@ int cmd_embed(int argc, char **argv)
                     engine_finish_str(out.finish), out.error);
             rc = 1;
         } else if (!quiet) {
-            if (pc.normalize)
-                pooling_normalize(out.embedding, H);
+            pooling_output(&pc, out.embedding, H, 0);
             for (int k = 0; k < H; k++)
                 printf("%c%.9g", k ? ',' : '[', (double)out.embedding[k]);
             puts("]");

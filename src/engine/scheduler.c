@@ -60,8 +60,9 @@
  * Invariants: a running sequence's table covers positions 0..n_computed-1 (plus this step's
  * rows); a sequence never writes into a block it shares (only full blocks are shared, and a
  * prefix hit always leaves the prompt's last token to compute); n_computed < n_tokens while
- * running (an embedding reaches n_tokens in the step that finishes it); draft tokens are never in r->tokens, and only blocks of verified tokens are
- * published (sched_publish_blocks runs on n_computed, which counts accepted tokens only).
+ * running (an embedding reaches n_tokens in the step that finishes it); draft tokens are never
+ * in r->tokens, and only blocks of verified tokens are published (sched_publish_blocks runs on
+ * n_computed, which counts accepted tokens only).
  */
 #include "engine_impl.h"
 

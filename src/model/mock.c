@@ -159,6 +159,12 @@ struct mock_logits {
     int n, vocab;
 };
 
+/* logit[v] of the row whose history hash is h (the formula at the top). */
+static float mock_logit(uint64_t h, int v)
+{
+    return (float)(ll_mix64(h ^ ((uint64_t)(v + 1) * MOCK_VOCAB_MIX)) >> 40) * 0x1p-21f - 4.0f;
+}
+
 static void logits_worker(void *ctx, int ith, int nth)
 {
     const struct mock_logits *w = ctx;
@@ -166,10 +172,8 @@ static void logits_worker(void *ctx, int ith, int nth)
     ll_split(w->vocab, ith, nth, &lo, &hi);
     for (int row = 0; row < w->n; row++) {
         float *out = w->out + (size_t)row * w->vocab;
-        for (int v = lo; v < hi; v++) {
-            uint64_t x = ll_mix64(w->hist[row] ^ ((uint64_t)(v + 1) * MOCK_VOCAB_MIX));
-            out[v] = (float)(x >> 40) * 0x1p-21f - 4.0f;
-        }
+        for (int v = lo; v < hi; v++)
+            out[v] = mock_logit(w->hist[row], v);
     }
 }
 
@@ -211,10 +215,8 @@ enum ll_status mock_forward(struct model_runtime *rt, const struct ll_batch *b, 
             h = ll_mix64(h ^ ((t + 1) * LL_GOLDEN64 + (uint64_t)q));
         }
         if (b->want_logits && b->want_logits[i] == LL_WANT_HIDDEN) {
-            for (int v = 0; v < 2; v++) /* logit[v] */
-                b->hidden[2 * (size_t)nh + v] =
-                    (float)(ll_mix64(h ^ ((uint64_t)(v + 1) * MOCK_VOCAB_MIX)) >> 40) * 0x1p-21f -
-                    4.0f;
+            b->hidden[2 * (size_t)nh] = mock_logit(h, 0);
+            b->hidden[2 * (size_t)nh + 1] = mock_logit(h, 1);
             nh++;
         } else {
             r->hist[nlog++] = h;

@@ -52,6 +52,14 @@ void pooling_normalize(float *v, int n)
         v[i] = (float)(v[i] * inv);
 }
 
+int pooling_output(const struct pooling_config *p, float *v, int n, int dimensions)
+{
+    int dim = dimensions > 0 && dimensions < n ? dimensions : n;
+    if (p->normalize)
+        pooling_normalize(v, dim);
+    return dim;
+}
+
 /* The JSON file dir/name parsed into *out (NULL, LL_OK, when the file does not exist). */
 static enum ll_status read_json(cJSON **out, const char *dir, const char *name,
                                 struct ll_err *err)

@@ -1165,21 +1165,17 @@ static enum MHD_Result serve_stream(struct gen_job *j, struct http_ctx *c)
     return sse_respond(c, &src);
 }
 
-/* The embeddings' answer: each vector cut to `dimensions` and normalized when the pooling
- * says so (after the cut, as OpenAI's shortened embeddings are). NULL on no memory. */
+/* The embeddings' answer (every choice has its vector; pooling_output cuts and normalizes).
+ * NULL on no memory. */
 static char *embeddings_body(struct gen_job *j)
 {
-    const float **vecs = calloc((size_t)j->n_choices, sizeof *vecs);
+    const float **vecs = calloc(j->n_choices > 0 ? (size_t)j->n_choices : 1, sizeof *vecs);
     if (!vecs)
         return NULL;
-    int dim = j->ch[0].dim;
-    if (j->dimensions > 0 && j->dimensions < dim)
-        dim = j->dimensions;
+    int dim = 0;
     for (int i = 0; i < j->n_choices; i++) {
         struct gen_choice *c = &j->ch[i];
-        LL_ASSERT(c->vec && c->dim >= dim);
-        if (j->srv->pooling.normalize)
-            pooling_normalize(c->vec, dim);
+        dim = pooling_output(&j->srv->pooling, c->vec, c->dim, j->dimensions);
         vecs[i] = c->vec;
     }
     char *body = oai_embeddings_body(j->srv->served_name, vecs, j->n_choices, dim,
