@@ -61,6 +61,7 @@ enum oai_kind {
     OAI_COMPLETION, /* /v1/completions */
     OAI_RESPONSES,  /* /v1/responses: a chat request in the Responses API's shape */
     OAI_EMBEDDING,  /* /v1/embeddings: its inputs in prompts, nothing generated */
+    OAI_RERANK,     /* /v1/rerank: its documents in prompts (text), nothing generated */
 };
 
 /* One prompt of /v1/completions: text (to be encoded with BOS) or token ids. */
@@ -145,6 +146,14 @@ struct oai_request {
      * dimensions (0: the model's): the first this many, normalized again */
     bool embed_base64;
     int dimensions;
+
+    /* rerank: the query (its length: it may hold NUL bytes), the instruction (llaisys; NULL:
+     * reranker.h's default), top_n (0: every document), return_documents */
+    char *query;
+    size_t query_len;
+    char *instruction;
+    int top_n;
+    bool return_documents;
 };
 
 #define OAI_RESPONSE_ID_MAX 47 /* bytes of a response id ("resp_" and 32 hex digits here) */
@@ -201,6 +210,15 @@ void oai_request_params(const struct oai_request *r, const struct generation_def
  * oai_request_parse. */
 enum ll_status oai_embeddings_parse(struct oai_request *r, const char *body, size_t len,
                                     struct oai_error *e);
+
+/* POST /v1/rerank (Jina's and Cohere's shape, as vLLM and llama.cpp serve it): {model, query
+ * (a non-empty string), documents (1..OAI_MAX_INPUTS strings, or objects {"text": string}),
+ * top_n (>= 1), return_documents, user, instruction (llaisys: Qwen3-Reranker's <Instruct>),
+ * cache_prompt / reuse_prefix} into r (kind OAI_RERANK, the documents as text prompts). `route`
+ * names the route in messages. Any other field is refused naming it. Same returns as
+ * oai_request_parse. */
+enum ll_status oai_rerank_parse(struct oai_request *r, const char *body, size_t len,
+                                const char *route, struct oai_error *e);
 
 /* One line of `llaisys-cli batch` (len bytes): a /v1/chat/completions body when it has
  * "messages", else a /v1/completions body, parsed and checked as oai_request_parse does, plus

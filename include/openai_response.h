@@ -99,4 +99,12 @@ char *oai_stream_usage(const struct oai_meta *m, const struct oai_usage *u);
 char *oai_embeddings_body(const char *model, const float *const *vecs, int n, int dim,
                           bool base64, int prompt_tokens);
 
+/* A /v1/rerank answer: {"id", "model", "object": "list", "results": [{"index": i,
+ * "relevance_score": scores[i], "document": {"text": docs[i].text}}], "usage":
+ * {"prompt_tokens", "total_tokens"}}: the n documents best first (a tie: the lower index
+ * first), the first top_n of them (0: all), "document" only when docs is not NULL; a score
+ * of 9 significant digits. malloc'd (caller frees); NULL on no memory. */
+char *oai_rerank_body(const char *id, const char *model, const double *scores, int n, int top_n,
+                      const struct oai_prompt *docs, int prompt_tokens);
+
 #endif

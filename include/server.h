@@ -47,6 +47,7 @@ struct server_opts {
     char *reasoning_parser;   /* --reasoning-parser NAME, else NULL */
     char *tool_parser;        /* --tool-parser NAME (tools_parser_valid), else NULL */
     char *pooling;            /* --pooling last|mean|first, else NULL (pooling.h) */
+    char *rerank_tokens;      /* --rerank-tokens NO,YES, else NULL (reranker.h) */
     struct engine_opts engine; /* the engine's options (engine_opts.h: --threads, --ctx, ...),
                                   server profile, resolved but for what needs the model
                                   (n_ctx and the KV pool stay 0 until engine_create) */

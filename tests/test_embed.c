@@ -487,7 +487,7 @@ static void test_headless_checkpoint(void **state)
     struct engine *e = make_engine_on(dir, o);
     struct engine_req *r = NULL;
     assert_int_equal(engine_submit(e, &gp, &r, &err), LL_EUNSUPPORTED);
-    assert_non_null(strstr(err.msg, "no lm_head (an embedding model)"));
+    assert_non_null(strstr(err.msg, "no lm_head (an embedding or ranking model)"));
     float *v = malloc(sizeof(float) * H);
     r = submit_embed(e, ids, n, LL_POOL_LAST);
     run_idle(e);

@@ -347,8 +347,8 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
                       (int)p->embed);
     const int H = e->model->config.hidden_size;
     if (!p->embed && e->model->no_lm_head)
-        return reject(e, err, LL_EUNSUPPORTED, "this model has no lm_head (an embedding model): "
-                      "it computes embeddings, not text");
+        return reject(e, err, LL_EUNSUPPORTED, "this model has no lm_head (an embedding or "
+                      "ranking model): it computes embeddings and scores, not text");
     long long max_len;
     if (p->embed) { /* every prompt token is computed, none is generated */
         if (p->n_prompt > n_ctx)

@@ -17,8 +17,9 @@
  * lm_head.weight is optional when tie_word_embeddings is true; then, as in transformers, lm_head
  * is the embedding (a stored lm_head.weight is ignored), except in a quantized model, which
  * stores lm_head's planes; a headless checkpoint (no "model." in its names) without lm_head and
- * untied is an embedding model (m->no_lm_head: hidden states only) (the embedding itself stays as stored: it is gathered, not
- * multiplied). A layer tensor numbered past num_hidden_layers means config and weights disagree
+ * untied, or a *ForSequenceClassification checkpoint without lm_head and untied, is an
+ * embedding or ranking model (m->no_lm_head: hidden states only) (the embedding itself stays
+ * as stored: it is gathered, not multiplied). A layer tensor numbered past num_hidden_layers means config and weights disagree
  * and is an error. Runs once in model_open(); the tensors point into the safetensors mmaps.
  */
 #include <math.h>
@@ -271,9 +272,11 @@ static enum ll_status bind_decoder(struct model *m, struct layer_kind kind, stru
     snprintf(planes, sizeof planes, "%s.qs", head);
     if (!c->tie_word_embeddings && !st_find(m->st, head) && !st_find(m->st, planes)) {
         /* untied and no lm_head: the headless model class's checkpoint of an embedding model
-         * (Qwen3-Embedding-8B): its hidden states only */
+         * (Qwen3-Embedding-8B), or a sequence-classification checkpoint (its head is
+         * score.weight: reranker.h): its hidden states only */
         bool headless = !strcmp(m->body_prefix, c->weights_prefix);
-        if (!headless)
+        const char *cls = strstr(c->architecture, "ForSequenceClassification");
+        if (!headless && !(cls && !cls[strlen("ForSequenceClassification")]))
             return ll_err_set(err, LL_EMODEL,
                               "%s: missing tensor '%s' (config.json has tie_word_embeddings "
                               "false)",

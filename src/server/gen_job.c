@@ -121,7 +121,18 @@ struct gen_job {
     struct oai_error sub_err;
     bool embed_base64;
     int dimensions;
+    /* rerank: top_n (0: all) and the documents when return_documents (the route's request's:
+     * alive until gen_job_respond returns), else NULL */
+    int top_n;
+    const struct oai_prompt *rdocs;
 };
+
+/* An embeddings or rerank job: its choices are inputs submitted as the engine has room, each
+ * finishing with a vector. */
+static bool pooled_kind(enum oai_kind k)
+{
+    return k == OAI_EMBEDDING || k == OAI_RERANK;
+}
 
 static void job_free(struct gen_job *j)
 {
@@ -443,8 +454,9 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         const char *param = r->kind == OAI_CHAT         ? "messages"
                             : r->kind == OAI_RESPONSES  ? "input"
                             : r->kind == OAI_EMBEDDING ? "input"
+                            : r->kind == OAI_RERANK    ? "documents"
                                                         : "prompt";
-        if (r->kind == OAI_EMBEDDING ? n_ids[p] > srv->n_ctx : n_ids[p] >= srv->n_ctx)
+        if (pooled_kind(r->kind) ? n_ids[p] > srv->n_ctx : n_ids[p] >= srv->n_ctx)
             return oai_error_set(e, LL_ETOOLONG, param, "context_length_exceeded",
                                  "This model's maximum context length is %d tokens, but the "
                                  "prompt%s has %d tokens", srv->n_ctx, n_prompts > 1 ? "s" : "",
@@ -499,6 +511,8 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         snprintf(j->id, sizeof j->id, "resp_%s", hex);
     else if (r->kind == OAI_EMBEDDING)
         snprintf(j->id, sizeof j->id, "embd-%s", hex);
+    else if (r->kind == OAI_RERANK)
+        snprintf(j->id, sizeof j->id, "rerank-%s", hex);
     else
         snprintf(j->id, sizeof j->id, "%s-%s", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl", hex);
     if ((r->resp_echo && !(j->resp_echo = cJSON_Duplicate(r->resp_echo, true))) ||
@@ -525,7 +539,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         tool_parser_init(&j->ch[i].tp, srv->tools.format);
         j->ch[i].open_reasoning = j->ch[i].open_message = j->ch[i].open_call = -1;
     }
-    if (r->kind == OAI_EMBEDDING) {
+    if (pooled_kind(r->kind)) {
         for (int p = 0; p < n_prompts; p++) {
             j->prompt_tokens += n_ids[p];
             j->ch[p].index = j->ch[p].prompt = p;
@@ -533,9 +547,13 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         }
         j->eprompts = prompts;
         j->en_ids = n_ids;
-        j->ebase = (struct engine_params){.embed = srv->pooling.mode, .no_cache = r->no_cache};
+        j->ebase = (struct engine_params){
+            .embed = r->kind == OAI_RERANK ? LL_POOL_LAST : srv->pooling.mode,
+            .no_cache = r->no_cache};
         j->embed_base64 = r->embed_base64;
         j->dimensions = r->dimensions;
+        j->top_n = r->top_n;
+        j->rdocs = r->return_documents ? r->prompts : NULL;
         embed_refill(j);
         if (j->sub_failed) {
             for (int q = 0; q < j->n_submitted; q++)
@@ -1119,7 +1137,7 @@ static bool gen_job_pump(struct gen_job *j, double timeout_s)
             break;
         }
     }
-    if (j->meta.kind == OAI_EMBEDDING && !gen_job_done(j))
+    if (pooled_kind(j->meta.kind) && !gen_job_done(j))
         embed_refill(j);
     if (j->stream && !j->sent_done && gen_job_done(j)) {
         if (j->include_usage && j->meta.kind != OAI_RESPONSES) {
@@ -1184,6 +1202,21 @@ static char *embeddings_body(struct gen_job *j)
     return body;
 }
 
+/* The rerank answer (every choice has its document's hidden state: reranker_score scores it).
+ * NULL on no memory. */
+static char *rerank_body(struct gen_job *j)
+{
+    double *scores = malloc(sizeof(double) * (size_t)(j->n_choices > 0 ? j->n_choices : 1));
+    if (!scores)
+        return NULL;
+    for (int i = 0; i < j->n_choices; i++)
+        scores[i] = reranker_score(&j->srv->reranker, j->ch[i].vec);
+    char *body = oai_rerank_body(j->id, j->srv->served_name, scores, j->n_choices, j->top_n,
+                                 j->rdocs, j->prompt_tokens);
+    free(scores);
+    return body;
+}
+
 enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
 {
     if (j->stream)
@@ -1215,20 +1248,23 @@ enum MHD_Result gen_job_respond(struct gen_job *j, struct http_ctx *c)
     } else if (failed) {
         oai_error_set(&e, LL_EMODEL, NULL, NULL, "generation failed: %s", failed->out.error);
         res = respond_error(c, &e);
-    } else if (j->meta.kind == OAI_EMBEDDING) {
+    } else if (pooled_kind(j->meta.kind)) {
         int missing = 0;
         for (int i = 0; i < j->n_choices; i++)
             missing += !j->ch[i].vec;
         if (missing) { /* cancelled: the request's time limit, or shutdown */
             oai_error_set(&e, LL_EUNAVAILABLE, NULL, atomic_load(&j->live.timed_out)
                                                          ? "timeout" : NULL,
-                          "%d of the %d inputs were not embedded: the request %s", missing,
-                          j->n_choices, atomic_load(&j->live.timed_out)
+                          "%d of the %d %s were not %s: the request %s", missing, j->n_choices,
+                          j->meta.kind == OAI_RERANK ? "documents" : "inputs",
+                          j->meta.kind == OAI_RERANK ? "scored" : "embedded",
+                          atomic_load(&j->live.timed_out)
                                             ? "ran past --request-timeout"
                                             : "was cancelled (server shutting down)");
             res = respond_error(c, &e);
         } else {
-            res = respond_json(c, 200, embeddings_body(j));
+            res = respond_json(c, 200, j->meta.kind == OAI_RERANK ? rerank_body(j)
+                                                                  : embeddings_body(j));
         }
     } else if (j->meta.kind == OAI_RESPONSES) {
         cJSON *o = r_object(j, &j->ch[0], true);

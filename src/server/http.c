@@ -231,6 +231,8 @@ static enum MHD_Result dispatch(struct http_ctx *c)
         {"/completions", true, true, route_completions},
         {"/responses", true, true, route_responses},
         {"/embeddings", true, true, route_embeddings},
+        {"/rerank", true, true, route_rerank},
+        {"/v2/rerank", true, false, route_rerank}, /* Cohere's v2 clients */
         {"/tokenize", true, false, route_tokenize},
         {"/detokenize", true, false, route_detokenize},
         {"/models", false, true, route_models},

@@ -1367,6 +1367,90 @@ out:
     return s;
 }
 
+/* Rerank's documents: strings, or objects {"text": string}, each non-empty. */
+static enum ll_status rerank_documents(const cJSON *root, struct oai_request *r,
+                                       struct oai_error *e)
+{
+    const cJSON *d = ll_json_member(root, "documents");
+    if (!d)
+        return oai_error_set(e, LL_EINVAL, "documents", "missing_required_parameter",
+                             "'documents' is required");
+    if (!cJSON_IsArray(d))
+        return wrong_type(e, "documents", "an array of strings", d);
+    int cnt = cJSON_GetArraySize(d);
+    if (cnt == 0 || cnt > OAI_MAX_INPUTS)
+        return oai_error_set(e, LL_EINVAL, "documents", "invalid_value",
+                             "'documents' must hold 1 to %d documents, got %d", OAI_MAX_INPUTS,
+                             cnt);
+    if (!(r->prompts = calloc((size_t)cnt, sizeof *r->prompts)))
+        return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, d) {
+        char param[40];
+        snprintf(param, sizeof param, "documents[%d]", r->n_prompts);
+        const cJSON *t = x;
+        if (cJSON_IsObject(x)) {
+            static const char *const keys[] = {"text", NULL};
+            enum ll_status s = only_keys(x, keys, param, e);
+            if (s != LL_OK)
+                return s;
+            t = ll_json_member(x, "text");
+        }
+        if (!cJSON_IsString(t))
+            return oai_error_set(e, LL_ETYPE, param, "invalid_type",
+                                 "'%s' must be a string or an object {\"text\": string}, not %s",
+                                 param, ll_json_type_name(x));
+        if (!*t->valuestring)
+            return oai_error_set(e, LL_EINVAL, param, "invalid_value",
+                                 "'%s' must not be empty", param);
+        struct oai_prompt *q = &r->prompts[r->n_prompts++];
+        if (!(q->text = strdup(t->valuestring)))
+            return oai_error_set(e, LL_ENOMEM, NULL, NULL, "out of memory");
+        q->text_len = strlen(q->text);
+    }
+    return LL_OK;
+}
+
+enum ll_status oai_rerank_parse(struct oai_request *r, const char *body, size_t len,
+                                const char *route, struct oai_error *e)
+{
+    request_init(r, OAI_RERANK);
+    cJSON *root;
+    enum ll_status s = parse_body(&root, body, len, "request body", e);
+    if (s != LL_OK)
+        return s;
+    static const char *const known[] = {"model", "query", "documents", "top_n",
+                                        "return_documents", "user", "instruction",
+                                        "cache_prompt", "reuse_prefix", NULL};
+    long long top_n = 0;
+    if ((s = route_fields(root, known, route, e)) != LL_OK ||
+        (s = opt_string(root, "model", &r->model, e)) != LL_OK ||
+        (s = opt_string(root, "user", &r->user, e)) != LL_OK ||
+        (s = opt_string(root, "query", &r->query, e)) != LL_OK ||
+        (s = opt_string(root, "instruction", &r->instruction, e)) != LL_OK ||
+        (s = opt_int(root, "top_n", 1, INT32_MAX, &top_n, NULL, e)) != LL_OK ||
+        (s = opt_bool(root, "return_documents", &r->return_documents, e)) != LL_OK ||
+        (s = parse_session(root, r, e)) != LL_OK)
+        goto out;
+    r->top_n = (int)top_n;
+    if (!r->query)
+        s = oai_error_set(e, LL_EINVAL, "query", "missing_required_parameter",
+                          "'query' is required");
+    else if (!*r->query)
+        s = oai_error_set(e, LL_EINVAL, "query", "invalid_value", "'query' must not be empty");
+    else
+        r->query_len = strlen(r->query);
+    if (s == LL_OK)
+        s = rerank_documents(root, r, e);
+out:
+    if (s != LL_OK) {
+        oai_request_free(r);
+        request_init(r, OAI_RERANK);
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
 enum ll_status oai_batch_line_parse(struct oai_request *r, cJSON **id, const char *line,
                                     size_t len, struct oai_error *e)
 {
@@ -1904,6 +1988,8 @@ void oai_request_free(struct oai_request *r)
     free(r->resp_instructions);
     free(r->prev_response_id);
     free(r->tool_choice_name);
+    free(r->query);
+    free(r->instruction);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].text);
         free(r->prompts[i].ids);

@@ -10,6 +10,7 @@
 #include "openai_response.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
@@ -395,5 +396,63 @@ char *oai_embeddings_body(const char *model, const float *const *vecs, int n, in
     ll_buf_puts(&b, ",\"total_tokens\":");
     ll_json_put_int(&b, prompt_tokens);
     ll_buf_puts(&b, "}}");
+    return ll_buf_take(&b);
+}
+
+struct ranked {
+    double score;
+    int index;
+};
+
+/* Rank order: the higher score first, the lower index on a tie (NaN last). */
+static int rank_cmp(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    bool nx = isnan(x->score), ny = isnan(y->score);
+    if (nx != ny)
+        return nx ? 1 : -1;
+    if (!nx && x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return x->index - y->index;
+}
+
+char *oai_rerank_body(const char *id, const char *model, const double *scores, int n, int top_n,
+                      const struct oai_prompt *docs, int prompt_tokens)
+{
+    struct ranked *rk = malloc(sizeof *rk * (size_t)(n > 0 ? n : 1));
+    if (!rk)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        rk[i] = (struct ranked){scores[i], i};
+    qsort(rk, (size_t)n, sizeof *rk, rank_cmp);
+    int m = top_n > 0 && top_n < n ? top_n : n;
+    struct ll_buf b = {0};
+    ll_buf_puts(&b, "{\"id\":");
+    ll_json_put_cstr(&b, id);
+    ll_buf_puts(&b, ",\"model\":");
+    ll_json_put_cstr(&b, model);
+    ll_buf_puts(&b, ",\"object\":\"list\",\"results\":[");
+    for (int r = 0; r < m; r++) {
+        int i = rk[r].index;
+        ll_buf_puts(&b, r ? ",{\"index\":" : "{\"index\":");
+        ll_json_put_int(&b, i);
+        char num[40];
+        int len = isfinite(scores[i]) ? snprintf(num, sizeof num, "%.9g", scores[i])
+                                      : snprintf(num, sizeof num, "null");
+        ll_buf_puts(&b, ",\"relevance_score\":");
+        ll_buf_append(&b, num, (size_t)len);
+        if (docs) {
+            ll_buf_puts(&b, ",\"document\":{\"text\":");
+            ll_json_put_str(&b, docs[i].text, docs[i].text_len);
+            ll_buf_puts(&b, "}");
+        }
+        ll_buf_puts(&b, "}");
+    }
+    ll_buf_puts(&b, "],\"usage\":{\"prompt_tokens\":");
+    ll_json_put_int(&b, prompt_tokens);
+    ll_buf_puts(&b, ",\"total_tokens\":");
+    ll_json_put_int(&b, prompt_tokens);
+    ll_buf_puts(&b, "}}");
+    free(rk);
     return ll_buf_take(&b);
 }

@@ -16,6 +16,7 @@ struct cJSON;
 enum MHD_Result route_chat(struct http_ctx *c);        /* routes_chat.c */
 enum MHD_Result route_completions(struct http_ctx *c); /* routes_completions.c */
 enum MHD_Result route_embeddings(struct http_ctx *c);  /* routes_embeddings.c */
+enum MHD_Result route_rerank(struct http_ctx *c);      /* routes_rerank.c */
 enum MHD_Result route_responses(struct http_ctx *c);   /* routes_chat.c */
 enum MHD_Result route_models(struct http_ctx *c);      /* routes_info.c: GET /v1/models[/id] */
 enum MHD_Result route_health(struct http_ctx *c);      /* routes_info.c */

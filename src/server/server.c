@@ -93,6 +93,16 @@ static void choose_pooling(struct server *srv, const char *model_dir)
     }
 }
 
+/* /v1/rerank's head and prompt (reranker.h); a model without one leaves reranking refused,
+ * with the reason, and the rest of the server serving. */
+static void choose_reranker(struct server *srv)
+{
+    struct ll_err err = {0};
+    if (reranker_choose(&srv->reranker, engine_model(srv->engine), srv->tok, srv->tmpl, srv->bos,
+                        srv->eos, srv->opts->rerank_tokens, &err) != LL_OK)
+        memcpy(srv->rerank_why, err.msg, sizeof srv->rerank_why);
+}
+
 /* The tool format's markers that the tokenizer has as special tokens (Mistral's [TOOL_CALLS]):
  * skipping special tokens would take them out of the text the call parser reads. */
 static void find_tool_tokens(struct server *sv)
@@ -159,6 +169,11 @@ int server_run(const struct server_opts *o)
         tools_choose(&srv.tools, o->tool_parser, srv.tmpl, srv.bos, srv.eos);
         find_tool_tokens(&srv);
         choose_pooling(&srv, o->model_dir);
+        choose_reranker(&srv);
+        if (o->rerank_tokens && !srv.reranker.n_rows) {
+            s = LL_EINVAL; /* asked for by name: not served is an error */
+            snprintf(err.msg, sizeof err.msg, "%s", srv.rerank_why);
+        }
     }
     if (s == LL_OK)
         s = engine_start(srv.engine, &err);
@@ -179,6 +194,11 @@ int server_run(const struct server_opts *o)
                 srv.pooling.normalize ? ", L2-normalized" : "", srv.pooling.source);
     else
         fprintf(stderr, "  pooling: none: %s\n", srv.embed_why);
+    if (srv.reranker.n_rows)
+        fprintf(stderr, "  rerank: %s; prompt %d + %d tokens around each pair\n",
+                srv.reranker.source, srv.reranker.n_head, srv.reranker.n_tail);
+    else
+        fprintf(stderr, "  rerank: none: %s\n", srv.rerank_why);
     const struct model *m = engine_model(srv.engine);
     fprintf(stderr, "  kernels: matmul %s, ops %s, attention %s\n",
             model_matmul_variant(m), ll_ops_variant(),
@@ -226,6 +246,7 @@ out:
     resp_store_free(&srv.responses);
     live_destroy(srv.live);
     live_destroy(srv.heads); /* empty: every connection closed in http_stop */
+    reranker_free(&srv.reranker);
     chat_template_free(srv.tmpl);
     free(srv.bos);
     free(srv.eos);

@@ -29,6 +29,7 @@
 #include "pooling.h"
 #include "ratelimit.h"
 #include "req_history.h"
+#include "reranker.h"
 #include "resp_store.h"
 #include "sessions.h"
 #include "server.h"
@@ -63,6 +64,9 @@ struct server {
     struct pooling_config pooling; /* /v1/embeddings (pooling.h); mode LL_POOL_NONE: refused,
                                       embed_why says why */
     char embed_why[512];
+    struct reranker reranker;      /* /v1/rerank (reranker.h); n_rows 0: refused, rerank_why
+                                      says why */
+    char rerank_why[512];
     int n_ctx;
     const char *served_name;
     long long started;           /* Unix seconds */

@@ -91,6 +91,10 @@ static const struct opt_def defs[] = {
     {"--pooling", "LLAISYS_POOLING", T_STR, OFF(pooling), 0, 0, "MODE",
      "how /v1/embeddings pools a text's hidden states: last, mean or first (default: the "
      "model directory's sentence-transformers files, else last, L2-normalized)"},
+    {"--rerank-tokens", "LLAISYS_RERANK_TOKENS", T_STR, OFF(rerank_tokens), 0, 0, "NO,YES",
+     "/v1/rerank scores a document by these next-token logits (sigmoid of YES minus NO; one "
+     "token: sigmoid of its logit) (default: the checkpoint's score.weight, else no,yes for a "
+     "Qwen3-Reranker directory, else /v1/rerank answers 400)"},
     {"--max-body", "LLAISYS_MAX_BODY", T_SIZE, OFF(max_body), 1, 1LL << 50, "SIZE",
      "largest request body, else 413 (default 8M)"},
     {"--request-timeout", "LLAISYS_REQUEST_TIMEOUT", T_SECS, OFF(request_timeout), 0, 0, "SECS",
@@ -463,6 +467,7 @@ void server_opts_free(struct server_opts *o)
     free(o->reasoning_parser);
     free(o->tool_parser);
     free(o->pooling);
+    free(o->rerank_tokens);
     free(o->webui_dir);
     free_list(&o->api_keys, &o->n_api_keys);
     free(o->key_budgets);
