@@ -351,8 +351,9 @@ void ref_forward_states(const struct ref *r, const int32_t *ids, int n, double *
                 ref_mlp(r, "model.layers.%d.mlp", l, F, xn, rmul, xt);
         }
     }
-    const struct st_tensor *head =
-        c->tie_word_embeddings || g1 ? emb : tensor(r, "lm_head.weight", 0);
+    const struct st_tensor *head = c->tie_word_embeddings || g1 ? emb
+                                   : logits                     ? tensor(r, "lm_head.weight", 0)
+                                                                : NULL; /* states only */
     for (int t = 0; t < n; t++) {
         ref_rms_k(xn, x + (size_t)t * H, tensor(r, "model.norm.weight", 0), H, c->rms_eps, g1);
         if (hidden)
