@@ -437,7 +437,7 @@ char *oai_rerank_body(const char *id, const char *model, const double *scores, i
         ll_buf_puts(&b, r ? ",{\"index\":" : "{\"index\":");
         ll_json_put_int(&b, i);
         char num[40];
-        int len = isfinite(scores[i]) ? snprintf(num, sizeof num, "%.9g", scores[i])
+        int len = isfinite(scores[i]) ? snprintf(num, sizeof num, "%.17g", scores[i])
                                       : snprintf(num, sizeof num, "null");
         ll_buf_puts(&b, ",\"relevance_score\":");
         ll_buf_append(&b, num, (size_t)len);
@@ -452,7 +452,9 @@ char *oai_rerank_body(const char *id, const char *model, const double *scores, i
     ll_json_put_int(&b, prompt_tokens);
     ll_buf_puts(&b, ",\"total_tokens\":");
     ll_json_put_int(&b, prompt_tokens);
-    ll_buf_puts(&b, "}}");
+    ll_buf_puts(&b, "},\"meta\":{\"tokens\":{\"input_tokens\":");
+    ll_json_put_int(&b, prompt_tokens);
+    ll_buf_puts(&b, ",\"output_tokens\":0}}}");
     free(rk);
     return ll_buf_take(&b);
 }
