@@ -305,7 +305,8 @@ typedef struct llaisys_request llaisys_request;
  * exact, quant (q8_0, q4_0, q4_k, q4_k_m: quantize the weights while loading; bf16p), mmap,
  * itl-target-ms, itl-max-ratio, spec, spec-max-draft, fixed-threads (every compute thread even
  * while other processes keep the cores busy), pooling (llaisys_engine_embed's: last, mean,
- * first). Example: "threads=2 ctx=2048 max-seqs=8".
+ * first), rerank-tokens (llaisys_engine_rerank's: NO,YES or YES, the value running to the next
+ * space). Example: "threads=2 ctx=2048 max-seqs=8".
  * The engine is stepped by the caller (llaisys_engine_step) until llaisys_engine_start gives it
  * its own thread. Returns
  * LLAISYS_OK, LLAISYS_ERR_INVALID_ARG (an unknown option or a bad value: the message names it),
@@ -385,6 +386,19 @@ LLAISYS_API int32_t llaisys_engine_generate(llaisys_engine *e, const char *reque
  * LLAISYS_ERR_OVERLOADED, LLAISYS_ERR_NO_MEMORY, LLAISYS_ERR_INTERNAL. */
 LLAISYS_API int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json,
                                          char **result_json);
+
+/* Reranking: request_json is a /v1/rerank body (query; documents: strings or {"text"}
+ * objects; top_n; return_documents; instruction), as llaisys-server takes it; model and user
+ * have no effect. Each document is put with the query into the model's reranking prompt and
+ * scored by its relevance head (a sequence-classification checkpoint's score.weight, else the
+ * next-token logits of the engine option rerank-tokens=NO,YES, else no,yes for a directory
+ * whose README.md names Qwen3-Reranker: as the server decides), batched as embeddings are.
+ * *result_json (for llaisys_free) is the /v1/rerank answer: {"model", "object": "list",
+ * "results": [{"index", "relevance_score", "document"?}] best first, "usage", "meta"}.
+ * Returns as llaisys_engine_embed; LLAISYS_ERR_UNSUPPORTED also for a model without a head
+ * (the message says how to give it one). */
+LLAISYS_API int32_t llaisys_engine_rerank(llaisys_engine *e, const char *request_json,
+                                          char **result_json);
 
 /* Engine counters, a snapshot taken at the end of the last step. */
 struct llaisys_engine_stats {

@@ -101,7 +101,7 @@ char *oai_embeddings_body(const char *model, const float *const *vecs, int n, in
 
 /* A /v1/rerank answer: {"id", "model", "object": "list", "results": [{"index": i,
  * "relevance_score": scores[i], "document": {"text": docs[i].text}}], "usage":
- * {"prompt_tokens", "total_tokens"}, "meta"}: the n documents best first (a tie: the lower index
+ * {"prompt_tokens", "total_tokens"}, "meta"} ("id" only when id is not NULL): the n documents best first (a tie: the lower index
  * first), the first top_n of them (0: all), "document" only when docs is not NULL; a score
  * of 17 significant digits (the double); Cohere's "meta": {"tokens": {"input_tokens",
  * "output_tokens"}} too (its v2 clients require a meta). malloc'd (caller frees); NULL on no

@@ -186,6 +186,7 @@ _PROTOS = {
     "llaisys_engine_reset_prefix_cache": (_I, [_P]),
     "llaisys_engine_generate": (_I, [_P, _c.c_char_p, _c.POINTER(_P)]),
     "llaisys_engine_embed": (_I, [_P, _c.c_char_p, _c.POINTER(_P)]),
+    "llaisys_engine_rerank": (_I, [_P, _c.c_char_p, _c.POINTER(_P)]),
     "llaisys_engine_stats": (_I, [_P, _c.POINTER(EngineStats)]),
     "llaisys_finish_str": (_c.c_char_p, [_I]),
     "llaisys_request_poll": (_I, [_P, _c.c_double, _c.POINTER(Event)]),

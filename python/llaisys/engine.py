@@ -297,6 +297,25 @@ class LLM(_lib.Handle):
         data = json.loads(_lib.take_string(out))["data"]
         return [list(array.array("f", base64.b64decode(d["embedding"]))) for d in data]
 
+    def rerank(self, query, documents, top_n=None, instruction=None):
+        """The documents (strings) ranked by their relevance to query: a list of
+        (index, score) pairs, best first (score in [0, 1]; a tie: the lower index first), the
+        first top_n of them (None: all). The model's relevance head scores each document put
+        with the query into its reranking prompt (instruction: Qwen3-Reranker's <Instruct>,
+        None for its default); the head is a sequence-classification checkpoint's
+        score.weight, else the next-token logits of the engine option rerank_tokens="no,yes",
+        else of no,yes for a directory whose README.md names Qwen3-Reranker."""
+        body = {"query": query, "documents": list(documents)}
+        if top_n is not None:
+            body["top_n"] = top_n
+        if instruction is not None:
+            body["instruction"] = instruction
+        out = ctypes.c_void_p()
+        check(LIB.llaisys_engine_rerank(self._handle(), json.dumps(body).encode(),
+                                        ctypes.byref(out)))
+        results = json.loads(_lib.take_string(out))["results"]
+        return [(r["index"], r["relevance_score"]) for r in results]
+
     def _generate(self, items, sampling_params):
         if isinstance(sampling_params, (list, tuple)):
             if len(sampling_params) != len(items):

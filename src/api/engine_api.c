@@ -31,6 +31,7 @@
 #include "openai_response.h"
 #include "pooling.h"
 #include "reasoning.h"
+#include "reranker.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -46,6 +47,8 @@ struct llaisys_engine {
     bool reasoning;              /* chat requests split <think> reasoning off */
     struct pooling_config pooling; /* llaisys_engine_embed's (mode LL_POOL_NONE: pool_err) */
     struct ll_err pool_err;
+    struct reranker reranker;    /* llaisys_engine_rerank's (n_rows 0: rerank_err says why) */
+    struct ll_err rerank_err;
     char name[128];              /* the model directory's last component (embeddings' "model") */
 };
 
@@ -78,8 +81,11 @@ static void opt_names(char *buf, size_t n)
 }
 
 /* "name=value name2 ..." (spaces or commas between items) into o through the option table;
- * "pooling=MODE" (embeddings: last, mean, first) into *pool. */
-static int32_t parse_options(const char *s, struct engine_opts *o, enum ll_pooling *pool)
+ * "pooling=MODE" (embeddings: last, mean, first) into *pool; "rerank-tokens=NO,YES" (its value
+ * runs to the next space) into rerank (RERANK_OPT_MAX bytes). */
+#define RERANK_OPT_MAX 64
+static int32_t parse_options(const char *s, struct engine_opts *o, enum ll_pooling *pool,
+                             char *rerank)
 {
     while (s && *s) {
         while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
@@ -99,6 +105,18 @@ static int32_t parse_options(const char *s, struct engine_opts *o, enum ll_pooli
         for (size_t i = 0; i < nlen; i++)
             flag[2 + i] = s[i] == '_' ? '-' : s[i];
         flag[2 + nlen] = '\0';
+        if (!strcmp(flag, "--rerank-tokens")) {
+            while (*end && *end != ' ' && *end != '\t' && *end != '\n')
+                end++;
+            size_t vlen = eq ? (size_t)(end - eq - 1) : 0;
+            if (vlen == 0 || vlen >= RERANK_OPT_MAX)
+                return api_fail(LLAISYS_ERR_INVALID_ARG, "engine option 'rerank-tokens': NO,YES "
+                                "or YES (1..%d bytes)", RERANK_OPT_MAX - 1);
+            memcpy(rerank, eq + 1, vlen);
+            rerank[vlen] = '\0';
+            s = end;
+            continue;
+        }
         if (!strcmp(flag, "--pooling")) {
             size_t vlen = eq ? (size_t)(end - eq - 1) : 0;
             if (vlen >= sizeof val)
@@ -143,6 +161,7 @@ void llaisys_engine_destroy(llaisys_engine *e)
     if (!e)
         return;
     engine_destroy(e->e);
+    reranker_free(&e->reranker);
     chat_template_free(e->tmpl);
     free(e->bos);
     free(e->eos);
@@ -159,7 +178,8 @@ int32_t llaisys_engine_create(const char *model_dir, const char *options, llaisy
         return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_create: model_dir is NULL");
     struct engine_opts o = {0};
     enum ll_pooling pool = LL_POOL_NONE;
-    int32_t rc = parse_options(options, &o, &pool);
+    char rerank[RERANK_OPT_MAX] = "";
+    int32_t rc = parse_options(options, &o, &pool, rerank);
     if (rc)
         return rc;
     llaisys_engine *e = calloc(1, sizeof *e);
@@ -184,6 +204,14 @@ int32_t llaisys_engine_create(const char *model_dir, const char *options, llaisy
     e->reasoning = reasoning_choose(NULL, e->tmpl, e->bos, e->eos, e->tok, NULL, 0);
     /* as the server: a pooling that is not implemented only turns embeddings away */
     pooling_choose(&e->pooling, model_dir, pool, &e->pool_err);
+    /* reranking as the server's: asked for by name, not served is an error */
+    s = reranker_choose(&e->reranker, e->model, e->tok, e->tmpl, e->bos, e->eos, rerank,
+                        &e->rerank_err);
+    if (s != LL_OK && rerank[0]) {
+        int32_t rc = api_status(s, &e->rerank_err);
+        llaisys_engine_destroy(e);
+        return rc;
+    }
     size_t len = strlen(model_dir);
     while (len > 1 && model_dir[len - 1] == '/')
         len--;
@@ -878,54 +906,26 @@ int32_t llaisys_engine_generate(llaisys_engine *e, const char *requests_json,
     return LLAISYS_OK;
 }
 
-/* ---- embeddings ---- */
+/* ---- embeddings and reranking ---- */
 
-int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char **result_json)
+/* The n prompts ids/len pooled by mode into vecs (each malloc'd, hidden_size floats): at most
+ * max_seqs in the engine at once, each submitted as another one ends. `fn` names the caller
+ * in errors. Returns LLAISYS_OK or the failure (set as the last error). */
+static int32_t pool_prompts(llaisys_engine *e, const char *fn, int32_t *const *ids,
+                            const int *len, int n, enum ll_pooling mode, bool no_cache,
+                            float **vecs)
 {
-    if (!result_json)
-        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_embed: result_json is NULL");
-    *result_json = NULL;
-    if (!e || !request_json)
-        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_embed: NULL %s",
-                        e ? "request" : "engine");
-    if (e->pooling.mode == LL_POOL_NONE)
-        return api_fail(LLAISYS_ERR_UNSUPPORTED, "llaisys_engine_embed: this model's embeddings "
-                        "are not available: %s (the engine option pooling chooses one)",
-                        e->pool_err.msg);
-    struct oai_request q;
-    struct oai_error oe;
-    if (oai_embeddings_parse(&q, request_json, strlen(request_json), &oe) != LL_OK)
-        return oai_fail(&oe);
-    const int H = e->model->config.hidden_size, n = q.n_prompts;
-    const int n_ctx = engine_get_opts(e->e)->n_ctx, limit = engine_get_opts(e->e)->max_seqs;
-    int32_t rc = LLAISYS_OK;
-    if (q.dimensions > H)
-        rc = api_fail(LLAISYS_ERR_INVALID_ARG, "'dimensions' is %d; this model's embeddings have "
-                      "%d (param: dimensions)", q.dimensions, H);
-    int32_t **ids = calloc((size_t)n, sizeof *ids);
-    int *len = calloc((size_t)n, sizeof *len), tokens = 0;
-    float **vecs = calloc((size_t)n, sizeof *vecs);
+    const int limit = engine_get_opts(e->e)->max_seqs;
     struct engine_req **reqs = calloc((size_t)n, sizeof *reqs);
-    if (!rc && (!ids || !len || !vecs || !reqs))
-        rc = api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_embed: out of memory");
-    for (int i = 0; !rc && i < n; i++) {
-        struct oai_request one = q;
-        one.prompts = &q.prompts[i];
-        if ((rc = prompt_ids(e, &one, &ids[i], &len[i])) != LLAISYS_OK)
-            break;
-        tokens += len[i];
-        if (len[i] == 0 || len[i] > n_ctx)
-            rc = api_fail(len[i] ? LLAISYS_ERR_TOO_LONG : LLAISYS_ERR_INVALID_ARG,
-                          "input %d has %d tokens (1..%d) (param: input)", i, len[i], n_ctx);
-    }
-
-    /* at most max_seqs inputs in the engine at once, each submitted as another one ends */
+    if (!reqs)
+        return api_fail(LLAISYS_ERR_NO_MEMORY, "%s: out of memory", fn);
+    int32_t rc = LLAISYS_OK;
     pthread_mutex_lock(&e->lock);
     int next = 0, running = 0, done = 0;
     while (!rc && done < n) {
         while (next < n && running < limit) {
             struct engine_params p = {.prompt = ids[next], .n_prompt = len[next],
-                                      .embed = e->pooling.mode, .no_cache = q.no_cache};
+                                      .embed = mode, .no_cache = no_cache};
             struct ll_err err = {0};
             enum ll_status s = engine_submit(e->e, &p, &reqs[next], &err);
             if (s == LL_EOVERLOADED && running > 0)
@@ -951,7 +951,7 @@ int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char *
                 vecs[i] = out.embedding;
                 out.embedding = NULL;
             } else if (got && out.finish != ENGINE_RUNNING) {
-                rc = api_fail(LLAISYS_ERR_INTERNAL, "llaisys_engine_embed: input %d %s: %s", i,
+                rc = api_fail(LLAISYS_ERR_INTERNAL, "%s: input %d %s: %s", fn, i,
                               engine_finish_str(out.finish), out.error);
             }
             if (got && out.finish != ENGINE_RUNNING) {
@@ -965,11 +965,56 @@ int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char *
                 break;
         }
         if (!rc && !e->started && !did && running > 0)
-            rc = api_fail(LLAISYS_ERR_INTERNAL, "llaisys_engine_embed: the engine stalled with "
-                          "%d inputs left", running);
+            rc = api_fail(LLAISYS_ERR_INTERNAL, "%s: the engine stalled with %d inputs left", fn,
+                          running);
     }
     pthread_mutex_unlock(&e->lock);
+    for (int i = 0; i < n; i++)
+        engine_req_release(reqs[i]); /* cancels what is left after a failure */
+    free(reqs);
+    return rc;
+}
 
+int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char **result_json)
+{
+    if (!result_json)
+        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_embed: result_json is NULL");
+    *result_json = NULL;
+    if (!e || !request_json)
+        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_embed: NULL %s",
+                        e ? "request" : "engine");
+    if (e->pooling.mode == LL_POOL_NONE)
+        return api_fail(LLAISYS_ERR_UNSUPPORTED, "llaisys_engine_embed: this model's embeddings "
+                        "are not available: %s (the engine option pooling chooses one)",
+                        e->pool_err.msg);
+    struct oai_request q;
+    struct oai_error oe;
+    if (oai_embeddings_parse(&q, request_json, strlen(request_json), &oe) != LL_OK)
+        return oai_fail(&oe);
+    const int H = e->model->config.hidden_size, n = q.n_prompts;
+    const int n_ctx = engine_get_opts(e->e)->n_ctx;
+    int32_t rc = LLAISYS_OK;
+    if (q.dimensions > H)
+        rc = api_fail(LLAISYS_ERR_INVALID_ARG, "'dimensions' is %d; this model's embeddings have "
+                      "%d (param: dimensions)", q.dimensions, H);
+    int32_t **ids = calloc((size_t)n, sizeof *ids);
+    int *len = calloc((size_t)n, sizeof *len), tokens = 0;
+    float **vecs = calloc((size_t)n, sizeof *vecs);
+    if (!rc && (!ids || !len || !vecs))
+        rc = api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_embed: out of memory");
+    for (int i = 0; !rc && i < n; i++) {
+        struct oai_request one = q;
+        one.prompts = &q.prompts[i];
+        if ((rc = prompt_ids(e, &one, &ids[i], &len[i])) != LLAISYS_OK)
+            break;
+        tokens += len[i];
+        if (len[i] == 0 || len[i] > n_ctx)
+            rc = api_fail(len[i] ? LLAISYS_ERR_TOO_LONG : LLAISYS_ERR_INVALID_ARG,
+                          "input %d has %d tokens (1..%d) (param: input)", i, len[i], n_ctx);
+    }
+    if (!rc)
+        rc = pool_prompts(e, "llaisys_engine_embed", ids, len, n, e->pooling.mode, q.no_cache,
+                          vecs);
     if (!rc) {
         int dim = H;
         for (int i = 0; i < n; i++)
@@ -981,14 +1026,72 @@ int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char *
                           "result");
     }
     for (int i = 0; i < n; i++) {
-        if (reqs)
-            engine_req_release(reqs[i]); /* cancels what is left after a failure */
         if (ids)
             free(ids[i]);
         if (vecs)
             free(vecs[i]);
     }
-    free(ids), free(len), free(vecs), free(reqs);
+    free(ids), free(len), free(vecs);
+    oai_request_free(&q);
+    return rc;
+}
+
+int32_t llaisys_engine_rerank(llaisys_engine *e, const char *request_json, char **result_json)
+{
+    if (!result_json)
+        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_rerank: result_json is NULL");
+    *result_json = NULL;
+    if (!e || !request_json)
+        return api_fail(LLAISYS_ERR_INVALID_ARG, "llaisys_engine_rerank: NULL %s",
+                        e ? "request" : "engine");
+    if (!e->reranker.n_rows)
+        return api_fail(LLAISYS_ERR_UNSUPPORTED, "llaisys_engine_rerank: this model does not "
+                        "rerank: %s", e->rerank_err.msg);
+    struct oai_request q;
+    struct oai_error oe;
+    if (oai_rerank_parse(&q, request_json, strlen(request_json), "llaisys_engine_rerank",
+                         &oe) != LL_OK)
+        return oai_fail(&oe);
+    const int n = q.n_prompts, n_ctx = engine_get_opts(e->e)->n_ctx;
+    int32_t rc = LLAISYS_OK;
+    int32_t **ids = calloc((size_t)n, sizeof *ids);
+    int *len = calloc((size_t)n, sizeof *len), tokens = 0;
+    float **vecs = calloc((size_t)n, sizeof *vecs);
+    double *scores = calloc((size_t)n, sizeof *scores);
+    if (!ids || !len || !vecs || !scores)
+        rc = api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_rerank: out of memory");
+    for (int i = 0; !rc && i < n; i++) {
+        struct ll_err err = {0};
+        enum ll_status s = reranker_prompt(&e->reranker, e->tok, q.instruction, q.query,
+                                           q.query_len, q.prompts[i].text, q.prompts[i].text_len,
+                                           &ids[i], &len[i], &err);
+        if (s != LL_OK)
+            rc = api_status(s, &err);
+        else if (len[i] > n_ctx)
+            rc = api_fail(LLAISYS_ERR_TOO_LONG, "the query with document %d makes a prompt of %d "
+                          "tokens; the context holds %d (param: documents[%d])", i, len[i], n_ctx,
+                          i);
+        tokens += len[i];
+    }
+    if (!rc)
+        rc = pool_prompts(e, "llaisys_engine_rerank", ids, len, n, LL_POOL_LAST, q.no_cache,
+                          vecs);
+    if (!rc) {
+        for (int i = 0; i < n; i++)
+            scores[i] = reranker_score(&e->reranker, vecs[i]);
+        *result_json = oai_rerank_body(NULL, e->name, scores, n, q.top_n,
+                                       q.return_documents ? q.prompts : NULL, tokens);
+        if (!*result_json)
+            rc = api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_rerank: out of memory for the "
+                          "result");
+    }
+    for (int i = 0; i < n; i++) {
+        if (ids)
+            free(ids[i]);
+        if (vecs)
+            free(vecs[i]);
+    }
+    free(ids), free(len), free(vecs), free(scores);
     oai_request_free(&q);
     return rc;
 }

@@ -427,9 +427,13 @@ char *oai_rerank_body(const char *id, const char *model, const double *scores, i
     qsort(rk, (size_t)n, sizeof *rk, rank_cmp);
     int m = top_n > 0 && top_n < n ? top_n : n;
     struct ll_buf b = {0};
-    ll_buf_puts(&b, "{\"id\":");
-    ll_json_put_cstr(&b, id);
-    ll_buf_puts(&b, ",\"model\":");
+    ll_buf_puts(&b, "{");
+    if (id) {
+        ll_buf_puts(&b, "\"id\":");
+        ll_json_put_cstr(&b, id);
+        ll_buf_puts(&b, ",");
+    }
+    ll_buf_puts(&b, "\"model\":");
     ll_json_put_cstr(&b, model);
     ll_buf_puts(&b, ",\"object\":\"list\",\"results\":[");
     for (int r = 0; r < m; r++) {

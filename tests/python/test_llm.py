@@ -288,3 +288,35 @@ def test_embed():
         assert mean[0] != vecs[0] and abs(sum(x * x for x in mean[0]) - 1) < 1e-5
     with pytest.raises(LlaisysError, match="'max' is not last, mean or first"):
         LLM(TINY, pooling="max")
+
+
+def test_rerank():
+    docs = ["The giant panda eats bamboo.", "Paris is in France.", "Zebras have stripes.",
+            "Bamboo shoots recipe.", "Qubits and gates."]
+    query = "Which animal eats bamboo?"
+    # (the fixture's logits are large: "a" and "b" keep its scores off 0 and 1)
+    with LLM(TINY, threads=1, ctx=512, max_seqs=2, rerank_tokens="a,b") as llm:
+        ranked = llm.rerank(query, docs)
+        assert sorted(i for i, _ in ranked) == list(range(5))
+        scores = [s for _, s in ranked]
+        assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+        assert len(set(scores)) > 1
+        assert llm.rerank(query, docs, top_n=2) == ranked[:2]
+        # each document alone scores as among the others
+        for i, s in ranked[:3]:
+            assert llm.rerank(query, [docs[i]]) == [(0, s)]
+        assert llm.rerank(query, docs, instruction="Find recipes") != ranked
+        with pytest.raises(LlaisysError, match=r"'documents\[1\]' must not be empty") as e:
+            llm.rerank(query, ["a", ""])
+        assert e.value.status_name == "invalid argument"
+        with pytest.raises(LlaisysError, match="document 0 makes a prompt of"):
+            llm.rerank(query, ["word " * 600])
+        assert llm.generate("hi", SamplingParams(max_tokens=3, temperature=0))[0].token_ids
+        assert llm.rerank(query, docs) == ranked
+    with LLM(TINY, threads=1, ctx=256) as llm:
+        with pytest.raises(LlaisysError, match="does not rerank: this model has no relevance "
+                                               "head") as e:
+            llm.rerank(query, docs)
+        assert e.value.status_name == "unsupported"
+    with pytest.raises(LlaisysError, match='"zzqqxxjj" is [0-9]+ tokens'):
+        LLM(TINY, rerank_tokens="no,zzqqxxjj")
