@@ -1355,10 +1355,10 @@ enum ll_status oai_embeddings_parse(struct oai_request *r, const char *body, siz
         s = oai_error_set(e, LL_EINVAL, "encoding_format", "invalid_value",
                           "'encoding_format' must be \"float\" or \"base64\", got \"%.40s\"",
                           format);
-    free(format);
     if (s == LL_OK)
         s = parse_prompts(root, "input", OAI_MAX_INPUTS, true, r, e);
 out:
+    free(format);
     if (s != LL_OK) {
         oai_request_free(r);
         request_init(r, OAI_EMBEDDING);

@@ -7,16 +7,19 @@
  *
  * Input: one mode byte, then the body. Mode % 6: chat, completions (with mode bit 4:
  * /v1/embeddings, its inputs encoded and an answer written for them), responses, a
- * `llaisys-cli batch` line, /tokenize, /detokenize. Mode bit 3: the DeepSeek-R1 template from
+ * `llaisys-cli batch` line, /tokenize (with mode bit 4: /v1/rerank, each document's prompt
+ * made and an answer written), /detokenize. Mode bit 3: the DeepSeek-R1 template from
  * models/deepseek-r1-distill-qwen-tokenizer with its deepseek_v3 tool format; else Qwen2.5's
  * (tests/fixtures/chat-templates/qwen25.jinja) with hermes. Checked: an error has a message
  * and its OpenAI error body is valid UTF-8 JSON; a parsed request lies inside the documented
- * bounds (n, stop strings, logit_bias, prompts, inputs); an embeddings answer is JSON.
+ * bounds (n, stop strings, logit_bias, prompts, inputs, documents); an embeddings or rerank
+ * answer is JSON (a rerank answer's results: top_n of them, each index once).
  */
 #include <cjson/cJSON.h>
 #include <math.h>
 
 #include "chat_template.h"
+#include "reranker.h"
 #include "fuzz.h"
 #include "json.h"
 #include "openai_request.h"
@@ -201,6 +204,69 @@ static void embeddings_route(const char *body, size_t len)
     oai_request_free(&r);
 }
 
+/* /v1/rerank: the parse, the documents' bounds, their prompts (a head of one row over 4
+ * values, the template's frame as a few ids), and an answer for them. */
+static void rerank_route(const char *body, size_t len)
+{
+    struct oai_request r;
+    struct oai_error e = {0};
+    enum ll_status st = oai_rerank_parse(&r, body, len, "/v1/rerank", &e);
+    if (st != LL_OK) {
+        check_error(st, &e);
+        oai_request_free(&r);
+        return;
+    }
+    if (r.kind != OAI_RERANK || r.n_prompts < 1 || r.n_prompts > OAI_MAX_INPUTS ||
+        r.top_n < 0 || !r.query || !r.query_len)
+        fuzz_fail("%d documents, top_n %d", r.n_prompts, r.top_n);
+    static float w[4] = {1, -2, 0.5f, 3};
+    static int32_t head[2] = {151644, 872}, tail[1] = {151645};
+    const struct reranker rk = {.n_rows = 1, .hidden = 4, .w = w, .head_ids = head,
+                                .tail_ids = tail, .n_head = 2, .n_tail = 1};
+    double *scores = malloc(sizeof(double) * (size_t)r.n_prompts);
+    int tokens = 0;
+    for (int i = 0; i < r.n_prompts; i++) {
+        const struct oai_prompt *q = &r.prompts[i];
+        if (!q->text || !q->text_len)
+            fuzz_fail("document %d is not a non-empty text", i);
+        int32_t *ids = NULL;
+        int n = 0;
+        struct ll_err err = {0};
+        if (reranker_prompt(&rk, tok, r.instruction, r.query, r.query_len, q->text, q->text_len,
+                            &ids, &n, &err) != LL_OK)
+            fuzz_fail("prompt: %s", err.msg);
+        if (n < 4 || ids[0] != head[0] || ids[n - 1] != tail[0])
+            fuzz_fail("prompt of %d tokens without its frame", n);
+        float h[4] = {(float)n, (float)(i % 5) - 2, (float)q->text_len / 7, -1};
+        scores[i] = reranker_score(&rk, h);
+        tokens += n;
+        free(ids);
+    }
+    char *ans = oai_rerank_body("rerank-0", "m", scores, r.n_prompts, r.top_n,
+                                r.return_documents ? r.prompts : NULL, tokens);
+    cJSON *j = NULL;
+    struct ll_err err = {0};
+    if (!ans || ll_json_parse(&j, ans, strlen(ans), "answer", &err) != LL_OK)
+        fuzz_fail("rerank answer: %s", ans ? err.msg : "NULL");
+    const cJSON *res = cJSON_GetObjectItem(j, "results"), *x;
+    int want = r.top_n > 0 && r.top_n < r.n_prompts ? r.top_n : r.n_prompts, k = 0;
+    char *seen = calloc((size_t)r.n_prompts, 1);
+    cJSON_ArrayForEach(x, res) {
+        const cJSON *ix = cJSON_GetObjectItem(x, "index");
+        int i = cJSON_IsNumber(ix) ? ix->valueint : -1;
+        if (i < 0 || i >= r.n_prompts || seen[i]++)
+            fuzz_fail("result %d: index %d", k, i);
+        k++;
+    }
+    if (k != want)
+        fuzz_fail("%d results, want %d", k, want);
+    free(seen);
+    cJSON_Delete(j);
+    free(ans);
+    free(scores);
+    oai_request_free(&r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -214,6 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int kind = mode % 6;
     if (kind == 1 && (mode & 16)) {
         embeddings_route(body, len);
+    } else if (kind == 4 && (mode & 16)) {
+        rerank_route(body, len);
     } else if (kind <= 3) {
         struct oai_request r;
         memset(&r, 0, sizeof r);
