@@ -101,11 +101,11 @@ char *oai_embeddings_body(const char *model, const float *const *vecs, int n, in
 
 /* A /v1/rerank answer: {"id", "model", "object": "list", "results": [{"index": i,
  * "relevance_score": scores[i], "document": {"text": docs[i].text}}], "usage":
- * {"prompt_tokens", "total_tokens"}, "meta"} ("id" only when id is not NULL): the n documents best first (a tie: the lower index
- * first), the first top_n of them (0: all), "document" only when docs is not NULL; a score
- * of 17 significant digits (the double); Cohere's "meta": {"tokens": {"input_tokens",
- * "output_tokens"}} too (its v2 clients require a meta). malloc'd (caller frees); NULL on no
- * memory. */
+ * {"prompt_tokens", "total_tokens"}, "meta"} ("id" only when id is not NULL): the n documents
+ * best first (reranker_order), the first top_n of them (0: all), "document" only when docs
+ * is not NULL; a score of 17 significant digits (the double); Cohere's "meta": {"tokens":
+ * {"input_tokens", "output_tokens"}} too (its v2 clients require a meta). malloc'd (caller
+ * frees); NULL on no memory. */
 char *oai_rerank_body(const char *id, const char *model, const double *scores, int n, int top_n,
                       const struct oai_prompt *docs, int prompt_tokens);
 

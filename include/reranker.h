@@ -75,4 +75,8 @@ enum ll_status reranker_prompt(const struct reranker *rk, const struct tokenizer
 /* The relevance score of a prompt whose last final hidden state is h (hidden floats). */
 double reranker_score(const struct reranker *rk, const float *h);
 
+/* The rank order of n scores into order[0..n): their indices, the higher score first, the
+ * lower index on a tie, NaN last. Returns LL_OK or LL_ENOMEM. */
+enum ll_status reranker_order(const double *scores, int n, int *order);
+
 #endif

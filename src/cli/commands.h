@@ -15,6 +15,7 @@ int cmd_score(int argc, char **argv);      /* cmd_score.c */
 int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
 int cmd_batch(int argc, char **argv);      /* cmd_batch.c */
 int cmd_embed(int argc, char **argv);      /* cmd_embed.c */
+int cmd_rerank(int argc, char **argv);     /* cmd_rerank.c */
 int cmd_bench_engine(int argc, char **argv); /* cmd_bench_engine.c */
 int cmd_bench_serve(int argc, char **argv); /* cmd_bench_serve.c */
 int cmd_quantize(int argc, char **argv);   /* cmd_quantize.c */

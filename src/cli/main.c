@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"bench-matmul", cmd_bench_matmul, "time the matmul kernels on the R1-1.5B shapes"},
     {"batch", cmd_batch, "run the requests of a JSONL file through the engine at once"},
     {"embed", cmd_embed, "print the embeddings of a file's lines (JSON lines)"},
+    {"rerank", cmd_rerank, "rank a file's lines by their relevance to a query (JSON lines)"},
     {"bench-engine", cmd_bench_engine, "measure the engine: concurrent streams, TTFT, prefix cache"},
     {"bench-serve", cmd_bench_serve, "closed- or open-loop streaming load against a server"},
 };

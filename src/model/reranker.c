@@ -296,3 +296,33 @@ double reranker_score(const struct reranker *rk, const float *h)
         z -= row_logit(rk, 0, h);
     return 1.0 / (1.0 + exp(-z));
 }
+
+struct ranked {
+    double score;
+    int index;
+};
+
+static int rank_cmp(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    bool nx = isnan(x->score), ny = isnan(y->score);
+    if (nx != ny)
+        return nx ? 1 : -1;
+    if (!nx && x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return x->index - y->index;
+}
+
+enum ll_status reranker_order(const double *scores, int n, int *order)
+{
+    struct ranked *rk = malloc(sizeof *rk * (size_t)(n > 0 ? n : 1));
+    if (!rk)
+        return LL_ENOMEM;
+    for (int i = 0; i < n; i++)
+        rk[i] = (struct ranked){scores[i], i};
+    qsort(rk, (size_t)n, sizeof *rk, rank_cmp);
+    for (int i = 0; i < n; i++)
+        order[i] = rk[i].index;
+    free(rk);
+    return LL_OK;
+}

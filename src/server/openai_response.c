@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "reranker.h"
 #include "tokenizer.h"
 
 /* ---- logprobs ---- */
@@ -399,32 +400,14 @@ char *oai_embeddings_body(const char *model, const float *const *vecs, int n, in
     return ll_buf_take(&b);
 }
 
-struct ranked {
-    double score;
-    int index;
-};
-
-/* Rank order: the higher score first, the lower index on a tie (NaN last). */
-static int rank_cmp(const void *a, const void *b)
-{
-    const struct ranked *x = a, *y = b;
-    bool nx = isnan(x->score), ny = isnan(y->score);
-    if (nx != ny)
-        return nx ? 1 : -1;
-    if (!nx && x->score != y->score)
-        return x->score > y->score ? -1 : 1;
-    return x->index - y->index;
-}
-
 char *oai_rerank_body(const char *id, const char *model, const double *scores, int n, int top_n,
                       const struct oai_prompt *docs, int prompt_tokens)
 {
-    struct ranked *rk = malloc(sizeof *rk * (size_t)(n > 0 ? n : 1));
-    if (!rk)
+    int *order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (!order || reranker_order(scores, n, order) != LL_OK) {
+        free(order);
         return NULL;
-    for (int i = 0; i < n; i++)
-        rk[i] = (struct ranked){scores[i], i};
-    qsort(rk, (size_t)n, sizeof *rk, rank_cmp);
+    }
     int m = top_n > 0 && top_n < n ? top_n : n;
     struct ll_buf b = {0};
     ll_buf_puts(&b, "{");
@@ -437,7 +420,7 @@ char *oai_rerank_body(const char *id, const char *model, const double *scores, i
     ll_json_put_cstr(&b, model);
     ll_buf_puts(&b, ",\"object\":\"list\",\"results\":[");
     for (int r = 0; r < m; r++) {
-        int i = rk[r].index;
+        int i = order[r];
         ll_buf_puts(&b, r ? ",{\"index\":" : "{\"index\":");
         ll_json_put_int(&b, i);
         char num[40];
@@ -459,6 +442,6 @@ char *oai_rerank_body(const char *id, const char *model, const double *scores, i
     ll_buf_puts(&b, "},\"meta\":{\"tokens\":{\"input_tokens\":");
     ll_json_put_int(&b, prompt_tokens);
     ll_buf_puts(&b, ",\"output_tokens\":0}}}");
-    free(rk);
+    free(order);
     return ll_buf_take(&b);
 }
