@@ -7,8 +7,9 @@
  * - a sequence-classification checkpoint (`*ForSequenceClassification`, e.g. Qwen3-Reranker
  *   converted to one: tensor `score.weight`, (labels, hidden), 1 or 2 labels), or
  * - a causal LM judged by its next-token logits of two words (Qwen3-Reranker as published:
- *   "no" and "yes"; `--rerank-tokens NO,YES` names them for any model; a directory whose
- *   README.md has the heading "# Qwen3-Reranker" gets no,yes by itself): the rows are
+ *   "no" and "yes"; `--rerank-tokens NO,YES` names them for any model, and wins over the
+ *   rest; a directory whose README.md has the heading "# Qwen3-Reranker" gets no,yes by
+ *   itself): the rows are
  *   lm_head's rows of those tokens, the logits transformed as the model's own (Granite's
  *   logits_scaling, Gemma 2's final softcap).
  * The relevance score is sigmoid(z) for one row and sigmoid(z1 - z0) for two (the softmax's
@@ -50,10 +51,10 @@ struct reranker {
 };
 
 /* The head and prompt of model m (the directory m->dir) with tokenizer tok and chat template
- * tmpl (bos/eos as the template sees them; NULL: none): score.weight when the checkpoint has
- * it, else lm_head's rows of the tokens `tokens` names ("NO,YES" or "YES": a vocabulary entry
- * each, or a word the tokenizer encodes as one token), else of no,yes when README.md has the
- * heading "# Qwen3-Reranker". Returns LL_OK; LL_EUNSUPPORTED (no head: the message says how to
+ * tmpl (bos/eos as the template sees them; NULL: none): lm_head's rows of the tokens `tokens`
+ * names when it is not NULL or empty ("NO,YES" or "YES": a vocabulary entry each, or a word
+ * the tokenizer encodes as one token), else score.weight when the checkpoint has it, else
+ * lm_head's rows of no,yes when README.md has the heading "# Qwen3-Reranker". Returns LL_OK; LL_EUNSUPPORTED (no head: the message says how to
  * get one; more than two labels; a token head on a model without lm_head; no chat template);
  * LL_EINVAL (a token that is not one token of the vocabulary, named); LL_EMODEL (score.weight
  * of another shape); LL_ETEMPLATE; LL_ENOMEM. On error *rk is zeroed. */

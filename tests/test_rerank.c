@@ -266,8 +266,7 @@ static void test_qwen3_reranker(void **state)
 
 /* ---- a sequence-classification checkpoint ---- */
 
-/* dst: dir's model.safetensors plus score.weight (labels, width) of bf16 values from seed
- * (labels 0: none);
+/* dst: dir's model.safetensors plus score.weight (labels, width) of bf16 values from seed;
  * config.json with architectures Qwen3ForSequenceClassification and tie_word_embeddings
  * false (the tiny model is tied: no lm_head tensor). */
 static void write_seqcls(const char *dst, int labels, int width, uint64_t seed)
@@ -285,7 +284,7 @@ static void write_seqcls(const char *dst, int labels, int width, uint64_t seed)
                                         .data = x->data};
         memcpy(t[i].shape, x->shape, sizeof x->shape);
     }
-    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)(labels ? labels : 1) * width);
+    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)labels * width);
     for (int i = 0; i < labels * width; i++) {
         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
         w[i] = ll_f32_to_bf16((float)((double)(seed >> 11) / 9007199254740992.0 - 0.5) / 4);
@@ -293,7 +292,7 @@ static void write_seqcls(const char *dst, int labels, int width, uint64_t seed)
     t[n] = (struct st_write_tensor){.name = "score.weight", .dtype = ST_BF16, .ndim = 2,
                                     .shape = {labels, width}, .data = w};
     snprintf(path, sizeof path, "%s/model.safetensors", dst);
-    assert_int_equal(st_write(path, t, n + (labels > 0), &err), LL_OK);
+    assert_int_equal(st_write(path, t, n + 1, &err), LL_OK);
     st_close(st);
     free(t);
     free(w);
@@ -312,7 +311,8 @@ static void write_seqcls(const char *dst, int labels, int width, uint64_t seed)
     size_t len = 0;
     snprintf(path, sizeof path, "%s/config.json", dir);
     assert_int_equal(ll_read_file(path, &cfg, &len, &err), LL_OK);
-    char *a = strstr(cfg, "\"Qwen3ForCausalLM\""), *tie = strstr(cfg, "\"tie_word_embeddings\": true");
+    char *a = strstr(cfg, "\"Qwen3ForCausalLM\"");
+    char *tie = strstr(cfg, "\"tie_word_embeddings\": true");
     assert_non_null(a);
     assert_non_null(tie);
     char *out = malloc(len + 64);
@@ -344,7 +344,6 @@ static void test_sequence_classification(void **state)
         assert_int_equal(choose(&rk, m, d, NULL, msg), LL_OK);
         assert_int_equal(rk.n_rows, labels);
         assert_non_null(strstr(rk.source, "score.weight"));
-        /* the score tensor wins over --rerank-tokens (a head of its own) */
         struct tokenizer *tok;
         assert_int_equal(tokenizer_load(&tok, d, &err), LL_OK);
         assert_int_equal(reranker_prompt(&rk, tok, NULL, queries[1], strlen(queries[1]), docs[1],
@@ -393,11 +392,12 @@ static void test_sequence_classification(void **state)
     assert_int_equal(choose(&rk, m, d, NULL, msg), LL_EMODEL);
     assert_non_null(strstr(msg, "'score.weight' must have shape (labels, 64)"));
     model_close(m);
-    /* without score.weight nor lm_head, --rerank-tokens has nothing to judge with */
-    write_seqcls(d, 0, H, 5);
+    /* without lm_head, --rerank-tokens (which wins over score.weight) has nothing to judge
+     * with */
+    write_seqcls(d, 1, H, 5);
     m = open_at(d, NULL);
     assert_int_equal(choose(&rk, m, d, "no,yes", msg), LL_EUNSUPPORTED);
-    assert_non_null(strstr(msg, "no lm_head to judge with"));
+    assert_non_null(strstr(msg, "--rerank-tokens: this model has no lm_head to judge with"));
     model_close(m);
     model_close(base_m);
     static const char *const files[] = {"model.safetensors", "config.json", "tokenizer.json",

@@ -207,11 +207,11 @@ enum ll_status reranker_choose(struct reranker *rk, const struct model *m,
 {
     memset(rk, 0, sizeof *rk);
     rk->hidden = m->config.hidden_size;
-    enum ll_status s = head_from_score(rk, m, err);
+    enum ll_status s = tokens && tokens[0]
+                           ? head_from_tokens(rk, m, tok, tokens, "--rerank-tokens", err)
+                           : head_from_score(rk, m, err);
     if (s == LL_OK && !rk->n_rows) {
-        if (tokens && tokens[0])
-            s = head_from_tokens(rk, m, tok, tokens, "--rerank-tokens", err);
-        else if (qwen3_reranker_readme(m->dir))
+        if (qwen3_reranker_readme(m->dir))
             s = head_from_tokens(rk, m, tok, "no,yes", "README.md: Qwen3-Reranker", err);
         else
             s = ll_err_set(err, LL_EUNSUPPORTED,
