@@ -54,10 +54,12 @@ struct reranker {
  * tmpl (bos/eos as the template sees them; NULL: none): lm_head's rows of the tokens `tokens`
  * names when it is not NULL or empty ("NO,YES" or "YES": a vocabulary entry each, or a word
  * the tokenizer encodes as one token), else score.weight when the checkpoint has it, else
- * lm_head's rows of no,yes when README.md has the heading "# Qwen3-Reranker". Returns LL_OK; LL_EUNSUPPORTED (no head: the message says how to
- * get one; more than two labels; a token head on a model without lm_head; no chat template);
- * LL_EINVAL (a token that is not one token of the vocabulary, named); LL_EMODEL (score.weight
- * of another shape); LL_ETEMPLATE; LL_ENOMEM. On error *rk is zeroed. */
+ * lm_head's rows of no,yes when README.md has the heading "# Qwen3-Reranker". Returns LL_OK;
+ * LL_EUNSUPPORTED (no head: the message says how to get one; more than two labels; a token
+ * head on a model without lm_head; no chat template, or one that does not render the user
+ * message once as it is); LL_EINVAL (a token that is not one token of the vocabulary, or
+ * three tokens: named); LL_EMODEL (score.weight of another shape); LL_ETEMPLATE; LL_ENOMEM.
+ * On error *rk is zeroed. */
 enum ll_status reranker_choose(struct reranker *rk, const struct model *m,
                                const struct tokenizer *tok, const struct chat_template *tmpl,
                                const char *bos, const char *eos, const char *tokens,

@@ -19,8 +19,9 @@
  * stores lm_head's planes; a headless checkpoint (no "model." in its names) without lm_head and
  * untied, or a *ForSequenceClassification checkpoint without lm_head and untied, is an
  * embedding or ranking model (m->no_lm_head: hidden states only) (the embedding itself stays
- * as stored: it is gathered, not multiplied). A layer tensor numbered past num_hidden_layers means config and weights disagree
- * and is an error. Runs once in model_open(); the tensors point into the safetensors mmaps.
+ * as stored: it is gathered, not multiplied). A layer tensor numbered past num_hidden_layers
+ * means config and weights disagree and is an error. Runs once in model_open(); the tensors
+ * point into the safetensors mmaps.
  */
 #include <math.h>
 #include <stdbool.h>
