@@ -15,6 +15,7 @@
 #include "engine_args.h"
 #include "model.h"
 #include "pooling.h"
+#include "run_common.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -56,16 +57,13 @@ int cmd_embed(int argc, char **argv)
     struct ll_err err = {0};
     struct pooling_config pc;
     char *data = NULL;
-    size_t len = 0;
+    int n_lines = 0;
     if (pooling_choose(&pc, dir, force, &err) != LL_OK ||
-        (!strcmp(input, "-") ? ll_read_stream(stdin, "standard input", &data, &len, &err)
-                             : ll_read_file(input, &data, &len, &err)) != LL_OK) {
+        run_lines_read(input, &data, &n_lines, &err) != LL_OK) {
         fprintf(stderr, "llaisys-cli embed: %s\n", err.msg);
+        free(data);
         return 1;
     }
-    int n_lines = 1;
-    for (size_t i = 0; i < len; i++)
-        n_lines += data[i] == '\n';
     if (o.max_queue == 0) /* everything is submitted at once */
         o.max_queue = n_lines > 256 ? n_lines : 256;
     struct engine *e = NULL;
@@ -86,16 +84,8 @@ int cmd_embed(int argc, char **argv)
     const int H = engine_model(e)->config.hidden_size;
     double t0 = ll_now();
     int line_no = 0;
-    for (char *line = data, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        line_no++;
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r')
-            line[--l] = '\0';
-        if (!l)
-            continue;
+    size_t l;
+    for (char *cur = data, *line; (line = run_lines_next(&cur, &line_no, &l));) {
         int32_t *ids = NULL;
         size_t cnt = 0;
         if (tokenizer_encode(engine_tokenizer(e), line, l, true, &ids, &cnt, &err) != LL_OK) {

@@ -17,6 +17,7 @@
 #include "engine_args.h"
 #include "model.h"
 #include "reranker.h"
+#include "run_common.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -62,15 +63,12 @@ int cmd_rerank(int argc, char **argv)
 
     struct ll_err err = {0};
     char *data = NULL, *bos = NULL, *eos = NULL;
-    size_t len = 0;
-    if ((!strcmp(input, "-") ? ll_read_stream(stdin, "standard input", &data, &len, &err)
-                             : ll_read_file(input, &data, &len, &err)) != LL_OK) {
+    int n_lines = 0;
+    if (run_lines_read(input, &data, &n_lines, &err) != LL_OK) {
         fprintf(stderr, "llaisys-cli rerank: %s\n", err.msg);
+        free(data);
         return 1;
     }
-    int n_lines = 1;
-    for (size_t i = 0; i < len; i++)
-        n_lines += data[i] == '\n';
     if (o.max_queue == 0) /* everything is submitted at once */
         o.max_queue = n_lines > 256 ? n_lines : 256;
     struct engine *e = NULL;
@@ -97,16 +95,8 @@ int cmd_rerank(int argc, char **argv)
     const int H = engine_model(e)->config.hidden_size;
     double t0 = ll_now();
     int line_no = 0;
-    for (char *line = data, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        line_no++;
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r')
-            line[--l] = '\0';
-        if (!l)
-            continue;
+    size_t l;
+    for (char *cur = data, *line; (line = run_lines_next(&cur, &line_no, &l));) {
         int32_t *ids = NULL;
         int cnt = 0;
         if (reranker_prompt(&rk, engine_tokenizer(e), instruction, query, strlen(query), line, l,

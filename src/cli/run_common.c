@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 int run_parse_int(const char *cmd, const char *flag, const char *s, long long min, long long max,
                   long long *out)
 {
@@ -121,4 +123,36 @@ void run_memory_mib(double *rss, double *hwm)
             *hwm = kb / 1024.0;
     }
     fclose(f);
+}
+
+enum ll_status run_lines_read(const char *input, char **data, int *n_lines, struct ll_err *err)
+{
+    size_t len = 0;
+    enum ll_status s = !strcmp(input, "-")
+                           ? ll_read_stream(stdin, "standard input", data, &len, err)
+                           : ll_read_file(input, data, &len, err);
+    *n_lines = 1;
+    for (size_t i = 0; s == LL_OK && i < len; i++)
+        *n_lines += (*data)[i] == '\n';
+    return s;
+}
+
+char *run_lines_next(char **cursor, int *line_no, size_t *len)
+{
+    for (char *line = *cursor, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        ++*line_no;
+        size_t l = strlen(line);
+        if (l && line[l - 1] == '\r')
+            line[--l] = '\0';
+        if (!l)
+            continue;
+        *cursor = next;
+        *len = l;
+        return line;
+    }
+    *cursor = NULL;
+    return NULL;
 }

@@ -27,6 +27,14 @@ int run_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **id
 enum ll_status run_prompt(struct model_runtime *rt, const int32_t *ids, int n, int start,
                           float *last, struct ll_err *err);
 
+/* The lines of a text file (`-`: standard input), for the commands that take one text a line
+ * (embed, rerank): run_lines_read reads it whole into *data and counts its lines (an upper
+ * bound on the texts); run_lines_next hands out the next non-blank line (its '\r' before the
+ * '\n' taken off, NUL-terminated in place), its 1-based line number in *line_no, or NULL at
+ * the end. */
+enum ll_status run_lines_read(const char *input, char **data, int *n_lines, struct ll_err *err);
+char *run_lines_next(char **cursor, int *line_no, size_t *len);
+
 /* VmRSS and VmHWM of this process in MiB (from /proc/self/status; -1 when unknown). */
 void run_memory_mib(double *rss, double *hwm);
 
