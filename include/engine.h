@@ -156,6 +156,10 @@ struct engine_params {
                                        the key's previous pin (sessions; see engine_unpin) */
     struct grammar *grammar;        /* constrain the output to this grammar (grammar.h), or
                                        NULL; engine_submit takes its own reference */
+    int cache_prefix;               /* > 0: publish only the full blocks of the first
+                                       cache_prefix tokens to the prefix cache (the part other
+                                       requests share: a rerank request's instruction and
+                                       query); 0: every full block */
     enum ll_pooling embed;          /* LL_POOL_NONE: generate; else an embedding (see
                                        Embeddings above): the prompt may fill the context
                                        (1 <= n_prompt <= n_ctx), and max_tokens, the sampling,

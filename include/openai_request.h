@@ -154,6 +154,8 @@ struct oai_request {
     char *instruction;
     int top_n;
     bool return_documents;
+    int cache_prefix;            /* rerank: set by the route (not parsed): the tokens its
+                                    documents' prompts share (reranker_shared_prefix) */
 };
 
 #define OAI_RESPONSE_ID_MAX 47 /* bytes of a response id ("resp_" and 32 hex digits here) */

@@ -75,6 +75,14 @@ enum ll_status reranker_prompt(const struct reranker *rk, const struct tokenizer
                                const char *doc, size_t doc_len, int32_t **ids, int *n,
                                struct ll_err *err);
 
+/* The tokens the prompts of a request's documents (ids[i], n[i] tokens, count of them) share
+ * with one another and with the request's prompt for an empty document: the instruction and
+ * query part, worth keeping in the prefix cache (engine_params.cache_prefix); the rest of a
+ * prompt is its document's alone. Returns it, or -1 on no memory. */
+int reranker_shared_prefix(const struct reranker *rk, const struct tokenizer *tok,
+                           const char *instruction, const char *query, size_t query_len,
+                           int32_t *const *ids, const int *n, int count);
+
 /* The relevance score of a prompt whose last final hidden state is h (hidden floats). */
 double reranker_score(const struct reranker *rk, const float *h);
 

@@ -215,6 +215,55 @@ static void test_qwen3_reranker(void **state)
     assert_true(worst[1] < 2e-2);
     ref_close(&ref);
 
+    /* A request's documents share the instruction-and-query prefix: only its blocks are
+     * published (cache_prefix), and every document after the first takes them from the cache;
+     * the scores are those computed without the cache. */
+    {
+        int32_t *ids[3];
+        int n[3];
+        for (int d = 0; d < 3; d++)
+            assert_int_equal(reranker_prompt(&rk, tok, NULL, queries[0], strlen(queries[0]),
+                                             docs[d], strlen(docs[d]), &ids[d], &n[d], &err),
+                             LL_OK);
+        int shared = reranker_shared_prefix(&rk, tok, NULL, queries[0], strlen(queries[0]), ids,
+                                            n, 3);
+        int32_t *alone;
+        int na;
+        assert_int_equal(reranker_prompt(&rk, tok, NULL, queries[0], strlen(queries[0]), "", 0,
+                                         &alone, &na, &err),
+                         LL_OK);
+        assert_true(shared > rk.n_head && shared <= na - rk.n_tail);
+        /* the documents part right after it */
+        assert_true(ids[0][shared] != ids[1][shared] || ids[0][shared] != ids[2][shared]);
+        struct engine *pc = make_engine_on(dir, (struct engine_opts){.n_ctx = 256});
+        const int bs = engine_get_opts(pc)->block_size;
+        struct engine_req *r[3];
+        for (int d = 0; d < 3; d++)
+            r[d] = submit(pc, &(struct engine_params){.prompt = ids[d], .n_prompt = n[d],
+                                                      .embed = LL_POOL_LAST,
+                                                      .cache_prefix = shared});
+        run_idle(pc);
+        struct engine_stats st;
+        engine_get_stats(pc, &st);
+        printf("3 documents, %d shared tokens: %d blocks cached, %llu tokens from the cache\n",
+               shared, st.kv_cached, (unsigned long long)st.cached_tokens);
+        assert_int_equal(st.kv_cached, shared / bs);
+        assert_int_equal(st.cached_tokens, 2 * (shared / bs) * bs);
+        for (int d = 0; d < 3; d++) {
+            struct engine_output o = {0};
+            assert_true(engine_poll(r[d], &o));
+            float *want = malloc(sizeof(float) * H);
+            engine_last_state(fa, ids[d], n[d], want, H);
+            assert_memory_equal(o.embedding, want, sizeof(float) * H);
+            free(want);
+            engine_output_free(&o);
+            engine_req_release(r[d]);
+            free(ids[d]);
+        }
+        free(alone);
+        engine_destroy(pc);
+    }
+
     /* one token: sigmoid of its logit; the words as the tokenizer spells them */
     struct reranker one;
     assert_int_equal(choose(&one, m, dir, "yes", msg), LL_OK);

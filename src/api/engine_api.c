@@ -913,7 +913,7 @@ int32_t llaisys_engine_generate(llaisys_engine *e, const char *requests_json,
  * in errors. Returns LLAISYS_OK or the failure (set as the last error). */
 static int32_t pool_prompts(llaisys_engine *e, const char *fn, int32_t *const *ids,
                             const int *len, int n, enum ll_pooling mode, bool no_cache,
-                            float **vecs)
+                            int cache_prefix, float **vecs)
 {
     const int limit = engine_get_opts(e->e)->max_seqs;
     struct engine_req **reqs = calloc((size_t)n, sizeof *reqs);
@@ -925,7 +925,8 @@ static int32_t pool_prompts(llaisys_engine *e, const char *fn, int32_t *const *i
     while (!rc && done < n) {
         while (next < n && running < limit) {
             struct engine_params p = {.prompt = ids[next], .n_prompt = len[next],
-                                      .embed = mode, .no_cache = no_cache};
+                                      .embed = mode, .no_cache = no_cache,
+                                      .cache_prefix = cache_prefix};
             struct ll_err err = {0};
             enum ll_status s = engine_submit(e->e, &p, &reqs[next], &err);
             if (s == LL_EOVERLOADED && running > 0)
@@ -1013,7 +1014,7 @@ int32_t llaisys_engine_embed(llaisys_engine *e, const char *request_json, char *
                           "input %d has %d tokens (1..%d) (param: input)", i, len[i], n_ctx);
     }
     if (!rc)
-        rc = pool_prompts(e, "llaisys_engine_embed", ids, len, n, e->pooling.mode, q.no_cache,
+        rc = pool_prompts(e, "llaisys_engine_embed", ids, len, n, e->pooling.mode, q.no_cache, 0,
                           vecs);
     if (!rc) {
         int dim = H;
@@ -1073,9 +1074,14 @@ int32_t llaisys_engine_rerank(llaisys_engine *e, const char *request_json, char 
                           i);
         tokens += len[i];
     }
+    int shared = rc ? 0
+                    : reranker_shared_prefix(&e->reranker, e->tok, q.instruction, q.query,
+                                             q.query_len, ids, len, n);
+    if (!rc && shared < 0)
+        rc = api_fail(LLAISYS_ERR_NO_MEMORY, "llaisys_engine_rerank: out of memory");
     if (!rc)
         rc = pool_prompts(e, "llaisys_engine_rerank", ids, len, n, LL_POOL_LAST, q.no_cache,
-                          vecs);
+                          shared, vecs);
     if (!rc) {
         for (int i = 0; i < n; i++)
             scores[i] = reranker_score(&e->reranker, vecs[i]);

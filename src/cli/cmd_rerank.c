@@ -104,7 +104,10 @@ int cmd_rerank(int argc, char **argv)
             fprintf(stderr, "llaisys-cli rerank: line %d: %s\n", line_no, err.msg);
             goto out;
         }
-        struct engine_params p = {.prompt = ids, .n_prompt = cnt, .embed = LL_POOL_LAST};
+        int shared = reranker_shared_prefix(&rk, engine_tokenizer(e), instruction, query,
+                                            strlen(query), &ids, &cnt, 1);
+        struct engine_params p = {.prompt = ids, .n_prompt = cnt, .embed = LL_POOL_LAST,
+                                  .cache_prefix = shared > 0 ? shared : 0};
         enum ll_status s = engine_submit(e, &p, &reqs[n], &err);
         free(ids);
         if (s != LL_OK) {

@@ -338,6 +338,8 @@ enum ll_status engine_submit(struct engine *e, const struct engine_params *p,
     if (p->top_logprobs < 0 || p->top_logprobs > SAMPLER_MAX_TOP_LOGPROBS)
         return reject(e, err, LL_EINVAL, "top_logprobs %d (0..%d)", p->top_logprobs,
                       SAMPLER_MAX_TOP_LOGPROBS);
+    if (p->cache_prefix < 0)
+        return reject(e, err, LL_EINVAL, "cache_prefix %d", p->cache_prefix);
     if (p->min_tokens < 0)
         return reject(e, err, LL_EINVAL, "min_tokens %d", p->min_tokens);
     if (p->choice < 0)
@@ -428,8 +430,8 @@ sized:;
     struct engine_params pc = *p; /* an embedding has no controls */
     if (p->embed) {
         pc = (struct engine_params){.prompt = p->prompt, .n_prompt = p->n_prompt,
-                                    .embed = p->embed, .no_cache = p->no_cache ||
-                                                                   p->embed != LL_POOL_LAST};
+                                    .embed = p->embed, .cache_prefix = p->cache_prefix,
+                                    .no_cache = p->no_cache || p->embed != LL_POOL_LAST};
         p = &pc;
         stop_bytes = 0;
     }

@@ -420,8 +420,9 @@ static bool wait_for_prefix(const struct engine *e, const struct engine_req *r, 
     if (e->opts.no_prefix_cache || r->params.no_cache || m >= r->n_hashes)
         return false;
     for (const struct engine_req *o = e->running.head; o; o = o->next)
-        if (o->n_hashes > m && o->n_published <= m && o->hashes[m] == r->hashes[m])
-            return true;
+        if (o->n_hashes > m && o->n_published <= m && o->hashes[m] == r->hashes[m] &&
+            (o->params.cache_prefix <= 0 || m < o->params.cache_prefix / e->opts.block_size))
+            return true; /* (a block past o's cache_prefix is never published) */
     return false;
 }
 
@@ -513,6 +514,8 @@ void sched_publish_blocks(struct engine *e, struct engine_req *r)
     if (e->opts.no_prefix_cache || r->params.no_cache)
         return;
     int bs = e->opts.block_size, full = r->n_computed / bs;
+    if (r->params.cache_prefix > 0 && full > r->params.cache_prefix / bs)
+        full = r->params.cache_prefix / bs;
     while (r->n_hashes < full) {
         int i = r->n_hashes;
         r->hashes[i] = kv_pool_hash_block(i ? r->hashes[i - 1] : 0, r->tokens + (size_t)i * bs,

@@ -275,6 +275,26 @@ enum ll_status reranker_prompt(const struct reranker *rk, const struct tokenizer
     return LL_OK;
 }
 
+int reranker_shared_prefix(const struct reranker *rk, const struct tokenizer *tok,
+                           const char *instruction, const char *query, size_t query_len,
+                           int32_t *const *ids, const int *n, int count)
+{
+    int32_t *base = NULL;
+    int nb = 0;
+    struct ll_err err = {0};
+    if (reranker_prompt(rk, tok, instruction, query, query_len, "", 0, &base, &nb, &err))
+        return -1;
+    int k = nb - rk->n_tail; /* the frame's tail follows the (empty) document */
+    for (int i = 0; i < count; i++) {
+        int j = 0;
+        while (j < k && j < n[i] && ids[i][j] == base[j])
+            j++;
+        k = j;
+    }
+    free(base);
+    return k;
+}
+
 /* Row r of the head applied to h, as the model's logits would be. */
 static double row_logit(const struct reranker *rk, int r, const float *h)
 {

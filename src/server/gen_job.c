@@ -549,7 +549,7 @@ enum ll_status gen_job_start(struct gen_job **out, struct http_ctx *c,
         j->en_ids = n_ids;
         j->ebase = (struct engine_params){
             .embed = r->kind == OAI_RERANK ? LL_POOL_LAST : srv->pooling.mode,
-            .no_cache = r->no_cache};
+            .cache_prefix = r->cache_prefix, .no_cache = r->no_cache};
         j->embed_base64 = r->embed_base64;
         j->dimensions = r->dimensions;
         j->top_n = r->top_n;

@@ -49,6 +49,10 @@ enum MHD_Result route_rerank(struct http_ctx *c)
                               "with '%s' makes a prompt of %d tokens", srv->n_ctx, param, n[p]);
         }
     }
+    if (s == LL_OK &&
+        (r.cache_prefix = reranker_shared_prefix(&srv->reranker, srv->tok, r.instruction, r.query,
+                                                 r.query_len, ids, n, r.n_prompts)) < 0)
+        s = oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
     if (s == LL_OK)
         s = gen_job_start(&job, c, &r, ids, n, r.n_prompts, &e);
     if (s != LL_OK)
