@@ -46,4 +46,18 @@ static inline uint16_t ll_f32_to_bf16(float f)
 float ll_f16_to_f32(uint16_t h);
 uint16_t ll_f32_to_f16(float f);
 
+/* Element i of an array p of type t, as a float (exact for every type). */
+static inline float ll_dtype_load(const void *p, enum ll_dtype t, size_t i)
+{
+    switch (t) {
+    case LL_BF16:
+        return ll_bf16_to_f32(((const uint16_t *)p)[i]);
+    case LL_F16:
+        return ll_f16_to_f32(((const uint16_t *)p)[i]);
+    case LL_F32:
+        break;
+    }
+    return ((const float *)p)[i];
+}
+
 #endif

@@ -39,19 +39,6 @@ static float lanes_sum(const float l[16])
     return c0 + c1;
 }
 
-static float w_at(const void *w, enum ll_dtype t, size_t i)
-{
-    switch (t) {
-    case LL_BF16:
-        return ll_bf16_to_f32(((const uint16_t *)w)[i]);
-    case LL_F16:
-        return ll_f16_to_f32(((const uint16_t *)w)[i]);
-    case LL_F32:
-        break;
-    }
-    return ((const float *)w)[i];
-}
-
 /* vdpbf16ps reads denormal inputs as zero and flushes denormal results to zero (sign kept). */
 static float flush_denormal(float f)
 {
@@ -65,7 +52,8 @@ static float dot_exact(const float *x, const void *w, enum ll_dtype wt, size_t w
     for (int k0 = 0; k0 < K; k0 += LL_MM_CHUNK_EXACT)
         for (int i = 0; i < 16; i++) {
             int k = k0 + i;
-            float xv = k < K ? x[k] : 0.0f, wv = k < K ? w_at(w, wt, w_off + (size_t)k) : 0.0f;
+            float xv = k < K ? x[k] : 0.0f;
+            float wv = k < K ? ll_dtype_load(w, wt, w_off + (size_t)k) : 0.0f;
             lane[i] = fmaf(xv, wv, lane[i]);
         }
     return lanes_sum(lane);

@@ -60,19 +60,6 @@ bool ll_ops_set_variant(const char *name)
     return false;
 }
 
-static inline float load_elem(const void *p, enum ll_dtype t, size_t i)
-{
-    switch (t) {
-    case LL_F32:
-        return ((const float *)p)[i];
-    case LL_BF16:
-        return ll_bf16_to_f32(((const uint16_t *)p)[i]);
-    case LL_F16:
-        return ll_f16_to_f32(((const uint16_t *)p)[i]);
-    }
-    return 0.0f;
-}
-
 void ll_embedding(float *out, const void *table, enum ll_dtype ttype, const int32_t *ids, int n,
                   int dim)
 {
@@ -84,7 +71,7 @@ void ll_embedding(float *out, const void *table, enum ll_dtype ttype, const int3
             memcpy(o, row, (size_t)dim * sizeof(float));
         } else {
             for (int d = 0; d < dim; d++)
-                o[d] = load_elem(row, ttype, (size_t)d);
+                o[d] = ll_dtype_load(row, ttype, (size_t)d);
         }
     }
 }
@@ -118,7 +105,7 @@ void ll_rms_norm_ref(float *out, const float *x, const void *w, enum ll_dtype wt
             ss += (double)xr[d] * (double)xr[d];
         float inv = (float)(1.0 / sqrt(ss / dim + (double)eps));
         for (int d = 0; d < dim; d++)
-            o[d] = (xr[d] * inv) * load_elem(w, wtype, (size_t)d);
+            o[d] = (xr[d] * inv) * ll_dtype_load(w, wtype, (size_t)d);
     }
 }
 

@@ -26,19 +26,6 @@
     "provided. Note that the answer can only be \"yes\" or \"no\"."
 #define SENTINEL "\x01llaisys-rerank-pair\x01" /* the user content while finding its place */
 
-static float elem(const void *data, enum ll_dtype t, size_t i)
-{
-    switch (t) {
-    case LL_BF16:
-        return ll_bf16_to_f32(((const uint16_t *)data)[i]);
-    case LL_F16:
-        return ll_f16_to_f32(((const uint16_t *)data)[i]);
-    case LL_F32:
-        break;
-    }
-    return ((const float *)data)[i];
-}
-
 /* score.weight (labels, hidden) into rk->w; LL_OK with n_rows 0 when absent. */
 static enum ll_status head_from_score(struct reranker *rk, const struct model *m,
                                       struct ll_err *err)
@@ -60,7 +47,7 @@ static enum ll_status head_from_score(struct reranker *rk, const struct model *m
     if (!(rk->w = malloc(sizeof(float) * (size_t)rk->n_rows * rk->hidden)))
         return ll_err_set(err, LL_ENOMEM, "out of memory");
     for (size_t i = 0; i < (size_t)rk->n_rows * rk->hidden; i++)
-        rk->w[i] = elem(t->data, dt, i);
+        rk->w[i] = ll_dtype_load(t->data, dt, i);
     snprintf(rk->source, sizeof rk->source, "score.weight (%d label%s)", rk->n_rows,
              rk->n_rows > 1 ? "s" : "");
     return LL_OK;
@@ -131,7 +118,7 @@ static enum ll_status head_from_tokens(struct reranker *rk, const struct model *
             ll_dequantize_row(row, &head->q, ids[r]);
         else
             for (int i = 0; i < rk->hidden; i++)
-                row[i] = elem(head->dense.data, head->dense.dtype,
+                row[i] = ll_dtype_load(head->dense.data, head->dense.dtype,
                               (size_t)ids[r] * head->k + (size_t)i);
     }
     rk->logits_div = (float)m->config.logits_div;
