@@ -94,13 +94,17 @@ static void choose_pooling(struct server *srv, const char *model_dir)
 }
 
 /* /v1/rerank's head and prompt (reranker.h); a model without one leaves reranking refused,
- * with the reason, and the rest of the server serving. */
-static void choose_reranker(struct server *srv)
+ * with the reason, and the rest of the server serving. Returns LL_OK, or the failure of the
+ * head --rerank-tokens asks for by name (in *err). */
+static enum ll_status choose_reranker(struct server *srv, struct ll_err *err)
 {
-    struct ll_err err = {0};
-    if (reranker_choose(&srv->reranker, engine_model(srv->engine), srv->tok, srv->tmpl, srv->bos,
-                        srv->eos, srv->opts->rerank_tokens, &err) != LL_OK)
-        memcpy(srv->rerank_why, err.msg, sizeof srv->rerank_why);
+    const char *tokens = srv->opts->rerank_tokens;
+    enum ll_status s = reranker_choose(&srv->reranker, engine_model(srv->engine), srv->tok,
+                                       srv->tmpl, srv->bos, srv->eos, tokens, err);
+    if (s == LL_OK || (tokens && tokens[0]))
+        return s;
+    memcpy(srv->rerank_why, err->msg, sizeof srv->rerank_why);
+    return LL_OK;
 }
 
 /* The tool format's markers that the tokenizer has as special tokens (Mistral's [TOOL_CALLS]):
@@ -169,11 +173,7 @@ int server_run(const struct server_opts *o)
         tools_choose(&srv.tools, o->tool_parser, srv.tmpl, srv.bos, srv.eos);
         find_tool_tokens(&srv);
         choose_pooling(&srv, o->model_dir);
-        choose_reranker(&srv);
-        if (o->rerank_tokens && !srv.reranker.n_rows) {
-            s = LL_EINVAL; /* asked for by name: not served is an error */
-            snprintf(err.msg, sizeof err.msg, "%s", srv.rerank_why);
-        }
+        s = choose_reranker(&srv, &err);
     }
     if (s == LL_OK)
         s = engine_start(srv.engine, &err);
