@@ -76,9 +76,12 @@ int cmd_rerank(int argc, char **argv)
     struct reranker rk = {0};
     struct engine_req **reqs = calloc((size_t)n_lines, sizeof *reqs);
     double *scores = calloc((size_t)n_lines, sizeof *scores);
-    int n = 0, rc = 1;
+    int32_t **ids = calloc((size_t)n_lines, sizeof *ids);
+    int *cnt = calloc((size_t)n_lines, sizeof *cnt);
+    int *lines = calloc((size_t)n_lines, sizeof *lines);
+    int n = 0, n_docs = 0, rc = 1; /* submitted, prompts made */
     long long n_tokens = 0;
-    if (!reqs || !scores) {
+    if (!reqs || !scores || !ids || !cnt || !lines) {
         fprintf(stderr, "llaisys-cli rerank: out of memory\n");
         goto out;
     }
@@ -93,29 +96,32 @@ int cmd_rerank(int argc, char **argv)
     fprintf(stderr, "rerank: %s; prompt %d + %d tokens around each pair\n", rk.source,
             rk.n_head, rk.n_tail);
     const int H = engine_model(e)->config.hidden_size;
-    double t0 = ll_now();
+    /* every document's prompt first: the part they share is published to the prefix cache */
     int line_no = 0;
     size_t l;
-    for (char *cur = data, *line; (line = run_lines_next(&cur, &line_no, &l));) {
-        int32_t *ids = NULL;
-        int cnt = 0;
+    for (char *cur = data, *line; (line = run_lines_next(&cur, &line_no, &l)); n_docs++) {
+        lines[n_docs] = line_no;
         if (reranker_prompt(&rk, engine_tokenizer(e), instruction, query, strlen(query), line, l,
-                            &ids, &cnt, &err) != LL_OK) {
+                            &ids[n_docs], &cnt[n_docs], &err) != LL_OK) {
             fprintf(stderr, "llaisys-cli rerank: line %d: %s\n", line_no, err.msg);
             goto out;
         }
-        int shared = reranker_shared_prefix(&rk, engine_tokenizer(e), instruction, query,
-                                            strlen(query), &ids, &cnt, 1);
-        struct engine_params p = {.prompt = ids, .n_prompt = cnt, .embed = LL_POOL_LAST,
-                                  .cache_prefix = shared > 0 ? shared : 0};
-        enum ll_status s = engine_submit(e, &p, &reqs[n], &err);
-        free(ids);
-        if (s != LL_OK) {
-            fprintf(stderr, "llaisys-cli rerank: line %d: %s\n", line_no, err.msg);
+    }
+    int shared = reranker_shared_prefix(&rk, engine_tokenizer(e), instruction, query,
+                                        strlen(query), ids, cnt, n_docs);
+    if (shared < 0) {
+        fprintf(stderr, "llaisys-cli rerank: out of memory\n");
+        goto out;
+    }
+    double t0 = ll_now();
+    for (; n < n_docs; n++) {
+        struct engine_params p = {.prompt = ids[n], .n_prompt = cnt[n], .embed = LL_POOL_LAST,
+                                  .cache_prefix = shared};
+        if (engine_submit(e, &p, &reqs[n], &err) != LL_OK) {
+            fprintf(stderr, "llaisys-cli rerank: line %d: %s\n", lines[n], err.msg);
             goto out;
         }
-        n++;
-        n_tokens += cnt;
+        n_tokens += cnt[n];
     }
     if (engine_run_until_idle(e, &err) != LL_OK) {
         fprintf(stderr, "llaisys-cli rerank: %s\n", err.msg);
@@ -152,7 +158,9 @@ int cmd_rerank(int argc, char **argv)
 out:
     for (int i = 0; reqs && i < n; i++)
         engine_req_release(reqs[i]);
-    free(reqs);
+    for (int i = 0; ids && i < n_docs; i++)
+        free(ids[i]);
+    free(reqs), free(ids), free(cnt), free(lines);
     free(scores);
     reranker_free(&rk);
     chat_template_free(tmpl);
