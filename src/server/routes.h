@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "openai_request.h"
 #include "respond.h"
 
 struct cJSON;
@@ -39,6 +40,12 @@ enum MHD_Result route_response_stored(struct http_ctx *c, const char *id);
 bool route_require_ready(struct http_ctx *c, enum MHD_Result *res);
 /* LL_OK when model is NULL or the served name; else LL_ENOTFOUND (404 model_not_found) in *e. */
 enum ll_status route_check_model(struct http_ctx *c, const char *model, struct oai_error *e);
+/* The end of a route whose request r has one prompt per r->n_prompts (ids[p], n[p] tokens):
+ * when s, the route's status so far, is LL_OK, the generation job over them runs and answers
+ * (gen_job.h); otherwise, or when the job cannot start, the error in *e is answered. Frees
+ * ids, n and r in any case (ids and n may be NULL). */
+enum MHD_Result route_run_job(struct http_ctx *c, enum ll_status s, struct oai_request *r,
+                              int32_t **ids, int *n, struct oai_error *e);
 /* Render the chat template for context and encode it (no BOS added: the template writes it
  * unless add_special). *ids is malloc'd (caller frees), *n its length. Errors in *e: 400
  * template or no template, 400 too long, 500 out of memory. */

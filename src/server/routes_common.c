@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "chat_template.h"
+#include "gen_job.h"
 #include "routes.h"
 #include "server_impl.h"
 #include "tokenizer.h"
@@ -65,4 +66,19 @@ enum ll_status route_chat_encode(struct http_ctx *c, const struct cJSON *context
     }
     *n = (int)cnt;
     return LL_OK;
+}
+
+enum MHD_Result route_run_job(struct http_ctx *c, enum ll_status s, struct oai_request *r,
+                              int32_t **ids, int *n, struct oai_error *e)
+{
+    struct gen_job *job = NULL;
+    if (s == LL_OK)
+        s = gen_job_start(&job, c, r, ids, n, r->n_prompts, e);
+    enum MHD_Result res = s != LL_OK ? respond_error(c, e) : gen_job_respond(job, c);
+    for (int p = 0; ids && p < r->n_prompts; p++)
+        free(ids[p]);
+    free(ids);
+    free(n);
+    oai_request_free(r);
+    return res;
 }

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gen_job.h"
 #include "routes.h"
 #include "server_impl.h"
 #include "tokenizer.h"
@@ -20,7 +19,6 @@ enum MHD_Result route_completions(struct http_ctx *c)
     struct oai_error e;
     int32_t **ids = NULL;
     int *n = NULL;
-    struct gen_job *job = NULL;
     enum ll_status s = oai_request_parse(&r, OAI_COMPLETION, c->body, c->body_len, &e);
     if (s == LL_OK)
         s = route_check_model(c, r.model, &e);
@@ -54,16 +52,5 @@ enum MHD_Result route_completions(struct http_ctx *c)
         }
         n[p] = (int)cnt;
     }
-    if (s == LL_OK)
-        s = gen_job_start(&job, c, &r, ids, n, r.n_prompts, &e);
-    if (s != LL_OK)
-        res = respond_error(c, &e);
-    else
-        res = gen_job_respond(job, c);
-    for (int p = 0; ids && p < r.n_prompts; p++)
-        free(ids[p]);
-    free(ids);
-    free(n);
-    oai_request_free(&r);
-    return res;
+    return route_run_job(c, s, &r, ids, n, &e);
 }

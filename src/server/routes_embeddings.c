@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gen_job.h"
 #include "model.h"
 #include "routes.h"
 #include "server_impl.h"
@@ -25,7 +24,6 @@ enum MHD_Result route_embeddings(struct http_ctx *c)
     struct oai_error e;
     int32_t **ids = NULL;
     int *n = NULL;
-    struct gen_job *job = NULL;
     const int hidden = engine_model(srv->engine)->config.hidden_size;
     const int vocab = tokenizer_vocab_size(srv->tok);
     enum ll_status s = oai_embeddings_parse(&r, c->body, c->body_len, &e);
@@ -72,16 +70,5 @@ enum MHD_Result route_embeddings(struct http_ctx *c)
                               "%zu tokens", srv->n_ctx, param, cnt);
         n[p] = (int)cnt;
     }
-    if (s == LL_OK)
-        s = gen_job_start(&job, c, &r, ids, n, r.n_prompts, &e);
-    if (s != LL_OK)
-        res = respond_error(c, &e);
-    else
-        res = gen_job_respond(job, c);
-    for (int p = 0; ids && p < r.n_prompts; p++)
-        free(ids[p]);
-    free(ids);
-    free(n);
-    oai_request_free(&r);
-    return res;
+    return route_run_job(c, s, &r, ids, n, &e);
 }

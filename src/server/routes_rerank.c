@@ -5,10 +5,10 @@
  * generation job holds them (gen_job.h), so auth, rate limits, cancellation, the request
  * timeout, metrics and the log line work as for completions. HTTP thread of the connection.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gen_job.h"
 #include "routes.h"
 #include "server_impl.h"
 
@@ -22,7 +22,6 @@ enum MHD_Result route_rerank(struct http_ctx *c)
     struct oai_error e;
     int32_t **ids = NULL;
     int *n = NULL;
-    struct gen_job *job = NULL;
     char route[64];
     snprintf(route, sizeof route, "%.40s", c->url);
     enum ll_status s = oai_rerank_parse(&r, c->body, c->body_len, route, &e);
@@ -53,16 +52,5 @@ enum MHD_Result route_rerank(struct http_ctx *c)
         (r.cache_prefix = reranker_shared_prefix(&srv->reranker, srv->tok, r.instruction, r.query,
                                                  r.query_len, ids, n, r.n_prompts)) < 0)
         s = oai_error_set(&e, LL_ENOMEM, NULL, NULL, "out of memory");
-    if (s == LL_OK)
-        s = gen_job_start(&job, c, &r, ids, n, r.n_prompts, &e);
-    if (s != LL_OK)
-        res = respond_error(c, &e);
-    else
-        res = gen_job_respond(job, c);
-    for (int p = 0; ids && p < r.n_prompts; p++)
-        free(ids[p]);
-    free(ids);
-    free(n);
-    oai_request_free(&r);
-    return res;
+    return route_run_job(c, s, &r, ids, n, &e);
 }
